@@ -1,0 +1,1 @@
+"""Declarative block specs: one spec per block type, no Qt."""
