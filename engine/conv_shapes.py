@@ -195,9 +195,9 @@ def _geometry(
                 f"(depthwise: they must be equal)"
             )
     else:
-        if depth % fin:
+        if depth == 0 or depth % fin:
             raise InvalidArgumentError(
-                f"{input_name} depth {depth} must be evenly divisible by {filter_name} "
+                f"{input_name} depth {depth} must be a positive multiple of {filter_name} "
                 f"in_channels {fin}"
             )
         groups = depth // fin
@@ -232,11 +232,11 @@ def _check_out_backprop(g: ConvGeometry, out_backprop_shape: Sequence[int]) -> N
     checks = (
         ("batch", shape[n], g.batch, f"input batch {g.batch}"),
         ("height", shape[r], g.out_rows,
-         f"input {g.in_rows}, filter {g.filter_rows}, dilation {g.dilation_rows}, "
-         f"stride {g.stride_rows}, {g.padding}"),
+         (f"input {g.in_rows}, filter {g.filter_rows}, dilation {g.dilation_rows}, "
+          f"stride {g.stride_rows}, {g.padding}")),
         ("width", shape[c], g.out_cols,
-         f"input {g.in_cols}, filter {g.filter_cols}, dilation {g.dilation_cols}, "
-         f"stride {g.stride_cols}, {g.padding}"),
+         (f"input {g.in_cols}, filter {g.filter_cols}, dilation {g.dilation_cols}, "
+          f"stride {g.stride_cols}, {g.padding}")),
         ("depth", shape[d], g.out_depth,
          f"filter in_channels {g.filter_in_depth} x multiplier {g.filter_out}"
          if g.depthwise else f"filter out_channels {g.filter_out}"),

@@ -1,0 +1,114 @@
+"""The padded, stride-phase-split, flattened layout the conv kernels compute in.
+
+Output position ``r`` of a stride-``s`` conv reads padded input row ``r*s + t*d`` for tap ``t``.
+Writing ``t*d = q*s + p`` with phase ``p = t*d % s`` gives ``r*s + t*d = (r + q)*s + p``: tap
+``t`` reads row ``r + q`` of the phase image ``P_p[i] = in_pad[i*s + p]``. Every tap is thus a
+stride-1 shift by ``q`` of one of ``s`` phase images (``s*s`` in 2-D).
+
+Each phase image is stored ``(N, Hq, Wq, C)`` with ``Hq = out_rows + max q`` and
+``Wq = out_cols + max q``, and flattened to ``(N*Hq*Wq, C)``. Output position
+``p = (n*Hq + r)*Wq + c`` then reads row ``p + q_r*Wq + q_c`` of its phase: one shift of a
+contiguous matrix per tap, with no copy. Output rows with ``r >= out_rows`` or ``c >= out_cols``
+are padding ("garbage" positions); the gradient w.r.t. them is embedded as zero, so they add
+nothing. The last valid position is ``N*Hq*Wq - 1 - max_offset``, so every tap uses the first
+``T = N*Hq*Wq - max_offset`` positions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.conv_shapes import ConvGeometry
+
+
+@dataclass(frozen=True)
+class Tap:
+    """One filter tap: its indices, stride phase and flat offset inside that phase."""
+
+    row: int
+    col: int
+    phase_row: int
+    phase_col: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class PhaseLayout:
+    """Sizes of the phase-split layout for one geometry (see the module docstring)."""
+
+    g: ConvGeometry
+    hq: int
+    wq: int
+    taps: tuple[Tap, ...]
+    max_offset: int
+
+    @classmethod
+    def of(cls, g: ConvGeometry) -> PhaseLayout:
+        qr_max = (g.filter_rows - 1) * g.dilation_rows // g.stride_rows
+        qc_max = (g.filter_cols - 1) * g.dilation_cols // g.stride_cols
+        hq, wq = g.out_rows + qr_max, g.out_cols + qc_max
+        taps = []
+        for i in range(g.filter_rows):
+            qr, pr = divmod(i * g.dilation_rows, g.stride_rows)
+            for j in range(g.filter_cols):
+                qc, pc = divmod(j * g.dilation_cols, g.stride_cols)
+                taps.append(Tap(i, j, pr, pc, qr * wq + qc))
+        return cls(g, hq, wq, tuple(taps), qr_max * wq + qc_max)
+
+    def positions(self, batch: int) -> int:
+        """T: how many flat positions every tap reads for ``batch`` images."""
+        return batch * self.hq * self.wq - self.max_offset
+
+    def _span(self, phase: int, stride: int, pad: int, size: int, count: int) -> tuple[int, int, int]:
+        """Phase rows ``[lo, hi)`` that hold input rows, and the first input row ``r0``.
+
+        Phase row ``i`` is input row ``i*stride + phase - pad``; it exists when that is in
+        ``[0, size)`` and ``i < count``.
+        """
+        lo = max(0, -((phase - pad) // stride))  # ceil((pad - phase) / stride)
+        hi = min(count, (size - 1 - phase + pad) // stride + 1) if size > 0 else 0
+        return lo, max(lo, hi), lo * stride + phase - pad
+
+    def spans(self):
+        """Yield ``(pr, pc, phase_slice, input_slice)`` pairing phase-image and input regions."""
+        g = self.g
+        for pr in range(g.stride_rows):
+            rlo, rhi, r0 = self._span(pr, g.stride_rows, g.pad_top, g.in_rows, self.hq)
+            for pc in range(g.stride_cols):
+                clo, chi, c0 = self._span(pc, g.stride_cols, g.pad_left, g.in_cols, self.wq)
+                if rhi <= rlo or chi <= clo:
+                    continue
+                phase_sl = (slice(rlo, rhi), slice(clo, chi))
+                in_sl = (
+                    slice(r0, r0 + (rhi - rlo - 1) * g.stride_rows + 1, g.stride_rows),
+                    slice(c0, c0 + (chi - clo - 1) * g.stride_cols + 1, g.stride_cols),
+                )
+                yield pr, pc, phase_sl, in_sl
+
+    def split_input(self, x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """Phase images ``(sr, sc, N, Hq, Wq, C)`` of NHWC ``x`` (zero padding), in ``dtype``."""
+        g = self.g
+        n, c = x.shape[0], x.shape[3]
+        trivial = (g.stride_rows == g.stride_cols == 1 and self.hq == g.in_rows
+                   and self.wq == g.in_cols and g.pad_top == 0 and g.pad_left == 0)
+        if trivial and x.dtype == dtype and x.flags.c_contiguous:
+            return x.reshape(1, 1, *x.shape)
+        out = np.zeros((g.stride_rows, g.stride_cols, n, self.hq, self.wq, c), dtype)
+        for pr, pc, (rs, cs), (ri, ci) in self.spans():
+            out[pr, pc, :, rs, cs] = x[:, ri, ci]
+        return out
+
+    def merge_input(self, phases: np.ndarray, out: np.ndarray) -> None:
+        """Write phase images back into NHWC ``out`` (rows no tap reads are left untouched)."""
+        for pr, pc, (rs, cs), (ri, ci) in self.spans():
+            out[:, ri, ci] = phases[pr, pc, :, rs, cs]
+
+    def embed_output(self, y: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """NHWC ``y`` of the output's size, zero-padded to ``(N, Hq, Wq, C)`` in ``dtype``."""
+        if y.shape[1:3] == (self.hq, self.wq) and y.dtype == dtype and y.flags.c_contiguous:
+            return y
+        out = np.zeros((y.shape[0], self.hq, self.wq, y.shape[3]), dtype)
+        out[:, : y.shape[1], : y.shape[2]] = y
+        return out

@@ -1,0 +1,227 @@
+"""The six TensorFlow conv ops, exact to ``tf.raw_ops`` semantics, in vectorized NumPy.
+
+Argument names, order and meaning are TensorFlow's. With ``in_pad`` the input zero-padded per
+``padding`` (:mod:`engine.padding`), strides ``s``, dilations ``d`` and NHWC indices
+(NCHW arrays are read and written in their own layout)::
+
+    Conv2D:   out[n,r,c,o]  = sum_{i,j,q} in_pad[n, r*sr + i*dr, c*sc + j*dc, g(o)*Q + q] w[i,j,q,o]
+    Depthwise: out[n,r,c,k*M+m] = sum_{i,j} in_pad[n, r*sr + i*dr, c*sc + j*dc, k] w[i,j,k,m]
+
+with ``Q`` the filter's in_channels and ``g(o)`` the group of output channel ``o``
+(``groups = in_depth / Q``). The backprop ops are the adjoints: ``*_backprop_filter`` returns
+``d<out, dy>/dw`` and ``*_backprop_input`` returns ``d<out, dy>/d input``.
+
+dtypes: float16, bfloat16, float32, float64; the result has the input's dtype and half types
+accumulate in float32. Every invalid call raises :class:`~engine.errors.InvalidArgumentError`
+(see :mod:`engine.conv_shapes`). ``use_cudnn_on_gpu`` is accepted and has no effect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from engine import conv_compute as cc
+from engine.conv_layout import PhaseLayout
+from engine.conv_shapes import (
+    ConvGeometry,
+    backprop_filter_geometry,
+    backprop_input_geometry,
+    conv2d_geometry,
+)
+from engine.dtypes import compute_dtype, float_array, same_dtype
+
+IntSeq = Sequence[int] | np.ndarray
+
+__all__ = [
+    "conv2d",
+    "conv2d_backprop_filter",
+    "conv2d_backprop_input",
+    "depthwise_conv2d_native",
+    "depthwise_conv2d_native_backprop_filter",
+    "depthwise_conv2d_native_backprop_input",
+]
+
+
+def _nhwc(a: np.ndarray, data_format: str) -> np.ndarray:
+    """A view of ``a`` in NHWC order."""
+    return a if data_format == "NHWC" else a.transpose(0, 2, 3, 1)
+
+
+def _from_nhwc(y: np.ndarray, data_format: str, dtype: np.dtype) -> np.ndarray:
+    """NHWC ``y`` as a C-contiguous array of ``dtype`` in ``data_format``."""
+    if data_format == "NCHW":
+        y = y.transpose(0, 3, 1, 2)
+    return np.asarray(y.astype(dtype, order="C", copy=False), order="C")
+
+
+def _empty(g: ConvGeometry) -> bool:
+    """True when the sum over output positions has no terms."""
+    return g.batch == 0 or g.out_rows == 0 or g.out_cols == 0
+
+
+def _group_slices(g: ConvGeometry):
+    """Channel slices ``(input, output)`` of each group."""
+    q, o = g.filter_in_depth, g.filter_out // g.groups
+    for k in range(g.groups):
+        yield slice(k * q, (k + 1) * q), slice(k * o, (k + 1) * o)
+
+
+def _input_grad_buffer(g: ConvGeometry, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Zeroed result in ``g.data_format`` and its NHWC view."""
+    out = np.zeros(g.input_shape, dtype)
+    return out, _nhwc(out, g.data_format)
+
+
+def conv2d(
+    input: np.ndarray,
+    filter: np.ndarray,
+    strides: IntSeq,
+    padding: str,
+    explicit_paddings: IntSeq = (),
+    data_format: str = "NHWC",
+    dilations: IntSeq = (1, 1, 1, 1),
+    use_cudnn_on_gpu: bool = True,
+) -> np.ndarray:
+    """tf.raw_ops.Conv2D: ``out[n,r,c,o] = sum in_pad[n, r*sr+i*dr, c*sc+j*dc, q] w[i,j,q,o]``."""
+    x, w = float_array("input", input), float_array("filter", filter)
+    dtype = same_dtype(input=x, filter=w)
+    g = conv2d_geometry(x.shape, w.shape, strides, padding, explicit_paddings, data_format,
+                        dilations)
+    if _empty(g):
+        return np.zeros(g.output_shape, dtype)
+    lay, ctype, xv = PhaseLayout.of(g), compute_dtype(dtype), _nhwc(x, data_format)
+    parts = [cc.conv2d(lay, xv[..., si], w[..., so], ctype) for si, so in _group_slices(g)]
+    y = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=3)
+    return _from_nhwc(y, data_format, dtype)
+
+
+def conv2d_backprop_filter(
+    input: np.ndarray,
+    filter_sizes: IntSeq,
+    out_backprop: np.ndarray,
+    strides: IntSeq,
+    padding: str,
+    explicit_paddings: IntSeq = (),
+    data_format: str = "NHWC",
+    dilations: IntSeq = (1, 1, 1, 1),
+    use_cudnn_on_gpu: bool = True,
+) -> np.ndarray:
+    """tf.raw_ops.Conv2DBackpropFilter: ``dw[i,j,q,o] = sum_{n,r,c} in_pad[n, r*sr+i*dr,
+    c*sc+j*dc, g(o)*Q+q] * dy[n,r,c,o]``, shaped ``filter_sizes``."""
+    x, dy = float_array("input", input), float_array("out_backprop", out_backprop)
+    dtype = same_dtype(input=x, out_backprop=dy)
+    g = backprop_filter_geometry(x.shape, filter_sizes, dy.shape, strides, padding,
+                                 explicit_paddings, data_format, dilations)
+    if _empty(g):
+        return np.zeros(g.filter_shape, dtype)
+    lay, ctype = PhaseLayout.of(g), compute_dtype(dtype)
+    xv, dyv = _nhwc(x, data_format), _nhwc(dy, data_format)
+    parts = [cc.conv2d_backprop_filter(lay, xv[..., si], dyv[..., so], ctype)
+             for si, so in _group_slices(g)]
+    dw = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=3)
+    return dw.astype(dtype, copy=False)
+
+
+def conv2d_backprop_input(
+    input_sizes: IntSeq,
+    filter: np.ndarray,
+    out_backprop: np.ndarray,
+    strides: IntSeq,
+    padding: str,
+    explicit_paddings: IntSeq = (),
+    data_format: str = "NHWC",
+    dilations: IntSeq = (1, 1, 1, 1),
+    use_cudnn_on_gpu: bool = True,
+) -> np.ndarray:
+    """tf.raw_ops.Conv2DBackpropInput: ``dx[n,h,v,g*Q+q] = sum over (r,i) with
+    r*sr+i*dr-pad_top = h and (c,j) with c*sc+j*dc-pad_left = v of
+    sum_o dy[n,r,c,o] w[i,j,q,o]`` (``o`` in group ``g``), shaped ``input_sizes``."""
+    w, dy = float_array("filter", filter), float_array("out_backprop", out_backprop)
+    dtype = same_dtype(filter=w, out_backprop=dy)
+    g = backprop_input_geometry(input_sizes, w.shape, dy.shape, strides, padding,
+                                explicit_paddings, data_format, dilations)
+    out, outv = _input_grad_buffer(g, dtype)
+    if _empty(g):
+        return out
+    lay, ctype, dyv = PhaseLayout.of(g), compute_dtype(dtype), _nhwc(dy, data_format)
+    for si, so in _group_slices(g):
+        cc.conv2d_backprop_input(lay, dyv[..., so], w[..., so], ctype, outv[..., si])
+    return out
+
+
+def depthwise_conv2d_native(
+    input: np.ndarray,
+    filter: np.ndarray,
+    strides: IntSeq,
+    padding: str,
+    explicit_paddings: IntSeq = (),
+    data_format: str = "NHWC",
+    dilations: IntSeq = (1, 1, 1, 1),
+) -> np.ndarray:
+    """tf.raw_ops.DepthwiseConv2dNative: ``out[n,r,c,k*M+m] = sum_{i,j} in_pad[n, r*sr+i*dr,
+    c*sc+j*dc, k] * w[i,j,k,m]``."""
+    x, w = float_array("input", input), float_array("filter", filter)
+    dtype = same_dtype(input=x, filter=w)
+    g = conv2d_geometry(x.shape, w.shape, strides, padding, explicit_paddings, data_format,
+                        dilations, depthwise=True)
+    if _empty(g):
+        return np.zeros(g.output_shape, dtype)
+    lay, ctype = PhaseLayout.of(g), compute_dtype(dtype)
+    y = cc.depthwise_conv2d(lay, _nhwc(x, data_format), w, ctype)
+    return _from_nhwc(y, data_format, dtype)
+
+
+def depthwise_conv2d_native_backprop_filter(
+    input: np.ndarray,
+    filter_sizes: IntSeq,
+    out_backprop: np.ndarray,
+    strides: IntSeq,
+    padding: str,
+    explicit_paddings: IntSeq = (),
+    data_format: str = "NHWC",
+    dilations: IntSeq = (1, 1, 1, 1),
+) -> np.ndarray:
+    """tf.raw_ops.DepthwiseConv2dNativeBackpropFilter: ``dw[i,j,k,m] = sum_{n,r,c}
+    in_pad[n, r*sr+i*dr, c*sc+j*dc, k] * dy[n,r,c,k*M+m]``, shaped ``filter_sizes``.
+
+    Dilations are honoured (TensorFlow's CPU kernel ignores them; this follows the math).
+    """
+    x, dy = float_array("input", input), float_array("out_backprop", out_backprop)
+    dtype = same_dtype(input=x, out_backprop=dy)
+    g = backprop_filter_geometry(x.shape, filter_sizes, dy.shape, strides, padding,
+                                 explicit_paddings, data_format, dilations, depthwise=True)
+    if _empty(g):
+        return np.zeros(g.filter_shape, dtype)
+    lay, ctype = PhaseLayout.of(g), compute_dtype(dtype)
+    dw = cc.depthwise_conv2d_backprop_filter(lay, _nhwc(x, data_format),
+                                             _nhwc(dy, data_format), ctype)
+    return dw.astype(dtype, copy=False)
+
+
+def depthwise_conv2d_native_backprop_input(
+    input_sizes: IntSeq,
+    filter: np.ndarray,
+    out_backprop: np.ndarray,
+    strides: IntSeq,
+    padding: str,
+    explicit_paddings: IntSeq = (),
+    data_format: str = "NHWC",
+    dilations: IntSeq = (1, 1, 1, 1),
+) -> np.ndarray:
+    """tf.raw_ops.DepthwiseConv2dNativeBackpropInput: the adjoint of
+    :func:`depthwise_conv2d_native` in its input, shaped ``input_sizes``.
+
+    Dilations are honoured (TensorFlow's CPU kernel ignores them; this follows the math).
+    """
+    w, dy = float_array("filter", filter), float_array("out_backprop", out_backprop)
+    dtype = same_dtype(filter=w, out_backprop=dy)
+    g = backprop_input_geometry(input_sizes, w.shape, dy.shape, strides, padding,
+                                explicit_paddings, data_format, dilations, depthwise=True)
+    out, outv = _input_grad_buffer(g, dtype)
+    if _empty(g):
+        return out
+    lay, ctype = PhaseLayout.of(g), compute_dtype(dtype)
+    cc.depthwise_conv2d_backprop_input(lay, _nhwc(dy, data_format), w, ctype, outv)
+    return out
