@@ -1,4 +1,7 @@
-"""Test setup: Qt runs offscreen (no screen needed) and hypothesis stays quick on 2 cores."""
+"""Test setup: Qt runs offscreen (no screen needed) and hypothesis stays quick on 2 cores.
+
+``HYPOTHESIS_PROFILE=thorough python -m pytest`` runs the property tests with many more examples.
+"""
 
 import os
 
@@ -6,8 +9,9 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from hypothesis import HealthCheck, settings
 
-settings.register_profile(
-    "gradblocks", max_examples=40, deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-settings.load_profile("gradblocks")
+_quiet = [HealthCheck.too_slow]
+settings.register_profile("gradblocks", max_examples=40, deadline=None,
+                          suppress_health_check=_quiet)
+settings.register_profile("thorough", max_examples=600, deadline=None,
+                          suppress_health_check=_quiet)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "gradblocks"))

@@ -1,0 +1,191 @@
+"""Benchmark of the conv kernels: ``python -m engine.bench [--compare] [--repeat N] [--only SUBSTR]``.
+
+Per case it prints GFLOP, the median of ``--repeat`` timed runs (after one warm-up), GFLOP/s,
+the fraction of this machine's NumPy float32 matmul peak (2048^3 ``a @ b``, measured in the same
+run) and the peak extra memory of one call beyond its inputs and output (tracemalloc). With
+``--compare`` and TensorFlow importable, it also times ``tf.raw_ops`` on the same arrays and
+prints ours/TensorFlow; the summary gives the geometric means the targets are stated in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import tracemalloc
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine import kernels
+from engine.conv_shapes import backprop_filter_geometry
+from engine.dtypes import to_dtype
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark call: op name, NHWC/NCHW shapes and attrs."""
+
+    name: str
+    op: str  # tf.raw_ops name
+    input_shape: tuple[int, int, int, int]  # always given NHWC: (N, H, W, C)
+    filter_shape: tuple[int, int, int, int]
+    stride: int
+    padding: str
+    data_format: str = "NHWC"
+    dtype: str = "float32"
+    group: str = "conv"  # conv | depthwise: which geometric mean it counts in
+
+    @property
+    def depthwise(self) -> bool:
+        return self.op.startswith("Depthwise")
+
+    def attrs(self) -> dict:
+        s = self.stride
+        strides = [1, s, s, 1] if self.data_format == "NHWC" else [1, 1, s, s]
+        return {"strides": strides, "padding": self.padding, "data_format": self.data_format}
+
+    def shapes(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(input shape, out_backprop shape) in the case's data_format."""
+        n, h, w, c = self.input_shape
+        x = (n, h, w, c) if self.data_format == "NHWC" else (n, c, h, w)
+        g = backprop_filter_geometry(x, self.filter_shape, x, self.attrs()["strides"],
+                                     self.padding, (), self.data_format,
+                                     depthwise=self.depthwise) if False else None
+        from engine.conv_shapes import conv2d_geometry
+        g = conv2d_geometry(x, self.filter_shape, self.attrs()["strides"], self.padding,
+                            (), self.data_format, depthwise=self.depthwise)
+        return x, g.output_shape
+
+    def gflop(self) -> float:
+        _, y = self.shapes()
+        kh, kw, ci, co = self.filter_shape
+        n, oh, ow = y[0], *(y[1:3] if self.data_format == "NHWC" else y[2:4])
+        macs = n * oh * ow * kh * kw * ci * co
+        return 2 * macs / 1e9
+
+
+CASES = [
+    Case("filter 56x56x64 3x3x64 s1 SAME", "Conv2DBackpropFilter", (8, 56, 56, 64), (3, 3, 64, 64), 1, "SAME"),
+    Case("input  56x56x64 3x3x64 s1 SAME", "Conv2DBackpropInput", (8, 56, 56, 64), (3, 3, 64, 64), 1, "SAME"),
+    Case("filter 56x56x128 3x3x128 s2 SAME", "Conv2DBackpropFilter", (8, 56, 56, 128), (3, 3, 128, 128), 2, "SAME"),
+    Case("input  56x56x128 3x3x128 s2 SAME", "Conv2DBackpropInput", (8, 56, 56, 128), (3, 3, 128, 128), 2, "SAME"),
+    Case("filter 224x224x3 7x7x64 s2 SAME", "Conv2DBackpropFilter", (4, 224, 224, 3), (7, 7, 3, 64), 2, "SAME"),
+    Case("input  224x224x3 7x7x64 s2 SAME", "Conv2DBackpropInput", (4, 224, 224, 3), (7, 7, 3, 64), 2, "SAME"),
+    Case("filter 28x28x256 1x1x128 VALID", "Conv2DBackpropFilter", (16, 28, 28, 256), (1, 1, 256, 128), 1, "VALID"),
+    Case("input  28x28x256 1x1x128 VALID", "Conv2DBackpropInput", (16, 28, 28, 256), (1, 1, 256, 128), 1, "VALID"),
+    Case("dw filter 56x56x128 3x3 s1 SAME", "DepthwiseConv2dNativeBackpropFilter", (8, 56, 56, 128), (3, 3, 128, 1), 1, "SAME", group="depthwise"),
+    Case("dw filter 112x112x64 3x3 s2 SAME", "DepthwiseConv2dNativeBackpropFilter", (8, 112, 112, 64), (3, 3, 64, 1), 2, "SAME", group="depthwise"),
+    Case("dw filter 32x32x32 5x5 m2 VALID", "DepthwiseConv2dNativeBackpropFilter", (4, 32, 32, 32), (5, 5, 32, 2), 1, "VALID", group="depthwise"),
+    Case("filter NCHW 56x56x64 3x3x64 s1", "Conv2DBackpropFilter", (8, 56, 56, 64), (3, 3, 64, 64), 1, "SAME", data_format="NCHW", group="extra"),
+    Case("input  f16 56x56x64 3x3x64 s1", "Conv2DBackpropInput", (8, 56, 56, 64), (3, 3, 64, 64), 1, "SAME", dtype="float16", group="extra"),
+    Case("filter N=32 56x56x64 (memory)", "Conv2DBackpropFilter", (32, 56, 56, 64), (3, 3, 64, 64), 1, "SAME", group="extra"),
+]
+
+OURS = {
+    "Conv2DBackpropFilter": kernels.conv2d_backprop_filter,
+    "Conv2DBackpropInput": kernels.conv2d_backprop_input,
+    "DepthwiseConv2dNativeBackpropFilter": kernels.depthwise_conv2d_native_backprop_filter,
+}
+
+
+def make_args(case: Case, rng: np.random.Generator) -> dict:
+    """The op's keyword arguments on random data of the case's dtype."""
+    dtype = to_dtype(case.dtype)
+    x_shape, y_shape = case.shapes()
+    dy = rng.standard_normal(y_shape).astype(dtype)
+    args = dict(case.attrs(), out_backprop=dy)
+    if case.op.endswith("BackpropInput"):
+        args.update(input_sizes=np.array(x_shape, np.int32),
+                    filter=rng.standard_normal(case.filter_shape).astype(dtype))
+    else:
+        args.update(input=rng.standard_normal(x_shape).astype(dtype),
+                    filter_sizes=np.array(case.filter_shape, np.int32))
+    return args
+
+
+def median_ms(fn: Callable[[], object], repeat: int) -> float:
+    """Median wall time of ``repeat`` calls after one warm-up, in ms."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return 1e3 * statistics.median(times)
+
+
+def matmul_peak(repeat: int) -> float:
+    """GFLOP/s of a 2048^3 float32 ``a @ b`` (the yardstick for every case)."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2048, 2048), dtype=np.float32)
+    b = rng.standard_normal((2048, 2048), dtype=np.float32)
+    return 2 * 2048**3 / 1e9 / (median_ms(lambda: a @ b, repeat) / 1e3)
+
+
+def extra_memory_mib(fn: Callable[[], np.ndarray]) -> float:
+    """Peak memory one call allocates beyond its output, in MiB (tracemalloc)."""
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    out = fn()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return (peak - base - out.nbytes) / 2**20
+
+
+def tf_call(case: Case, args: dict) -> Callable[[], object] | None:
+    """A zero-argument call of TensorFlow's op on the same arrays, or None without TF."""
+    try:
+        import tensorflow as tf
+    except ImportError:
+        return None
+    tf_args = {k: tf.constant(v) if isinstance(v, np.ndarray) else v for k, v in args.items()}
+    op = getattr(tf.raw_ops, case.op)
+    return lambda: op(**tf_args).numpy()
+
+
+def geomean(xs: list[float]) -> float:
+    return float(np.exp(np.mean(np.log(xs)))) if xs else float("nan")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m engine.bench", description=__doc__)
+    ap.add_argument("--compare", action="store_true", help="also time TensorFlow's CPU op")
+    ap.add_argument("--repeat", type=int, default=7, help="timed runs per case (>= 5)")
+    ap.add_argument("--only", default="", help="run only cases whose name contains this")
+    opts = ap.parse_args(argv)
+    repeat = max(5, opts.repeat)
+    peak = matmul_peak(repeat)
+    print(f"NumPy float32 matmul peak (2048^3): {peak:.1f} GFLOP/s")
+    if opts.compare and tf_call(CASES[0], {}) is None:
+        print("TensorFlow is not importable here: --compare skipped")
+    head = f"{'case':36} {'GFLOP':>6} {'ms':>8} {'GFLOP/s':>8} {'peak':>6} {'MiB':>7}"
+    print(head + (f" {'TF ms':>8} {'ours/TF':>8}" if opts.compare else ""))
+    ratios: dict[str, list[float]] = {}
+    rng = np.random.default_rng(0)
+    for case in CASES:
+        if opts.only not in case.name:
+            continue
+        args = make_args(case, rng)
+        ours = OURS[case.op]
+        ms = median_ms(lambda: ours(**args), repeat)
+        mem = extra_memory_mib(lambda: ours(**args))
+        gf = case.gflop()
+        line = (f"{case.name:36} {gf:6.2f} {ms:8.2f} {gf / ms * 1e3:8.1f} "
+                f"{gf / ms * 1e3 / peak:6.1%} {mem:7.1f}")
+        tf_fn = tf_call(case, args) if opts.compare else None
+        if tf_fn is not None:
+            tf_ms = median_ms(tf_fn, repeat)
+            ratios.setdefault(case.group, []).append(ms / tf_ms)
+            line += f" {tf_ms:8.2f} {ms / tf_ms:8.2f}"
+        print(line, flush=True)
+    for group, rs in ratios.items():
+        print(f"{group}: geometric mean ours/TF {geomean(rs):.2f}, max {max(rs):.2f} "
+              f"over {len(rs)} cases")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

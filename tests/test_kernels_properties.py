@@ -1,0 +1,119 @@
+"""The fast kernels against the slow reference on random cases, and the adjoint identities."""
+
+import numpy as np
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from engine import kernels
+from engine.conv_shapes import conv2d_geometry
+from engine.dtypes import DTYPES, RTOL
+from engine.errors import InvalidArgumentError
+from tests import reference
+
+
+@st.composite
+def conv_cases(draw, depthwise=False):
+    """A random valid conv geometry with its attrs (any layout, padding, stride, dilation)."""
+    fmt = draw(st.sampled_from(["NHWC", "NCHW"]))
+    kh, kw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    sh, sw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    dh, dw = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    n, h, w = draw(st.integers(0, 2)), draw(st.integers(0, 7)), draw(st.integers(0, 7))
+    if depthwise:
+        c, fin, fout = draw(st.integers(1, 3)), None, draw(st.integers(1, 2))
+        fin = c
+    else:
+        groups, fin = draw(st.integers(1, 2)), draw(st.integers(1, 3))
+        c, fout = groups * fin, groups * draw(st.integers(1, 3))
+    padding = draw(st.sampled_from(["SAME", "VALID", "EXPLICIT"]))
+    spatial = lambda a, b: [1, a, b, 1] if fmt == "NHWC" else [1, 1, a, b]  # noqa: E731
+    attrs = {"strides": spatial(sh, sw), "padding": padding, "data_format": fmt,
+             "dilations": spatial(dh, dw)}
+    if padding == "EXPLICIT":
+        p = [draw(st.integers(0, 2)) for _ in range(4)]
+        attrs["explicit_paddings"] = ([0, 0, p[0], p[1], p[2], p[3], 0, 0] if fmt == "NHWC"
+                                      else [0, 0, 0, 0, p[0], p[1], p[2], p[3]])
+    in_shape = (n, h, w, c) if fmt == "NHWC" else (n, c, h, w)
+    try:
+        g = conv2d_geometry(in_shape, (kh, kw, fin, fout), depthwise=depthwise, **attrs)
+    except InvalidArgumentError:
+        assume(False)
+    dtype = draw(st.sampled_from(sorted(DTYPES)))
+    return g, attrs, dtype, draw(st.integers(0, 2**32 - 1))
+
+
+def _arrays(g, dtype, seed):
+    rng = np.random.default_rng(seed)
+    dt = DTYPES[dtype]
+    rand = lambda shape: rng.standard_normal(shape).astype(dt)  # noqa: E731
+    return rand(g.input_shape), rand(g.filter_shape), rand(g.output_shape)
+
+
+def _check(out, exact, bound, dtype):
+    assert out.shape == exact.shape and out.dtype == DTYPES[dtype]
+    err = np.abs(out.astype(np.float64) - exact)
+    assert np.all(err <= RTOL[dtype] * bound + 1e-30)
+
+
+@given(conv_cases())
+def test_conv2d_family_matches_reference(case):
+    g, attrs, dtype, seed = case
+    x, w, dy = _arrays(g, dtype, seed)
+    _check(kernels.conv2d(x, w, **attrs), reference.conv2d(x, w, g),
+           reference.conv2d(abs(x), abs(w), g), dtype)
+    _check(kernels.conv2d_backprop_filter(x, g.filter_shape, dy, **attrs),
+           reference.backprop_filter(x, dy, g), reference.backprop_filter(abs(x), abs(dy), g),
+           dtype)
+    _check(kernels.conv2d_backprop_input(g.input_shape, w, dy, **attrs),
+           reference.backprop_input(w, dy, g), reference.backprop_input(abs(w), abs(dy), g),
+           dtype)
+
+
+@given(conv_cases(depthwise=True))
+def test_depthwise_family_matches_reference(case):
+    g, attrs, dtype, seed = case
+    x, w, dy = _arrays(g, dtype, seed)
+    _check(kernels.depthwise_conv2d_native(x, w, **attrs), reference.conv2d(x, w, g),
+           reference.conv2d(abs(x), abs(w), g), dtype)
+    _check(kernels.depthwise_conv2d_native_backprop_filter(x, g.filter_shape, dy, **attrs),
+           reference.backprop_filter(x, dy, g), reference.backprop_filter(abs(x), abs(dy), g),
+           dtype)
+    _check(kernels.depthwise_conv2d_native_backprop_input(g.input_shape, w, dy, **attrs),
+           reference.backprop_input(w, dy, g), reference.backprop_input(abs(w), abs(dy), g),
+           dtype)
+
+
+def _adjoint(forward, bfilter, binput, case):
+    g, attrs, _, seed = case
+    x, w, dy = _arrays(g, "float64", seed)
+    y = forward(x, w, **attrs)
+    dx = binput(np.array(g.input_shape, np.int32), w, dy, **attrs)
+    dw = bfilter(x, np.array(g.filter_shape, np.int64), dy, **attrs)
+    lhs, mid, rhs = np.vdot(y, dy), np.vdot(x, dx), np.vdot(w, dw)
+    scale = 1e-10 * (1 + np.vdot(abs(y), abs(dy)))
+    assert abs(lhs - mid) <= scale and abs(lhs - rhs) <= scale
+
+
+@given(conv_cases())
+def test_conv2d_adjoint_identity(case):
+    _adjoint(kernels.conv2d, kernels.conv2d_backprop_filter, kernels.conv2d_backprop_input, case)
+
+
+@given(conv_cases(depthwise=True))
+def test_depthwise_adjoint_identity(case):
+    _adjoint(kernels.depthwise_conv2d_native, kernels.depthwise_conv2d_native_backprop_filter,
+             kernels.depthwise_conv2d_native_backprop_input, case)
+
+
+def test_adjoint_identity_on_a_larger_strided_dilated_case():
+    """One bigger case where a wrong tap offset could not cancel out."""
+    rng = np.random.default_rng(7)
+    attrs = {"strides": [1, 2, 3, 1], "padding": "EXPLICIT", "dilations": [1, 2, 1, 1],
+             "explicit_paddings": [0, 0, 1, 2, 0, 3, 0, 0]}
+    x, w = rng.standard_normal((3, 17, 19, 6)), rng.standard_normal((3, 4, 3, 8))
+    y = kernels.conv2d(x, w, **attrs)
+    dy = rng.standard_normal(y.shape)
+    dx = kernels.conv2d_backprop_input(x.shape, w, dy, **attrs)
+    dw = kernels.conv2d_backprop_filter(x, w.shape, dy, **attrs)
+    assert np.isclose(np.vdot(y, dy), np.vdot(x, dx), rtol=1e-12)
+    assert np.isclose(np.vdot(y, dy), np.vdot(w, dw), rtol=1e-12)
