@@ -10,6 +10,7 @@ prints ours/TensorFlow; the summary gives the geometric means the targets are st
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
 import tracemalloc
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine import kernels
-from engine.conv_shapes import backprop_filter_geometry
+from engine.conv_shapes import conv2d_geometry
 from engine.dtypes import to_dtype
 
 
@@ -50,10 +51,6 @@ class Case:
         """(input shape, out_backprop shape) in the case's data_format."""
         n, h, w, c = self.input_shape
         x = (n, h, w, c) if self.data_format == "NHWC" else (n, c, h, w)
-        g = backprop_filter_geometry(x, self.filter_shape, x, self.attrs()["strides"],
-                                     self.padding, (), self.data_format,
-                                     depthwise=self.depthwise) if False else None
-        from engine.conv_shapes import conv2d_geometry
         g = conv2d_geometry(x, self.filter_shape, self.attrs()["strides"], self.padding,
                             (), self.data_format, depthwise=self.depthwise)
         return x, g.output_shape
@@ -169,9 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         if opts.only not in case.name:
             continue
         args = make_args(case, rng)
-        ours = OURS[case.op]
-        ms = median_ms(lambda: ours(**args), repeat)
-        mem = extra_memory_mib(lambda: ours(**args))
+        ours = functools.partial(OURS[case.op], **args)
+        ms = median_ms(ours, repeat)
+        mem = extra_memory_mib(ours)
         gf = case.gflop()
         line = (f"{case.name:36} {gf:6.2f} {ms:8.2f} {gf / ms * 1e3:8.1f} "
                 f"{gf / ms * 1e3 / peak:6.1%} {mem:7.1f}")

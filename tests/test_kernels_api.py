@@ -94,8 +94,8 @@ def test_explicit_padding_of_an_empty_input_still_has_outputs():
      "out_channels 3 must be evenly divisible by the number of groups 2"),
     (lambda: kernels.conv2d_backprop_input([1, 7, 7, 2], np.ones((3, 3, 2, 4)),
                                            np.ones((1, 5, 7, 4)), **ATTRS),
-     r"out_backprop height 5 does not match the computed output height 7 \(input 7, filter 3, "
-     r"dilation 1, stride 1, SAME\)"),
+     (r"out_backprop height 5 does not match the computed output height 7 \(input 7, "
+      r"filter 3, dilation 1, stride 1, SAME\)")),
 ])
 def test_invalid_calls_name_the_argument(call, match):
     with pytest.raises(InvalidArgumentError, match=match):

@@ -26,7 +26,7 @@ def conv_cases(draw, depthwise=False):
         groups, fin = draw(st.integers(1, 2)), draw(st.integers(1, 3))
         c, fout = groups * fin, groups * draw(st.integers(1, 3))
     padding = draw(st.sampled_from(["SAME", "VALID", "EXPLICIT"]))
-    spatial = lambda a, b: [1, a, b, 1] if fmt == "NHWC" else [1, 1, a, b]  # noqa: E731
+    spatial = lambda a, b: [1, a, b, 1] if fmt == "NHWC" else [1, 1, a, b]
     attrs = {"strides": spatial(sh, sw), "padding": padding, "data_format": fmt,
              "dilations": spatial(dh, dw)}
     if padding == "EXPLICIT":
@@ -45,7 +45,7 @@ def conv_cases(draw, depthwise=False):
 def _arrays(g, dtype, seed):
     rng = np.random.default_rng(seed)
     dt = DTYPES[dtype]
-    rand = lambda shape: rng.standard_normal(shape).astype(dt)  # noqa: E731
+    rand = lambda shape: rng.standard_normal(shape).astype(dt)
     return rand(g.input_shape), rand(g.filter_shape), rand(g.output_shape)
 
 
