@@ -21,6 +21,7 @@ import numpy as np
 
 from engine.conv_layout import PhaseLayout
 from engine.gemm import gemm_acc
+from engine.parallel import map_ranges
 
 #: Extra memory one batch chunk may use for its buffers.
 CHUNK_BYTES = 96 * 2**20
@@ -41,17 +42,27 @@ def _per_image_bytes(lay: PhaseLayout, channels: int, extra: int, itemsize: int)
     return (phases + lay.hq * lay.wq * extra) * itemsize
 
 
-def _flat_phases(lay: PhaseLayout, x: np.ndarray, ctype: np.dtype) -> np.ndarray:
-    p = lay.split_input(x, ctype)
-    return p.reshape(p.shape[0], p.shape[1], -1, p.shape[-1])
+def _flat_phases(lay: PhaseLayout, x: np.ndarray, ctype: np.dtype, planar: bool = False):
+    """Phase images flattened over (N, Hq, Wq): ``(sr, sc, L, C)``, or ``(sr, sc, C, L)``."""
+    p = lay.split_input(x, ctype, planar)
+    return p.reshape(*p.shape[:3], -1) if planar else p.reshape(*p.shape[:2], -1, p.shape[-1])
 
 
-def _im2col(lay: PhaseLayout, pf: np.ndarray, t: int) -> np.ndarray:
-    """``(T, taps * C)``: row ``p`` holds every tap's input vector for position ``p``."""
-    cols = np.empty((t, len(lay.taps), pf.shape[-1]), pf.dtype)
+def _cols_t(lay: PhaseLayout, pp: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Transposed im2col ``(taps * C, hi - lo)`` from planar phases: contiguous row copies."""
+    cols = np.empty((len(lay.taps), pp.shape[2], hi - lo), pp.dtype)
     for k, tap in enumerate(lay.taps):
-        cols[:, k] = pf[tap.phase_row, tap.phase_col, tap.offset : tap.offset + t]
-    return cols.reshape(t, -1)
+        cols[k] = pp[tap.phase_row, tap.phase_col, :, tap.offset + lo : tap.offset + hi]
+    return cols.reshape(-1, hi - lo)
+
+
+def _dest_span(lo: int, hi: int, offset: int, t: int) -> tuple[int, int]:
+    """Source positions ``[p0, p1)`` whose shifted destination ``p + offset`` is in ``[lo, hi)``."""
+    return max(0, lo - offset), max(0, min(t, hi - offset))
+
+
+def _few_channels(ci: int) -> bool:
+    return ci < IM2COL_MAX_CHANNELS
 
 
 def conv2d(lay: PhaseLayout, x: np.ndarray, w: np.ndarray, ctype: np.dtype) -> np.ndarray:
@@ -59,22 +70,31 @@ def conv2d(lay: PhaseLayout, x: np.ndarray, w: np.ndarray, ctype: np.dtype) -> n
     g = lay.g
     n, ci, co = x.shape[0], x.shape[3], w.shape[3]
     y = np.empty((n, g.out_rows, g.out_cols, co), ctype)
-    wc = w.astype(ctype, copy=False)
-    small = ci < IM2COL_MAX_CHANNELS
-    per = _per_image_bytes(lay, ci * (len(lay.taps) if small else 1), co, ctype.itemsize)
+    wc = np.ascontiguousarray(w, ctype)
+    few = _few_channels(ci)
+    per = _per_image_bytes(lay, ci * (1 + few * len(lay.taps)), co, ctype.itemsize)
     for sl in _chunks(n, per):
-        pf = _flat_phases(lay, x[sl], ctype)
-        nb = sl.stop - sl.start
-        t = lay.positions(nb)
-        acc = np.zeros((nb * lay.hq * lay.wq, co), ctype)
-        if small:
-            acc[:t] = _im2col(lay, pf, t) @ wc.reshape(-1, co)
-        else:
-            for tap in lay.taps:
-                a = pf[tap.phase_row, tap.phase_col, tap.offset : tap.offset + t]
-                gemm_acc(acc[:t], a, np.ascontiguousarray(wc[tap.row, tap.col]))
-        y[sl] = acc.reshape(nb, lay.hq, lay.wq, co)[:, : g.out_rows, : g.out_cols]
+        acc = _conv2d_chunk(lay, _flat_phases(lay, x[sl], ctype, few), wc, few)
+        y[sl] = acc.reshape(-1, lay.hq, lay.wq, co)[:, : g.out_rows, : g.out_cols]
     return y
+
+
+def _conv2d_chunk(lay: PhaseLayout, pf: np.ndarray, wc: np.ndarray, few: bool) -> np.ndarray:
+    """Flat ``(L, O)`` forward result of one batch chunk's phases ``pf``."""
+    length = pf.shape[-1] if few else pf.shape[2]
+    t = length - lay.max_offset
+    co = wc.shape[3]
+    acc = np.zeros((length, co), wc.dtype)
+    if few:  # one product on the transposed im2col matrix, split over cores
+        def part(lo: int, hi: int) -> None:
+            np.matmul(_cols_t(lay, pf, lo, hi).T, wc.reshape(-1, co), out=acc[lo:hi])
+
+        map_ranges(part, t)
+    else:  # one product per tap on shifted views, accumulated in place by BLAS
+        for tap in lay.taps:
+            a = pf[tap.phase_row, tap.phase_col, tap.offset : tap.offset + t]
+            gemm_acc(acc[:t], a, wc[tap.row, tap.col])
+    return acc
 
 
 def conv2d_backprop_filter(
@@ -84,20 +104,31 @@ def conv2d_backprop_filter(
     g = lay.g
     n, ci, co = x.shape[0], x.shape[3], dy.shape[3]
     dw = np.zeros((g.filter_rows, g.filter_cols, ci, co), ctype)
-    small = ci < IM2COL_MAX_CHANNELS
-    per = _per_image_bytes(lay, ci * (len(lay.taps) if small else 1), co, ctype.itemsize)
+    few = _few_channels(ci)
+    per = _per_image_bytes(lay, ci * (1 + few * len(lay.taps)), co, ctype.itemsize)
     for sl in _chunks(n, per):
-        pf = _flat_phases(lay, x[sl], ctype)
-        nb = sl.stop - sl.start
-        t = lay.positions(nb)
-        e = lay.embed_output(dy[sl], ctype).reshape(-1, co)[:t]
-        if small:
-            dw += (_im2col(lay, pf, t).T @ e).reshape(dw.shape)
-        else:
-            for tap in lay.taps:
-                a = pf[tap.phase_row, tap.phase_col, tap.offset : tap.offset + t]
-                dw[tap.row, tap.col] += a.T @ e
+        pf = _flat_phases(lay, x[sl], ctype, few)
+        e = lay.embed_output(dy[sl], ctype).reshape(-1, co)
+        dw += _backprop_filter_chunk(lay, pf, e[: e.shape[0] - lay.max_offset], few)
     return dw
+
+
+def _backprop_filter_chunk(lay: PhaseLayout, pf: np.ndarray, e: np.ndarray, few: bool):
+    """One chunk's filter gradient; the sum over its ``T`` positions is split over cores
+    (each range gives a partial ``dw``), as BLAS parallelizes thin ``(C, O)`` products poorly."""
+    g = lay.g
+    shape = (g.filter_rows, g.filter_cols, pf.shape[2] if few else pf.shape[3], e.shape[1])
+
+    def part(lo: int, hi: int) -> np.ndarray:
+        if few:
+            return (_cols_t(lay, pf, lo, hi) @ e[lo:hi]).reshape(shape)
+        out = np.empty(shape, e.dtype)
+        for tap in lay.taps:
+            a = pf[tap.phase_row, tap.phase_col, tap.offset + lo : tap.offset + hi]
+            np.matmul(a.T, e[lo:hi], out=out[tap.row, tap.col])
+        return out
+
+    return sum(map_ranges(part, e.shape[0]), np.zeros(shape, e.dtype))
 
 
 def conv2d_backprop_input(
@@ -107,23 +138,43 @@ def conv2d_backprop_input(
     g = lay.g
     n, ci, co = dy.shape[0], w.shape[2], w.shape[3]
     wt = np.ascontiguousarray(w.astype(ctype, copy=False).transpose(0, 1, 3, 2))  # (KH,KW,O,C)
-    small = ci < IM2COL_MAX_CHANNELS
-    per = _per_image_bytes(lay, ci * (1 + small * len(lay.taps)), co, ctype.itemsize)
+    few = _few_channels(ci)
+    per = _per_image_bytes(lay, ci * (1 + few * len(lay.taps)), co, ctype.itemsize)
     sr, sc = g.stride_rows, g.stride_cols
     for sl in _chunks(n, per):
         nb = sl.stop - sl.start
-        t = lay.positions(nb)
-        e = lay.embed_output(dy[sl], ctype).reshape(-1, co)[:t]
-        d = np.zeros((sr, sc, nb * lay.hq * lay.wq, ci), ctype)
-        if small:
-            cols = (e @ wt.transpose(2, 0, 1, 3).reshape(co, -1)).reshape(t, -1, ci)
-            for k, tap in enumerate(lay.taps):
-                d[tap.phase_row, tap.phase_col, tap.offset : tap.offset + t] += cols[:, k]
+        e = lay.embed_output(dy[sl], ctype).reshape(-1, co)
+        d = _backprop_input_chunk(lay, e[: e.shape[0] - lay.max_offset], wt, few)
+        if few:
+            lay.merge_input(d.reshape(sr, sc, ci, nb, lay.hq, lay.wq), out[sl], planar=True)
         else:
-            for tap in lay.taps:
-                c = d[tap.phase_row, tap.phase_col, tap.offset : tap.offset + t]
-                gemm_acc(c, e, wt[tap.row, tap.col])
-        lay.merge_input(d.reshape(sr, sc, nb, lay.hq, lay.wq, ci), out[sl])
+            lay.merge_input(d.reshape(sr, sc, nb, lay.hq, lay.wq, ci), out[sl])
+
+
+def _backprop_input_chunk(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray, few: bool):
+    """Flat phase gradients of one chunk: ``(sr, sc, C, L)`` if ``few`` else ``(sr, sc, L, C)``."""
+    g = lay.g
+    t, ci, co = e.shape[0], wt.shape[3], wt.shape[2]
+    length = t + lay.max_offset
+    if not few:  # one product per tap accumulated in place into the shifted phase view
+        d = np.zeros((g.stride_rows, g.stride_cols, length, ci), e.dtype)
+        for tap in lay.taps:
+            dst = d[tap.phase_row, tap.phase_col, tap.offset : tap.offset + t]
+            gemm_acc(dst, e, wt[tap.row, tap.col])
+        return d
+    # col2im: one product, then contiguous per-tap plane adds split over cores by destination
+    d = np.zeros((g.stride_rows, g.stride_cols, ci, length), e.dtype)
+    cols = (wt.transpose(0, 1, 3, 2).reshape(-1, co) @ e.T).reshape(len(lay.taps), ci, t)
+
+    def part(lo: int, hi: int) -> None:
+        for k, tap in enumerate(lay.taps):
+            p0, p1 = _dest_span(lo, hi, tap.offset, t)
+            if p1 > p0:
+                dst = d[tap.phase_row, tap.phase_col, :, tap.offset + p0 : tap.offset + p1]
+                dst += cols[k, :, p0:p1]
+
+    map_ranges(part, length)
+    return d
 
 
 def depthwise_conv2d(lay: PhaseLayout, x: np.ndarray, w: np.ndarray, ctype: np.dtype) -> np.ndarray:

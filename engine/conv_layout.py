@@ -87,23 +87,34 @@ class PhaseLayout:
                 )
                 yield pr, pc, phase_sl, in_sl
 
-    def split_input(self, x: np.ndarray, dtype: np.dtype) -> np.ndarray:
-        """Phase images ``(sr, sc, N, Hq, Wq, C)`` of NHWC ``x`` (zero padding), in ``dtype``."""
+    def split_input(self, x: np.ndarray, dtype: np.dtype, planar: bool = False) -> np.ndarray:
+        """Phase images of NHWC ``x`` (zero padding) in ``dtype``.
+
+        Shape ``(sr, sc, N, Hq, Wq, C)``, or ``(sr, sc, C, N, Hq, Wq)`` when ``planar`` (one
+        contiguous plane per channel, for few channels).
+        """
         g = self.g
         n, c = x.shape[0], x.shape[3]
         trivial = (g.stride_rows == g.stride_cols == 1 and self.hq == g.in_rows
                    and self.wq == g.in_cols and g.pad_top == 0 and g.pad_left == 0)
-        if trivial and x.dtype == dtype and x.flags.c_contiguous:
+        if trivial and not planar and x.dtype == dtype and x.flags.c_contiguous:
             return x.reshape(1, 1, *x.shape)
-        out = np.zeros((g.stride_rows, g.stride_cols, n, self.hq, self.wq, c), dtype)
+        inner = (c, n, self.hq, self.wq) if planar else (n, self.hq, self.wq, c)
+        out = np.zeros((g.stride_rows, g.stride_cols, *inner), dtype)
         for pr, pc, (rs, cs), (ri, ci) in self.spans():
-            out[pr, pc, :, rs, cs] = x[:, ri, ci]
+            if planar:
+                out[pr, pc, :, :, rs, cs] = x[:, ri, ci].transpose(3, 0, 1, 2)
+            else:
+                out[pr, pc, :, rs, cs] = x[:, ri, ci]
         return out
 
-    def merge_input(self, phases: np.ndarray, out: np.ndarray) -> None:
+    def merge_input(self, phases: np.ndarray, out: np.ndarray, planar: bool = False) -> None:
         """Write phase images back into NHWC ``out`` (rows no tap reads are left untouched)."""
         for pr, pc, (rs, cs), (ri, ci) in self.spans():
-            out[:, ri, ci] = phases[pr, pc, :, rs, cs]
+            if planar:
+                out[:, ri, ci] = phases[pr, pc, :, :, rs, cs].transpose(1, 2, 3, 0)
+            else:
+                out[:, ri, ci] = phases[pr, pc, :, rs, cs]
 
     def embed_output(self, y: np.ndarray, dtype: np.dtype) -> np.ndarray:
         """NHWC ``y`` of the output's size, zero-padded to ``(N, Hq, Wq, C)`` in ``dtype``."""

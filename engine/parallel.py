@@ -1,0 +1,65 @@
+"""Run a kernel's independent position ranges on all cores.
+
+BLAS parallelizes a product over its output blocks, which does little for the thin products of
+a filter gradient (a ``(C, O)`` result summed over tens of thousands of positions) and nothing
+for NumPy's elementwise loops. Splitting the positions into one contiguous range per core and
+running the ranges in threads (NumPy and BLAS release the GIL) with BLAS held to one thread
+each keeps every core busy without oversubscribing them. threadpoolctl is the well-kept way to
+set the thread count of the BLAS libraries NumPy and SciPy load.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from threadpoolctl import ThreadpoolController
+
+T = TypeVar("T")
+
+#: Below this many positions per range, threads cost more than they give.
+MIN_POSITIONS_PER_RANGE = 2048
+
+_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+_controller: ThreadpoolController | None = None
+
+
+def workers() -> int:
+    """Cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _resources() -> tuple[ThreadPoolExecutor, ThreadpoolController]:
+    global _pool, _controller
+    with _lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(workers(), thread_name_prefix="gradblocks-kernel")
+            _controller = ThreadpoolController()
+        return _pool, _controller
+
+
+def ranges(total: int, parts: int | None = None) -> list[tuple[int, int]]:
+    """Split ``[0, total)`` into at most ``parts`` contiguous, nearly equal ranges."""
+    parts = parts or workers()
+    parts = max(1, min(parts, total // MIN_POSITIONS_PER_RANGE))
+    bounds = [total * k // parts for k in range(parts + 1)]
+    return [(lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
+
+
+def map_ranges(fn: Callable[[int, int], T], total: int) -> list[T]:
+    """``[fn(lo, hi) for each range of [0, total)]``, ranges run in parallel threads."""
+    spans = ranges(total)
+    if len(spans) <= 1:
+        return [fn(lo, hi) for lo, hi in spans]
+    pool, controller = _resources()
+    with controller.limit(limits=1, user_api="blas"):
+        futures = [pool.submit(fn, lo, hi) for lo, hi in spans]
+        return [f.result() for f in futures]
