@@ -18,13 +18,16 @@ over batch, positions or channels: only over taps, stride phases and batch chunk
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from engine.conv_layout import PhaseLayout
 from engine.gemm import gemm_acc
-from engine.parallel import map_ranges
+from engine.parallel import MIN_POSITIONS_PER_RANGE, map_ranges
 
 #: Extra memory one batch chunk may use for its buffers.
 CHUNK_BYTES = 96 * 2**20
+#: Output positions per cache tile of the depthwise filter gradient.
+DEPTHWISE_TILE_POSITIONS = 1024
 #: Below this many input channels the per-tap products are too thin: use im2col / col2im.
 IM2COL_MAX_CHANNELS = 16
 
@@ -200,21 +203,60 @@ def depthwise_conv2d(lay: PhaseLayout, x: np.ndarray, w: np.ndarray, ctype: np.d
 def depthwise_conv2d_backprop_filter(
     lay: PhaseLayout, x: np.ndarray, dy: np.ndarray, ctype: np.dtype
 ) -> np.ndarray:
-    """Depthwise filter gradient ``(KH, KW, C, M)``: ``dw_t[c, m] = sum_p P_t[p+off_t, c] E[p, c, m]``."""
+    """Depthwise filter gradient ``(KH, KW, C, M)``:
+    ``dw[i, j, c, m] = sum_{n,r,q} in_pad[n, r*sr + i*dr, q*sc + j*dc, c] dy[n, r, q, c*M + m]``.
+
+    ``in_pad`` seen through one strided view ``(N, OH, OW, KH, KW, C)`` holds every tap's input
+    for every output position, so one einsum per tile of output rows reads each input and
+    gradient element once, from cache, for all taps (no phase split, no garbage positions).
+    Tiles are split over cores. A multiplier ``M > 1`` is the ``M = 1`` problem on the input
+    with every channel repeated ``M`` times (output channel ``c*M + m`` reads channel ``c``).
+    """
     g = lay.g
     n, c = x.shape[0], x.shape[3]
     m = dy.shape[3] // c
-    dw = np.zeros((g.filter_rows, g.filter_cols, c, m), ctype)
-    per = _per_image_bytes(lay, c, c * m, ctype.itemsize)
-    for sl in _chunks(n, per):
-        pf = _flat_phases(lay, x[sl], ctype)
-        nb = sl.stop - sl.start
-        t = lay.positions(nb)
-        e = lay.embed_output(dy[sl], ctype).reshape(-1, c, m)[:t]
-        for tap in lay.taps:
-            a = pf[tap.phase_row, tap.phase_col, tap.offset : tap.offset + t]
-            dw[tap.row, tap.col] += np.einsum("pc,pcm->cm", a, e)
-    return dw
+    dw = np.zeros((g.filter_rows, g.filter_cols, c * m), ctype)
+    rows = (g.out_rows - 1) * g.stride_rows + (g.filter_rows - 1) * g.dilation_rows + 1
+    cols = (g.out_cols - 1) * g.stride_cols + (g.filter_cols - 1) * g.dilation_cols + 1
+    for sl in _chunks(n, rows * cols * c * m * ctype.itemsize):
+        xs = x[sl] if m == 1 else np.repeat(x[sl], m, axis=3)
+        dw += _depthwise_filter_tiles(g, _pad_input(g, xs, rows, cols, ctype),
+                                      dy[sl].astype(ctype, copy=False))
+    return dw.reshape(g.filter_rows, g.filter_cols, c, m)
+
+
+def _pad_input(g, x: np.ndarray, rows: int, cols: int, ctype: np.dtype) -> np.ndarray:
+    """``in_pad`` cut to the ``rows x cols`` the windows read."""
+    xp = np.zeros((x.shape[0], rows, cols, x.shape[3]), ctype)
+    r0, c0 = min(g.pad_top, rows), min(g.pad_left, cols)
+    h, w = max(0, min(g.in_rows, rows - r0)), max(0, min(g.in_cols, cols - c0))
+    xp[:, r0 : r0 + h, c0 : c0 + w] = x[:, :h, :w]
+    return xp
+
+
+def _depthwise_filter_tiles(g, xp: np.ndarray, dy: np.ndarray) -> np.ndarray:
+    """``sum`` over output positions of window ``(KH, KW, C)`` times ``dy`` (multiplier 1)."""
+    s = xp.strides
+    windows = as_strided(
+        xp,
+        shape=(xp.shape[0], g.out_rows, g.out_cols, g.filter_rows, g.filter_cols, xp.shape[3]),
+        strides=(s[0], g.stride_rows * s[1], g.stride_cols * s[2], g.dilation_rows * s[1],
+                 g.dilation_cols * s[2], s[3]),
+        writeable=False,
+    )
+    step = max(1, DEPTHWISE_TILE_POSITIONS // max(1, g.out_cols))
+    tiles = [(i, r, min(g.out_rows, r + step))
+             for i in range(xp.shape[0]) for r in range(0, g.out_rows, step)]
+    shape = (g.filter_rows, g.filter_cols, xp.shape[3])
+
+    def part(lo: int, hi: int) -> np.ndarray:
+        out = np.zeros(shape, xp.dtype)
+        for i, r0, r1 in tiles[lo:hi]:
+            out += np.einsum("rqijc,rqc->ijc", windows[i, r0:r1], dy[i, r0:r1])
+        return out
+
+    min_tiles = -(-MIN_POSITIONS_PER_RANGE // (step * max(1, g.out_cols)))
+    return sum(map_ranges(part, len(tiles), min_tiles), np.zeros(shape, xp.dtype))
 
 
 def depthwise_conv2d_backprop_input(

@@ -46,17 +46,19 @@ def _resources() -> tuple[ThreadPoolExecutor, ThreadpoolController]:
         return _pool, _controller
 
 
-def ranges(total: int, parts: int | None = None) -> list[tuple[int, int]]:
-    """Split ``[0, total)`` into at most ``parts`` contiguous, nearly equal ranges."""
-    parts = parts or workers()
-    parts = max(1, min(parts, total // MIN_POSITIONS_PER_RANGE))
+def ranges(total: int, min_size: int = MIN_POSITIONS_PER_RANGE) -> list[tuple[int, int]]:
+    """Split ``[0, total)`` into one contiguous, nearly equal range per core, each at least
+    ``min_size`` long (fewer ranges when there is too little work)."""
+    parts = max(1, min(workers(), total // max(1, min_size)))
     bounds = [total * k // parts for k in range(parts + 1)]
     return [(lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
 
 
-def map_ranges(fn: Callable[[int, int], T], total: int) -> list[T]:
+def map_ranges(
+    fn: Callable[[int, int], T], total: int, min_size: int = MIN_POSITIONS_PER_RANGE
+) -> list[T]:
     """``[fn(lo, hi) for each range of [0, total)]``, ranges run in parallel threads."""
-    spans = ranges(total)
+    spans = ranges(total, min_size)
     if len(spans) <= 1:
         return [fn(lo, hi) for lo, hi in spans]
     pool, controller = _resources()
