@@ -20,9 +20,10 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from engine import parallel
 from engine.conv_layout import PhaseLayout
 from engine.gemm import gemm_acc
-from engine.parallel import MIN_POSITIONS_PER_RANGE, map_ranges
+from engine.parallel import map_ranges
 
 #: Extra memory one batch chunk may use for its buffers.
 CHUNK_BYTES = 96 * 2**20
@@ -255,7 +256,7 @@ def _depthwise_filter_tiles(g, xp: np.ndarray, dy: np.ndarray) -> np.ndarray:
             out += np.einsum("rqijc,rqc->ijc", windows[i, r0:r1], dy[i, r0:r1])
         return out
 
-    min_tiles = -(-MIN_POSITIONS_PER_RANGE // (step * max(1, g.out_cols)))
+    min_tiles = -(-parallel.MIN_POSITIONS_PER_RANGE // (step * max(1, g.out_cols)))
     return sum(map_ranges(part, len(tiles), min_tiles), np.zeros(shape, xp.dtype))
 
 

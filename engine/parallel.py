@@ -46,16 +46,17 @@ def _resources() -> tuple[ThreadPoolExecutor, ThreadpoolController]:
         return _pool, _controller
 
 
-def ranges(total: int, min_size: int = MIN_POSITIONS_PER_RANGE) -> list[tuple[int, int]]:
+def ranges(total: int, min_size: int | None = None) -> list[tuple[int, int]]:
     """Split ``[0, total)`` into one contiguous, nearly equal range per core, each at least
-    ``min_size`` long (fewer ranges when there is too little work)."""
+    ``min_size`` (default :data:`MIN_POSITIONS_PER_RANGE`) long."""
+    min_size = MIN_POSITIONS_PER_RANGE if min_size is None else min_size
     parts = max(1, min(workers(), total // max(1, min_size)))
     bounds = [total * k // parts for k in range(parts + 1)]
     return [(lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
 
 
 def map_ranges(
-    fn: Callable[[int, int], T], total: int, min_size: int = MIN_POSITIONS_PER_RANGE
+    fn: Callable[[int, int], T], total: int, min_size: int | None = None
 ) -> list[T]:
     """``[fn(lo, hi) for each range of [0, total)]``, ranges run in parallel threads."""
     spans = ranges(total, min_size)

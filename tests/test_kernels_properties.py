@@ -1,10 +1,12 @@
 """The fast kernels against the slow reference on random cases, and the adjoint identities."""
 
+from contextlib import contextmanager
+
 import numpy as np
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from engine import kernels
+from engine import kernels, parallel
 from engine.conv_shapes import conv2d_geometry
 from engine.dtypes import DTYPES, RTOL
 from engine.errors import InvalidArgumentError
@@ -117,3 +119,39 @@ def test_adjoint_identity_on_a_larger_strided_dilated_case():
     dw = kernels.conv2d_backprop_filter(x, w.shape, dy, **attrs)
     assert np.isclose(np.vdot(y, dy), np.vdot(x, dx), rtol=1e-12)
     assert np.isclose(np.vdot(y, dy), np.vdot(w, dw), rtol=1e-12)
+
+
+@contextmanager
+def _threads_on_tiny_cases():
+    """Force the thread split on tiny cases, so ranges, halos and partial sums are exercised."""
+    old = parallel.MIN_POSITIONS_PER_RANGE
+    parallel.MIN_POSITIONS_PER_RANGE = 1
+    try:
+        yield
+    finally:
+        parallel.MIN_POSITIONS_PER_RANGE = old
+
+
+@given(conv_cases())
+def test_parallel_ranges_match_reference(case):
+    g, attrs, dtype, seed = case
+    x, w, dy = _arrays(g, dtype, seed)
+    with _threads_on_tiny_cases():
+        dw = kernels.conv2d_backprop_filter(x, g.filter_shape, dy, **attrs)
+        dx = kernels.conv2d_backprop_input(g.input_shape, w, dy, **attrs)
+        y = kernels.conv2d(x, w, **attrs)
+    _check(dw, reference.backprop_filter(x, dy, g), reference.backprop_filter(abs(x), abs(dy), g),
+           dtype)
+    _check(dx, reference.backprop_input(w, dy, g), reference.backprop_input(abs(w), abs(dy), g),
+           dtype)
+    _check(y, reference.conv2d(x, w, g), reference.conv2d(abs(x), abs(w), g), dtype)
+
+
+@given(conv_cases(depthwise=True))
+def test_parallel_depthwise_tiles_match_reference(case):
+    g, attrs, dtype, seed = case
+    x, _, dy = _arrays(g, dtype, seed)
+    with _threads_on_tiny_cases():
+        dw = kernels.depthwise_conv2d_native_backprop_filter(x, g.filter_shape, dy, **attrs)
+    _check(dw, reference.backprop_filter(x, dy, g), reference.backprop_filter(abs(x), abs(dy), g),
+           dtype)
