@@ -1,0 +1,190 @@
+"""The six convolution blocks, each mirroring one ``tf.raw_ops`` op of :mod:`engine.kernels`.
+
+They differ only in data: the op, its ports, whether it is depthwise, and which shape rule of
+:mod:`engine.conv_shapes` gives its output. Inference and run share :func:`_conv_args`, so the
+shape the app predicts is the shape the kernel returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from blocks.spec import AttrError, AttrSpec, BlockSpec, PortSpec, TensorSpec, blame
+from engine import kernels
+from engine.conv_shapes import (
+    backprop_filter_geometry,
+    backprop_input_geometry,
+    conv2d_geometry,
+)
+from engine.dtypes import DTYPES
+from engine.errors import InvalidArgumentError
+
+_ALL4 = [1, 1, 1, 1]
+
+CONV_ATTRS = (
+    AttrSpec("strides", "int_list", _ALL4, length=(4,), minimum=1,
+             doc="The stride of the sliding window for each dimension of the input, in "
+                 "data_format order. The batch and depth entries must be 1."),
+    AttrSpec("padding", "enum", "SAME", choices=("SAME", "VALID", "EXPLICIT"),
+             doc="The padding algorithm. SAME: output size ceil(input / stride), zeros added "
+                 "evenly with the odd one after. VALID: no padding. EXPLICIT: the amounts in "
+                 "explicit_paddings."),
+    AttrSpec("explicit_paddings", "int_list", [0] * 8, length=(8,), minimum=0,
+             visible_if=("padding", ("EXPLICIT",)),
+             doc="With padding EXPLICIT: the zeros inserted before and after each dimension, "
+                 "as 8 numbers [before, after] x 4 in data_format order. Batch and depth "
+                 "pairs must be 0. Ignored for SAME and VALID."),
+    AttrSpec("data_format", "enum", "NHWC", choices=("NHWC", "NCHW"),
+             doc="The data layout of input and output: NHWC = [batch, height, width, "
+                 "channels], NCHW = [batch, channels, height, width]. Filters are always "
+                 "[height, width, in, out]."),
+    AttrSpec("dilations", "int_list", _ALL4, length=(4,), minimum=1,
+             doc="The dilation factor for each dimension of the input, in data_format order: "
+                 "filter tap k reads input element k * dilation. Batch and depth entries must "
+                 "be 1."),
+)
+CUDNN = AttrSpec("use_cudnn_on_gpu", "bool", True,
+                 doc="Accepted for compatibility with TensorFlow; has no effect (GradBlocks "
+                     "computes on the CPU).")
+
+FILTER_AXES = ("kh", "kw", "in", "out")
+DEPTHWISE_FILTER_AXES = ("kh", "kw", "in", "multiplier")
+SIZE_PORTS = ("filter_sizes", "input_sizes")
+
+
+def activation_axes(data_format: str) -> tuple[str, ...]:
+    """Axis names of an activation tensor in ``data_format``."""
+    return ("N", "H", "W", "C") if data_format == "NHWC" else ("N", "C", "H", "W")
+
+
+def kernel_attrs(attrs: dict, cudnn: bool) -> dict:
+    """The kernel's keyword attributes; explicit_paddings only count with padding EXPLICIT."""
+    out = {k: attrs[k] for k in ("strides", "padding", "data_format", "dilations")}
+    out["explicit_paddings"] = attrs["explicit_paddings"] if attrs["padding"] == "EXPLICIT" else []
+    if cudnn:
+        out["use_cudnn_on_gpu"] = attrs["use_cudnn_on_gpu"]
+    return out
+
+
+def _float_port(inputs: dict[str, TensorSpec], port: str) -> TensorSpec:
+    spec = inputs[port]
+    if spec.dtype not in DTYPES:
+        raise AttrError(port, f"{port} dtype {spec.dtype} is not one of {', '.join(DTYPES)}")
+    return spec
+
+
+def _size_port(inputs: dict[str, TensorSpec], port: str) -> np.ndarray:
+    spec = inputs[port]
+    if not spec.dtype.startswith("int") or len(spec.shape) != 1:
+        raise AttrError(port, f"{port} must be a 1-D integer vector, got {spec.describe()}")
+    if spec.value is None:
+        raise AttrError(port, f"{port} must be known before running: connect an IntVector or "
+                              f"a ShapeOf block")
+    return spec.value
+
+
+def _same_dtype(a: tuple[str, TensorSpec], b: tuple[str, TensorSpec]) -> str:
+    if a[1].dtype != b[1].dtype:
+        raise AttrError(b[0], f"{b[0]} dtype {b[1].dtype} does not match {a[0]} dtype "
+                              f"{a[1].dtype}")
+    return a[1].dtype
+
+
+def _conv_block(type_id: str, op: str, title: str, category: str, doc: str, kind: str,
+                depthwise: bool, kernel: Callable, cudnn: bool) -> BlockSpec:
+    """A conv block: ``kind`` is forward (input, filter), filter (input, filter_sizes,
+    out_backprop) or input (input_sizes, filter, out_backprop)."""
+    ports = {
+        "forward": ("input", "filter"),
+        "filter": ("input", "filter_sizes", "out_backprop"),
+        "input": ("input_sizes", "filter", "out_backprop"),
+    }[kind]
+    port_docs = {
+        "input": "4-D input tensor in data_format.",
+        "filter": "4-D filter [height, width, in_channels, "
+                  + ("channel_multiplier]." if depthwise else "out_channels]."),
+        "filter_sizes": "Integer vector: the shape of the filter, [height, width, in, "
+                        + ("multiplier]." if depthwise else "out]."),
+        "input_sizes": "Integer vector: the shape of the input, in data_format.",
+        "out_backprop": "Gradients w.r.t. the output of the convolution, in data_format.",
+    }
+
+    def infer(attrs: dict, inputs: dict[str, TensorSpec]) -> dict[str, TensorSpec]:
+        kw = kernel_attrs(attrs, cudnn=False)
+        kw["depthwise"] = depthwise
+        try:
+            if kind == "forward":
+                x, w = _float_port(inputs, "input"), _float_port(inputs, "filter")
+                dtype = _same_dtype(("input", x), ("filter", w))
+                g = conv2d_geometry(x.shape, w.shape, **kw)
+                return {"output": TensorSpec(g.output_shape, dtype,
+                                             activation_axes(attrs["data_format"]))}
+            dy = _float_port(inputs, "out_backprop")
+            if kind == "filter":
+                x, sizes = _float_port(inputs, "input"), _size_port(inputs, "filter_sizes")
+                dtype = _same_dtype(("input", x), ("out_backprop", dy))
+                g = backprop_filter_geometry(x.shape, sizes, dy.shape, **kw)
+                axes = DEPTHWISE_FILTER_AXES if depthwise else FILTER_AXES
+                return {"output": TensorSpec(g.filter_shape, dtype, axes)}
+            w, sizes = _float_port(inputs, "filter"), _size_port(inputs, "input_sizes")
+            dtype = _same_dtype(("filter", w), ("out_backprop", dy))
+            g = backprop_input_geometry(sizes, w.shape, dy.shape, **kw)
+            return {"output": TensorSpec(g.input_shape, dtype,
+                                         activation_axes(attrs["data_format"]))}
+        except InvalidArgumentError as err:
+            raise blame(err, names) from None
+
+    def run(attrs: dict, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        args = {p: inputs[p] for p in ports}
+        return {"output": kernel(**args, **kernel_attrs(attrs, cudnn))}
+
+    attrs = CONV_ATTRS + ((CUDNN,) if cudnn else ())
+    names = {a.name for a in attrs} | set(ports)
+    return BlockSpec(
+        type_id=type_id, title=title, category=category, op=op, doc=doc,
+        inputs=tuple(PortSpec(p, port_docs[p]) for p in ports),
+        outputs=(PortSpec("output", "The result, in the input's dtype."),),
+        attrs=attrs, infer=infer, run=run,
+    )
+
+
+SPECS = (
+    _conv_block(
+        "Conv2DBackpropFilter", "Conv2DBackpropFilter", "Conv2D backprop filter", "Gradients",
+        "tf.raw_ops.Conv2DBackpropFilter: the gradient of Conv2D w.r.t. its filter, "
+        "dw[i,j,q,o] = sum over n, r, c of input_pad[n, r*sr + i*dr, c*sc + j*dc, q] * "
+        "out_backprop[n, r, c, o]. Output shape: filter_sizes.",
+        "filter", False, kernels.conv2d_backprop_filter, True),
+    _conv_block(
+        "Conv2DBackpropInput", "Conv2DBackpropInput", "Conv2D backprop input", "Gradients",
+        "tf.raw_ops.Conv2DBackpropInput: the gradient of Conv2D w.r.t. its input (a "
+        "transposed convolution of out_backprop with the filter). Output shape: input_sizes.",
+        "input", False, kernels.conv2d_backprop_input, True),
+    _conv_block(
+        "DepthwiseBackpropFilter", "DepthwiseConv2dNativeBackpropFilter",
+        "Depthwise backprop filter", "Gradients",
+        "tf.raw_ops.DepthwiseConv2dNativeBackpropFilter: the gradient of a depthwise "
+        "convolution w.r.t. its filter, dw[i,j,k,m] = sum over n, r, c of "
+        "input_pad[n, r*sr + i*dr, c*sc + j*dc, k] * out_backprop[n, r, c, k*M + m]. "
+        "Dilations are honoured (TensorFlow's CPU kernel ignores them).",
+        "filter", True, kernels.depthwise_conv2d_native_backprop_filter, False),
+    _conv_block(
+        "DepthwiseBackpropInput", "DepthwiseConv2dNativeBackpropInput",
+        "Depthwise backprop input", "Gradients",
+        "tf.raw_ops.DepthwiseConv2dNativeBackpropInput: the gradient of a depthwise "
+        "convolution w.r.t. its input. Output shape: input_sizes.",
+        "input", True, kernels.depthwise_conv2d_native_backprop_input, False),
+    _conv_block(
+        "Conv2D", "Conv2D", "Conv2D", "Convolution",
+        "tf.raw_ops.Conv2D: out[n,r,c,o] = sum over i, j, q of input_pad[n, r*sr + i*dr, "
+        "c*sc + j*dc, q] * filter[i,j,q,o]; grouped when input depth is a multiple of the "
+        "filter's in_channels.",
+        "forward", False, kernels.conv2d, True),
+    _conv_block(
+        "DepthwiseConv2D", "DepthwiseConv2dNative", "Depthwise Conv2D", "Convolution",
+        "tf.raw_ops.DepthwiseConv2dNative: each input channel k convolved with its own "
+        "filter[:, :, k, :], giving in_channels * channel_multiplier output channels.",
+        "forward", True, kernels.depthwise_conv2d_native, False),
+)

@@ -1,0 +1,211 @@
+"""The declarative description of a block type: ports, attributes, inference and run rules.
+
+A :class:`BlockSpec` is data. The GUI builds its node classes and attribute editors from it, the
+compiler calls ``infer`` to predict every output's shape and dtype without running anything, the
+executor calls ``run``, and the exporter writes the same calls into a script.
+
+Contract of the two rules:
+
+- ``infer(attrs, inputs) -> {port: TensorSpec}`` gets validated attributes (defaults filled in,
+  ``path`` attributes already resolved against the canvas file's folder) and the
+  :class:`TensorSpec` of every connected input. It raises :class:`AttrError` naming the
+  attribute (or input port) at fault.
+- ``run(attrs, inputs) -> {port: ndarray}`` gets the same attributes and the input arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.dtypes import DTYPES
+from engine.errors import InvalidArgumentError
+
+ATTR_KINDS = ("enum", "int_list", "int", "bool", "dtype", "shape", "path", "text", "values")
+
+
+class AttrError(InvalidArgumentError):
+    """A problem with one attribute or input port of a block: ``attr`` names it (or is None)."""
+
+    def __init__(self, attr: str | None, message: str):
+        super().__init__(message)
+        self.attr = attr
+        self.message = message
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+@dataclass(frozen=True)
+class AttrSpec:
+    """One attribute: its kind, default, allowed values and documentation.
+
+    ``length`` (int_list) is the tuple of allowed lengths (None: any). ``visible_if`` is
+    ``(other_attr, allowed_values)``: the attribute only matters, and is only shown, while the
+    other attribute has one of those values; otherwise it is ignored.
+    """
+
+    name: str
+    kind: str
+    default: Any
+    doc: str = ""
+    choices: tuple = ()
+    length: tuple[int, ...] | None = None
+    minimum: int | None = None
+    visible_if: tuple[str, tuple] | None = None
+
+    def is_active(self, attrs: Mapping[str, Any]) -> bool:
+        """Whether this attribute matters given the other attribute values."""
+        if self.visible_if is None:
+            return True
+        other, allowed = self.visible_if
+        return attrs.get(other) in allowed
+
+    def validate(self, value: Any) -> Any:
+        """The value normalized to this kind (lists, ints, str), or :class:`AttrError`."""
+        name, kind = self.name, self.kind
+        if kind in ("enum", "dtype"):
+            choices = tuple(DTYPES) if kind == "dtype" else self.choices
+            if value not in choices:
+                raise AttrError(name, f"{name} {value!r} is not one of {', '.join(choices)}")
+            return value
+        if kind == "bool":
+            if not isinstance(value, (bool, np.bool_)):
+                raise AttrError(name, f"{name} must be true or false, got {value!r}")
+            return bool(value)
+        if kind == "int":
+            if not _is_int(value):
+                raise AttrError(name, f"{name} must be an integer, got {value!r}")
+            if self.minimum is not None and value < self.minimum:
+                raise AttrError(name, f"{name} must be >= {self.minimum}, got {value}")
+            return int(value)
+        if kind in ("int_list", "shape"):
+            if not isinstance(value, (list, tuple)) or not all(_is_int(v) for v in value):
+                raise AttrError(name, f"{name} must be a list of integers, got {value!r}")
+            if self.length is not None and len(value) not in self.length:
+                want = " or ".join(str(n) for n in self.length)
+                raise AttrError(name, f"{name} must have {want} elements, got {len(value)}: "
+                                      f"{list(value)}")
+            if kind == "shape" and any(v < 0 for v in value):
+                raise AttrError(name, f"{name} {list(value)}: sizes must be >= 0")
+            if self.minimum is not None and any(v < self.minimum for v in value):
+                raise AttrError(name, f"{name} {list(value)}: every entry must be >= "
+                                      f"{self.minimum}")
+            return [int(v) for v in value]
+        if kind in ("path", "text"):
+            if not isinstance(value, str):
+                raise AttrError(name, f"{name} must be a string, got {value!r}")
+            return value
+        if kind == "values":
+            try:
+                arr = np.asarray(value, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise AttrError(name, f"{name} must be a (nested) list of numbers with a "
+                                      f"rectangular shape, got {value!r}") from None
+            return arr.tolist()
+        raise AttrError(name, f"{name} has unknown kind {kind!r}")
+
+
+@dataclass(frozen=True)
+class PortSpec:
+    """An input or output port."""
+
+    name: str
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """The inferred type of a port: shape, dtype name, axis names for viewers, and the value
+    when it is known before running (integer vectors such as filter_sizes)."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    axes: tuple[str, ...] | None = None
+    value: np.ndarray | None = field(default=None, compare=False)
+
+    def describe(self) -> str:
+        return f"{list(self.shape)} {self.dtype}"
+
+
+InferFn = Callable[[dict, dict[str, TensorSpec]], dict[str, TensorSpec]]
+RunFn = Callable[[dict, dict[str, np.ndarray]], dict[str, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class BlockSpec:
+    """One block type (see the module docstring for the ``infer`` / ``run`` contract)."""
+
+    type_id: str
+    title: str
+    category: str
+    op: str
+    doc: str
+    inputs: tuple[PortSpec, ...]
+    outputs: tuple[PortSpec, ...]
+    attrs: tuple[AttrSpec, ...]
+    infer: InferFn
+    run: RunFn
+
+    def defaults(self) -> dict[str, Any]:
+        """Every attribute at its default (lists copied)."""
+        return {a.name: (list(a.default) if isinstance(a.default, list) else a.default)
+                for a in self.attrs}
+
+    def attr(self, name: str) -> AttrSpec:
+        for a in self.attrs:
+            if a.name == name:
+                return a
+        raise KeyError(f"{self.type_id} has no attribute {name!r}")
+
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.inputs)
+
+    def output_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.outputs)
+
+    def resolve_attrs(self, attrs: Mapping[str, Any]) -> tuple[dict[str, Any], list[AttrError]]:
+        """Defaults filled in and every given value validated: ``(attrs, problems)``.
+
+        An unknown attribute is a problem; an invalid value is a problem and keeps its default
+        in the returned attributes so inference can go on for the rest.
+        """
+        out = self.defaults()
+        problems: list[AttrError] = []
+        known = {a.name: a for a in self.attrs}
+        for name, value in attrs.items():
+            if name not in known:
+                problems.append(AttrError(name, f"{self.type_id} has no attribute {name!r} "
+                                                f"(it has {', '.join(known) or 'none'})"))
+                continue
+            try:
+                out[name] = known[name].validate(value)
+            except AttrError as err:
+                problems.append(err)
+        return out, problems
+
+
+def resolve_paths(spec: BlockSpec, attrs: dict[str, Any], base_dir: str | Path | None) -> dict:
+    """``path`` attributes made absolute against the canvas file's folder."""
+    if base_dir is None:
+        return attrs
+    out = dict(attrs)
+    for a in spec.attrs:
+        if a.kind == "path" and out.get(a.name) and not Path(out[a.name]).is_absolute():
+            out[a.name] = str(Path(base_dir) / out[a.name])
+    return out
+
+
+def blame(err: InvalidArgumentError, names: set[str]) -> AttrError:
+    """An engine error as an :class:`AttrError` naming the attribute or port (one of ``names``)
+    its message starts with: engine messages start with the argument's name."""
+    if isinstance(err, AttrError):
+        return err
+    message = str(err)
+    first = message.split(" ", 1)[0].rstrip(":")
+    return AttrError(first if first in names else None, message)
