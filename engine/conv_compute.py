@@ -27,6 +27,8 @@ from engine.parallel import map_ranges
 
 #: Extra memory one batch chunk may use for its buffers.
 CHUNK_BYTES = 96 * 2**20
+#: Positions per cache block of the per-tap filter-gradient products.
+FILTER_GRAD_BLOCK = 2048
 #: Output positions per cache tile of the depthwise filter gradient.
 DEPTHWISE_TILE_POSITIONS = 1024
 #: Below this many input channels the per-tap products are too thin: use im2col / col2im.
@@ -126,10 +128,13 @@ def _backprop_filter_chunk(lay: PhaseLayout, pf: np.ndarray, e: np.ndarray, few:
     def part(lo: int, hi: int) -> np.ndarray:
         if few:
             return (_cols_t(lay, pf, lo, hi) @ e[lo:hi]).reshape(shape)
-        out = np.empty(shape, e.dtype)
-        for tap in lay.taps:
-            a = pf[tap.phase_row, tap.phase_col, tap.offset + lo : tap.offset + hi]
-            np.matmul(a.T, e[lo:hi], out=out[tap.row, tap.col])
+        out = np.zeros(shape, e.dtype)
+        tmp = np.empty(shape[2:], e.dtype)
+        for b0 in range(lo, hi, FILTER_GRAD_BLOCK):  # cache-sized blocks, reused by every tap
+            b1 = min(hi, b0 + FILTER_GRAD_BLOCK)
+            for tap in lay.taps:
+                a = pf[tap.phase_row, tap.phase_col, tap.offset + b0 : tap.offset + b1]
+                out[tap.row, tap.col] += np.matmul(a.T, e[b0:b1], out=tmp)
         return out
 
     return sum(map_ranges(part, e.shape[0]), np.zeros(shape, e.dtype))
