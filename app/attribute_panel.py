@@ -1,0 +1,249 @@
+"""The attribute panel: typed editors for the selected block, built from its AttrSpecs.
+
+Every edit is validated at once with ``AttrSpec.validate``. A valid value becomes one undoable
+Document edit; an invalid one stays in the field, marked with the message, and the Session marks
+the node red with the same message until it is fixed. Compiler errors attributed to an attribute
+(e.g. ``grad.strides: ...``) are shown on that field too. Tooltips carry the spec docs.
+"""
+
+from __future__ import annotations
+
+from PySide6 import QtCore, QtWidgets
+
+from app.attr_editors import AttrEditor, make_editor
+from blocks.registry import get_spec
+from engine.errors import InvalidArgumentError
+
+
+def _visible(attr_spec, attrs: dict) -> bool:
+    """Whether the attribute matters (e.g. explicit_paddings only while padding is EXPLICIT)."""
+    return attr_spec.is_active(attrs)
+
+
+class _Row:
+    def __init__(self, label: QtWidgets.QLabel, editor: AttrEditor, error: QtWidgets.QLabel):
+        self.label, self.editor, self.error = label, editor, error
+
+    def set_visible(self, visible: bool) -> None:
+        self.label.setVisible(visible)
+        self.editor.setVisible(visible)
+        self.error.setVisible(visible and bool(self.error.text()))
+
+
+class AttributePanel(QtWidgets.QWidget):
+    """Editors for one selected node; empty hint otherwise."""
+
+    def __init__(self, doc, session, parent: QtWidgets.QWidget | None = None):
+        super().__init__(parent)
+        self.doc, self.session = doc, session
+        self.node_id: str | None = None
+        self.rows: dict[str, _Row] = {}
+
+        self.hint = QtWidgets.QLabel("Select a block to edit its attributes.", self)
+        self.hint.setAlignment(QtCore.Qt.AlignCenter)
+        self.hint.setWordWrap(True)
+        self.hint.setStyleSheet("color: #8a8f98; padding: 12px;")
+
+        self.title_edit = QtWidgets.QLineEdit(self)
+        self.title_edit.setObjectName("title_edit")
+        self.title_edit.setToolTip("Title shown on the block (its id stays the same)")
+        self.title_edit.editingFinished.connect(self._title_finished)
+        self.type_label = QtWidgets.QLabel(self)
+        self.type_label.setWordWrap(True)
+        self.type_label.setTextFormat(QtCore.Qt.RichText)
+        self.doc_label = QtWidgets.QLabel(self)
+        self.doc_label.setWordWrap(True)
+        self.doc_label.setStyleSheet("color: #a0a6ad;")
+        self.errors_label = QtWidgets.QLabel(self)
+        self.errors_label.setWordWrap(True)
+        self.errors_label.setStyleSheet("color: #f07868;")
+        self.errors_label.setTextInteractionFlags(QtCore.Qt.TextSelectableByMouse)
+
+        self.form_host = QtWidgets.QWidget(self)
+        self.form = QtWidgets.QFormLayout(self.form_host)
+        self.form.setContentsMargins(0, 4, 0, 0)
+        self.form.setLabelAlignment(QtCore.Qt.AlignRight | QtCore.Qt.AlignTop)
+        self.form.setRowWrapPolicy(QtWidgets.QFormLayout.DontWrapRows)
+
+        body = QtWidgets.QWidget(self)
+        body_lay = QtWidgets.QVBoxLayout(body)
+        body_lay.setContentsMargins(6, 6, 6, 6)
+        body_lay.addWidget(self.title_edit)
+        body_lay.addWidget(self.type_label)
+        body_lay.addWidget(self.doc_label)
+        body_lay.addWidget(self.errors_label)
+        body_lay.addWidget(self.form_host)
+        body_lay.addStretch(1)
+        self.body = body
+        scroll = QtWidgets.QScrollArea(self)
+        scroll.setWidgetResizable(True)
+        scroll.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarAlwaysOff)
+        scroll.setFrameShape(QtWidgets.QFrame.NoFrame)
+        scroll.setWidget(body)
+        self.scroll = scroll
+
+        lay = QtWidgets.QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.hint)
+        lay.addWidget(scroll)
+        scroll.hide()
+
+        doc.changed.connect(lambda _c: self.refresh())
+        session.plan_changed.connect(lambda _p: self._show_errors())
+        session.pending_changed.connect(self._on_pending_changed)
+
+    # --- selection -------------------------------------------------------------------------
+    def show_selection(self, node_ids: list[str]) -> None:
+        if len(node_ids) == 1:
+            self.show_node(node_ids[0])
+            return
+        self.show_node(None)
+        if node_ids:
+            self.hint.setText(f"{len(node_ids)} blocks selected.\nSelect one block to edit "
+                              "its attributes.")
+
+    def show_node(self, node_id: str | None) -> None:
+        if node_id is not None and node_id not in self.doc.canvas.nodes:
+            node_id = None
+        if node_id == self.node_id and node_id is not None:
+            self.refresh()
+            return
+        self.node_id = node_id
+        self._build()
+
+    def _build(self) -> None:
+        while self.form.rowCount():
+            self.form.removeRow(0)
+        self.rows.clear()
+        if self.node_id is None:
+            self.hint.setText("Select a block to edit its attributes.")
+            self.hint.show()
+            self.scroll.hide()
+            return
+        node = self.doc.canvas.nodes[self.node_id]
+        spec = get_spec(node.type)
+        self.hint.hide()
+        self.scroll.show()
+        self.type_label.setText(
+            f"<b>{spec.title}</b> <span style='color:#8a8f98'>· id <code>{self.node_id}</code>"
+            f" · {spec.op}</span>")
+        self.doc_label.setText(spec.doc.strip())
+        self.doc_label.setVisible(bool(spec.doc))
+        for a in spec.attrs:
+            label = QtWidgets.QLabel(a.name, self.form_host)
+            label.setToolTip(a.doc or a.name)
+            editor = make_editor(a, self.form_host, base_dir=lambda: self.doc.base_dir)
+            editor.setObjectName(f"attr_{a.name}")
+            editor.committed.connect(lambda name=a.name: self.commit(name))
+            error = QtWidgets.QLabel("", self.form_host)
+            error.setObjectName(f"error_{a.name}")
+            error.setWordWrap(True)
+            error.setStyleSheet("color: #f07868; font-size: 8pt;")
+            box = QtWidgets.QWidget(self.form_host)
+            box_lay = QtWidgets.QVBoxLayout(box)
+            box_lay.setContentsMargins(0, 0, 0, 0)
+            box_lay.setSpacing(1)
+            box_lay.addWidget(editor)
+            box_lay.addWidget(error)
+            self.form.addRow(label, box)
+            self.rows[a.name] = _Row(label, editor, error)
+        self.refresh()
+
+    # --- showing values --------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Show the node's current values (pending invalid text where there is one)."""
+        if self.node_id is None:
+            return
+        node = self.doc.canvas.nodes.get(self.node_id)
+        if node is None:
+            self.show_node(None)
+            return
+        spec = get_spec(node.type)
+        if set(self.rows) != {a.name for a in spec.attrs}:
+            self._build()
+            return
+        if not self.title_edit.hasFocus():
+            self.title_edit.setText(node.title or node.id)
+        attrs = {**spec.defaults(), **node.attrs}
+        pending = self.session.pending_for(self.node_id)
+        for a in spec.attrs:
+            row = self.rows[a.name]
+            row.editor.set_context(attrs)
+            if a.name in pending:
+                row.editor.set_raw(pending[a.name][0])
+            else:
+                row.editor.set_value(attrs.get(a.name))
+        self._show_errors()
+
+    def _show_errors(self) -> None:
+        if self.node_id is None or self.node_id not in self.doc.canvas.nodes:
+            return
+        node = self.doc.canvas.nodes[self.node_id]
+        spec = get_spec(node.type)
+        attrs = {**spec.defaults(), **node.attrs}
+        by_attr: dict[str, list[str]] = {}
+        general: list[str] = []
+        for name, (_raw, msg) in self.session.pending_for(self.node_id).items():
+            by_attr.setdefault(name, []).append(msg)
+        plan = self.session.plan
+        for err in (plan.errors.get(self.node_id, []) if plan is not None else []):
+            attr = getattr(err, "attr", None)
+            if attr in self.rows and attr not in self.session.pending_for(self.node_id):
+                by_attr.setdefault(attr, []).append(str(err))
+            else:
+                general.append(str(err))
+        info = self.session.run_info.get(self.node_id)
+        if info is not None and info.error:
+            general.append(f"run failed: {info.error}")
+        for name, row in self.rows.items():
+            msg = "\n".join(by_attr.get(name, []))
+            row.error.setText(msg)
+            row.editor.set_error(msg or None)
+            row.set_visible(_visible(row.editor.spec, attrs))
+        self.errors_label.setText("\n".join(general))
+        self.errors_label.setVisible(bool(general))
+
+    def _on_pending_changed(self, node_id: str) -> None:
+        if node_id == self.node_id:
+            self._show_errors()
+
+    # --- editing ---------------------------------------------------------------------------
+    def commit(self, name: str) -> bool:
+        """Validate the edited field and apply it; True when the canvas accepted the value."""
+        nid = self.node_id
+        if nid is None or name not in self.rows:
+            return False
+        row = self.rows[name]
+        spec = row.editor.spec
+        raw = row.editor.raw_text()
+        try:
+            value = spec.validate(row.editor.parse())
+        except InvalidArgumentError as exc:
+            self.session.set_pending(nid, name, raw, _named(nid, name, str(exc)))
+            return False
+        self.session.clear_pending(nid, name)
+        try:
+            self.doc.edit(f"Set {nid}.{name}", lambda c: c.set_attr(nid, name, value))
+        except InvalidArgumentError as exc:
+            self.session.set_pending(nid, name, raw, _named(nid, name, str(exc)))
+            return False
+        self.refresh()
+        return True
+
+    def _title_finished(self) -> None:
+        nid = self.node_id
+        if nid is None or nid not in self.doc.canvas.nodes:
+            return
+        title = self.title_edit.text().strip()
+        if not title:
+            self.title_edit.setText(self.doc.canvas.nodes[nid].title or nid)
+            return
+        from app.graph_adapter import set_node_field
+
+        self.doc.edit(f"Rename {nid}", lambda c: set_node_field(c, nid, title=title))
+
+
+def _named(node_id: str, attr: str, message: str) -> str:
+    """A validation message in the compiler's form: ``grad.strides: <message>``."""
+    prefix = f"{node_id}.{attr}: "
+    return message if message.startswith(prefix) else prefix + message

@@ -1,0 +1,115 @@
+"""Benchmark of the desktop app: ``python -m app.bench_app [--blocks 200] [--repeat 5]``.
+
+Measures (medians, wall clock, offscreen unless QT_QPA_PLATFORM says otherwise):
+
+- open: loading a canvas of N blocks from disk into the window, building its nodes and finishing
+  shape inference (target < 2 s for 200 blocks);
+- edit: one attribute edit made through the attribute panel, including the re-inference of the
+  whole canvas and the node updates (target < 50 ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import app  # noqa: F401  (PySide6 refcount workaround first)
+from engine.canvas import Canvas, save_canvas
+
+GROUP = 5  # blocks per gradient group
+
+
+def big_canvas(n_blocks: int = 200) -> Canvas:
+    """Groups of x, filter_sizes, dy -> Conv2DBackpropFilter -> Output, laid out in a grid."""
+    c = Canvas()
+    for g in range(max(1, n_blocks // GROUP)):
+        col, row = g % 8, g // 8
+        x0, y0 = col * 900.0, row * 420.0
+        x = c.add_node("Tensor", pos=(x0, y0), attrs={"shape": [1, 8, 8, 3]}, id=f"x{g}")
+        fs = c.add_node("IntVector", pos=(x0, y0 + 120), attrs={"values": [3, 3, 3, 4]},
+                        id=f"fs{g}")
+        dy = c.add_node("Tensor", pos=(x0, y0 + 240), attrs={"shape": [1, 8, 8, 4]}, id=f"dy{g}")
+        grad = c.add_node("Conv2DBackpropFilter", pos=(x0 + 320, y0 + 100), id=f"grad{g}")
+        out = c.add_node("Output", pos=(x0 + 640, y0 + 100), id=f"out{g}")
+        c.connect((x.id, "output"), (grad.id, "input"))
+        c.connect((fs.id, "output"), (grad.id, "filter_sizes"))
+        c.connect((dy.id, "output"), (grad.id, "out_backprop"))
+        c.connect((grad.id, "output"), (out.id, "input"))
+    return c
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--blocks", type=int, default=200)
+    p.add_argument("--repeat", type=int, default=5, help="window opens to time")
+    p.add_argument("--edits", type=int, default=30, help="attribute edits to time")
+    args = p.parse_args(argv)
+
+    from PySide6 import QtCore, QtWidgets
+
+    from app.main_window import MainWindow
+
+    qapp = QtWidgets.QApplication.instance() or QtWidgets.QApplication([sys.argv[0]])
+    tmp = Path(tempfile.mkdtemp(prefix="gradblocks-bench-"))
+    canvas = big_canvas(args.blocks)
+    path = tmp / "big.gbc.json"
+    save_canvas(canvas, path)
+    settings = QtCore.QSettings(str(tmp / "settings.ini"), QtCore.QSettings.IniFormat)
+
+    open_times, compile_times = [], []
+    window = None
+    for _ in range(args.repeat):
+        if window is not None:
+            window.doc.undo_stack.setClean()
+            window.close()
+            window.deleteLater()
+            qapp.processEvents()
+        window = MainWindow(settings=settings, recovery_dir=None, autosave=False,
+                            restore_layout=False, quiet=True)
+        window.show()
+        qapp.processEvents()
+        t0 = time.perf_counter()
+        assert window.files.open_path(path, ask=False)
+        qapp.processEvents()
+        open_times.append(time.perf_counter() - t0)
+        compile_times.append(window.session.compile_seconds)
+    n_nodes = len(window.doc.canvas.nodes)
+    n_errors = sum(len(v) for v in window.session.plan.errors.values())
+
+    # one attribute edit through the panel: strides of one gradient block, alternating values
+    window.adapter.select(["grad0"])
+    qapp.processEvents()
+    row = window.attributes.rows["strides"]
+    edit_times = []
+    for i in range(args.edits):
+        value = "2" if i % 2 == 0 else "1"
+        row.editor.cells[1].setText(value)
+        row.editor.cells[2].setText(value)
+        t0 = time.perf_counter()
+        window.attributes.commit("strides")
+        qapp.processEvents()
+        edit_times.append(time.perf_counter() - t0)
+    assert window.doc.canvas.nodes["grad0"].attrs["strides"] in ([1, 1, 1, 1], [1, 2, 2, 1])
+
+    med = statistics.median
+    print(f"canvas: {n_nodes} blocks, {len(window.doc.canvas.edges)} wires, "
+          f"{n_errors} inference errors")
+    print(f"open + shape inference : median {med(open_times) * 1000:8.1f} ms "
+          f"(min {min(open_times) * 1000:.1f}, n={len(open_times)})   target < 2000 ms")
+    print(f"  of which compile     : median {med(compile_times) * 1000:8.1f} ms")
+    print(f"attribute edit + infer : median {med(edit_times) * 1000:8.1f} ms "
+          f"(min {min(edit_times) * 1000:.1f}, n={len(edit_times)})   target < 50 ms")
+    window.doc.undo_stack.setClean()
+    window.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

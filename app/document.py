@@ -1,0 +1,172 @@
+"""The open canvas: the engine Canvas (the source of truth), its file and its undo history.
+
+Every edit goes through :meth:`Document.edit`: the edit runs on a copy of the canvas and is pushed
+as one undoable snapshot (canvas JSON before and after). Undo and redo swap whole canvases; the
+graph view, the attribute panel and the live shapes follow :attr:`Document.changed`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import shiboken6
+from PySide6 import QtCore, QtGui
+
+from engine.canvas import Canvas
+
+UNDO_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change of the document's canvas: JSON before and after (before is None on load)."""
+
+    before: dict | None
+    after: dict
+    label: str = ""
+    reloaded: bool = False
+
+    def dirty_nodes(self) -> set[str]:
+        """Nodes whose output may differ: changed type/attrs/inputs, and everything downstream."""
+        return dirty_nodes(self.before, self.after)
+
+
+def _node_table(data: dict | None) -> dict[str, dict]:
+    if not data:
+        return {}
+    return {n["id"]: n for n in data.get("nodes", [])}
+
+
+def _inputs_of(data: dict | None) -> dict[str, dict[str, tuple[str, str]]]:
+    inputs: dict[str, dict[str, tuple[str, str]]] = {}
+    for e in (data or {}).get("edges", []):
+        inputs.setdefault(e["dst"][0], {})[e["dst"][1]] = tuple(e["src"])
+    return inputs
+
+
+def dirty_nodes(before: dict | None, after: dict) -> set[str]:
+    """Node ids of ``after`` whose results are invalidated by going from ``before`` to ``after``.
+
+    A node is dirty when it is new, its type or attrs changed, or its input wiring changed; every
+    node downstream of a dirty node is dirty too. Moves and renames dirty nothing.
+    """
+    old, new = _node_table(before), _node_table(after)
+    old_in, new_in = _inputs_of(before), _inputs_of(after)
+    dirty = set()
+    for nid, n in new.items():
+        o = old.get(nid)
+        if (o is None or o.get("type") != n.get("type") or o.get("attrs") != n.get("attrs")
+                or old_in.get(nid, {}) != new_in.get(nid, {})):
+            dirty.add(nid)
+    consumers: dict[str, set[str]] = {}
+    for dst, ports in new_in.items():
+        for src, _port in ports.values():
+            consumers.setdefault(src, set()).add(dst)
+    stack = list(dirty)
+    while stack:
+        for c in consumers.get(stack.pop(), ()):
+            if c not in dirty:
+                dirty.add(c)
+                stack.append(c)
+    return dirty
+
+
+class _SnapshotCommand(QtGui.QUndoCommand):
+    """Swap the document's canvas between two JSON snapshots."""
+
+    def __init__(self, doc: Document, label: str, before: dict, after: dict, canvas: Canvas):
+        super().__init__(label)
+        self._doc, self._before, self._after = doc, before, after
+        self._first_canvas: Canvas | None = canvas
+
+    def redo(self) -> None:
+        canvas = self._first_canvas or Canvas.from_json(self._after)
+        self._first_canvas = None
+        self._doc._replace(canvas, Change(self._before, self._after, self.text()))
+
+    def undo(self) -> None:
+        self._doc._replace(Canvas.from_json(self._before),
+                           Change(self._after, self._before, "Undo " + self.text()))
+
+
+class Document(QtCore.QObject):
+    """The canvas being edited, its path and its undo stack (clean state = saved)."""
+
+    changed = QtCore.Signal(object)  # Change
+    path_changed = QtCore.Signal()
+    modified_changed = QtCore.Signal(bool)
+
+    def __init__(self, parent: QtCore.QObject | None = None):
+        super().__init__(parent)
+        self.canvas = Canvas(nodes={}, edges=[])
+        self.path: Path | None = None
+        self.example_dir: Path | None = None
+        self.undo_stack = QtGui.QUndoStack(self)
+        self.undo_stack.setUndoLimit(UNDO_LIMIT)
+        self._snapshot = self.canvas.to_json()
+        self._unsaved_origin = False  # restored from a recovery file: unsaved until saved
+        self.undo_stack.cleanChanged.connect(lambda _clean: self._emit_modified())
+
+    def _emit_modified(self) -> None:
+        if shiboken6.isValid(self.undo_stack):  # not while Qt tears the stack down
+            self.modified_changed.emit(self.modified)
+
+    # --- state -----------------------------------------------------------------------------
+    @property
+    def modified(self) -> bool:
+        return self._unsaved_origin or not self.undo_stack.isClean()
+
+    @property
+    def base_dir(self) -> Path:
+        """Directory that relative paths in the canvas (Tensor fill=file) are resolved against."""
+        if self.path is not None:
+            return self.path.parent
+        if self.example_dir is not None:
+            return self.example_dir
+        return Path.cwd()
+
+    def snapshot(self) -> dict:
+        """The canvas as file-format JSON (cached; do not mutate)."""
+        return self._snapshot
+
+    # --- editing ---------------------------------------------------------------------------
+    def edit(self, label: str, mutate: Callable[[Canvas], object]) -> bool:
+        """Apply ``mutate`` to a copy of the canvas and push it as one undo step.
+
+        Exceptions from ``mutate`` (e.g. InvalidArgumentError) propagate and change nothing.
+        Returns False when the edit changed nothing (no undo step is pushed).
+        """
+        canvas = self.canvas.copy()
+        mutate(canvas)
+        after = canvas.to_json()
+        if after == self._snapshot:
+            return False
+        self.undo_stack.push(_SnapshotCommand(self, label, self._snapshot, after, canvas))
+        return True
+
+    def load(self, canvas: Canvas, path: Path | None, *, modified: bool = False,
+             example_dir: Path | None = None) -> None:
+        """Replace the canvas wholesale (open, new, restore); clears the undo history."""
+        self.undo_stack.clear()
+        self.path = Path(path) if path is not None else None
+        self.example_dir = example_dir
+        self._unsaved_origin = modified
+        self._replace(canvas, Change(None, canvas.to_json(), "load", reloaded=True))
+        self.path_changed.emit()
+        self._emit_modified()
+
+    def mark_saved(self, path: Path) -> None:
+        self.path = Path(path)
+        self.example_dir = None
+        self._unsaved_origin = False
+        self.undo_stack.setClean()
+        self.path_changed.emit()
+        self._emit_modified()
+
+    def _replace(self, canvas: Canvas, change: Change) -> None:
+        self.canvas = canvas
+        self._snapshot = change.after
+        self.changed.emit(change)
+

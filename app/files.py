@@ -1,0 +1,334 @@
+"""File handling of the window: New/Open/Save/Save As/Open Recent, the unsaved-changes prompt,
+autosave to a recovery file and the restore offer after a crash, examples, dropped files.
+
+A file that fails to load shows the loader's messages and leaves the current canvas untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+from PySide6 import QtCore, QtWidgets
+
+from app.document import Document
+from engine.canvas import Canvas, CanvasError, load_canvas, save_canvas
+from engine.dtypes import DTYPES, dtype_name
+from engine.errors import InvalidArgumentError
+
+CANVAS_SUFFIX = ".gbc.json"
+FILE_FILTER = "GradBlocks canvas (*.gbc.json);;All files (*)"
+AUTOSAVE_MS = 30_000
+MAX_RECENT = 10
+RECENT_KEY = "files/recent"
+EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "assets" / "examples"
+
+
+def is_canvas_file(path: str | os.PathLike) -> bool:
+    return str(path).lower().endswith(CANVAS_SUFFIX)
+
+
+def display_name(path: Path | None) -> str:
+    if path is None:
+        return "untitled"
+    name = path.name
+    return name[: -len(CANVAS_SUFFIX)] if name.lower().endswith(CANVAS_SUFFIX) else name
+
+
+def example_files(folder: Path = EXAMPLES_DIR) -> list[Path]:
+    """The example canvases shipped in assets/examples, sorted by name."""
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if is_canvas_file(p))
+
+
+def load_error_text(path: Path, exc: Exception) -> tuple[str, str]:
+    """(summary, details) for a canvas that failed to load: every problem with its JSON path."""
+    problems = getattr(exc, "problems", None)
+    if problems:
+        lines = [f"{where}: {msg}" if where else msg for where, msg in problems]
+        summary = f"{path.name} has {len(lines)} problem{'s' if len(lines) > 1 else ''}:"
+        return summary + "\n" + "\n".join(lines[:12]), "\n".join(lines)
+    if isinstance(exc, OSError):
+        return f"Cannot read {path}: {exc.strerror or exc}", str(exc)
+    return f"Cannot open {path.name}: {exc}", str(exc)
+
+
+def npy_tensor_attrs(path: Path, base_dir: Path | None) -> tuple[dict, str | None]:
+    """Attributes of a Tensor block reading ``path`` (fill=file) and a warning, if any.
+
+    The path is stored relative to ``base_dir`` when the file lies below it; the dtype comes from
+    the .npy header (read without unpickling).
+    """
+    stored = str(path)
+    if base_dir is not None:
+        try:
+            stored = Path(os.path.relpath(path, base_dir)).as_posix()
+            if stored.startswith(".."):
+                stored = str(path)
+        except ValueError:  # another drive on Windows
+            stored = str(path)
+    attrs: dict = {"fill": "file", "path": stored}
+    warning = None
+    try:
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        return attrs, f"{path.name}: cannot read the .npy header: {exc}"
+    name = dtype_name(arr.dtype)
+    if name in DTYPES:
+        attrs["dtype"] = name
+    else:
+        warning = f"{path.name}: dtype {name} is not one of {', '.join(DTYPES)}"
+    return attrs, warning
+
+
+def _write_json_atomic(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+class Recovery:
+    """This session's autosave file, guarded by a lock file so other sessions see it is alive.
+
+    Files: ``session-<id>.gbc.json`` (the canvas), ``session-<id>.json`` (original path, time),
+    ``session-<id>.lock`` (held while the session runs; a crash leaves it stale).
+    """
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        stem = f"session-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.canvas_path = self.folder / (stem + CANVAS_SUFFIX)
+        self.meta_path = self.folder / (stem + ".json")
+        self.lock = QtCore.QLockFile(str(self.folder / (stem + ".lock")))
+        self.lock.setStaleLockTime(0)
+        self.lock.tryLock(0)
+
+    def write(self, canvas: Canvas, original: Path | None) -> None:
+        save_canvas(canvas, self.canvas_path)
+        _write_json_atomic(self.meta_path, {
+            "path": str(original) if original else None,
+            "saved_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+        })
+
+    def discard(self) -> None:
+        for p in (self.canvas_path, self.meta_path):
+            p.unlink(missing_ok=True)
+
+    def release(self) -> None:
+        self.discard()
+        self.lock.unlock()
+
+    def orphans(self) -> list[tuple[Path, dict]]:
+        """Autosaves of sessions that ended without cleaning up (crashed), newest first."""
+        found = []
+        for canvas_path in self.folder.glob("session-*" + CANVAS_SUFFIX):
+            if canvas_path == self.canvas_path:
+                continue
+            stem = canvas_path.name[: -len(CANVAS_SUFFIX)]
+            lock = QtCore.QLockFile(str(self.folder / (stem + ".lock")))
+            lock.setStaleLockTime(0)
+            if not lock.tryLock(0):
+                continue  # that session is still running
+            lock.unlock()
+            meta_path = self.folder / (stem + ".json")
+            try:
+                meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                meta = {}
+            found.append((canvas_path, meta))
+        found.sort(key=lambda item: item[0].stat().st_mtime, reverse=True)
+        return found
+
+    @staticmethod
+    def remove(canvas_path: Path) -> None:
+        stem = canvas_path.name[: -len(CANVAS_SUFFIX)]
+        for p in (canvas_path, canvas_path.with_name(stem + ".json")):
+            p.unlink(missing_ok=True)
+
+
+class FileController(QtCore.QObject):
+    """The File menu's logic for one window and its Document."""
+
+    recent_changed = QtCore.Signal()
+    message = QtCore.Signal(str, str)  # text, level
+
+    def __init__(self, window: QtWidgets.QWidget, doc: Document, settings: QtCore.QSettings,
+                 recovery_dir: Path | None = None, autosave: bool = True):
+        super().__init__(window)
+        self.window, self.doc, self.settings = window, doc, settings
+        self.recovery = Recovery(recovery_dir) if recovery_dir is not None else None
+        self.autosave_timer = QtCore.QTimer(self)
+        self.autosave_timer.setInterval(AUTOSAVE_MS)
+        self.autosave_timer.timeout.connect(self.autosave_now)
+        if autosave and self.recovery is not None:
+            self.autosave_timer.start()
+        self._autosaved_snapshot: dict | None = None
+
+    # --- prompts ---------------------------------------------------------------------------
+    def maybe_save(self) -> bool:
+        """Ask to save unsaved changes; True when it is fine to replace the canvas."""
+        if not self.doc.modified:
+            return True
+        name = display_name(self.doc.path)
+        answer = QtWidgets.QMessageBox.question(
+            self.window, "Unsaved changes",
+            f"'{name}' has unsaved changes. Save them first?",
+            QtWidgets.QMessageBox.Save | QtWidgets.QMessageBox.Discard
+            | QtWidgets.QMessageBox.Cancel,
+            QtWidgets.QMessageBox.Save,
+        )
+        if answer == QtWidgets.QMessageBox.Save:
+            return self.save()
+        return answer == QtWidgets.QMessageBox.Discard
+
+    def _error(self, title: str, text: str, details: str = "") -> None:
+        self.message.emit(text, "error")
+        box = QtWidgets.QMessageBox
+        box.critical(self.window, title, text if not details or details in text
+                     else text + "\n\n" + details)
+
+    # --- actions ---------------------------------------------------------------------------
+    def new(self) -> bool:
+        if not self.maybe_save():
+            return False
+        self.doc.load(Canvas(nodes={}, edges=[]), None)
+        self._after_load()
+        return True
+
+    def open_dialog(self) -> bool:
+        start = str(self.doc.path.parent) if self.doc.path else str(Path.cwd())
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(
+            self.window, "Open canvas", start, FILE_FILTER)
+        return self.open_path(Path(path), ask=True) if path else False
+
+    def open_path(self, path: str | os.PathLike, *, ask: bool = True,
+                  as_example: bool = False) -> bool:
+        """Load ``path``; on failure show every problem and keep the current canvas."""
+        path = Path(path)
+        if ask and not self.maybe_save():
+            return False
+        try:
+            canvas = load_canvas(path)
+        except (CanvasError, InvalidArgumentError, OSError, ValueError) as exc:
+            summary, details = load_error_text(path, exc)
+            self._error("Cannot open canvas", summary, details)
+            return False
+        if as_example:
+            self.doc.load(canvas, None, example_dir=path.parent)
+            self.message.emit(f"opened example {path.name} (Save As to keep a copy)", "info")
+        else:
+            self.doc.load(canvas, path.resolve())
+            self.add_recent(path.resolve())
+            self.message.emit(f"opened {path}", "info")
+        self._after_load()
+        return True
+
+    def save(self) -> bool:
+        if self.doc.path is None:
+            return self.save_as()
+        return self.save_to(self.doc.path)
+
+    def save_as(self) -> bool:
+        start = str(self.doc.path) if self.doc.path else str(Path.cwd() / "untitled.gbc.json")
+        path, _ = QtWidgets.QFileDialog.getSaveFileName(
+            self.window, "Save canvas as", start, FILE_FILTER)
+        if not path:
+            return False
+        if not is_canvas_file(path):
+            path += CANVAS_SUFFIX
+        return self.save_to(Path(path))
+
+    def save_to(self, path: Path) -> bool:
+        """Write the canvas atomically; the document becomes clean on success."""
+        try:
+            save_canvas(self.doc.canvas, path)
+        except (OSError, ValueError) as exc:
+            self._error("Cannot save canvas", f"Cannot save {path}: {exc}")
+            return False
+        self.doc.mark_saved(Path(path).resolve())
+        self.add_recent(Path(path).resolve())
+        if self.recovery is not None:
+            self.recovery.discard()
+            self._autosaved_snapshot = None
+        self.message.emit(f"saved {path}", "ok")
+        return True
+
+    def _after_load(self) -> None:
+        if self.recovery is not None:
+            self.recovery.discard()
+        self._autosaved_snapshot = None
+
+    # --- recent files ----------------------------------------------------------------------
+    def recent(self) -> list[Path]:
+        value = self.settings.value(RECENT_KEY, [])
+        if isinstance(value, str):
+            value = [value]
+        return [Path(p) for p in (value or [])]
+
+    def add_recent(self, path: Path) -> None:
+        items = [str(path)] + [str(p) for p in self.recent() if str(p) != str(path)]
+        self.settings.setValue(RECENT_KEY, items[:MAX_RECENT])
+        self.recent_changed.emit()
+
+    def clear_recent(self) -> None:
+        self.settings.setValue(RECENT_KEY, [])
+        self.recent_changed.emit()
+
+    # --- autosave and recovery -------------------------------------------------------------
+    def autosave_now(self) -> bool:
+        """Write the recovery file if there are unsaved changes not yet autosaved."""
+        if self.recovery is None or not self.doc.modified:
+            return False
+        snap = self.doc.snapshot()
+        if snap == self._autosaved_snapshot:
+            return False
+        try:
+            self.recovery.write(self.doc.canvas, self.doc.path)
+        except (OSError, ValueError) as exc:
+            self.message.emit(f"autosave failed: {exc}", "warning")
+            return False
+        self._autosaved_snapshot = snap
+        return True
+
+    def offer_recovery(self) -> bool:
+        """After a crash: offer to restore the newest orphaned autosave. True if restored."""
+        if self.recovery is None:
+            return False
+        orphans = self.recovery.orphans()
+        if not orphans:
+            return False
+        canvas_path, meta = orphans[0]
+        original = meta.get("path")
+        when = meta.get("saved_at", "")
+        what = f"'{Path(original).name}'" if original else "an untitled canvas"
+        answer = QtWidgets.QMessageBox.question(
+            self.window, "Restore unsaved work?",
+            f"GradBlocks did not close normally. Restore the autosave of {what}"
+            f"{' from ' + when if when else ''}?",
+            QtWidgets.QMessageBox.Yes | QtWidgets.QMessageBox.No, QtWidgets.QMessageBox.Yes)
+        restored = False
+        if answer == QtWidgets.QMessageBox.Yes:
+            try:
+                canvas = load_canvas(canvas_path)
+            except (CanvasError, InvalidArgumentError, OSError, ValueError) as exc:
+                summary, details = load_error_text(canvas_path, exc)
+                self._error("Cannot restore", summary, details)
+            else:
+                self.doc.load(canvas, Path(original) if original else None, modified=True)
+                self.message.emit(f"restored unsaved work of {what}", "ok")
+                restored = True
+        for path, _meta in orphans:
+            Recovery.remove(path)
+        return restored
+
+    def shutdown(self) -> None:
+        """Normal exit: no crash happened, so the recovery files go."""
+        self.autosave_timer.stop()
+        if self.recovery is not None:
+            self.recovery.release()

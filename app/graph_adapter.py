@@ -1,0 +1,336 @@
+"""Keep NodeGraphQt (the view) in sync with the engine Canvas (the source of truth).
+
+Canvas -> view: after every Document change, :meth:`GraphAdapter.sync` adds, removes, moves,
+renames and rewires view nodes so the view equals the canvas (NodeGraphQt node ids change on every
+reload; the adapter maps them to our stable Canvas ids).
+
+View -> canvas: gestures made in the view (wiring, cutting wires, moving, renaming a title,
+dropping a block) become one Document edit each, so they are undoable with our undo stack.
+NodeGraphQt's own undo stack is not used (it is emptied after each change).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from NodeGraphQt import NodeGraph
+from PySide6 import QtCore
+
+from app.document import Document
+from app.node_classes import node_class, node_type
+from blocks.registry import REGISTRY, get_spec
+from engine.errors import InvalidArgumentError
+
+NODE_MIME = "nodegraphqt/nodes"
+_URN_NODES = re.compile(r"node:([\w.:]+)")
+
+
+def block_mime_text(type_ids: list[str]) -> bytes:
+    """Payload of the ``nodegraphqt/nodes`` drag MIME type for the given block types."""
+    return ("ngqt::" + ";".join(f"node:{node_type(t)}" for t in type_ids)).encode()
+
+
+def parse_block_mime(payload: bytes) -> list[str]:
+    """Block type ids in a ``nodegraphqt/nodes`` payload (unknown types are dropped)."""
+    out = []
+    for full in _URN_NODES.findall(payload.decode(errors="replace")):
+        type_id = full.split(".", 1)[1] if full.startswith("gradblocks.") else full
+        if type_id in REGISTRY:
+            out.append(type_id)
+    return out
+
+
+def set_node_field(canvas, node_id: str, **fields) -> None:
+    """Set fields (pos, title) of a canvas node, whether Node is mutable or frozen."""
+    node = canvas.nodes[node_id]
+    try:
+        for key, value in fields.items():
+            setattr(node, key, value)
+    except dataclasses.FrozenInstanceError:
+        canvas.nodes[node_id] = dataclasses.replace(node, **fields)
+
+
+class GraphAdapter(QtCore.QObject):
+    """Owns the NodeGraph widget and mirrors the Document's canvas into it."""
+
+    selection_changed = QtCore.Signal(list)  # canvas node ids
+    files_dropped = QtCore.Signal(list, tuple)  # [paths], (x, y) scene position
+    edit_failed = QtCore.Signal(str)  # a gesture the canvas refused (message)
+    synced = QtCore.Signal()
+
+    def __init__(self, doc: Document, parent: QtCore.QObject | None = None):
+        super().__init__(parent)
+        self.doc = doc
+        self.graph = NodeGraph()
+        self.viewer = self.graph.viewer()
+        self.graph.register_nodes([node_class(spec) for spec in REGISTRY.values()])
+        self._nodes: dict[str, object] = {}  # canvas id -> NodeGraphQt node
+        self._cids: dict[str, str] = {}  # NodeGraphQt id -> canvas id
+        self._syncing = False
+        self._edges_pending = False
+        self._selection: list[str] = []
+        self._take_over_view_handlers()
+        doc.changed.connect(self._on_doc_changed)
+        self.sync()
+
+    # --- wiring NodeGraphQt ----------------------------------------------------------------
+    def _take_over_view_handlers(self) -> None:
+        g, v = self.graph, self.viewer
+        # our handlers replace NodeGraphQt's for drops, renames and the built-in tab search
+        v.data_dropped.disconnect(g._on_node_data_dropped)
+        v.data_dropped.connect(self._on_data_dropped)
+        v.node_name_changed.disconnect(g._on_node_name_changed)
+        v.node_name_changed.connect(self._on_title_edited)
+        v.search_triggered.disconnect(g._on_search_triggered)
+        v.moved_nodes.connect(self._on_nodes_moved)
+        g.port_connected.connect(self._on_ports_changed)
+        g.port_disconnected.connect(self._on_ports_changed)
+        v.scene().selectionChanged.connect(self._on_scene_selection)
+        # NodeGraphQt's own undo/redo actions would shadow the window's Ctrl+Z
+        for action in (v.qaction_for_undo(), v.qaction_for_redo()):
+            if action is not None:
+                action.setShortcuts([])
+                v.context_menus()["graph"].removeAction(action)
+        g.set_pipe_collision(False)
+        g.set_acyclic(True)
+
+    @property
+    def widget(self):
+        return self.graph.widget
+
+    # --- lookups ---------------------------------------------------------------------------
+    def node(self, cid: str):
+        """The NodeGraphQt node showing canvas node ``cid``."""
+        return self._nodes[cid]
+
+    def cid(self, node) -> str | None:
+        """The canvas id of a NodeGraphQt node (or of its id string)."""
+        return self._cids.get(node if isinstance(node, str) else node.id)
+
+    def node_ids(self) -> list[str]:
+        return list(self._nodes)
+
+    def view_edges(self) -> set[tuple[tuple[str, str], tuple[str, str]]]:
+        """Wires currently drawn, as ((src_id, port), (dst_id, port))."""
+        edges = set()
+        for cid, node in self._nodes.items():
+            for port in node.input_ports():
+                for src in port.connected_ports():
+                    src_cid = self.cid(src.node())
+                    if src_cid is not None:
+                        edges.add(((src_cid, src.name()), (cid, port.name())))
+        return edges
+
+    def selected_ids(self) -> list[str]:
+        out = []
+        for item in self.viewer.scene().selectedItems():
+            cid = self._cids.get(getattr(item, "id", None))
+            if cid is not None:
+                out.append(cid)
+        return sorted(out)
+
+    # --- canvas -> view --------------------------------------------------------------------
+    def _on_doc_changed(self, change) -> None:
+        self.sync()
+
+    def sync(self) -> None:
+        """Make the view equal to the document's canvas."""
+        canvas = self.doc.canvas
+        self._syncing = True
+        try:
+            for cid in list(self._nodes):
+                n = canvas.nodes.get(cid)
+                if n is None or self._nodes[cid].type_ != node_type(n.type):
+                    self._remove_view_node(cid)
+            for cid, n in canvas.nodes.items():
+                view_node = self._nodes.get(cid)
+                if view_node is None:
+                    self._add_view_node(n)
+                    continue
+                x, y = float(n.pos[0]), float(n.pos[1])
+                if list(view_node.view.xy_pos) != [x, y]:
+                    view_node.view.xy_pos = [x, y]
+                    view_node.model.pos = [x, y]
+                title = n.title or cid
+                if view_node.view.name != title:
+                    view_node.view.name = title
+            want = {(tuple(e.src), tuple(e.dst)) for e in canvas.edges}
+            have = self.view_edges()
+            for src, dst in have - want:
+                self._port(src, out=True).disconnect_from(
+                    self._port(dst, out=False), push_undo=False, emit_signal=False)
+            for src, dst in sorted(want - have):
+                if src[0] in self._nodes and dst[0] in self._nodes:
+                    self._port(src, out=True).connect_to(
+                        self._port(dst, out=False), push_undo=False, emit_signal=False)
+        finally:
+            self._syncing = False
+            self.graph.undo_stack().clear()
+        self._emit_selection()
+        self.synced.emit()
+
+    def _port(self, ref: tuple[str, str], out: bool):
+        node = self._nodes[ref[0]]
+        return node.outputs()[ref[1]] if out else node.inputs()[ref[1]]
+
+    def _add_view_node(self, n) -> None:
+        get_spec(n.type)  # raises for unknown types (the canvas loader rejects them first)
+        node = self.graph.create_node(node_type(n.type), name=n.id, selected=False,
+                                      pos=(float(n.pos[0]), float(n.pos[1])), push_undo=False)
+        node.view.name = n.title or n.id
+        self._nodes[n.id] = node
+        self._cids[node.id] = n.id
+
+    def _remove_view_node(self, cid: str) -> None:
+        node = self._nodes.pop(cid)
+        self._cids.pop(node.id, None)
+        for port in node.input_ports() + node.output_ports():
+            port.clear_connections(push_undo=False, emit_signal=False)
+        self.graph.remove_node(node, push_undo=False)
+
+    # --- view -> canvas --------------------------------------------------------------------
+    def _on_ports_changed(self, *_ports) -> None:
+        if self._syncing or self._edges_pending:
+            return
+        # one gesture can disconnect and connect several ports: reconcile once, afterwards
+        self._edges_pending = True
+        QtCore.QTimer.singleShot(0, self._reconcile_edges)
+
+    def _reconcile_edges(self) -> None:
+        self._edges_pending = False
+        have = self.view_edges()
+        want = {(tuple(e.src), tuple(e.dst)) for e in self.doc.canvas.edges}
+        if have == want:
+            return
+        added, removed = have - want, want - have
+        label = "Connect" if added else "Disconnect"
+        if added and removed:
+            label = "Rewire"
+
+        def mutate(canvas):
+            for _src, dst in sorted(removed):
+                if dst not in {d for _s, d in added}:
+                    canvas.disconnect(dst)
+            for src, dst in sorted(added):
+                canvas.connect(src, dst)
+
+        self._try_edit(label, mutate)
+
+    def _on_nodes_moved(self, moved: dict) -> None:
+        positions = {}
+        for view in moved:
+            cid = self._cids.get(view.id)
+            if cid is not None:
+                x, y = view.xy_pos
+                positions[cid] = (float(x), float(y))
+        if not positions:
+            return
+
+        def mutate(canvas):
+            for cid, pos in positions.items():
+                if cid in canvas.nodes:
+                    set_node_field(canvas, cid, pos=pos)
+
+        self._try_edit("Move" if len(positions) == 1 else f"Move {len(positions)} blocks",
+                       mutate)
+
+    def _on_title_edited(self, ngqt_id: str, title: str) -> None:
+        cid = self._cids.get(ngqt_id)
+        title = title.strip()
+        if cid is None:
+            return
+        if not title:
+            self.sync()
+            return
+        self._try_edit(f"Rename {cid}", lambda c: set_node_field(c, cid, title=title))
+
+    def _try_edit(self, label: str, mutate) -> bool:
+        try:
+            changed = self.doc.edit(label, mutate)
+        except (InvalidArgumentError, KeyError, ValueError) as exc:
+            self.edit_failed.emit(f"{label}: {exc}")
+            self.sync()  # put the view back to the canvas
+            return False
+        if not changed:
+            self.sync()
+        return changed
+
+    # --- drops and adding blocks -----------------------------------------------------------
+    def _on_data_dropped(self, mime: QtCore.QMimeData, pos) -> None:
+        x, y = float(pos.x()), float(pos.y())
+        if mime.hasFormat(NODE_MIME):
+            types = parse_block_mime(bytes(mime.data(NODE_MIME).data()))
+            if types:
+                self.add_blocks(types, (x, y))
+            return
+        if mime.hasUrls():
+            paths = [u.toLocalFile() for u in mime.urls() if u.isLocalFile()]
+            if paths:
+                self.files_dropped.emit(paths, (x, y))
+
+    def add_blocks(self, type_ids: list[str], pos: tuple[float, float],
+                   attrs: dict | None = None) -> list[str]:
+        """Add blocks (one undo step) at ``pos`` (staggered); select and return their ids."""
+        created: list[str] = []
+
+        def mutate(canvas):
+            created.clear()
+            for i, type_id in enumerate(type_ids):
+                p = (pos[0] + 40.0 * i, pos[1] + 40.0 * i)
+                created.append(canvas.add_node(type_id, pos=p, attrs=attrs).id)
+
+        label = f"Add {type_ids[0]}" if len(type_ids) == 1 else f"Add {len(type_ids)} blocks"
+        if self._try_edit(label, mutate):
+            self.select(created)
+            return list(created)
+        return []
+
+    def scene_pos_at_cursor(self) -> tuple[float, float]:
+        """Scene position under the mouse (or the view centre when the mouse is outside)."""
+        from PySide6 import QtGui
+
+        local = self.viewer.mapFromGlobal(QtGui.QCursor.pos())
+        if not self.viewer.rect().contains(local):
+            local = self.viewer.rect().center()
+        p = self.viewer.mapToScene(local)
+        return float(p.x()), float(p.y())
+
+    # --- selection -------------------------------------------------------------------------
+    def select(self, cids: list[str]) -> None:
+        scene = self.viewer.scene()
+        scene.blockSignals(True)
+        try:
+            for item in scene.selectedItems():
+                item.setSelected(False)
+            for cid in cids:
+                if cid in self._nodes:
+                    self._nodes[cid].view.setSelected(True)
+        finally:
+            scene.blockSignals(False)
+        self._emit_selection()
+
+    def _on_scene_selection(self) -> None:
+        if not self._syncing:
+            self._emit_selection()
+
+    def _emit_selection(self) -> None:
+        ids = self.selected_ids()
+        if ids != self._selection:
+            self._selection = ids
+            self.selection_changed.emit(ids)
+
+    def fit_to_view(self) -> None:
+        """Zoom so every block is visible (never magnified beyond 100 %)."""
+        rect = QtCore.QRectF()
+        for node in self._nodes.values():
+            view = node.view
+            rect = rect.united(view.sceneBoundingRect())
+            rect = rect.united(view.mapRectToScene(view.childrenBoundingRect()))
+        if rect.isNull():
+            self.viewer.reset_zoom()
+            return
+        rect.adjust(-40.0, -40.0, 40.0, 40.0)
+        self.viewer.set_scene_rect([rect.x(), rect.y(), rect.width(), rect.height()])
+        if self.viewer.get_zoom() > 0.0:
+            self.viewer.reset_zoom(rect.center())

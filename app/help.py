@@ -1,0 +1,48 @@
+"""The Help menu's list of keyboard shortcuts and canvas gestures."""
+
+from __future__ import annotations
+
+import html
+
+from PySide6 import QtGui, QtWidgets
+
+GESTURES = (
+    ("Drag a block from the palette", "add it where it is dropped"),
+    ("Tab over the canvas", "search a block and add it at the cursor"),
+    ("Drag from an output port to an input port", "connect (replaces the input's wire)"),
+    ("Drag a wire end away from a port", "disconnect"),
+    ("Alt+Shift+drag across wires", "cut those wires"),
+    ("Double-click a block title", "rename the block"),
+    ("Drag empty space / Shift or Ctrl+drag", "select blocks (extend / deselect)"),
+    ("Middle-drag or Alt+drag; mouse wheel", "pan; zoom"),
+    ("Drop a .gbc.json file", "open it"),
+    ("Drop a .npy file", "add a Tensor block reading it"),
+)
+
+
+def shortcut_rows(window: QtWidgets.QMainWindow) -> list[tuple[str, str]]:
+    """(action, shortcuts) for every window action that has a shortcut, in menu order."""
+    rows = []
+    seen = set()
+    for menu_action in window.menuBar().actions():
+        menu = menu_action.menu()
+        if menu is None:
+            continue
+        for act in menu.actions():
+            keys = [k.toString(QtGui.QKeySequence.NativeText) for k in act.shortcuts()]
+            keys = [k for k in keys if k]
+            if keys and act.text() and id(act) not in seen:
+                seen.add(id(act))
+                rows.append((act.text().replace("&", "").rstrip("…."), ", ".join(keys)))
+    return rows
+
+
+def shortcuts_html(window: QtWidgets.QMainWindow) -> str:
+    """The shortcuts and gestures as an HTML table (for the Help dialog)."""
+    def rows(pairs):
+        return "".join(f"<tr><td><b>{html.escape(a)}</b></td><td>&nbsp;&nbsp;{html.escape(b)}"
+                       f"</td></tr>" for a, b in pairs)
+
+    keys = [(k, name) for name, k in shortcut_rows(window)]
+    return ("<h3>Keyboard shortcuts</h3><table>" + rows(keys) + "</table>"
+            "<h3>On the canvas</h3><table>" + rows(GESTURES) + "</table>")

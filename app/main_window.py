@@ -1,0 +1,570 @@
+"""The GradBlocks main window and the ``gradblocks [CANVAS]`` entry point.
+
+Centre: the NodeGraphQt canvas. Left: block palette. Right: attribute panel. Bottom: tensor
+viewer and log. Docks can be rearranged; layout and geometry persist in QSettings.
+
+Screenshot mode (README pictures, checks): ``gradblocks CANVAS --run --select NODE_ID
+--screenshot out.png`` opens the canvas, runs it, selects the node, saves a PNG of the window
+and exits (0 ok, 1 a block failed at run time, 2 invalid canvas or usage).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from app import clipboard
+from app.attribute_panel import AttributePanel
+from app.document import Document
+from app.files import (
+    CANVAS_SUFFIX,
+    FileController,
+    display_name,
+    example_files,
+    is_canvas_file,
+    npy_tensor_attrs,
+)
+from app.graph_adapter import GraphAdapter
+from app.help import shortcuts_html
+from app.icons import icon
+from app.log_panel import LogPanel
+from app.palette import BlockPalette, BlockSearchPopup, TabKeyFilter
+from app.session import Session
+from app.theme import apply_dark_theme
+from app.viewer_dock import ViewerDock
+
+APP_NAME = "GradBlocks"
+SCREENSHOT_SIZE = (1500, 920)
+
+
+def default_settings() -> QtCore.QSettings:
+    return QtCore.QSettings(APP_NAME, APP_NAME)
+
+
+def default_recovery_dir() -> Path:
+    base = QtCore.QStandardPaths.writableLocation(
+        QtCore.QStandardPaths.AppLocalDataLocation) or str(Path.home() / ".gradblocks")
+    return Path(base) / "recovery"
+
+
+class MainWindow(QtWidgets.QMainWindow):
+    """One window editing one canvas."""
+
+    def __init__(self, settings: QtCore.QSettings | None = None,
+                 recovery_dir: Path | None = None, *, autosave: bool = True,
+                 restore_layout: bool = True, quiet: bool = False):
+        super().__init__()
+        self.setObjectName("MainWindow")
+        self.settings = settings if settings is not None else default_settings()
+        self.quiet = quiet  # screenshot mode: errors go to stderr instead of dialogs
+        self.setWindowIcon(icon("gradblocks"))
+        self.setAcceptDrops(True)
+        self.setDockOptions(QtWidgets.QMainWindow.AnimatedDocks
+                            | QtWidgets.QMainWindow.AllowTabbedDocks
+                            | QtWidgets.QMainWindow.AllowNestedDocks)
+
+        self.doc = Document(self)
+        self.adapter = GraphAdapter(self.doc, self)
+        self.session = Session(self.doc, self.adapter, parent=self)
+        self.files = FileController(self, self.doc, self.settings, recovery_dir,
+                                    autosave=autosave)
+        self.setCentralWidget(self.adapter.widget)
+
+        self.palette = BlockPalette(self)
+        self.attributes = AttributePanel(self.doc, self.session, self)
+        self.viewer_dock = ViewerDock(self.session, self)
+        self.log = LogPanel(self)
+        self.search_popup = BlockSearchPopup(self)
+        self.tab_filter = TabKeyFilter(self.adapter.viewer, self.search_popup)
+
+        self.palette_dock = self._dock("Blocks", "dock_blocks", self.palette,
+                                       QtCore.Qt.LeftDockWidgetArea)
+        self.attributes_dock = self._dock("Attributes", "dock_attributes", self.attributes,
+                                          QtCore.Qt.RightDockWidgetArea)
+        self.viewer_dock_widget = self._dock("Tensor viewer", "dock_viewer", self.viewer_dock,
+                                             QtCore.Qt.BottomDockWidgetArea)
+        self.log_dock = self._dock("Log", "dock_log", self.log, QtCore.Qt.BottomDockWidgetArea)
+        self.tabifyDockWidget(self.viewer_dock_widget, self.log_dock)
+        self.viewer_dock_widget.raise_()
+
+        self.progress = QtWidgets.QProgressBar(self)
+        self.progress.setObjectName("run_progress")
+        self.progress.setMaximumWidth(220)
+        self.progress.setTextVisible(True)
+        self.progress.setFormat("idle")
+        self.progress.setValue(0)
+
+        self._build_actions()
+        self._build_menus()
+        self._build_toolbar()
+        self._build_context_menu()
+        self.statusBar().showMessage("Drag blocks from the left onto the canvas; F5 runs.")
+        self._wire()
+        self.resize(1400, 880)
+        self.resizeDocks([self.palette_dock, self.attributes_dock], [210, 340],
+                         QtCore.Qt.Horizontal)
+        self.resizeDocks([self.viewer_dock_widget], [300], QtCore.Qt.Vertical)
+        self._default_state = self.saveState()
+        if restore_layout:
+            self.restore_layout()
+        self.update_title()
+
+    # --- construction ----------------------------------------------------------------------
+    def _dock(self, title: str, name: str, widget: QtWidgets.QWidget,
+              area: QtCore.Qt.DockWidgetArea) -> QtWidgets.QDockWidget:
+        dock = QtWidgets.QDockWidget(title, self)
+        dock.setObjectName(name)
+        dock.setWidget(widget)
+        dock.setFeatures(QtWidgets.QDockWidget.DockWidgetMovable
+                         | QtWidgets.QDockWidget.DockWidgetFloatable
+                         | QtWidgets.QDockWidget.DockWidgetClosable)
+        self.addDockWidget(area, dock)
+        return dock
+
+    def _action(self, text: str, slot, shortcut=None, tip: str = "",
+                icon_name: str | None = None) -> QtGui.QAction:
+        act = QtGui.QAction(text, self)
+        if shortcut is not None:
+            if isinstance(shortcut, (list, tuple)):
+                act.setShortcuts([QtGui.QKeySequence(s) for s in shortcut])
+            else:
+                act.setShortcut(QtGui.QKeySequence(shortcut))
+        if tip:
+            act.setStatusTip(tip)
+            act.setToolTip(f"{text.replace('&', '')} ({act.shortcut().toString()})"
+                           if shortcut is not None else tip)
+        if icon_name:
+            act.setIcon(icon(icon_name))
+        act.triggered.connect(lambda _checked=False: slot())
+        self.addAction(act)
+        return act
+
+    def _build_actions(self) -> None:
+        K = QtGui.QKeySequence
+        f = self.files
+        self.act_new = self._action("&New", f.new, K.New, "Start an empty canvas", "new")
+        self.act_open = self._action("&Open…", f.open_dialog, K.Open, "Open a canvas file",
+                                     "open")
+        self.act_save = self._action("&Save", f.save, K.Save, "Save the canvas", "save")
+        self.act_save_as = self._action("Save &As…", f.save_as, K.SaveAs,
+                                        "Save the canvas under a new name")
+        self.act_quit = self._action("&Quit", self.close, K.Quit, "Close the window")
+        stack = self.doc.undo_stack
+        self.act_undo = stack.createUndoAction(self, "&Undo")
+        self.act_undo.setShortcut(K.Undo)
+        self.act_undo.setIcon(icon("undo"))
+        self.act_redo = stack.createRedoAction(self, "&Redo")
+        self.act_redo.setShortcuts([K("Ctrl+Shift+Z"), K("Ctrl+Y")])
+        self.act_redo.setIcon(icon("redo"))
+        self.addActions([self.act_undo, self.act_redo])
+        self.act_copy = self._action("&Copy", self.copy_selection, K.Copy,
+                                     "Copy the selected blocks")
+        self.act_cut = self._action("Cu&t", self.cut_selection, K.Cut,
+                                    "Cut the selected blocks")
+        self.act_paste = self._action("&Paste", self.paste, K.Paste, "Paste blocks")
+        self.act_duplicate = self._action("&Duplicate", self.duplicate_selection, "Ctrl+D",
+                                          "Duplicate the selected blocks")
+        self.act_delete = self._action("De&lete", self.delete_selection,
+                                       [K.Delete, K("Backspace")],
+                                       "Delete the selected blocks and their wires")
+        self.act_select_all = self._action("Select &All", self.select_all, K.SelectAll,
+                                           "Select every block")
+        self.act_add_block = self._action("Add &Block…", self.tab_filter.open, "Tab",
+                                          "Search a block and add it at the cursor")
+        self.act_add_block.setShortcutContext(QtCore.Qt.WidgetShortcut)
+        self.act_fit = self._action("&Fit to View", self.adapter.fit_to_view, "F",
+                                    "Zoom to show every block (or the selection)", "fit")
+        self.act_reset_layout = self._action("&Reset Layout", self.reset_layout, None,
+                                             "Put the panels back where they started")
+        self.act_run = self._action("&Run", self.run, "F5",
+                                    "Run the canvas (only changed blocks are recomputed)", "run")
+        self.act_cancel = self._action("&Cancel Run", self.session.cancel, "Shift+F5",
+                                       "Stop the run before the next block", "cancel")
+        self.act_cancel.setEnabled(False)
+        self.act_shortcuts = self._action("&Keyboard Shortcuts", self.show_shortcuts, K.HelpContents,
+                                          "List the keyboard shortcuts")
+        self.act_about = self._action("&About GradBlocks", self.show_about, None, "About")
+
+    def _build_menus(self) -> None:
+        bar = self.menuBar()
+        m = bar.addMenu("&File")
+        m.addActions([self.act_new, self.act_open])
+        self.recent_menu = m.addMenu("Open &Recent")
+        self.examples_menu = m.addMenu("&Examples")
+        m.addSeparator()
+        m.addActions([self.act_save, self.act_save_as])
+        m.addSeparator()
+        m.addAction(self.act_quit)
+        self._fill_recent()
+        self._fill_examples()
+        m = bar.addMenu("&Edit")
+        m.addActions([self.act_undo, self.act_redo])
+        m.addSeparator()
+        m.addActions([self.act_cut, self.act_copy, self.act_paste, self.act_duplicate,
+                      self.act_delete])
+        m.addSeparator()
+        m.addActions([self.act_select_all, self.act_add_block])
+        m = bar.addMenu("&View")
+        m.addAction(self.act_fit)
+        m.addSeparator()
+        for dock in (self.palette_dock, self.attributes_dock, self.viewer_dock_widget,
+                     self.log_dock):
+            m.addAction(dock.toggleViewAction())
+        m.addSeparator()
+        m.addAction(self.act_reset_layout)
+        m = bar.addMenu("&Run")
+        m.addActions([self.act_run, self.act_cancel])
+        m = bar.addMenu("&Help")
+        m.addActions([self.act_shortcuts, self.act_about])
+
+    def _build_context_menu(self) -> None:
+        """Right-click on the canvas: the common editing actions."""
+        menu = self.adapter.viewer.context_menus()["graph"]
+        menu.addActions([self.act_add_block, self.act_paste, self.act_duplicate,
+                         self.act_delete])
+        menu.addSeparator()
+        menu.addActions([self.act_fit, self.act_run])
+
+    def _build_toolbar(self) -> None:
+        tb = self.addToolBar("Main")
+        tb.setObjectName("toolbar_main")
+        tb.setToolButtonStyle(QtCore.Qt.ToolButtonTextBesideIcon)
+        tb.setIconSize(QtCore.QSize(18, 18))
+        tb.addActions([self.act_new, self.act_open, self.act_save])
+        tb.addSeparator()
+        tb.addActions([self.act_undo, self.act_redo])
+        for act in (self.act_undo, self.act_redo):  # their text names the command: too long
+            tb.widgetForAction(act).setToolButtonStyle(QtCore.Qt.ToolButtonIconOnly)
+        tb.addSeparator()
+        tb.addAction(self.act_fit)
+        tb.addSeparator()
+        tb.addActions([self.act_run, self.act_cancel])
+        tb.addWidget(self.progress)
+
+    def _wire(self) -> None:
+        self.doc.modified_changed.connect(lambda _m: self.update_title())
+        self.doc.path_changed.connect(self.update_title)
+        self.files.recent_changed.connect(self._fill_recent)
+        self.files.message.connect(lambda text, level: self.log.add(text, level))
+        self.adapter.selection_changed.connect(self._on_selection)
+        self.adapter.files_dropped.connect(self.handle_files)
+        self.adapter.edit_failed.connect(lambda msg: self.log.add(msg, "error"))
+        self.palette.add_requested.connect(
+            lambda t: self.adapter.add_blocks([t], self._free_spot()))
+        self.search_popup.chosen.connect(lambda t, pos: self.adapter.add_blocks([t], pos))
+        self.session.log.connect(lambda text, level, nid: self.log.add(text, level, nid))
+        self.log.node_activated.connect(self.select_node)
+        runner = self.session.runner
+        runner.started.connect(self._on_run_started)
+        runner.progress.connect(self._on_run_progress)
+        runner.running_changed.connect(self._on_running_changed)
+
+    # --- title and layout ------------------------------------------------------------------
+    def update_title(self) -> None:
+        name = display_name(self.doc.path)
+        if self.doc.path is None and self.doc.example_dir is not None:
+            name += " (example)"
+        star = "*" if self.doc.modified else ""
+        self.setWindowTitle(f"{name}{star} — {APP_NAME}")
+
+    def restore_layout(self) -> None:
+        geometry = self.settings.value("window/geometry")
+        state = self.settings.value("window/state")
+        if isinstance(geometry, (QtCore.QByteArray, bytes)):
+            self.restoreGeometry(geometry)
+        if isinstance(state, (QtCore.QByteArray, bytes)):
+            self.restoreState(state)
+
+    def save_layout(self) -> None:
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.setValue("window/state", self.saveState())
+        self.settings.sync()
+
+    def reset_layout(self) -> None:
+        for dock in (self.palette_dock, self.attributes_dock, self.viewer_dock_widget,
+                     self.log_dock):
+            dock.setFloating(False)
+            dock.show()
+        self.restoreState(self._default_state)
+
+    # --- menus -----------------------------------------------------------------------------
+    def _fill_recent(self) -> None:
+        self.recent_menu.clear()
+        recent = self.files.recent()
+        for path in recent:
+            act = self.recent_menu.addAction(f"{display_name(path)}    {path.parent}")
+            act.triggered.connect(lambda _c=False, p=path: self.files.open_path(p))
+        if recent:
+            self.recent_menu.addSeparator()
+            self.recent_menu.addAction("Clear Recent", self.files.clear_recent)
+        self.recent_menu.setEnabled(bool(recent))
+
+    def _fill_examples(self) -> None:
+        self.examples_menu.clear()
+        examples = example_files()
+        for path in examples:
+            act = self.examples_menu.addAction(display_name(path))
+            act.setStatusTip(str(path))
+            act.triggered.connect(
+                lambda _c=False, p=path: self.files.open_path(p, as_example=True))
+        self.examples_menu.setEnabled(bool(examples))
+
+    def show_shortcuts(self) -> None:
+        QtWidgets.QMessageBox.information(self, "Keyboard shortcuts", shortcuts_html(self))
+
+    def show_about(self) -> None:
+        QtWidgets.QMessageBox.about(
+            self, "About GradBlocks",
+            "GradBlocks: a block editor for seeing and checking TensorFlow convolution "
+            "gradients (Conv2DBackpropFilter, Conv2DBackpropInput, "
+            "DepthwiseConv2dNativeBackpropFilter).")
+
+    # --- selection and viewer --------------------------------------------------------------
+    def _on_selection(self, ids: list[str]) -> None:
+        self.attributes.show_selection(ids)
+        self.viewer_dock.show_selection(ids)
+
+    def select_node(self, node_id: str) -> None:
+        if node_id in self.doc.canvas.nodes:
+            self.adapter.select([node_id])
+
+    # --- editing ---------------------------------------------------------------------------
+    def _free_spot(self) -> tuple[float, float]:
+        """Where a block added without a drop position goes: the view centre."""
+        v = self.adapter.viewer
+        p = v.mapToScene(v.rect().center())
+        n = len(self.doc.canvas.nodes) % 6
+        return float(p.x()) - 80 + 20 * n, float(p.y()) - 40 + 20 * n
+
+    def delete_selection(self) -> None:
+        ids = self.adapter.selected_ids()
+        if not ids:
+            return
+
+        def mutate(canvas):
+            for nid in ids:
+                if nid in canvas.nodes:
+                    canvas.remove_node(nid)
+
+        label = f"Delete {ids[0]}" if len(ids) == 1 else f"Delete {len(ids)} blocks"
+        self.doc.edit(label, mutate)
+
+    def copy_selection(self) -> bool:
+        ids = self.adapter.selected_ids()
+        if not ids:
+            return False
+        clipboard.put(clipboard.fragment(self.doc.canvas, ids))
+        self.statusBar().showMessage(f"copied {len(ids)} block(s)", 3000)
+        return True
+
+    def cut_selection(self) -> None:
+        if self.copy_selection():
+            self.delete_selection()
+
+    def paste(self) -> list[str]:
+        frag = clipboard.get()
+        if not frag or not frag.get("nodes"):
+            return []
+        return self._paste_fragment(frag, "Paste")
+
+    def duplicate_selection(self) -> list[str]:
+        ids = self.adapter.selected_ids()
+        if not ids:
+            return []
+        return self._paste_fragment(clipboard.fragment(self.doc.canvas, ids), "Duplicate")
+
+    def _paste_fragment(self, frag: dict, label: str) -> list[str]:
+        created: list[str] = []
+
+        def mutate(canvas):
+            created[:] = clipboard.paste_fragment(
+                canvas, frag, (clipboard.PASTE_OFFSET, clipboard.PASTE_OFFSET))
+
+        try:
+            self.doc.edit(f"{label} {len(frag['nodes'])} block(s)", mutate)
+        except (ValueError, KeyError) as exc:
+            self.log.add(f"{label} failed: {exc}", "error")
+            return []
+        self.adapter.select(created)
+        return created
+
+    def select_all(self) -> None:
+        self.adapter.select(self.adapter.node_ids())
+
+    # --- files dropped ---------------------------------------------------------------------
+    def handle_files(self, paths: list[str], scene_pos: tuple[float, float] | None = None
+                     ) -> None:
+        """A .gbc.json opens; each .npy becomes a Tensor block reading it (fill=file)."""
+        canvases = [Path(p) for p in paths if is_canvas_file(p)]
+        arrays = [Path(p) for p in paths if str(p).lower().endswith(".npy")]
+        others = [p for p in paths if not is_canvas_file(p) and not str(p).lower().endswith(
+            ".npy")]
+        for p in others:
+            self.log.add(f"cannot use dropped file {p}: expected a {CANVAS_SUFFIX} canvas or "
+                         "a .npy array", "warning")
+        if canvases:
+            self.files.open_path(canvases[0])
+            return
+        if not arrays:
+            return
+        pos = scene_pos if scene_pos is not None else self._free_spot()
+        created: list[str] = []
+
+        def mutate(canvas):
+            created.clear()
+            for i, path in enumerate(arrays):
+                attrs, warning = npy_tensor_attrs(path, self.doc.base_dir
+                                                  if self.doc.path else None)
+                if warning:
+                    self.log.add(warning, "warning")
+                node = canvas.add_node("Tensor", pos=(pos[0] + 40 * i, pos[1] + 40 * i),
+                                       attrs=attrs)
+                created.append(node.id)
+
+        self.doc.edit(f"Add Tensor from {arrays[0].name}", mutate)
+        self.adapter.select(created)
+
+    def dragEnterEvent(self, event: QtGui.QDragEnterEvent) -> None:
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QtGui.QDropEvent) -> None:
+        paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
+        if paths:
+            event.acceptProposedAction()
+            self.handle_files(paths)
+
+    # --- running ---------------------------------------------------------------------------
+    def run(self) -> bool:
+        return self.session.run()
+
+    def _on_run_started(self, total: int) -> None:
+        self.progress.setMaximum(max(total, 1))
+        self.progress.setValue(0)
+        self.progress.setFormat("running %v/%m")
+
+    def _on_run_progress(self, node_id: str, index: int, total: int) -> None:
+        self.progress.setMaximum(max(total, 1))
+        self.progress.setValue(index)
+        self.progress.setFormat(f"%v/%m  {node_id}")
+
+    def _on_running_changed(self, running: bool) -> None:
+        self.act_run.setEnabled(not running)
+        self.act_cancel.setEnabled(running)
+        if not running:
+            self.progress.setValue(self.progress.maximum())
+            self.progress.setFormat("done" if self.progress.maximum() else "idle")
+
+    def wait_for_run(self, timeout_ms: int = 120_000) -> bool:
+        """Block (processing events) until the current run has finished."""
+        if not self.session.runner.running:
+            return True
+        loop = QtCore.QEventLoop()
+        self.session.runner.running_changed.connect(lambda r: None if r else loop.quit())
+        QtCore.QTimer.singleShot(timeout_ms, loop.quit)
+        if self.session.runner.running:
+            loop.exec()
+        return not self.session.runner.running
+
+    # --- closing ---------------------------------------------------------------------------
+    def closeEvent(self, event: QtGui.QCloseEvent) -> None:
+        if not self.files.maybe_save():
+            event.ignore()
+            return
+        if self.session.runner.running:
+            self.session.runner.cancel()
+            self.session.runner.wait()
+        if not self.quiet:
+            self.save_layout()
+        self.files.shutdown()
+        event.accept()
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="gradblocks", description="GradBlocks desktop app")
+    p.add_argument("canvas", nargs="?", help="canvas file (.gbc.json) to open")
+    p.add_argument("--run", action="store_true", help="run the canvas after opening it")
+    p.add_argument("--select", metavar="NODE_ID", help="select this block")
+    p.add_argument("--screenshot", metavar="PNG",
+                   help="save a picture of the window to PNG and exit")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Start the desktop app (``gradblocks [CANVAS] [--run] [--select ID] [--screenshot PNG]``)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parse_args(argv)
+    except SystemExit as exc:  # argparse printed the usage
+        return 0 if not exc.code else 2
+    qapp = QtWidgets.QApplication.instance() or QtWidgets.QApplication([sys.argv[0]])
+    qapp.setApplicationName(APP_NAME)
+    qapp.setOrganizationName(APP_NAME)
+    apply_dark_theme(qapp)
+    shot = args.screenshot is not None
+    if shot:
+        return _screenshot(args)
+    window = MainWindow(recovery_dir=default_recovery_dir())
+    window.show()
+    if not window.files.offer_recovery() and args.canvas:
+        window.files.open_path(args.canvas, ask=False)
+    if args.canvas:
+        QtCore.QTimer.singleShot(0, window.adapter.fit_to_view)
+    if args.select:
+        window.select_node(args.select)
+    if args.run:
+        window.run()
+    return qapp.exec()
+
+
+def _screenshot(args: argparse.Namespace) -> int:
+    """Open, optionally run and select, save the window as PNG; no dialogs, no saved state."""
+    settings = QtCore.QSettings(QtCore.QSettings.IniFormat, QtCore.QSettings.UserScope,
+                                APP_NAME, "screenshot")
+    settings.clear()
+    window = MainWindow(settings=settings, recovery_dir=None, autosave=False,
+                        restore_layout=False, quiet=True)
+    window.resize(*SCREENSHOT_SIZE)
+    window.show()
+    status = 0
+    if args.canvas:
+        try:
+            from engine.canvas import load_canvas
+
+            canvas = load_canvas(args.canvas)
+        except Exception as exc:  # noqa: BLE001 - reported as a clear message, exit 2
+            from app.files import load_error_text
+
+            print(f"gradblocks: {load_error_text(Path(args.canvas), exc)[0]}", file=sys.stderr)
+            return 2
+        window.doc.load(canvas, Path(args.canvas).resolve())
+    if args.run:
+        window.run()
+        window.wait_for_run()
+        if any(i.error for i in window.session.run_info.values()):
+            status = 1
+    if args.select:
+        if args.select not in window.doc.canvas.nodes:
+            print(f"gradblocks: --select: no block {args.select!r} in the canvas "
+                  f"(blocks: {', '.join(sorted(window.doc.canvas.nodes)) or 'none'})",
+                  file=sys.stderr)
+            return 2
+        window.select_node(args.select)
+    QtWidgets.QApplication.processEvents()
+    window.adapter.fit_to_view()
+    QtWidgets.QApplication.processEvents()
+    out = Path(args.screenshot)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not window.grab().save(str(out), "PNG"):
+        print(f"gradblocks: cannot write {out}", file=sys.stderr)
+        return 2
+    window.doc.undo_stack.setClean()
+    window.close()
+    return status
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

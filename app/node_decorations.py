@@ -1,0 +1,204 @@
+"""What a node shows besides its ports: inferred shapes on output ports, error state, run badge.
+
+The look of every node is computed from the compiled plan, the pending invalid attribute edits
+and the last run, and only nodes whose look changed are touched (keeps live inference cheap).
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+from PySide6 import QtGui, QtWidgets
+
+from app.formatting import ms_text, spec_label, spec_tooltip
+from app.node_classes import ERROR_BORDER, ERROR_COLOR, NORMAL_BORDER
+from blocks.registry import get_spec
+
+BADGE_COLORS = {
+    "ok": QtGui.QColor(130, 210, 140),
+    "failed": QtGui.QColor(250, 120, 110),
+    "error": QtGui.QColor(250, 120, 110),
+    "running": QtGui.QColor(240, 200, 100),
+    "": QtGui.QColor(160, 160, 160),
+}
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """Outcome of the last run for one node."""
+
+    seconds: float | None = None
+    error: str | None = None
+    cached: bool = False
+
+
+@dataclass(frozen=True)
+class NodeLook:
+    out_labels: tuple[tuple[str, str, str], ...]  # (port, label text, tooltip)
+    in_tips: tuple[tuple[str, str], ...]  # (port, tooltip)
+    errors: tuple[str, ...]
+    badge: str
+    badge_state: str
+    tooltip: str
+
+
+def node_messages(node_id: str, plan, pending: dict[str, str]) -> list[str]:
+    """Error messages of a node: pending invalid edits first, then the compiler's."""
+    msgs = [m for m in pending.values()]
+    if plan is not None:
+        for err in plan.errors.get(node_id, []):
+            text = str(err)
+            if text not in msgs:
+                msgs.append(text)
+    return msgs
+
+
+def compute_look(node, plan, pending: dict[str, str], run: RunInfo | None,
+                 incoming: dict[str, tuple[str, str]], running: bool = False) -> NodeLook:
+    """The look of canvas ``node``; ``incoming`` maps its input ports to their sources."""
+    spec = get_spec(node.type)
+    specs = plan.specs if plan is not None else {}
+    out_labels = []
+    for p in spec.outputs:
+        ts = specs.get((node.id, p.name))
+        if ts is None:
+            out_labels.append((p.name, p.name, f"{p.name}: shape unknown\n{p.doc}".strip()))
+        else:
+            tip = spec_tooltip(p.name, ts) + (f"\n{p.doc}" if p.doc else "")
+            out_labels.append((p.name, f"{p.name}  {spec_label(ts)}", tip))
+    in_tips = []
+    for p in spec.inputs:
+        src = incoming.get(p.name)
+        ts = specs.get(src) if src else None
+        tip = p.doc or p.name
+        if src is None:
+            tip += "\n(not connected)"
+        elif ts is not None:
+            tip += f"\nfrom {src[0]}.{src[1]}: " + spec_tooltip(p.name, ts)
+        in_tips.append((p.name, tip))
+    errors = tuple(node_messages(node.id, plan, pending))
+    if running:
+        badge, state = "running…", "running"
+    elif run is not None and run.error:
+        badge, state = "✗ failed", "failed"
+    elif run is not None and run.seconds is not None:
+        badge = ("✓ cached " if run.cached else "✓ ") + ms_text(run.seconds)
+        state = "ok"
+    elif errors:
+        badge, state = "⚠ cannot run", "error"
+    else:
+        badge, state = "", ""
+    title = html.escape(node.title or node.id)
+    parts = [f"<b>{title}</b> <span style='color:#999'>({html.escape(node.id)})</span>",
+             f"{html.escape(spec.title)} — mirrors {html.escape(str(spec.op))}"]
+    if spec.doc:
+        parts.append(html.escape(spec.doc.strip().splitlines()[0]))
+    for msg in errors:
+        parts.append(f"<span style='color:#f07060'>{html.escape(msg)}</span>")
+    if run is not None and run.error:
+        parts.append(f"<span style='color:#f07060'>run failed: {html.escape(run.error)}</span>")
+    elif run is not None and run.seconds is not None:
+        parts.append(f"last run: {ms_text(run.seconds)}" + (" (cached)" if run.cached else ""))
+    return NodeLook(tuple(out_labels), tuple(in_tips), errors, badge, state,
+                    "<br/>".join(parts))
+
+
+class Decorator:
+    """Applies NodeLooks to the NodeGraphQt views of a GraphAdapter."""
+
+    def __init__(self, adapter):
+        self.adapter = adapter
+        self._looks: dict[str, NodeLook] = {}
+        self._badges: dict[str, QtWidgets.QGraphicsSimpleTextItem] = {}
+        adapter.synced.connect(self._forget_removed)
+
+    def _forget_removed(self) -> None:
+        alive = set(self.adapter.node_ids())
+        for cid in list(self._looks):
+            if cid not in alive:
+                self._looks.pop(cid, None)
+                self._badges.pop(cid, None)
+        # a node re-created by sync (undo of a delete) starts undecorated
+        for cid in alive:
+            badge = self._badges.get(cid)
+            if badge is not None and badge.parentItem() is not self.adapter.node(cid).view:
+                self._looks.pop(cid, None)
+                self._badges.pop(cid, None)
+
+    def look(self, cid: str) -> NodeLook | None:
+        return self._looks.get(cid)
+
+    def apply(self, looks: dict[str, NodeLook]) -> int:
+        """Apply changed looks; returns how many nodes were redrawn."""
+        changed = 0
+        for cid, look in looks.items():
+            if self._looks.get(cid) == look:
+                continue
+            try:
+                node = self.adapter.node(cid)
+            except KeyError:
+                continue
+            self._apply_one(cid, node, look, self._looks.get(cid))
+            self._looks[cid] = look
+            changed += 1
+        self._pipe_tooltips(looks)
+        return changed
+
+    def _apply_one(self, cid: str, node, look: NodeLook, old: NodeLook | None) -> None:
+        view = node.view
+        relayout = old is None or old.out_labels != look.out_labels
+        outs = node.outputs()
+        for port, text, tip in look.out_labels:
+            p = outs.get(port)
+            if p is None:
+                continue
+            item = view.get_output_text_item(p.view)
+            if item.toPlainText() != text:
+                item.setPlainText(text)
+            item.setToolTip(tip)
+            p.view.setToolTip(tip)
+        ins = node.inputs()
+        for port, tip in look.in_tips:
+            p = ins.get(port)
+            if p is not None:
+                view.get_input_text_item(p.view).setToolTip(tip)
+                p.view.setToolTip(tip)
+        if relayout:
+            view.draw_node()
+        base = getattr(node, "BASE_COLOR", (60, 60, 60))
+        if look.errors or look.badge_state == "failed":
+            view.color = (*ERROR_COLOR, 255)
+            view.border_color = (*ERROR_BORDER, 255)
+        else:
+            view.color = (*base, 255)
+            view.border_color = (*NORMAL_BORDER, 255)
+        view.setToolTip(look.tooltip)
+        view.text_item.setToolTip(look.tooltip)
+        badge = self._badges.get(cid)
+        if badge is None:
+            badge = QtWidgets.QGraphicsSimpleTextItem(view)
+            font = badge.font()
+            font.setPointSizeF(max(6.5, font.pointSizeF() * 0.8))
+            badge.setFont(font)
+            self._badges[cid] = badge
+        badge.setText(look.badge)
+        badge.setBrush(BADGE_COLORS.get(look.badge_state, BADGE_COLORS[""]))
+        badge.setToolTip(look.tooltip)
+        badge.setPos(4.0, view.boundingRect().height() + 2.0)
+        badge.setVisible(bool(look.badge))
+
+    def _pipe_tooltips(self, looks: dict[str, NodeLook]) -> None:
+        for cid, look in looks.items():
+            try:
+                outs = self.adapter.node(cid).outputs()
+            except KeyError:
+                continue
+            for port, _text, tip in look.out_labels:
+                p = outs.get(port)
+                if p is None:
+                    continue
+                text = f"{cid}.{tip}"
+                for pipe in p.view.connected_pipes:
+                    if pipe.toolTip() != text:
+                        pipe.setToolTip(text)

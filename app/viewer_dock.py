@@ -1,0 +1,168 @@
+"""The bottom dock around the tensor viewer: shows the selected node's output, or compares two.
+
+One selected node shows its output port (a port picker appears for blocks with several outputs).
+Two selected nodes are compared side by side. "Pin" keeps the current tensor so that the same
+node after an attribute change (or another node) is compared against it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6 import QtCore, QtWidgets
+
+from blocks.registry import get_spec
+
+try:  # the viewer is built in app/tensor_viewer.py
+    from app.tensor_viewer import TensorViewer
+except ImportError:  # pragma: no cover - only while app/tensor_viewer.py is being written
+    TensorViewer = None
+
+
+class _TextViewer(QtWidgets.QLabel):
+    """Stand-in with the TensorViewer API (used only while app/tensor_viewer.py is missing)."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setAlignment(QtCore.Qt.AlignCenter)
+        self.setWordWrap(True)
+        self.current = None
+
+    def show_tensor(self, array, axes=None, title=""):
+        a = np.asarray(array, dtype=np.float64)
+        self.current = array
+        self.setText(f"{title}\nshape {tuple(array.shape)} {array.dtype}\n"
+                     f"min {np.nanmin(a):.4g}  max {np.nanmax(a):.4g}  mean {np.nanmean(a):.4g}")
+
+    def clear(self):
+        self.current = None
+        self.setText("")
+
+    def compare(self, a, b, title_a="a", title_b="b", axes=None):
+        self.current = (a, b)
+        self.setText(f"{title_a} vs {title_b}")
+
+
+class ViewerDock(QtWidgets.QWidget):
+    """Header (what is shown, port picker, pin) above the TensorViewer."""
+
+    def __init__(self, session, parent: QtWidgets.QWidget | None = None):
+        super().__init__(parent)
+        self.session = session
+        self.viewer = TensorViewer(self) if TensorViewer is not None else _TextViewer(self)
+        self.viewer.setObjectName("tensor_viewer")
+        self.caption = QtWidgets.QLabel("Select a block to see its output.", self)
+        self.caption.setObjectName("viewer_caption")
+        self.caption.setStyleSheet("color: #a0a6ad;")
+        self.port_combo = QtWidgets.QComboBox(self)
+        self.port_combo.setToolTip("Output port to show")
+        self.port_combo.hide()
+        self.port_combo.activated.connect(lambda _i: self.update_view())
+        self.pin_button = QtWidgets.QToolButton(self)
+        self.pin_button.setText("Pin for compare")
+        self.pin_button.setCheckable(True)
+        self.pin_button.setToolTip("Keep the shown tensor and compare what is selected next "
+                                   "(or the same block after an edit) against it")
+        self.pin_button.toggled.connect(self._pin_toggled)
+        head = QtWidgets.QHBoxLayout()
+        head.setContentsMargins(4, 2, 4, 0)
+        head.addWidget(self.caption, 1)
+        head.addWidget(self.port_combo)
+        head.addWidget(self.pin_button)
+        lay = QtWidgets.QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(2)
+        lay.addLayout(head)
+        lay.addWidget(self.viewer, 1)
+        self.selection: list[str] = []
+        self.pinned: tuple[str, np.ndarray, tuple | None] | None = None
+        self.shown: tuple[str, ...] = ()
+        session.results_changed.connect(self.update_view)
+
+    def show_selection(self, node_ids: list[str]) -> None:
+        self.selection = list(node_ids)
+        self._fill_ports()
+        self.update_view()
+
+    def _fill_ports(self) -> None:
+        self.port_combo.blockSignals(True)
+        self.port_combo.clear()
+        if len(self.selection) == 1 and self.selection[0] in self.session.doc.canvas.nodes:
+            node = self.session.doc.canvas.nodes[self.selection[0]]
+            ports = [p.name for p in get_spec(node.type).outputs]
+            self.port_combo.addItems(ports)
+            self.port_combo.setVisible(len(ports) > 1)
+        else:
+            self.port_combo.hide()
+        self.port_combo.blockSignals(False)
+
+    def _axes(self, node_id: str, port: str):
+        plan = self.session.plan
+        spec = plan.specs.get((node_id, port)) if plan is not None else None
+        return getattr(spec, "axes", None)
+
+    def _current(self, node_id: str):
+        port = self.port_combo.currentText() if len(self.selection) == 1 else None
+        port, arr = self.session.output(node_id, port or None)
+        return port, arr
+
+    def update_view(self) -> None:
+        sel = [n for n in self.selection if n in self.session.doc.canvas.nodes]
+        if self.pinned is not None and len(sel) <= 1:
+            label, pinned, axes = self.pinned
+            if sel:
+                port, arr = self._current(sel[0])
+                if arr is not None:
+                    self._compare(label, pinned, f"{sel[0]}.{port}", arr, axes)
+                    return
+            self.viewer.show_tensor(pinned, axes=axes, title=f"{label} (pinned)")
+            self._caption(f"Pinned {label}: select a block to compare against it.", (label,))
+            return
+        if len(sel) == 2:
+            (pa, a), (pb, b) = self._current(sel[0]), self._current(sel[1])
+            if a is not None and b is not None:
+                self._compare(f"{sel[0]}.{pa}", a, f"{sel[1]}.{pb}", b,
+                              self._axes(sel[0], pa))
+                return
+            self._empty("Run the canvas to compare the outputs of the two selected blocks.")
+            return
+        if len(sel) != 1:
+            self._empty("Select a block to see its output (two blocks to compare them)."
+                        if not sel else f"{len(sel)} blocks selected: select one or two.")
+            return
+        nid = sel[0]
+        port, arr = self._current(nid)
+        if arr is None:
+            errors = self.session.node_errors(nid)
+            self._empty(f"{nid}: " + (errors[0] if errors else "no output yet — press F5 to run."))
+            return
+        title = f"{nid}.{port}"
+        self.viewer.show_tensor(arr, axes=self._axes(nid, port), title=title)
+        self._caption(f"{title}: shape {tuple(arr.shape)}, {arr.dtype}", (title,))
+
+    def _compare(self, ta: str, a, tb: str, b, axes) -> None:
+        self.viewer.compare(a, b, ta, tb, axes)
+        self._caption(f"Comparing {ta} (left) with {tb} (right)", (ta, tb))
+
+    def _empty(self, text: str) -> None:
+        self.viewer.clear()
+        self._caption(text, ())
+
+    def _caption(self, text: str, shown: tuple[str, ...]) -> None:
+        self.caption.setText(text)
+        self.shown = shown
+
+    def _pin_toggled(self, on: bool) -> None:
+        if not on:
+            self.pinned = None
+            self.update_view()
+            return
+        sel = [n for n in self.selection if n in self.session.doc.canvas.nodes]
+        if len(sel) != 1:
+            self.pin_button.setChecked(False)
+            return
+        port, arr = self._current(sel[0])
+        if arr is None:
+            self.pin_button.setChecked(False)
+            return
+        self.pinned = (f"{sel[0]}.{port}", np.array(arr, copy=True), self._axes(sel[0], port))
+        self.update_view()
