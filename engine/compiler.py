@@ -1,0 +1,169 @@
+"""Canvas -> Plan: validation, topological order and shape/dtype inference before anything runs.
+
+Every node's attributes are validated, every input must be wired, and each block's ``infer``
+rule predicts the shape and dtype of its outputs from its inputs' predictions (the same rules
+the kernels check, :mod:`engine.conv_shapes`). Problems are attributed to a node and, where it
+applies, an attribute or input port: ``grad.strides: strides [2, 1, 1, 1]: ...``. A node fed by a
+node with a problem is reported as waiting for it. Nodes without problems become the plan's
+steps, each with a cache key built from its type, its attributes and its inputs' keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from blocks.registry import get_spec
+from blocks.spec import AttrError, BlockSpec, TensorSpec, resolve_paths
+from engine.canvas import Canvas
+from engine.dtypes import DTYPES
+from engine.errors import InvalidArgumentError
+
+#: A block output larger than this many bytes is refused before running.
+DEFAULT_MEMORY_LIMIT = 2 * 2**30
+
+PortKey = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class NodeError:
+    """A problem of one node, optionally of one attribute or input port."""
+
+    node_id: str
+    attr: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.node_id}.{self.attr}" if self.attr else self.node_id
+        return f"{where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One block call: resolved attributes, wired inputs ``{port: (node, port)}``, cache key."""
+
+    node_id: str
+    spec: BlockSpec
+    attrs: dict[str, Any]
+    inputs: dict[str, PortKey]
+    key: str
+
+
+@dataclass
+class Plan:
+    """Steps in topological order, the inferred type of every output port, and the problems."""
+
+    steps: list[Step] = field(default_factory=list)
+    specs: dict[PortKey, TensorSpec] = field(default_factory=dict)
+    errors: dict[str, list[NodeError]] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def add_error(self, node_id: str, attr: str | None, message: str) -> None:
+        self.errors.setdefault(node_id, []).append(NodeError(node_id, attr, message))
+
+
+def topological_order(canvas: Canvas) -> list[str]:
+    """Node ids so that every edge goes forward; ties keep the canvas order. Nodes on a cycle
+    (only possible in a hand-built canvas) come last."""
+    indegree = {n: 0 for n in canvas.nodes}
+    out: dict[str, list[str]] = {n: [] for n in canvas.nodes}
+    for e in canvas.edges:
+        indegree[e.dst[0]] += 1
+        out[e.src[0]].append(e.dst[0])
+    rank = {n: i for i, n in enumerate(canvas.nodes)}
+    ready = sorted((n for n, d in indegree.items() if d == 0), key=rank.__getitem__)
+    order: list[str] = []
+    while ready:
+        n = ready.pop(0)
+        order.append(n)
+        for m in out[n]:
+            indegree[m] -= 1
+            if indegree[m] == 0:
+                ready.append(m)
+        ready.sort(key=rank.__getitem__)
+    return order + [n for n in canvas.nodes if n not in set(order)]
+
+
+def _file_signature(spec: BlockSpec, attrs: dict) -> list:
+    """Modification time and size of every file a node reads (so an edited file reruns)."""
+    sig = []
+    for a in spec.attrs:
+        if a.kind == "path" and a.is_active(attrs) and attrs.get(a.name):
+            try:
+                st = Path(attrs[a.name]).stat()
+                sig.append([attrs[a.name], st.st_mtime_ns, st.st_size])
+            except OSError:
+                sig.append([attrs[a.name], None, None])
+    return sig
+
+
+def _cache_key(spec: BlockSpec, attrs: dict, input_keys: dict[str, str]) -> str:
+    """Hash of type, active attributes, inputs' keys and read files."""
+    active = {k: v for k, v in attrs.items() if spec.attr(k).is_active(attrs)}
+    doc = {"type": spec.type_id, "attrs": active, "inputs": input_keys,
+           "files": _file_signature(spec, attrs)}
+    text = json.dumps(doc, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _nbytes(ts: TensorSpec) -> int:
+    itemsize = DTYPES[ts.dtype].itemsize if ts.dtype in DTYPES else np.dtype(ts.dtype).itemsize
+    return int(np.prod(ts.shape, dtype=np.float64)) * itemsize
+
+
+def compile_canvas(canvas: Canvas, base_dir: str | Path | None = None,
+                   memory_limit: int = DEFAULT_MEMORY_LIMIT) -> Plan:
+    """Validate ``canvas`` and infer every output; never raises for a user's mistake."""
+    plan = Plan(order=topological_order(canvas))
+    keys: dict[str, str] = {}
+    for node_id in plan.order:
+        node = canvas.nodes[node_id]
+        spec = get_spec(node.type)
+        attrs, problems = spec.resolve_attrs(node.attrs)
+        attrs = resolve_paths(spec, attrs, base_dir)
+        for err in problems:
+            plan.add_error(node_id, err.attr, err.message)
+        wired = canvas.inputs_of(node_id)
+        input_specs: dict[str, TensorSpec] = {}
+        for port in spec.input_names():
+            src = wired.get(port)
+            if src is None:
+                plan.add_error(node_id, port, f"input {port} is not connected")
+            elif src[0] in plan.errors or src not in plan.specs:
+                plan.add_error(node_id, port, f"input {port} waits for {src[0]}, which has a "
+                                              "problem")
+            else:
+                input_specs[port] = plan.specs[src]
+        if node_id in plan.errors:
+            continue
+        try:
+            outputs = spec.infer(attrs, input_specs)
+        except AttrError as err:
+            plan.add_error(node_id, err.attr, err.message)
+            continue
+        except InvalidArgumentError as err:
+            plan.add_error(node_id, None, str(err))
+            continue
+        for port in spec.output_names():
+            ts = outputs[port]
+            if _nbytes(ts) > memory_limit:
+                plan.add_error(node_id, None, (
+                    f"output {port} {list(ts.shape)} {ts.dtype} would need "
+                    f"{_nbytes(ts) / 2**30:.2f} GiB, more than the memory limit "
+                    f"{memory_limit / 2**30:.2f} GiB"))
+            plan.specs[(node_id, port)] = ts
+        if node_id in plan.errors:
+            continue
+        input_keys = {p: f"{keys[src[0]]}:{src[1]}" for p, src in wired.items()}
+        keys[node_id] = _cache_key(spec, attrs, input_keys)
+        plan.steps.append(Step(node_id, spec, attrs, dict(wired), keys[node_id]))
+    return plan

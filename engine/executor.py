@@ -1,0 +1,113 @@
+"""Runs a compiled :class:`~engine.compiler.Plan`: progress, cancel, timings and a cache.
+
+Each step's outputs are cached under the step's key (type, attributes, inputs' keys, files
+read), so running again after one attribute edit recomputes only that node and what depends on
+it. A failing block is recorded and its dependents are skipped; independent blocks still run.
+Cancel is honoured between blocks.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.compiler import DEFAULT_MEMORY_LIMIT, Plan, PortKey, compile_canvas
+from engine.errors import InvalidArgumentError
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class RunResult:
+    """Outputs of the blocks that ran (or came from the cache), their errors and wall times."""
+
+    outputs: dict[PortKey, np.ndarray] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    times: dict[str, float] = field(default_factory=dict)
+    computed: set[str] = field(default_factory=set)
+    cancelled: bool = False
+
+
+@dataclass
+class _Entry:
+    outputs: dict[str, np.ndarray]
+    seconds: float
+
+
+class Executor:
+    """Runs plans, keeping each step's outputs by cache key across runs."""
+
+    def __init__(self, memory_limit: int = DEFAULT_MEMORY_LIMIT):
+        self.memory_limit = memory_limit
+        self._cache: dict[str, _Entry] = {}
+        self._lock = threading.Lock()
+
+    def clear_cache(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+    def compile(self, canvas, base_dir=None) -> Plan:
+        """:func:`~engine.compiler.compile_canvas` with this executor's memory limit."""
+        return compile_canvas(canvas, base_dir, self.memory_limit)
+
+    def run(self, plan: Plan, progress: Progress | None = None,
+            cancel: threading.Event | None = None) -> RunResult:
+        """Run every step of ``plan`` in order; ``progress(node_id, done, total)`` after each."""
+        result = RunResult()
+        total = len(plan.steps)
+        for index, step in enumerate(plan.steps):
+            if cancel is not None and cancel.is_set():
+                result.cancelled = True
+                break
+            failed = [f"{p} ({src[0]})" for p, src in step.inputs.items()
+                      if src[0] in result.errors]
+            if failed:
+                result.errors[step.node_id] = f"skipped: input {', '.join(failed)} failed"
+            else:
+                self._run_step(step, plan, result)
+            if progress is not None:
+                progress(step.node_id, index + 1, total)
+        with self._lock:  # keep only what the current canvas can reuse
+            live = {s.key for s in plan.steps}
+            self._cache = {k: v for k, v in self._cache.items() if k in live}
+        return result
+
+    def _run_step(self, step, plan: Plan, result: RunResult) -> None:
+        with self._lock:
+            entry = self._cache.get(step.key)
+        if entry is None:
+            inputs = {p: result.outputs[src] for p, src in step.inputs.items()}
+            t0 = time.perf_counter()
+            try:
+                outputs = step.spec.run(step.attrs, inputs)
+                _check_outputs(step, plan, outputs)
+            except InvalidArgumentError as err:
+                result.errors[step.node_id] = str(err)
+                return
+            except MemoryError:
+                result.errors[step.node_id] = "out of memory while running this block"
+                return
+            except Exception as err:  # noqa: BLE001 - a bug in a block: report, keep the app alive
+                result.errors[step.node_id] = f"internal error: {type(err).__name__}: {err}"
+                return
+            entry = _Entry(outputs, time.perf_counter() - t0)
+            with self._lock:
+                self._cache[step.key] = entry
+            result.computed.add(step.node_id)
+        result.times[step.node_id] = entry.seconds
+        for port, value in entry.outputs.items():
+            result.outputs[(step.node_id, port)] = value
+
+
+def _check_outputs(step, plan: Plan, outputs: dict[str, np.ndarray]) -> None:
+    """The run must give exactly the inferred shapes (a mismatch is an engine bug)."""
+    for port in step.spec.output_names():
+        expected = plan.specs[(step.node_id, port)].shape
+        actual = np.shape(outputs[port])
+        if tuple(actual) != tuple(expected):
+            raise InvalidArgumentError(
+                f"output {port} has shape {list(actual)} but {list(expected)} was inferred")
