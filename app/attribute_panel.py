@@ -21,13 +21,13 @@ def _visible(attr_spec, attrs: dict) -> bool:
 
 
 class _Row:
-    def __init__(self, label: QtWidgets.QLabel, editor: AttrEditor, error: QtWidgets.QLabel):
-        self.label, self.editor, self.error = label, editor, error
+    def __init__(self, form: QtWidgets.QFormLayout, label: QtWidgets.QLabel, editor: AttrEditor,
+                 error: QtWidgets.QLabel):
+        self.form, self.label, self.editor, self.error = form, label, editor, error
 
     def set_visible(self, visible: bool) -> None:
-        self.label.setVisible(visible)
-        self.editor.setVisible(visible)
-        self.error.setVisible(visible and bool(self.error.text()))
+        self.form.setRowVisible(self.label, visible)
+        self.error.setVisible(bool(self.error.text()))
 
 
 class AttributePanel(QtWidgets.QWidget):
@@ -146,7 +146,7 @@ class AttributePanel(QtWidgets.QWidget):
             box_lay.addWidget(editor)
             box_lay.addWidget(error)
             self.form.addRow(label, box)
-            self.rows[a.name] = _Row(label, editor, error)
+            self.rows[a.name] = _Row(self.form, label, editor, error)
         self.refresh()
 
     # --- showing values --------------------------------------------------------------------

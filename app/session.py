@@ -14,7 +14,6 @@ from PySide6 import QtCore
 from app.document import Change, Document
 from app.node_decorations import Decorator, RunInfo, compute_look
 from app.run_worker import RunController
-from engine.compiler import compile_canvas
 
 
 class Session(QtCore.QObject):
@@ -40,6 +39,7 @@ class Session(QtCore.QObject):
         self._running_node: str | None = None
         self._dirty_during_run: set[str] = set()
         self._run_started = 0.0
+        self._run_order: list[str] = []
         self.runner.progress.connect(self._on_progress)
         self.runner.finished.connect(self._on_run_finished)
         self.runner.crashed.connect(self._on_run_crashed)
@@ -71,7 +71,7 @@ class Session(QtCore.QObject):
     def recompile(self) -> None:
         """Infer shapes and errors of the whole canvas and update every node's look."""
         t0 = time.perf_counter()
-        self.plan = compile_canvas(self.doc.canvas, base_dir=self.doc.base_dir)
+        self.plan = self.runner.executor.compile(self.doc.canvas, base_dir=self.doc.base_dir)
         self.compile_seconds = time.perf_counter() - t0
         self._log_new_errors()
         self.refresh()
@@ -136,15 +136,18 @@ class Session(QtCore.QObject):
         """Run the canvas in the background (False when a run is already going)."""
         if self.runner.running:
             return False
-        plan = compile_canvas(self.doc.canvas, base_dir=self.doc.base_dir)
+        plan = self.runner.executor.compile(self.doc.canvas, base_dir=self.doc.base_dir)
         for nid, attrs in self.pending.items():
             for attr in attrs:
                 self.log.emit(f"{nid}.{attr} has an invalid edit; running with the last valid "
                               f"value", "warning", nid)
         self._dirty_during_run = set()
         self._run_started = time.perf_counter()
+        self._run_order = [step.node_id for step in plan.steps]
         if not self.runner.start(plan):
             return False
+        self._running_node = self._run_order[0] if self._run_order else None
+        self.refresh()
         self.log.emit(f"run started: {len(plan.steps)} block(s)", "info", None)
         return True
 
@@ -153,8 +156,10 @@ class Session(QtCore.QObject):
             self.runner.cancel()
             self.log.emit("cancelling after the current block…", "warning", None)
 
-    def _on_progress(self, node_id: str, index: int, total: int) -> None:
-        self._running_node = node_id
+    def _on_progress(self, node_id: str, done: int, total: int) -> None:
+        """``node_id`` finished (the ``done``-th of ``total``): mark the next one as running."""
+        order = self._run_order
+        self._running_node = order[done] if done < len(order) else None
         self.refresh()
 
     def _on_run_finished(self, result) -> None:

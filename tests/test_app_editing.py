@@ -1,0 +1,207 @@
+"""Editing the canvas the way a user does: drag from the palette, wire ports with the mouse, move,
+delete, undo/redo, copy/paste/duplicate, the Tab search menu, renaming."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_app_support import (
+    close_window,
+    drag,
+    drop_mime,
+    focus_canvas,
+    grad_canvas,
+    make_window,
+    no_dialogs,
+    view_point,
+)
+
+QtCore = pytest.importorskip("PySide6.QtCore")
+from PySide6 import QtTest, QtWidgets
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, monkeypatch):
+    no_dialogs(monkeypatch)
+    w = make_window(qtbot, tmp_path)
+    yield w
+    close_window(w)
+
+
+@pytest.fixture
+def grad_window(qtbot, tmp_path, monkeypatch):
+    no_dialogs(monkeypatch)
+    w = make_window(qtbot, tmp_path, grad_canvas())
+    yield w
+    close_window(w)
+
+
+def edges(w):
+    return sorted((tuple(e.src), tuple(e.dst)) for e in w.doc.canvas.edges)
+
+
+def test_drag_block_from_palette_onto_canvas(window):
+    item = window.palette.items["Conv2DBackpropFilter"]
+    mime = window.palette.tree.mimeData([item])
+    assert mime.hasFormat("nodegraphqt/nodes")
+    target = QtCore.QPoint(300, 200)
+    drop_mime(window, mime, target)
+
+    nodes = list(window.doc.canvas.nodes.values())
+    assert [n.type for n in nodes] == ["Conv2DBackpropFilter"]
+    node = nodes[0]
+    scene = window.adapter.viewer.mapToScene(target)
+    assert node.pos == pytest.approx((scene.x(), scene.y()), abs=1.0)
+    # the view shows it, selected, and the attribute panel edits it
+    assert window.adapter.node_ids() == [node.id]
+    assert window.adapter.selected_ids() == [node.id]
+    assert window.attributes.node_id == node.id
+    assert set(window.attributes.rows) >= {"strides", "padding", "data_format", "dilations"}
+    # one undo step removes it again
+    window.doc.undo_stack.undo()
+    assert window.doc.canvas.nodes == {}
+    assert window.adapter.node_ids() == []
+
+
+def test_palette_search_filters_blocks(window):
+    window.palette.search.setText("depthwisebackpropfilter")
+    assert window.palette.visible_types() == ["DepthwiseBackpropFilter"]
+    window.palette.search.setText("gradient input")
+    assert "Conv2DBackpropInput" in window.palette.visible_types()
+    assert "Tensor" not in window.palette.visible_types()
+    window.palette.search.setText("")
+    assert len(window.palette.visible_types()) == len(window.palette.items)
+
+
+def test_connect_ports_with_the_mouse_updates_canvas_and_shapes(qtbot, window):
+    c = grad_canvas()
+    c.disconnect(("grad", "input"))
+    window.doc.load(c, None)
+    window.adapter.fit_to_view()
+    assert window.session.plan.errors.get("grad")  # input missing: cannot infer
+    src = window.adapter.node("x").outputs()["output"].view
+    dst = window.adapter.node("grad").inputs()["input"].view
+    with qtbot.waitSignal(window.adapter.graph.port_connected):
+        drag(window, view_point(window, src), view_point(window, dst))
+    qtbot.waitUntil(lambda: (("x", "output"), ("grad", "input")) in edges(window))
+    assert not window.session.plan.errors.get("grad")
+    label = window.adapter.node("grad").view.get_output_text_item(
+        window.adapter.node("grad").outputs()["output"].view).toPlainText()
+    assert label == "output  3×3×2×2 f32"
+    # undo disconnects in the canvas and in the view
+    window.doc.undo_stack.undo()
+    assert (("x", "output"), ("grad", "input")) not in edges(window)
+    assert (("x", "output"), ("grad", "input")) not in window.adapter.view_edges()
+    window.doc.undo_stack.redo()
+    assert window.adapter.view_edges() == set(edges(window))
+
+
+def test_disconnect_through_the_view_is_one_undo_step(qtbot, grad_window):
+    w = grad_window
+    n_before = w.doc.undo_stack.count()
+    grad_in = w.adapter.node("grad").inputs()["out_backprop"]
+    with qtbot.waitSignal(w.adapter.graph.port_disconnected):
+        grad_in.disconnect_from(w.adapter.node("dy").outputs()["output"])
+    qtbot.waitUntil(lambda: (("dy", "output"), ("grad", "out_backprop")) not in edges(w))
+    assert w.doc.undo_stack.count() == n_before + 1
+    assert "grad" in w.session.plan.errors
+    w.doc.undo_stack.undo()
+    assert (("dy", "output"), ("grad", "out_backprop")) in edges(w)
+    assert w.adapter.view_edges() == set(edges(w))
+    assert "grad" not in w.session.plan.errors
+
+
+def test_move_block_with_the_mouse_and_undo(grad_window):
+    w = grad_window
+    view = w.adapter.node("x").view
+    start = w.adapter.viewer.mapFromScene(view.sceneBoundingRect().topLeft()
+                                          + QtCore.QPointF(30, 8))
+    before = w.doc.canvas.nodes["x"].pos
+    drag(w, start, start + QtCore.QPoint(60, 90))
+    after = w.doc.canvas.nodes["x"].pos
+    assert after[0] > before[0] + 20 and after[1] > before[1] + 30
+    assert list(view.xy_pos) == pytest.approx(list(after))
+    w.doc.undo_stack.undo()
+    assert w.doc.canvas.nodes["x"].pos == before
+    assert list(view.xy_pos) == pytest.approx(list(before))
+
+
+def test_delete_key_removes_selected_block_and_its_wires(qtbot, grad_window):
+    w = grad_window
+    w.adapter.select(["dy"])
+    focus_canvas(qtbot, w)
+    QtTest.QTest.keyClick(w.adapter.viewer, QtCore.Qt.Key_Delete)
+    assert "dy" not in w.doc.canvas.nodes
+    assert "dy" not in w.adapter.node_ids()
+    assert all("dy" not in (s[0], d[0]) for s, d in edges(w))
+    QtTest.QTest.keyClick(w.adapter.viewer, QtCore.Qt.Key_Z, QtCore.Qt.ControlModifier)
+    assert "dy" in w.doc.canvas.nodes
+    assert (("dy", "output"), ("grad", "out_backprop")) in edges(w)
+    assert w.adapter.view_edges() == set(edges(w))
+    QtTest.QTest.keyClick(w.adapter.viewer, QtCore.Qt.Key_Z,
+                          QtCore.Qt.ControlModifier | QtCore.Qt.ShiftModifier)
+    assert "dy" not in w.doc.canvas.nodes
+
+
+def test_copy_paste_and_duplicate_keep_attributes_and_inner_wires(grad_window):
+    w = grad_window
+    w.doc.edit("set", lambda c: c.set_attr("grad", "padding", "VALID"))
+    w.adapter.select(["x", "grad"])
+    assert w.copy_selection()
+    created = w.paste()
+    assert len(created) == 2
+    new = {w.doc.canvas.nodes[n].type: n for n in created}
+    g2 = w.doc.canvas.nodes[new["Conv2DBackpropFilter"]]
+    assert g2.attrs["padding"] == "VALID"
+    assert g2.pos == (w.doc.canvas.nodes["grad"].pos[0] + 40, w.doc.canvas.nodes["grad"].pos[1]
+                      + 40)
+    assert ((new["Tensor"], "output"), (g2.id, "input")) in edges(w)  # inner wire copied
+    assert sorted(w.adapter.selected_ids()) == sorted(created)
+    dup = w.duplicate_selection()
+    assert len(dup) == 2 and len(w.doc.canvas.nodes) == 8
+    w.doc.undo_stack.undo()
+    w.doc.undo_stack.undo()
+    assert sorted(w.doc.canvas.nodes) == ["dy", "fs", "grad", "x"]
+
+
+def test_tab_menu_adds_block_at_cursor(qtbot, window):
+    viewer = window.adapter.viewer
+    focus_canvas(qtbot, window)
+    QtTest.QTest.keyClick(viewer, QtCore.Qt.Key_Tab)
+    popup = window.search_popup
+    assert popup.isVisible()
+    QtTest.QTest.keyClicks(popup.edit, "shapeof")
+    assert popup.list.count() == 1
+    QtTest.QTest.keyClick(popup.edit, QtCore.Qt.Key_Return)
+    assert not popup.isVisible()
+    assert [n.type for n in window.doc.canvas.nodes.values()] == ["ShapeOf"]
+
+
+def test_rename_title_in_panel_is_undoable(grad_window):
+    w = grad_window
+    w.adapter.select(["grad"])
+    w.attributes.title_edit.setText("filter gradient")
+    w.attributes.title_edit.editingFinished.emit()
+    assert w.doc.canvas.nodes["grad"].title == "filter gradient"
+    assert w.adapter.node("grad").view.name == "filter gradient"
+    w.doc.undo_stack.undo()
+    assert w.adapter.node("grad").view.name == "grad"
+
+
+def test_fit_to_view_shows_every_block(grad_window):
+    w = grad_window
+    w.adapter.viewer.set_zoom(-0.9)
+    w.adapter.fit_to_view()
+    QtWidgets.QApplication.processEvents()
+    visible = w.adapter.viewer.mapToScene(w.adapter.viewer.viewport().rect()).boundingRect()
+    for cid in w.adapter.node_ids():
+        assert visible.contains(w.adapter.node(cid).view.sceneBoundingRect())
+
+
+def test_help_lists_shortcuts(grad_window):
+    from app.help import shortcut_rows
+
+    rows = dict(shortcut_rows(grad_window))
+    assert rows["Run"] == "F5"
+    assert "Del" in rows["Delete"]
+    assert rows["Undo"] == "Ctrl+Z"

@@ -1,0 +1,139 @@
+"""Running from the app: background run with progress, results on nodes and in the viewer,
+only changed blocks recomputed, cancel between blocks, a failing block marked."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from tests.test_app_support import close_window, grad_canvas, make_window, no_dialogs, wait_run
+
+QtCore = pytest.importorskip("PySide6.QtCore")
+
+from engine import kernels
+from engine.canvas import Canvas
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, monkeypatch):
+    no_dialogs(monkeypatch)
+    w = make_window(qtbot, tmp_path, grad_canvas())
+    yield w
+    close_window(w)
+
+
+def test_run_shows_results_on_nodes_and_in_viewer(qtbot, window):
+    w = window
+    w.adapter.select(["grad"])
+    assert "no output yet" in w.viewer_dock.caption.text()
+    wait_run(qtbot, w)
+    x = w.session.outputs[("x", "output")]
+    dy = w.session.outputs[("dy", "output")]
+    grad = w.session.outputs[("grad", "output")]
+    expected = kernels.conv2d_backprop_filter(x, np.array([3, 3, 2, 2], np.int32), dy,
+                                              strides=[1, 1, 1, 1], padding="SAME")
+    np.testing.assert_allclose(grad, expected, rtol=1e-6)
+    # every node shows its last run time; the progress bar reached the end
+    for nid in ("x", "fs", "dy", "grad"):
+        assert w.session.decorator._badges[nid].text().startswith("✓")
+        assert "ms" in w.session.decorator._badges[nid].text()
+    assert w.progress.value() == w.progress.maximum() == 4
+    # the viewer shows the selected node's output
+    assert w.viewer_dock.shown == ("grad.output",)
+    assert "grad.output" in w.viewer_dock.caption.text()
+    assert "(3, 3, 2, 2)" in w.viewer_dock.caption.text()
+    w.adapter.select(["x"])
+    assert w.viewer_dock.shown == ("x.output",)
+    # two selected nodes are compared side by side
+    w.adapter.select(["x", "dy"])
+    assert w.viewer_dock.shown == ("dy.output", "x.output")
+    assert any("run finished" in m for m in w.log.messages("ok"))
+
+
+def test_window_stays_responsive_and_only_changed_blocks_rerun(qtbot, window):
+    w = window
+    wait_run(qtbot, w)
+    first = w.session.outputs[("grad", "output")].copy()
+    w.doc.edit("dy seed", lambda c: c.set_attr("dy", "seed", 7))
+    # the edit dropped the stale results of dy and everything downstream, not the others
+    assert ("dy", "output") not in w.session.outputs
+    assert ("grad", "output") not in w.session.outputs
+    assert ("x", "output") in w.session.outputs
+    wait_run(qtbot, w)
+    info = w.session.run_info
+    assert info["x"].cached and info["fs"].cached
+    assert not info["dy"].cached and not info["grad"].cached
+    assert "cached" in w.session.decorator._badges["x"].text()
+    assert not np.array_equal(first, w.session.outputs[("grad", "output")])
+
+
+def test_cancel_stops_between_blocks(qtbot, window, monkeypatch):
+    w = window
+    executor = w.session.runner.executor
+    resume = threading.Event()
+    real_run = executor.run
+
+    def run_pausing_after_first_block(plan, progress=None, cancel=None):
+        def report(node_id, done, total):
+            progress(node_id, done, total)
+            if done == 1:
+                resume.wait(10)  # hold the worker until the user has pressed Cancel
+        return real_run(plan, progress=report, cancel=cancel)
+
+    monkeypatch.setattr(executor, "run", run_pausing_after_first_block)
+    cancelled_at = []
+
+    def cancel_on_first(node_id, done, total):
+        if not cancelled_at:
+            cancelled_at.append(node_id)
+            w.act_cancel.trigger()  # the user presses Cancel while the run is going
+            resume.set()
+
+    w.session.runner.progress.connect(cancel_on_first)
+    wait_run(qtbot, w)
+    assert cancelled_at == ["x"]
+    assert ("x", "output") in w.session.outputs
+    assert ("grad", "output") not in w.session.outputs
+    assert any("cancelled" in m for m in w.log.messages("warning"))
+    assert w.act_run.isEnabled() and not w.act_cancel.isEnabled()
+
+
+def test_failing_block_is_marked_and_others_keep_results(qtbot, tmp_path, monkeypatch):
+    no_dialogs(monkeypatch)
+    good = np.ones((1, 5, 5, 2), np.float32)
+    np.save(tmp_path / "x.npy", good)
+    c = grad_canvas()
+    c.set_attr("x", "fill", "file")
+    c.set_attr("x", "path", str(tmp_path / "x.npy"))
+    w = make_window(qtbot, tmp_path, c)
+    try:
+        assert not w.session.plan.errors
+        # the file loses its data after the shapes were inferred from its header: only
+        # running finds out
+        data = (tmp_path / "x.npy").read_bytes()
+        (tmp_path / "x.npy").write_bytes(data[:-40])
+        wait_run(qtbot, w)
+        failed = {nid for nid, i in w.session.run_info.items() if i.error}
+        assert "x" in failed
+        assert ("dy", "output") in w.session.outputs  # the others still show their results
+        assert w.session.decorator._badges["x"].text() == "✗ failed"
+        assert w.adapter.node("x").view.color[:3] == (120, 36, 36)
+        assert "run failed" in w.adapter.node("x").view.toolTip()
+        assert any(m.startswith("x:") for m in w.log.messages("error"))
+    finally:
+        close_window(w)
+
+
+def test_viewer_shows_why_a_block_has_no_output(qtbot, tmp_path, monkeypatch):
+    no_dialogs(monkeypatch)
+    c = Canvas()
+    c.add_node("Conv2DBackpropFilter", id="grad")
+    w = make_window(qtbot, tmp_path, c)
+    try:
+        w.adapter.select(["grad"])
+        text = w.viewer_dock.caption.text()
+        assert text.startswith("grad: ") and "input" in text
+    finally:
+        close_window(w)

@@ -1,0 +1,63 @@
+"""Screenshot mode: ``gradblocks CANVAS --run --select NODE --screenshot out.png``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_app_support import grad_canvas
+
+QtGui = pytest.importorskip("PySide6.QtGui")
+
+from engine.canvas import save_canvas
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_screenshot_mode_writes_png_of_the_window(qapp, tmp_path):
+    from app.main_window import SCREENSHOT_SIZE, main
+
+    canvas = tmp_path / "grad.gbc.json"
+    save_canvas(grad_canvas(), canvas)
+    out = tmp_path / "shots" / "grad.png"
+    assert main([str(canvas), "--run", "--select", "grad", "--screenshot", str(out)]) == 0
+    image = QtGui.QImage(str(out))
+    assert not image.isNull()
+    assert (image.width(), image.height()) == SCREENSHOT_SIZE
+    # not a blank picture: many distinct colours
+    colors = {image.pixel(x, y) for x in range(0, image.width(), 23)
+              for y in range(0, image.height(), 17)}
+    assert len(colors) > 20
+
+
+def test_screenshot_mode_reports_bad_input(qapp, tmp_path, capsys):
+    from app.main_window import main
+
+    bad = tmp_path / "bad.gbc.json"
+    bad.write_text("[]")
+    assert main([str(bad), "--screenshot", str(tmp_path / "x.png")]) == 2
+    assert "bad.gbc.json" in capsys.readouterr().err
+    canvas = tmp_path / "grad.gbc.json"
+    save_canvas(grad_canvas(), canvas)
+    assert main([str(canvas), "--select", "nope", "--screenshot", str(tmp_path / "y.png")]) == 2
+    assert "no block 'nope'" in capsys.readouterr().err
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_screenshot_from_a_fresh_process_offscreen(tmp_path):
+    canvas = tmp_path / "grad.gbc.json"
+    save_canvas(grad_canvas(), canvas)
+    out = tmp_path / "p.png"
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    code = ("import sys; from app.main_window import main; "
+            "sys.exit(main(sys.argv[1:]))")
+    proc = subprocess.run([sys.executable, "-c", code, str(canvas), "--run", "--select", "grad",
+                           "--screenshot", str(out)], env=env, capture_output=True, text=True, check=False,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert out.stat().st_size > 10_000
