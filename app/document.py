@@ -7,6 +7,7 @@ graph view, the attribute panel and the live shapes follow :attr:`Document.chang
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +72,23 @@ def dirty_nodes(before: dict | None, after: dict) -> set[str]:
                 dirty.add(c)
                 stack.append(c)
     return dirty
+
+
+def _copy_value(value):
+    """Copy of an attribute value (nested lists/dicts of scalars) without deepcopy's overhead."""
+    if isinstance(value, list):
+        return [_copy_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _copy_value(v) for k, v in value.items()}
+    return value
+
+
+def copy_canvas(canvas: Canvas) -> Canvas:
+    """An independent copy of a canvas (nodes, attrs and edges), several times faster than
+    ``Canvas.copy`` (deepcopy) on large canvases; edits of the copy never touch the original."""
+    nodes = {nid: dataclasses.replace(n, pos=tuple(n.pos), attrs=_copy_value(n.attrs))
+             for nid, n in canvas.nodes.items()}
+    return Canvas(nodes=nodes, edges=list(canvas.edges))
 
 
 class _SnapshotCommand(QtGui.QUndoCommand):
@@ -138,7 +156,7 @@ class Document(QtCore.QObject):
         Exceptions from ``mutate`` (e.g. InvalidArgumentError) propagate and change nothing.
         Returns False when the edit changed nothing (no undo step is pushed).
         """
-        canvas = self.canvas.copy()
+        canvas = copy_canvas(self.canvas)
         mutate(canvas)
         after = canvas.to_json()
         if after == self._snapshot:

@@ -68,6 +68,7 @@ def test_save_reopen_and_compare(qtbot, tmp_path, window, monkeypatch):
                                            for e in w2.doc.canvas.edges}
         assert w2.windowTitle() == "mine — GradBlocks"
         assert w2.files.recent()[0] == path.resolve()
+        assert w2.recent_menu.actions()[0].text().startswith("mine")
     finally:
         close_window(w2)
     # the file is the canvas format: the engine loads the same canvas
@@ -214,14 +215,16 @@ def test_examples_are_in_the_file_menu_and_open(window):
     from app.files import example_files
 
     examples = example_files()
-    titles = [a.text() for a in window.examples_menu.actions()]
-    assert len(titles) == len(examples)
-    if not examples:
-        pytest.skip("no example canvases in assets/examples yet")
-    window.examples_menu.actions()[0].trigger()
-    assert window.doc.canvas.nodes
-    assert window.doc.path is None  # an example opens as a copy: Save asks for a new name
-    assert "(example)" in window.windowTitle()
+    assert len(examples) >= 5
+    actions = window.examples_menu.actions()
+    assert [a.text() for a in actions] == [p.name[: -len(".gbc.json")] for p in examples]
+    for action, path in zip(actions, examples):
+        action.trigger()
+        assert window.doc.canvas.to_json() == load_canvas(path).to_json()
+        assert window.session.plan.errors == {}, path.name
+        assert window.doc.path is None  # an example opens as a copy: Save asks for a name
+        assert "(example)" in window.windowTitle()
+        assert window.doc.base_dir == path.parent
 
 
 def test_layout_and_geometry_persist(qtbot, tmp_path, monkeypatch):
