@@ -33,7 +33,8 @@ def shortcut_rows(window: QtWidgets.QMainWindow) -> list[tuple[str, str]]:
             keys = [k for k in keys if k]
             if keys and act.text() and id(act) not in seen:
                 seen.add(id(act))
-                rows.append((act.text().replace("&", "").rstrip("…."), ", ".join(keys)))
+                name = act.property("help_name") or act.text().replace("&", "").rstrip("…")
+                rows.append((name, ", ".join(keys)))
     return rows
 
 

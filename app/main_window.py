@@ -151,7 +151,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.act_save = self._action("&Save", f.save, K.Save, "Save the canvas", "save")
         self.act_save_as = self._action("Save &As…", f.save_as, K.SaveAs,
                                         "Save the canvas under a new name")
-        self.act_quit = self._action("&Quit", self.close, K.Quit, "Close the window")
+        self.act_quit = self._action("&Quit", self.close, "Ctrl+Q", "Close the window")
         stack = self.doc.undo_stack
         self.act_undo = stack.createUndoAction(self, "&Undo")
         self.act_undo.setShortcut(K.Undo)
@@ -159,6 +159,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.act_redo = stack.createRedoAction(self, "&Redo")
         self.act_redo.setShortcuts([K("Ctrl+Shift+Z"), K("Ctrl+Y")])
         self.act_redo.setIcon(icon("redo"))
+        self.act_undo.setProperty("help_name", "Undo")  # its text names the next command
+        self.act_redo.setProperty("help_name", "Redo")
         self.addActions([self.act_undo, self.act_redo])
         self.act_copy = self._action("&Copy", self.copy_selection, K.Copy,
                                      "Copy the selected blocks")

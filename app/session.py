@@ -164,7 +164,9 @@ class Session(QtCore.QObject):
 
     def _on_run_finished(self, result) -> None:
         self._running_node = None
-        skip = self._dirty_during_run
+        alive = self.doc.canvas.nodes
+        skip = self._dirty_during_run | {nid for nid in result.times if nid not in alive} | {
+            nid for nid in result.errors if nid not in alive}
         for key, value in result.outputs.items():
             if key[0] not in skip:
                 self.outputs[key] = value

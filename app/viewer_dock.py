@@ -114,7 +114,7 @@ class ViewerDock(QtWidgets.QWidget):
                 if arr is not None:
                     self._compare(label, pinned, f"{sel[0]}.{port}", arr, axes)
                     return
-            self.viewer.show_tensor(pinned, axes=axes, title=f"{label} (pinned)")
+            self.viewer.show_tensor(pinned, axes=axes, title=label)
             self._caption(f"Pinned {label}: select a block to compare against it.", (label,))
             return
         if len(sel) == 2:
@@ -164,5 +164,6 @@ class ViewerDock(QtWidgets.QWidget):
         if arr is None:
             self.pin_button.setChecked(False)
             return
-        self.pinned = (f"{sel[0]}.{port}", np.array(arr, copy=True), self._axes(sel[0], port))
+        self.pinned = (f"{sel[0]}.{port} (pinned)", np.array(arr, copy=True),
+                       self._axes(sel[0], port))
         self.update_view()

@@ -206,3 +206,25 @@ def test_path_editor_uses_file_picker_relative_to_canvas(qtbot, tmp_path, monkey
         assert out_label(w, "x") == "output  1×5×5×2 f32"
     finally:
         close_window(w)
+
+
+def test_int_vector_values_as_text_and_run_warns_about_pending_edit(qtbot, window):
+    from tests.test_app_support import wait_run
+
+    w = window
+    w.adapter.select(["fs"])
+    editor = w.attributes.rows["values"].editor
+    assert editor.edit.text() == "3, 3, 2, 2"
+    editor.edit.setText("[3, 3, 2, x]")
+    editor.edit.editingFinished.emit()
+    assert w.attributes.rows["values"].error.text() == (
+        "fs.values: values[3] must be an integer, got 'x'")
+    assert w.doc.canvas.nodes["fs"].attrs["values"] == [3, 3, 2, 2]
+    wait_run(qtbot, w)
+    assert any("fs.values has an invalid edit" in m for m in w.log.messages("warning"))
+    editor.edit.setText("1 1 2 2")
+    editor.edit.editingFinished.emit()
+    assert w.doc.canvas.nodes["fs"].attrs["values"] == [1, 1, 2, 2]
+    assert w.attributes.rows["values"].error.text() == ""
+    assert w.adapter.node("grad").view.get_output_text_item(
+        w.adapter.node("grad").outputs()["output"].view).toPlainText() == "output  1×1×2×2 f32"

@@ -201,7 +201,10 @@ def test_fit_to_view_shows_every_block(grad_window):
 def test_help_lists_shortcuts(grad_window):
     from app.help import shortcut_rows
 
+    grad_window.doc.edit("pad", lambda c: c.set_attr("grad", "padding", "VALID"))
     rows = dict(shortcut_rows(grad_window))
     assert rows["Run"] == "F5"
+    assert rows["Redo"] == "Ctrl+Shift+Z, Ctrl+Y"
+    assert rows["Quit"] == "Ctrl+Q"
     assert "Del" in rows["Delete"]
     assert rows["Undo"] == "Ctrl+Z"

@@ -52,6 +52,28 @@ def test_run_shows_results_on_nodes_and_in_viewer(qtbot, window):
     assert any("run finished" in m for m in w.log.messages("ok"))
 
 
+def test_pinned_output_is_compared_with_the_same_block_after_an_edit(qtbot, window,
+                                                                     monkeypatch):
+    w = window
+    wait_run(qtbot, w)
+    w.adapter.select(["grad"])
+    before = w.session.outputs[("grad", "output")].copy()
+    w.viewer_dock.pin_button.click()
+    compared = []
+    monkeypatch.setattr(w.viewer_dock.viewer, "compare",
+                        lambda a, b, ta, tb, axes=None: compared.append((a, b, ta, tb, axes)))
+    w.doc.edit("dy seed", lambda c: c.set_attr("dy", "seed", 9))
+    wait_run(qtbot, w)
+    a, b, ta, tb, axes = compared[-1]
+    assert (ta, tb) == ("grad.output (pinned)", "grad.output")
+    np.testing.assert_array_equal(a, before)
+    np.testing.assert_array_equal(b, w.session.outputs[("grad", "output")])
+    assert not np.array_equal(a, b)
+    assert axes == ("kh", "kw", "in", "out")
+    w.viewer_dock.pin_button.click()
+    assert w.viewer_dock.shown == ("grad.output",)
+
+
 def test_window_stays_responsive_and_only_changed_blocks_rerun(qtbot, window):
     w = window
     wait_run(qtbot, w)
