@@ -37,7 +37,7 @@ from app.theme import apply_dark_theme
 from app.viewer_dock import ViewerDock
 
 APP_NAME = "GradBlocks"
-SCREENSHOT_SIZE = (1500, 920)
+SCREENSHOT_SIZE = (1600, 1000)
 
 
 def default_settings() -> QtCore.QSettings:
@@ -106,7 +106,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.resize(1400, 880)
         self.resizeDocks([self.palette_dock, self.attributes_dock], [210, 340],
                          QtCore.Qt.Horizontal)
-        self.resizeDocks([self.viewer_dock_widget], [300], QtCore.Qt.Vertical)
+        self.resizeDocks([self.viewer_dock_widget], [360], QtCore.Qt.Vertical)
         self._default_state = self.saveState()
         if restore_layout:
             self.restore_layout()

@@ -137,7 +137,9 @@ class ViewerDock(QtWidgets.QWidget):
             return
         title = f"{nid}.{port}"
         self.viewer.show_tensor(arr, axes=self._axes(nid, port), title=title)
-        self._caption(f"{title}: shape {tuple(arr.shape)}, {arr.dtype}", (title,))
+        node = self.session.doc.canvas.nodes[nid]
+        name = node.title if node.title and node.title != nid else nid
+        self._caption(f"{name} · {get_spec(node.type).title} · port {port}", (title,))
 
     def _compare(self, ta: str, a, tb: str, b, axes) -> None:
         self.viewer.compare(a, b, ta, tb, axes)
