@@ -17,7 +17,7 @@ from tests.test_app_support import (
 )
 
 QtCore = pytest.importorskip("PySide6.QtCore")
-from PySide6 import QtTest, QtWidgets
+from PySide6 import QtGui, QtTest, QtWidgets
 
 
 @pytest.fixture
@@ -208,3 +208,57 @@ def test_help_lists_shortcuts(grad_window):
     assert rows["Quit"] == "Ctrl+Q"
     assert "Del" in rows["Delete"]
     assert rows["Undo"] == "Ctrl+Z"
+
+
+def test_double_click_in_palette_adds_block(window):
+    item = window.palette.items["IntVector"]
+    window.palette.tree.itemActivated.emit(item, 0)
+    assert [n.type for n in window.doc.canvas.nodes.values()] == ["IntVector"]
+    assert window.adapter.selected_ids() == list(window.doc.canvas.nodes)
+
+
+def test_dragging_a_wire_end_away_disconnects(qtbot, grad_window):
+    w = grad_window
+    port = w.adapter.node("grad").inputs()["filter_sizes"].view
+    start = view_point(w, port)
+    with qtbot.waitSignal(w.adapter.graph.port_disconnected):
+        drag(w, start, start + QtCore.QPoint(-40, 160))
+    qtbot.waitUntil(lambda: (("fs", "output"), ("grad", "filter_sizes")) not in edges(w))
+    assert w.adapter.view_edges() == set(edges(w))
+    w.doc.undo_stack.undo()
+    assert (("fs", "output"), ("grad", "filter_sizes")) in edges(w)
+
+
+def test_alt_shift_drag_cuts_wires(qtbot, grad_window):
+    w = grad_window
+    v = w.adapter.viewer
+    focus_canvas(qtbot, w)
+    mods = QtCore.Qt.AltModifier | QtCore.Qt.ShiftModifier
+    # the user holds Alt, then presses Shift (Qt reports Alt|Shift for that key press)
+    for key, held in ((QtCore.Qt.Key_Alt, QtCore.Qt.NoModifier),
+                      (QtCore.Qt.Key_Shift, QtCore.Qt.AltModifier)):
+        QtWidgets.QApplication.sendEvent(
+            v, QtGui.QKeyEvent(QtCore.QEvent.KeyPress, key, held))
+    # a vertical cut between the sources and grad crosses all three wires
+    x_mid = (w.adapter.node("x").view.sceneBoundingRect().right()
+             + w.adapter.node("grad").view.sceneBoundingRect().left()) / 2
+    top = v.mapFromScene(QtCore.QPointF(x_mid, -60))
+    bottom = v.mapFromScene(QtCore.QPointF(x_mid, 400))
+    vp = v.viewport()
+
+    def send(kind, pos, button, buttons):
+        ev = QtGui.QMouseEvent(kind, QtCore.QPointF(pos), QtCore.QPointF(vp.mapToGlobal(pos)),
+                               button, buttons, mods)
+        QtWidgets.QApplication.sendEvent(vp, ev)
+
+    left = QtCore.Qt.LeftButton
+    send(QtCore.QEvent.MouseButtonPress, top, left, left)
+    for i in range(1, 9):
+        send(QtCore.QEvent.MouseMove, top + (bottom - top) * (i / 8), QtCore.Qt.NoButton, left)
+    send(QtCore.QEvent.MouseButtonRelease, bottom, left, QtCore.Qt.NoButton)
+    QtWidgets.QApplication.sendEvent(
+        v, QtGui.QKeyEvent(QtCore.QEvent.KeyRelease, QtCore.Qt.Key_Shift, mods))
+    qtbot.waitUntil(lambda: edges(w) == [])
+    assert w.adapter.view_edges() == set()
+    w.doc.undo_stack.undo()  # one gesture, one undo step
+    assert len(edges(w)) == 3
