@@ -23,7 +23,7 @@ from numpy.lib.stride_tricks import as_strided
 from engine import parallel
 from engine.conv_layout import PhaseLayout
 from engine.gemm import gemm_acc
-from engine.parallel import map_ranges
+from engine.parallel import copy_ranges, map_ranges
 
 #: Extra memory one batch chunk may use for its buffers.
 CHUNK_BYTES = 96 * 2**20
@@ -232,11 +232,21 @@ def depthwise_conv2d_backprop_filter(
 
 
 def _pad_input(g, x: np.ndarray, rows: int, cols: int, ctype: np.dtype) -> np.ndarray:
-    """``in_pad`` cut to the ``rows x cols`` the windows read."""
-    xp = np.zeros((x.shape[0], rows, cols, x.shape[3]), ctype)
+    """``in_pad`` cut to the ``rows x cols`` the windows read (borders zeroed, the copy of the
+    interior split over cores by image)."""
+    n, c = x.shape[0], x.shape[3]
+    xp = np.empty((n, rows, cols, c), ctype)
     r0, c0 = min(g.pad_top, rows), min(g.pad_left, cols)
     h, w = max(0, min(g.in_rows, rows - r0)), max(0, min(g.in_cols, cols - c0))
-    xp[:, r0 : r0 + h, c0 : c0 + w] = x[:, :h, :w]
+    xp[:, :r0] = 0
+    xp[:, r0 + h :] = 0
+    xp[:, r0 : r0 + h, :c0] = 0
+    xp[:, r0 : r0 + h, c0 + w :] = 0
+
+    def part(lo: int, hi: int) -> None:
+        xp[lo:hi, r0 : r0 + h, c0 : c0 + w] = x[lo:hi, :h, :w]
+
+    copy_ranges(part, n, x[:1].nbytes)
     return xp
 
 

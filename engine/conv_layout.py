@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.conv_shapes import ConvGeometry
+from engine.parallel import copy_ranges
 
 
 @dataclass(frozen=True)
@@ -101,11 +102,16 @@ class PhaseLayout:
             return x.reshape(1, 1, *x.shape)
         inner = (c, n, self.hq, self.wq) if planar else (n, self.hq, self.wq, c)
         out = np.zeros((g.stride_rows, g.stride_cols, *inner), dtype)
-        for pr, pc, (rs, cs), (ri, ci) in self.spans():
-            if planar:
-                out[pr, pc, :, :, rs, cs] = x[:, ri, ci].transpose(3, 0, 1, 2)
-            else:
-                out[pr, pc, :, rs, cs] = x[:, ri, ci]
+        spans = list(self.spans())
+
+        def part(lo: int, hi: int) -> None:  # images [lo, hi): copies split over cores
+            for pr, pc, (rs, cs), (ri, ci) in spans:
+                if planar:
+                    out[pr, pc, :, lo:hi, rs, cs] = x[lo:hi, ri, ci].transpose(3, 0, 1, 2)
+                else:
+                    out[pr, pc, lo:hi, rs, cs] = x[lo:hi, ri, ci]
+
+        copy_ranges(part, n, x[:1].nbytes)
         return out
 
     def merge_input(self, phases: np.ndarray, out: np.ndarray, planar: bool = False) -> None:
@@ -120,6 +126,13 @@ class PhaseLayout:
         """NHWC ``y`` of the output's size, zero-padded to ``(N, Hq, Wq, C)`` in ``dtype``."""
         if y.shape[1:3] == (self.hq, self.wq) and y.dtype == dtype and y.flags.c_contiguous:
             return y
-        out = np.zeros((y.shape[0], self.hq, self.wq, y.shape[3]), dtype)
-        out[:, : y.shape[1], : y.shape[2]] = y
+        n, h, w = y.shape[:3]
+        out = np.empty((n, self.hq, self.wq, y.shape[3]), dtype)
+        out[:, h:] = 0
+        out[:, :h, w:] = 0
+
+        def part(lo: int, hi: int) -> None:
+            out[lo:hi, :h, :w] = y[lo:hi]
+
+        copy_ranges(part, n, y[:1].nbytes)
         return out

@@ -55,6 +55,15 @@ def ranges(total: int, min_size: int | None = None) -> list[tuple[int, int]]:
     return [(lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
 
 
+#: Copies smaller than this stay on one core.
+MIN_COPY_BYTES = 1 << 20
+
+
+def copy_ranges(fn: Callable[[int, int], object], images: int, bytes_per_image: int) -> None:
+    """Run a batch copy ``fn(lo, hi)`` over images, split over cores when it is large."""
+    map_ranges(fn, images, max(1, MIN_COPY_BYTES // max(1, bytes_per_image)))
+
+
 def map_ranges(
     fn: Callable[[int, int], T], total: int, min_size: int | None = None
 ) -> list[T]:

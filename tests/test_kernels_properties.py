@@ -124,12 +124,12 @@ def test_adjoint_identity_on_a_larger_strided_dilated_case():
 @contextmanager
 def _threads_on_tiny_cases():
     """Force the thread split on tiny cases, so ranges, halos and partial sums are exercised."""
-    old = parallel.MIN_POSITIONS_PER_RANGE
-    parallel.MIN_POSITIONS_PER_RANGE = 1
+    old = parallel.MIN_POSITIONS_PER_RANGE, parallel.MIN_COPY_BYTES
+    parallel.MIN_POSITIONS_PER_RANGE = parallel.MIN_COPY_BYTES = 1
     try:
         yield
     finally:
-        parallel.MIN_POSITIONS_PER_RANGE = old
+        parallel.MIN_POSITIONS_PER_RANGE, parallel.MIN_COPY_BYTES = old
 
 
 @given(conv_cases())
