@@ -8,38 +8,10 @@ node after an attribute change (or another node) is compared against it.
 from __future__ import annotations
 
 import numpy as np
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtWidgets
 
+from app.tensor_viewer import TensorViewer
 from blocks.registry import get_spec
-
-try:  # the viewer is built in app/tensor_viewer.py
-    from app.tensor_viewer import TensorViewer
-except ImportError:  # pragma: no cover - only while app/tensor_viewer.py is being written
-    TensorViewer = None
-
-
-class _TextViewer(QtWidgets.QLabel):
-    """Stand-in with the TensorViewer API (used only while app/tensor_viewer.py is missing)."""
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self.setAlignment(QtCore.Qt.AlignCenter)
-        self.setWordWrap(True)
-        self.current = None
-
-    def show_tensor(self, array, axes=None, title=""):
-        a = np.asarray(array, dtype=np.float64)
-        self.current = array
-        self.setText(f"{title}\nshape {tuple(array.shape)} {array.dtype}\n"
-                     f"min {np.nanmin(a):.4g}  max {np.nanmax(a):.4g}  mean {np.nanmean(a):.4g}")
-
-    def clear(self):
-        self.current = None
-        self.setText("")
-
-    def compare(self, a, b, title_a="a", title_b="b", axes=None):
-        self.current = (a, b)
-        self.setText(f"{title_a} vs {title_b}")
 
 
 class ViewerDock(QtWidgets.QWidget):
@@ -48,7 +20,7 @@ class ViewerDock(QtWidgets.QWidget):
     def __init__(self, session, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
         self.session = session
-        self.viewer = TensorViewer(self) if TensorViewer is not None else _TextViewer(self)
+        self.viewer = TensorViewer(self)
         self.viewer.setObjectName("tensor_viewer")
         self.caption = QtWidgets.QLabel("Select a block to see its output.", self)
         self.caption.setObjectName("viewer_caption")

@@ -40,14 +40,26 @@ def test_run_shows_results_on_nodes_and_in_viewer(qtbot, window):
         assert w.session.decorator._badges[nid].text().startswith("✓")
         assert "ms" in w.session.decorator._badges[nid].text()
     assert w.progress.value() == w.progress.maximum() == 4
-    # the viewer shows the selected node's output
+    # the viewer shows the selected node's output, with the filter axes and NumPy's statistics
     assert w.viewer_dock.shown == ("grad.output",)
+    viewer = w.viewer_dock.viewer
+    np.testing.assert_array_equal(viewer.array, grad)
+    assert tuple(viewer.axes) == ("kh", "kw", "in", "out")
+    g64 = grad.astype(np.float64)
+    for name, value in (("min", g64.min()), ("max", g64.max()), ("mean", g64.mean()),
+                        ("std", g64.std())):
+        assert f"{name} {value:.6g}" in viewer.stats_label.text()
     assert w.viewer_dock.caption.text() == "grad · Conv2D backprop filter · port output"
     w.adapter.select(["x"])
     assert w.viewer_dock.shown == ("x.output",)
+    np.testing.assert_array_equal(viewer.array, x)
     # two selected nodes are compared side by side
     w.adapter.select(["x", "dy"])
     assert w.viewer_dock.shown == ("dy.output", "x.output")
+    np.testing.assert_array_equal(viewer.array, dy)
+    np.testing.assert_array_equal(viewer.other, x)
+    w.adapter.select([])
+    assert viewer.array is None
     assert any("run finished" in m for m in w.log.messages("ok"))
 
 
