@@ -71,6 +71,7 @@ class GraphAdapter(QtCore.QObject):
         self._edges_pending = False
         self._selection: list[str] = []
         self._take_over_view_handlers()
+        self._hint = self._make_hint()
         doc.changed.connect(self._on_doc_changed)
         self.sync()
 
@@ -94,6 +95,29 @@ class GraphAdapter(QtCore.QObject):
                 v.context_menus()["graph"].removeAction(action)
         g.set_pipe_collision(False)
         g.set_acyclic(True)
+
+    def _make_hint(self):
+        """Text shown on an empty canvas."""
+        from PySide6 import QtGui, QtWidgets
+
+        item = QtWidgets.QGraphicsSimpleTextItem(
+            "Drag blocks here from the palette on the left (or press Tab),\n"
+            "or open an example: File > Examples.")
+        item.setBrush(QtGui.QColor(150, 156, 164))
+        font = item.font()
+        font.setPointSizeF(font.pointSizeF() * 2.0)
+        item.setFont(font)
+        item.setZValue(-10)
+        self.viewer.scene().addItem(item)
+        return item
+
+    def place_hint(self) -> None:
+        empty = not self._nodes
+        self._hint.setVisible(empty)
+        if empty:
+            center = self.viewer.mapToScene(self.viewer.viewport().rect().center())
+            r = self._hint.boundingRect()
+            self._hint.setPos(center.x() - r.width() / 2, center.y() - r.height() / 2)
 
     @property
     def widget(self):
@@ -167,6 +191,7 @@ class GraphAdapter(QtCore.QObject):
         finally:
             self._syncing = False
             self.graph.undo_stack().clear()
+        self.place_hint()
         self._emit_selection()
         self.synced.emit()
 
@@ -329,6 +354,7 @@ class GraphAdapter(QtCore.QObject):
             rect = rect.united(view.mapRectToScene(view.childrenBoundingRect()))
         if rect.isNull():
             self.viewer.reset_zoom()
+            self.place_hint()
             return
         rect.adjust(-40.0, -40.0, 40.0, 40.0)
         self.viewer.set_scene_rect([rect.x(), rect.y(), rect.width(), rect.height()])

@@ -429,6 +429,10 @@ class MainWindow(QtWidgets.QMainWindow):
         self.doc.edit(f"Add Tensor from {arrays[0].name}", mutate)
         self.adapter.select(created)
 
+    def showEvent(self, event: QtGui.QShowEvent) -> None:
+        super().showEvent(event)
+        QtCore.QTimer.singleShot(0, self.adapter.place_hint)
+
     def dragEnterEvent(self, event: QtGui.QDragEnterEvent) -> None:
         if event.mimeData().hasUrls():
             event.acceptProposedAction()

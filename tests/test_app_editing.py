@@ -262,3 +262,11 @@ def test_alt_shift_drag_cuts_wires(qtbot, grad_window):
     assert w.adapter.view_edges() == set()
     w.doc.undo_stack.undo()  # one gesture, one undo step
     assert len(edges(w)) == 3
+
+
+def test_empty_canvas_shows_a_hint(window):
+    assert window.adapter._hint.isVisible()
+    window.adapter.add_blocks(["Tensor"], (0.0, 0.0))
+    assert not window.adapter._hint.isVisible()
+    window.doc.undo_stack.undo()
+    assert window.adapter._hint.isVisible()
