@@ -6,7 +6,9 @@ MIME type ``application/x-gradblocks-nodes`` (and as text, so it can be pasted e
 
 from __future__ import annotations
 
+import atexit
 import copy
+import functools
 import json
 
 from PySide6 import QtCore, QtGui
@@ -51,11 +53,32 @@ def _set_title(canvas, node_id: str, title: str) -> None:
 
 
 def put(frag: dict) -> None:
+    """Put a fragment on the clipboard (as our MIME type and as plain JSON text)."""
     text = json.dumps(frag, indent=2, sort_keys=True)
     mime = QtCore.QMimeData()
     mime.setData(MIME, QtCore.QByteArray(text.encode()))
     mime.setText(text)
     QtGui.QGuiApplication.clipboard().setMimeData(mime)
+    _release_at_exit()
+
+
+@functools.cache
+def _release_at_exit() -> None:
+    """Give the clipboard's QMimeData back before Python shuts down.
+
+    The clipboard owns the QMimeData we set; Qt deletes it from a C++ exit handler that runs
+    after the Python interpreter is gone, and the PySide6 wrapper's destructor then calls into
+    the dead interpreter (a segfault at exit). Clearing it from an ``atexit`` handler, which runs
+    while Python is still alive, avoids that.
+    """
+    def release() -> None:
+        app = QtGui.QGuiApplication.instance()
+        if app is not None:
+            cb = app.clipboard()
+            if cb.mimeData() is not None and cb.mimeData().hasFormat(MIME):
+                cb.clear()
+
+    atexit.register(release)
 
 
 def get() -> dict | None:
