@@ -25,6 +25,7 @@ from app.files import (
     display_name,
     example_files,
     is_canvas_file,
+    load_error_text,
     npy_tensor_attrs,
 )
 from app.graph_adapter import GraphAdapter
@@ -35,6 +36,8 @@ from app.palette import BlockPalette, BlockSearchPopup, TabKeyFilter
 from app.session import Session
 from app.theme import apply_dark_theme
 from app.viewer_dock import ViewerDock
+from engine.canvas import CanvasError, load_canvas
+from engine.errors import InvalidArgumentError
 
 APP_NAME = "GradBlocks"
 SCREENSHOT_SIZE = (1600, 1000)
@@ -533,17 +536,22 @@ def _screenshot(args: argparse.Namespace) -> int:
     settings.clear()
     window = MainWindow(settings=settings, recovery_dir=None, autosave=False,
                         restore_layout=False, quiet=True)
+    try:
+        return _shoot(window, args)
+    finally:
+        window.doc.undo_stack.setClean()  # nothing to save: close without asking
+        window.close()
+        window.deleteLater()
+
+
+def _shoot(window: MainWindow, args: argparse.Namespace) -> int:
     window.resize(*SCREENSHOT_SIZE)
     window.show()
     status = 0
     if args.canvas:
         try:
-            from engine.canvas import load_canvas
-
             canvas = load_canvas(args.canvas)
-        except Exception as exc:  # noqa: BLE001 - reported as a clear message, exit 2
-            from app.files import load_error_text
-
+        except (CanvasError, InvalidArgumentError, OSError, ValueError) as exc:
             print(f"gradblocks: {load_error_text(Path(args.canvas), exc)[0]}", file=sys.stderr)
             return 2
         window.doc.load(canvas, Path(args.canvas).resolve())
@@ -567,8 +575,6 @@ def _screenshot(args: argparse.Namespace) -> int:
     if not window.grab().save(str(out), "PNG"):
         print(f"gradblocks: cannot write {out}", file=sys.stderr)
         return 2
-    window.doc.undo_stack.setClean()
-    window.close()
     return status
 
 

@@ -61,3 +61,37 @@ def test_screenshot_from_a_fresh_process_offscreen(tmp_path):
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert out.stat().st_size > 10_000
+
+
+def test_gradblocks_canvas_opens_the_window_and_runs(qapp, tmp_path, monkeypatch):
+    """``gradblocks CANVAS --run --select ID`` (interactive): the event loop is replaced by a
+    check of the window it would show."""
+    from PySide6 import QtCore, QtWidgets
+
+    from app.main_window import MainWindow, main
+
+    QtCore.QStandardPaths.setTestModeEnabled(True)  # settings and recovery stay out of $HOME
+    monkeypatch.setattr(QtCore.QSettings, "value", lambda self, key, default=None: default)
+    canvas = tmp_path / "grad.gbc.json"
+    save_canvas(grad_canvas(), canvas)
+    seen = {}
+
+    def fake_exec(_self=None):
+        window = next(w for w in QtWidgets.QApplication.topLevelWidgets()
+                      if isinstance(w, MainWindow) and w.isVisible())
+        window.wait_for_run()
+        seen["title"] = window.windowTitle()
+        seen["selected"] = window.adapter.selected_ids()
+        seen["ran"] = ("grad", "output") in window.session.outputs
+        window.files.recovery.release()
+        window.doc.undo_stack.setClean()
+        window.quiet = True
+        window.close()
+        return 0
+
+    monkeypatch.setattr(QtWidgets.QApplication, "exec", fake_exec)
+    try:
+        assert main([str(canvas), "--run", "--select", "grad"]) == 0
+    finally:
+        QtCore.QStandardPaths.setTestModeEnabled(False)
+    assert seen == {"title": "grad — GradBlocks", "selected": ["grad"], "ran": True}
