@@ -57,32 +57,31 @@ def _check(out, exact, bound, dtype):
     assert np.all(err <= RTOL[dtype] * bound + 1e-30)
 
 
-@given(conv_cases())
-def test_conv2d_family_matches_reference(case):
+def _check_family(forward, bfilter, binput, case):
+    """All three ops of one family against the reference, each within rtol * bound."""
     g, attrs, dtype, seed = case
     x, w, dy = _arrays(g, dtype, seed)
-    _check(kernels.conv2d(x, w, **attrs), reference.conv2d(x, w, g),
-           reference.conv2d(abs(x), abs(w), g), dtype)
-    _check(kernels.conv2d_backprop_filter(x, g.filter_shape, dy, **attrs),
-           reference.backprop_filter(x, dy, g), reference.backprop_filter(abs(x), abs(dy), g),
-           dtype)
-    _check(kernels.conv2d_backprop_input(g.input_shape, w, dy, **attrs),
-           reference.backprop_input(w, dy, g), reference.backprop_input(abs(w), abs(dy), g),
-           dtype)
+    ax, aw, ady = abs(x), abs(w), abs(dy)
+    _check(forward(x, w, **attrs), reference.conv2d(x, w, g), reference.conv2d(ax, aw, g), dtype)
+    _check(bfilter(x, g.filter_shape, dy, **attrs), reference.backprop_filter(x, dy, g),
+           reference.backprop_filter(ax, ady, g), dtype)
+    _check(binput(g.input_shape, w, dy, **attrs), reference.backprop_input(w, dy, g),
+           reference.backprop_input(aw, ady, g), dtype)
+
+
+CONV = (kernels.conv2d, kernels.conv2d_backprop_filter, kernels.conv2d_backprop_input)
+DEPTHWISE = (kernels.depthwise_conv2d_native, kernels.depthwise_conv2d_native_backprop_filter,
+             kernels.depthwise_conv2d_native_backprop_input)
+
+
+@given(conv_cases())
+def test_conv2d_family_matches_reference(case):
+    _check_family(*CONV, case)
 
 
 @given(conv_cases(depthwise=True))
 def test_depthwise_family_matches_reference(case):
-    g, attrs, dtype, seed = case
-    x, w, dy = _arrays(g, dtype, seed)
-    _check(kernels.depthwise_conv2d_native(x, w, **attrs), reference.conv2d(x, w, g),
-           reference.conv2d(abs(x), abs(w), g), dtype)
-    _check(kernels.depthwise_conv2d_native_backprop_filter(x, g.filter_shape, dy, **attrs),
-           reference.backprop_filter(x, dy, g), reference.backprop_filter(abs(x), abs(dy), g),
-           dtype)
-    _check(kernels.depthwise_conv2d_native_backprop_input(g.input_shape, w, dy, **attrs),
-           reference.backprop_input(w, dy, g), reference.backprop_input(abs(w), abs(dy), g),
-           dtype)
+    _check_family(*DEPTHWISE, case)
 
 
 def _adjoint(forward, bfilter, binput, case):
@@ -98,13 +97,12 @@ def _adjoint(forward, bfilter, binput, case):
 
 @given(conv_cases())
 def test_conv2d_adjoint_identity(case):
-    _adjoint(kernels.conv2d, kernels.conv2d_backprop_filter, kernels.conv2d_backprop_input, case)
+    _adjoint(*CONV, case)
 
 
 @given(conv_cases(depthwise=True))
 def test_depthwise_adjoint_identity(case):
-    _adjoint(kernels.depthwise_conv2d_native, kernels.depthwise_conv2d_native_backprop_filter,
-             kernels.depthwise_conv2d_native_backprop_input, case)
+    _adjoint(*DEPTHWISE, case)
 
 
 def test_adjoint_identity_on_a_larger_strided_dilated_case():
@@ -134,24 +132,11 @@ def _threads_on_tiny_cases():
 
 @given(conv_cases())
 def test_parallel_ranges_match_reference(case):
-    g, attrs, dtype, seed = case
-    x, w, dy = _arrays(g, dtype, seed)
     with _threads_on_tiny_cases():
-        dw = kernels.conv2d_backprop_filter(x, g.filter_shape, dy, **attrs)
-        dx = kernels.conv2d_backprop_input(g.input_shape, w, dy, **attrs)
-        y = kernels.conv2d(x, w, **attrs)
-    _check(dw, reference.backprop_filter(x, dy, g), reference.backprop_filter(abs(x), abs(dy), g),
-           dtype)
-    _check(dx, reference.backprop_input(w, dy, g), reference.backprop_input(abs(w), abs(dy), g),
-           dtype)
-    _check(y, reference.conv2d(x, w, g), reference.conv2d(abs(x), abs(w), g), dtype)
+        _check_family(*CONV, case)
 
 
 @given(conv_cases(depthwise=True))
 def test_parallel_depthwise_tiles_match_reference(case):
-    g, attrs, dtype, seed = case
-    x, _, dy = _arrays(g, dtype, seed)
     with _threads_on_tiny_cases():
-        dw = kernels.depthwise_conv2d_native_backprop_filter(x, g.filter_shape, dy, **attrs)
-    _check(dw, reference.backprop_filter(x, dy, g), reference.backprop_filter(abs(x), abs(dy), g),
-           dtype)
+        _check_family(*DEPTHWISE, case)
