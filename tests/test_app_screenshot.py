@@ -70,8 +70,13 @@ def test_gradblocks_canvas_opens_the_window_and_runs(qapp, tmp_path, monkeypatch
 
     from app.main_window import MainWindow, main
 
-    QtCore.QStandardPaths.setTestModeEnabled(True)  # settings and recovery stay out of $HOME
-    monkeypatch.setattr(QtCore.QSettings, "value", lambda self, key, default=None: default)
+    # settings and the recovery folder go to tmp_path, not $HOME
+    config_home = QtCore.QStandardPaths.writableLocation(
+        QtCore.QStandardPaths.GenericConfigLocation)
+    S = QtCore.QSettings
+    for fmt in (S.NativeFormat, S.IniFormat):
+        S.setPath(fmt, S.UserScope, str(tmp_path / "config"))
+    monkeypatch.setattr("app.main_window.default_recovery_dir", lambda: tmp_path / "recovery")
     canvas = tmp_path / "grad.gbc.json"
     save_canvas(grad_canvas(), canvas)
     seen = {}
@@ -93,5 +98,7 @@ def test_gradblocks_canvas_opens_the_window_and_runs(qapp, tmp_path, monkeypatch
     try:
         assert main([str(canvas), "--run", "--select", "grad"]) == 0
     finally:
-        QtCore.QStandardPaths.setTestModeEnabled(False)
+        for fmt in (S.NativeFormat, S.IniFormat):
+            S.setPath(fmt, S.UserScope, config_home)
+    assert (tmp_path / "config" / "GradBlocks" / "GradBlocks.conf").is_file()  # recent files
     assert seen == {"title": "grad — GradBlocks", "selected": ["grad"], "ran": True}
