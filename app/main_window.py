@@ -16,9 +16,9 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app import clipboard
 from app.attribute_panel import AttributePanel
 from app.document import Document
+from app.editing import EditActions
 from app.files import (
     CANVAS_SUFFIX,
     FileController,
@@ -26,7 +26,6 @@ from app.files import (
     example_files,
     is_canvas_file,
     load_error_text,
-    npy_tensor_attrs,
 )
 from app.graph_adapter import GraphAdapter
 from app.help import shortcuts_html
@@ -72,6 +71,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.doc = Document(self)
         self.adapter = GraphAdapter(self.doc, self)
         self.session = Session(self.doc, self.adapter, parent=self)
+        self.edits = EditActions(self.doc, self.adapter, self)
         self.files = FileController(self, self.doc, self.settings, recovery_dir,
                                     autosave=autosave)
         self.setCentralWidget(self.adapter.widget)
@@ -165,17 +165,17 @@ class MainWindow(QtWidgets.QMainWindow):
         self.act_undo.setProperty("help_name", "Undo")  # its text names the next command
         self.act_redo.setProperty("help_name", "Redo")
         self.addActions([self.act_undo, self.act_redo])
-        self.act_copy = self._action("&Copy", self.copy_selection, K.Copy,
+        self.act_copy = self._action("&Copy", self.edits.copy_selection, K.Copy,
                                      "Copy the selected blocks")
-        self.act_cut = self._action("Cu&t", self.cut_selection, K.Cut,
+        self.act_cut = self._action("Cu&t", self.edits.cut_selection, K.Cut,
                                     "Cut the selected blocks")
-        self.act_paste = self._action("&Paste", self.paste, K.Paste, "Paste blocks")
-        self.act_duplicate = self._action("&Duplicate", self.duplicate_selection, "Ctrl+D",
+        self.act_paste = self._action("&Paste", self.edits.paste, K.Paste, "Paste blocks")
+        self.act_duplicate = self._action("&Duplicate", self.edits.duplicate_selection, "Ctrl+D",
                                           "Duplicate the selected blocks")
-        self.act_delete = self._action("De&lete", self.delete_selection,
+        self.act_delete = self._action("De&lete", self.edits.delete_selection,
                                        [K.Delete, K("Backspace")],
                                        "Delete the selected blocks and their wires")
-        self.act_select_all = self._action("Select &All", self.select_all, K.SelectAll,
+        self.act_select_all = self._action("Select &All", self.edits.select_all, K.SelectAll,
                                            "Select every block")
         self.act_add_block = self._action("Add &Block…", self.tab_filter.open, "Tab",
                                           "Search a block and add it at the cursor")
@@ -254,11 +254,12 @@ class MainWindow(QtWidgets.QMainWindow):
         self.doc.path_changed.connect(self.update_title)
         self.files.recent_changed.connect(self._fill_recent)
         self.files.message.connect(lambda text, level: self.log.add(text, level))
+        self.edits.message.connect(lambda text, level: self.log.add(text, level))
         self.adapter.selection_changed.connect(self._on_selection)
         self.adapter.files_dropped.connect(self.handle_files)
         self.adapter.edit_failed.connect(lambda msg: self.log.add(msg, "error"))
         self.palette.add_requested.connect(
-            lambda t: self.adapter.add_blocks([t], self._free_spot()))
+            lambda t: self.adapter.add_blocks([t], self.edits.free_spot()))
         self.search_popup.chosen.connect(lambda t, pos: self.adapter.add_blocks([t], pos))
         self.session.log.connect(lambda text, level, nid: self.log.add(text, level, nid))
         self.log.node_activated.connect(self.select_node)
@@ -336,101 +337,20 @@ class MainWindow(QtWidgets.QMainWindow):
         if node_id in self.doc.canvas.nodes:
             self.adapter.select([node_id])
 
-    # --- editing ---------------------------------------------------------------------------
-    def _free_spot(self) -> tuple[float, float]:
-        """Where a block added without a drop position goes: the view centre."""
-        v = self.adapter.viewer
-        p = v.mapToScene(v.rect().center())
-        n = len(self.doc.canvas.nodes) % 6
-        return float(p.x()) - 80 + 20 * n, float(p.y()) - 40 + 20 * n
-
-    def delete_selection(self) -> None:
-        ids = self.adapter.selected_ids()
-        if not ids:
-            return
-
-        def mutate(canvas):
-            for nid in ids:
-                if nid in canvas.nodes:
-                    canvas.remove_node(nid)
-
-        label = f"Delete {ids[0]}" if len(ids) == 1 else f"Delete {len(ids)} blocks"
-        self.doc.edit(label, mutate)
-
-    def copy_selection(self) -> bool:
-        ids = self.adapter.selected_ids()
-        if not ids:
-            return False
-        clipboard.put(clipboard.fragment(self.doc.canvas, ids))
-        self.statusBar().showMessage(f"copied {len(ids)} block(s)", 3000)
-        return True
-
-    def cut_selection(self) -> None:
-        if self.copy_selection():
-            self.delete_selection()
-
-    def paste(self) -> list[str]:
-        frag = clipboard.get()
-        if not frag or not frag.get("nodes"):
-            return []
-        return self._paste_fragment(frag, "Paste")
-
-    def duplicate_selection(self) -> list[str]:
-        ids = self.adapter.selected_ids()
-        if not ids:
-            return []
-        return self._paste_fragment(clipboard.fragment(self.doc.canvas, ids), "Duplicate")
-
-    def _paste_fragment(self, frag: dict, label: str) -> list[str]:
-        created: list[str] = []
-
-        def mutate(canvas):
-            created[:] = clipboard.paste_fragment(
-                canvas, frag, (clipboard.PASTE_OFFSET, clipboard.PASTE_OFFSET))
-
-        try:
-            self.doc.edit(f"{label} {len(frag['nodes'])} block(s)", mutate)
-        except (ValueError, KeyError) as exc:
-            self.log.add(f"{label} failed: {exc}", "error")
-            return []
-        self.adapter.select(created)
-        return created
-
-    def select_all(self) -> None:
-        self.adapter.select(self.adapter.node_ids())
-
-    # --- files dropped ---------------------------------------------------------------------
+    # --- dropped files ---------------------------------------------------------------------
     def handle_files(self, paths: list[str], scene_pos: tuple[float, float] | None = None
                      ) -> None:
         """A .gbc.json opens; each .npy becomes a Tensor block reading it (fill=file)."""
         canvases = [Path(p) for p in paths if is_canvas_file(p)]
         arrays = [Path(p) for p in paths if str(p).lower().endswith(".npy")]
-        others = [p for p in paths if not is_canvas_file(p) and not str(p).lower().endswith(
-            ".npy")]
-        for p in others:
-            self.log.add(f"cannot use dropped file {p}: expected a {CANVAS_SUFFIX} canvas or "
-                         "a .npy array", "warning")
+        for p in paths:
+            if not is_canvas_file(p) and not str(p).lower().endswith(".npy"):
+                self.log.add(f"cannot use dropped file {p}: expected a {CANVAS_SUFFIX} canvas "
+                             "or a .npy array", "warning")
         if canvases:
             self.files.open_path(canvases[0])
-            return
-        if not arrays:
-            return
-        pos = scene_pos if scene_pos is not None else self._free_spot()
-        created: list[str] = []
-
-        def mutate(canvas):
-            created.clear()
-            for i, path in enumerate(arrays):
-                attrs, warning = npy_tensor_attrs(path, self.doc.base_dir
-                                                  if self.doc.path else None)
-                if warning:
-                    self.log.add(warning, "warning")
-                node = canvas.add_node("Tensor", pos=(pos[0] + 40 * i, pos[1] + 40 * i),
-                                       attrs=attrs)
-                created.append(node.id)
-
-        self.doc.edit(f"Add Tensor from {arrays[0].name}", mutate)
-        self.adapter.select(created)
+        elif arrays:
+            self.edits.add_npy_tensors(arrays, scene_pos)
 
     def showEvent(self, event: QtGui.QShowEvent) -> None:
         super().showEvent(event)

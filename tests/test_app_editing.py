@@ -147,8 +147,8 @@ def test_copy_paste_and_duplicate_keep_attributes_and_inner_wires(grad_window):
     w = grad_window
     w.doc.edit("set", lambda c: c.set_attr("grad", "padding", "VALID"))
     w.adapter.select(["x", "grad"])
-    assert w.copy_selection()
-    created = w.paste()
+    assert w.edits.copy_selection()
+    created = w.edits.paste()
     assert len(created) == 2
     new = {w.doc.canvas.nodes[n].type: n for n in created}
     g2 = w.doc.canvas.nodes[new["Conv2DBackpropFilter"]]
@@ -157,7 +157,7 @@ def test_copy_paste_and_duplicate_keep_attributes_and_inner_wires(grad_window):
                       + 40)
     assert ((new["Tensor"], "output"), (g2.id, "input")) in edges(w)  # inner wire copied
     assert sorted(w.adapter.selected_ids()) == sorted(created)
-    dup = w.duplicate_selection()
+    dup = w.edits.duplicate_selection()
     assert len(dup) == 2 and len(w.doc.canvas.nodes) == 8
     w.doc.undo_stack.undo()
     w.doc.undo_stack.undo()
