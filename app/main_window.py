@@ -412,6 +412,24 @@ class MainWindow(QtWidgets.QMainWindow):
         event.accept()
 
 
+def install_excepthook(window: MainWindow) -> None:
+    """An unexpected exception in a Qt slot goes to the log panel (and stderr), never kills
+    the window with unsaved work."""
+    previous = sys.excepthook
+
+    def hook(exc_type, exc, tb):
+        import traceback
+
+        text = "".join(traceback.format_exception(exc_type, exc, tb))
+        print(text, file=sys.stderr)
+        try:
+            window.log.add(f"internal error: {exc_type.__name__}: {exc}\n{text}", "error")
+        except RuntimeError:  # the window is already gone
+            previous(exc_type, exc, tb)
+
+    sys.excepthook = hook
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="gradblocks", description="GradBlocks desktop app")
     p.add_argument("canvas", nargs="?", help="canvas file (.gbc.json) to open")
@@ -437,6 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     if shot:
         return _screenshot(args)
     window = MainWindow(recovery_dir=default_recovery_dir())
+    install_excepthook(window)
     window.show()
     if not window.files.offer_recovery() and args.canvas:
         window.files.open_path(args.canvas, ask=False)

@@ -270,3 +270,14 @@ def test_empty_canvas_shows_a_hint(window):
     assert not window.adapter._hint.isVisible()
     window.doc.undo_stack.undo()
     assert window.adapter._hint.isVisible()
+
+
+def test_renaming_on_the_node_title_is_an_undoable_edit(grad_window):
+    w = grad_window
+    node = w.adapter.node("grad")
+    w.adapter.viewer.node_name_changed.emit(node.id, "dW")  # what editing the title emits
+    assert w.doc.canvas.nodes["grad"].title == "dW"
+    assert node.view.name == "dW"
+    w.doc.undo_stack.undo()
+    assert w.doc.canvas.nodes["grad"].title == "grad"
+    assert node.view.name == "grad"
