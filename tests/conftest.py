@@ -7,8 +7,9 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import app  # noqa: F401  (first: guards None/True/False refcounts against PySide6 6.12 on 3.11)
 from hypothesis import HealthCheck, settings
+
+import app  # noqa: F401  (first: guards None/True/False refcounts against PySide6 6.12 on 3.11)
 
 _quiet = [HealthCheck.too_slow]
 settings.register_profile("gradblocks", max_examples=40, deadline=None,
