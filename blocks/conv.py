@@ -140,11 +140,17 @@ def _conv_block(type_id: str, op: str, title: str, category: str, doc: str, kind
         args = {p: inputs[p] for p in ports}
         return {"output": kernel(**args, **kernel_attrs(attrs, cudnn))}
 
+    filter_axes = DEPTHWISE_FILTER_AXES if depthwise else FILTER_AXES
+    port_axes = {
+        "input": lambda a: activation_axes(a["data_format"]),
+        "out_backprop": lambda a: activation_axes(a["data_format"]),
+        "filter": lambda a: filter_axes,
+    }
     attrs = CONV_ATTRS + ((CUDNN,) if cudnn else ())
     names = {a.name for a in attrs} | set(ports)
     return BlockSpec(
         type_id=type_id, title=title, category=category, op=op, doc=doc,
-        inputs=tuple(PortSpec(p, port_docs[p]) for p in ports),
+        inputs=tuple(PortSpec(p, port_docs[p], port_axes.get(p)) for p in ports),
         outputs=(PortSpec("output", "The result, in the input's dtype."),),
         attrs=attrs, infer=infer, run=run,
     )

@@ -113,10 +113,12 @@ class AttrSpec:
 
 @dataclass(frozen=True)
 class PortSpec:
-    """An input or output port."""
+    """An input or output port. ``axes(attrs)`` (inputs only, optional) names the axes this
+    port expects, e.g. N, H, W, C for an NHWC input; viewers use it for unnamed sources."""
 
     name: str
     doc: str = ""
+    axes: Callable[[dict], tuple[str, ...]] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ steps, each with a cache key built from its type, its attributes and its inputs'
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -166,4 +167,20 @@ def compile_canvas(canvas: Canvas, base_dir: str | Path | None = None,
         input_keys = {p: f"{keys[src[0]]}:{src[1]}" for p, src in wired.items()}
         keys[node_id] = _cache_key(spec, attrs, input_keys)
         plan.steps.append(Step(node_id, spec, attrs, dict(wired), keys[node_id]))
+    _name_axes_from_consumers(canvas, plan)
     return plan
+
+
+def _name_axes_from_consumers(canvas: Canvas, plan: Plan) -> None:
+    """Give an output without axis names (a Tensor source, say) the names its consumer's input
+    port expects: N, H, W, C into an NHWC conv input, kh, kw, in, out into a filter."""
+    steps = {s.node_id: s for s in plan.steps}
+    for e in canvas.edges:
+        src, dst = plan.specs.get(e.src), steps.get(e.dst[0])
+        if src is None or src.axes is not None or dst is None:
+            continue
+        port = next(p for p in dst.spec.inputs if p.name == e.dst[1])
+        if port.axes is not None:
+            axes = port.axes(dst.attrs)
+            if len(axes) == len(src.shape):
+                plan.specs[e.src] = dataclasses.replace(src, axes=axes)

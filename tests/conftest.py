@@ -9,7 +9,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from hypothesis import HealthCheck, settings
 
-import app  # noqa: F401  (first: guards None/True/False refcounts against PySide6 6.12 on 3.11)
+import app  # noqa: F401  (before any Qt import: guards None/True/False refcounts, PySide6 6.12)
 
 _quiet = [HealthCheck.too_slow]
 settings.register_profile("gradblocks", max_examples=40, deadline=None,

@@ -177,3 +177,13 @@ def test_inferred_shapes_equal_actual_shapes_on_random_canvases(k, s, padding, f
     for key, ts in plan.specs.items():
         assert result.outputs[key].shape == ts.shape
         assert str(result.outputs[key].dtype) == ts.dtype
+
+
+def test_sources_get_axis_names_from_their_consumer():
+    c = grad_canvas()
+    c.set_attr("y", "data_format", "NCHW")
+    c.set_attr("x", "shape", [2, 3, 7, 6])
+    plan = compile_canvas(c)
+    assert plan.specs[("x", "output")].axes == ("N", "C", "H", "W")
+    assert plan.specs[("w", "output")].axes == ("kh", "kw", "in", "out")
+    assert plan.specs[("dy_seed", "output")].axes is None
