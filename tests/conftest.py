@@ -5,6 +5,8 @@
 
 import os
 
+import pytest
+
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from hypothesis import HealthCheck, settings
@@ -17,3 +19,25 @@ settings.register_profile("gradblocks", max_examples=40, deadline=None,
 settings.register_profile("thorough", max_examples=600, deadline=None,
                           suppress_health_check=_quiet)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "gradblocks"))
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, monkeypatch):
+    """A main window on an empty canvas (settings and recovery under tmp_path, no dialogs)."""
+    from tests.app_support import close_window, make_window, no_dialogs
+
+    no_dialogs(monkeypatch)
+    w = make_window(qtbot, tmp_path)
+    yield w
+    close_window(w)
+
+
+@pytest.fixture
+def grad_window(qtbot, tmp_path, monkeypatch):
+    """A main window on the small Conv2DBackpropFilter canvas of tests.app_support."""
+    from tests.app_support import close_window, grad_canvas, make_window, no_dialogs
+
+    no_dialogs(monkeypatch)
+    w = make_window(qtbot, tmp_path, grad_canvas())
+    yield w
+    close_window(w)

@@ -8,7 +8,7 @@ import html
 import numpy as np
 import pytest
 
-from tests.test_app_support import close_window, grad_canvas, make_window, no_dialogs
+from tests.app_support import close_window, grad_canvas, make_window, no_dialogs
 
 QtCore = pytest.importorskip("PySide6.QtCore")
 from PySide6 import QtWidgets
@@ -209,7 +209,7 @@ def test_path_editor_uses_file_picker_relative_to_canvas(qtbot, tmp_path, monkey
 
 
 def test_int_vector_values_as_text_and_run_warns_about_pending_edit(qtbot, window):
-    from tests.test_app_support import wait_run
+    from tests.app_support import wait_run
 
     w = window
     w.adapter.select(["fs"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_app_support import grad_canvas
+from tests.app_support import grad_canvas
 
 pytest.importorskip("PySide6")
 

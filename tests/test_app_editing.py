@@ -5,35 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_app_support import (
-    close_window,
+from tests.app_support import (
     drag,
     drop_mime,
     focus_canvas,
     grad_canvas,
-    make_window,
-    no_dialogs,
     view_point,
 )
 
 QtCore = pytest.importorskip("PySide6.QtCore")
 from PySide6 import QtGui, QtTest, QtWidgets
-
-
-@pytest.fixture
-def window(qtbot, tmp_path, monkeypatch):
-    no_dialogs(monkeypatch)
-    w = make_window(qtbot, tmp_path)
-    yield w
-    close_window(w)
-
-
-@pytest.fixture
-def grad_window(qtbot, tmp_path, monkeypatch):
-    no_dialogs(monkeypatch)
-    w = make_window(qtbot, tmp_path, grad_canvas())
-    yield w
-    close_window(w)
 
 
 def edges(w):

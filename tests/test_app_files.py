@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.test_app_support import (
+from tests.app_support import (
     close_window,
     drop_mime,
     grad_canvas,
@@ -23,14 +23,6 @@ from PySide6 import QtWidgets
 from engine.canvas import load_canvas, save_canvas
 
 Box = QtWidgets.QMessageBox
-
-
-@pytest.fixture
-def window(qtbot, tmp_path, monkeypatch):
-    no_dialogs(monkeypatch)
-    w = make_window(qtbot, tmp_path)
-    yield w
-    close_window(w)
 
 
 def answer(monkeypatch, kind: str, button) -> list:

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from tests.test_app_support import close_window, grad_canvas, make_window, no_dialogs, wait_run
+from tests.app_support import close_window, grad_canvas, make_window, no_dialogs, wait_run
 
 QtCore = pytest.importorskip("PySide6.QtCore")
 
@@ -16,16 +16,8 @@ from engine import kernels
 from engine.canvas import Canvas
 
 
-@pytest.fixture
-def window(qtbot, tmp_path, monkeypatch):
-    no_dialogs(monkeypatch)
-    w = make_window(qtbot, tmp_path, grad_canvas())
-    yield w
-    close_window(w)
-
-
-def test_run_shows_results_on_nodes_and_in_viewer(qtbot, window):
-    w = window
+def test_run_shows_results_on_nodes_and_in_viewer(qtbot, grad_window):
+    w = grad_window
     w.adapter.select(["grad"])
     assert "no output yet" in w.viewer_dock.caption.text()
     wait_run(qtbot, w)
@@ -63,9 +55,9 @@ def test_run_shows_results_on_nodes_and_in_viewer(qtbot, window):
     assert any("run finished" in m for m in w.log.messages("ok"))
 
 
-def test_pinned_output_is_compared_with_the_same_block_after_an_edit(qtbot, window,
+def test_pinned_output_is_compared_with_the_same_block_after_an_edit(qtbot, grad_window,
                                                                      monkeypatch):
-    w = window
+    w = grad_window
     wait_run(qtbot, w)
     w.adapter.select(["grad"])
     before = w.session.outputs[("grad", "output")].copy()
@@ -85,8 +77,8 @@ def test_pinned_output_is_compared_with_the_same_block_after_an_edit(qtbot, wind
     assert w.viewer_dock.shown == ("grad.output",)
 
 
-def test_window_stays_responsive_and_only_changed_blocks_rerun(qtbot, window):
-    w = window
+def test_window_stays_responsive_and_only_changed_blocks_rerun(qtbot, grad_window):
+    w = grad_window
     wait_run(qtbot, w)
     first = w.session.outputs[("grad", "output")].copy()
     w.doc.edit("dy seed", lambda c: c.set_attr("dy", "seed", 7))
@@ -102,8 +94,8 @@ def test_window_stays_responsive_and_only_changed_blocks_rerun(qtbot, window):
     assert not np.array_equal(first, w.session.outputs[("grad", "output")])
 
 
-def test_cancel_stops_between_blocks(qtbot, window, monkeypatch):
-    w = window
+def test_cancel_stops_between_blocks(qtbot, grad_window, monkeypatch):
+    w = grad_window
     executor = w.session.runner.executor
     resume = threading.Event()
     real_run = executor.run

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_app_support import grad_canvas
+from tests.app_support import grad_canvas
 
 QtGui = pytest.importorskip("PySide6.QtGui")
 

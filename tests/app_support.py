@@ -1,4 +1,4 @@
-"""Helpers shared by the GUI tests (tests/test_app_*.py); this module has no tests itself.
+"""Helpers shared by the GUI tests (tests/test_app_*.py; fixtures `window`, `grad_window` in conftest).
 
 ``make_window`` builds a MainWindow with settings and recovery files under tmp_path; ``mouse``
 drives real mouse gestures on the canvas; ``no_dialogs`` makes any unexpected modal dialog fail
