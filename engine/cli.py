@@ -157,11 +157,15 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit_:
         return int(exit_.code or 0)
     executor = Executor(memory_limit=int(opts.memory_limit_gib * 2**30))
-    if opts.command == "check":
-        return cmd_check(opts.canvas, executor)
-    if opts.command == "run":
-        return cmd_run(opts.canvas, executor, opts.out)
-    return cmd_export(opts.canvas, executor, opts.output)
+    try:
+        if opts.command == "check":
+            return cmd_check(opts.canvas, executor)
+        if opts.command == "run":
+            return cmd_run(opts.canvas, executor, opts.out)
+        return cmd_export(opts.canvas, executor, opts.output)
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return 130
 
 
 if __name__ == "__main__":
