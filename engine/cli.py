@@ -8,6 +8,7 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -138,8 +139,20 @@ def cmd_export(path: str, executor: Executor, output: str) -> int:
     return 0
 
 
+def _no_screen() -> bool:
+    """On Linux, neither an X11 nor a Wayland display nor an explicit Qt platform is set."""
+    env = os.environ
+    return (sys.platform.startswith("linux") and not env.get("QT_QPA_PLATFORM")
+            and not env.get("DISPLAY") and not env.get("WAYLAND_DISPLAY"))
+
+
 def open_app(argv: list[str]) -> int:
     """Start the desktop app (imported lazily: the engine never imports Qt)."""
+    if _no_screen():
+        _err("no screen to open the app on (DISPLAY and WAYLAND_DISPLAY are not set). Use "
+             "`gradblocks check|run|export CANVAS` headless, or set QT_QPA_PLATFORM=offscreen "
+             "with --screenshot.")
+        return 2
     try:
         from app.main_window import main as app_main
     except ImportError as err:

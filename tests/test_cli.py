@@ -133,3 +133,11 @@ def test_export_script_reproduces_the_outputs(path, tmp_path):
     assert set(data.files) == {f"{n}.{p}" for n, p in result.outputs}
     for (n, p), v in result.outputs.items():
         np.testing.assert_array_equal(data[f"{n}.{p}"], np.asarray(v))
+
+
+def test_app_without_a_screen_says_so_instead_of_aborting(monkeypatch, capsys):
+    for var in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(sys, "platform", "linux")
+    assert main([]) == 2
+    assert "no screen to open the app on" in capsys.readouterr().err
