@@ -9,10 +9,14 @@ phase images ``P`` of ``x`` and the zero-embedded flat ``E`` of ``dy`` (``T`` po
 - backprop input:  ``D_t[p + off_t] += E[p] @ w_t.T``, then phases merged back into ``dx``
 
 Each is one matrix product per filter tap on shifted views (no copies), or, when the channel
-count is too small for a per-tap product to be efficient, one product on an im2col matrix.
-Depthwise is the same with the channel product replaced by a per-channel one. Batches are
-processed in chunks so extra memory stays bounded whatever the batch size. No Python loop runs
-over batch, positions or channels: only over taps, stride phases and batch chunks.
+count is too small for a per-tap product to be efficient, one product on a transposed im2col
+matrix built from per-channel ("planar") phase images. Filter-gradient sums are split over the
+cores (BLAS parallelizes their thin ``(C, O)`` products poorly) and walked in cache-sized
+blocks. The depthwise filter gradient skips the phase layout: one einsum per tile of output rows
+over a strided ``(N, OH, OW, KH, KW, C)`` window view of the padded input. Batches are processed
+in chunks so extra memory stays bounded whatever the batch size. Python loops run only over
+taps, stride phases, batch chunks and cache blocks/tiles of positions (each a large vectorized
+call), never element by element.
 """
 
 from __future__ import annotations
