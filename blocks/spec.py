@@ -160,10 +160,12 @@ class BlockSpec:
                 for a in self.attrs}
 
     def attr(self, name: str) -> AttrSpec:
+        """The attribute ``name``; an :class:`AttrError` lists the ones there are."""
         for a in self.attrs:
             if a.name == name:
                 return a
-        raise KeyError(f"{self.type_id} has no attribute {name!r}")
+        names = ", ".join(a.name for a in self.attrs) or "none"
+        raise AttrError(name, f"{self.type_id} has no attribute {name!r} (it has {names})")
 
     def input_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.inputs)

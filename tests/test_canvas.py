@@ -140,3 +140,12 @@ def test_attributes_left_out_take_defaults_and_dumps_is_canonical():
     c = Canvas.from_json(_doc([{"id": "g", "type": "Conv2DBackpropFilter"}]))
     assert c.nodes["g"].attrs == {} and c.nodes["g"].title == "g"
     assert dumps(c) == dumps(Canvas.from_json(json.loads(dumps(c))))
+
+
+def test_unknown_attribute_on_add_and_set_is_a_clear_error():
+    c = Canvas()
+    with pytest.raises(InvalidArgumentError, match="Tensor has no attribute 'colour'"):
+        c.add_node("Tensor", attrs={"colour": "red"})
+    c.add_node("Tensor", id="x")
+    with pytest.raises(InvalidArgumentError, match=r"no attribute 'strides' \(it has shape"):
+        c.set_attr("x", "strides", [1, 1, 1, 1])
