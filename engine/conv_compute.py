@@ -157,20 +157,28 @@ def conv2d_backprop_input(
     for sl in _chunks(n, per):
         nb = sl.stop - sl.start
         e = lay.embed_output(dy[sl], ctype).reshape(-1, co)
-        d = _backprop_input_chunk(lay, e[: e.shape[0] - lay.max_offset], wt, few)
+        direct = (not few and lay.identity and out.dtype == ctype
+                  and out[sl].flags.c_contiguous)
+        d = _backprop_input_chunk(lay, e[: e.shape[0] - lay.max_offset], wt, few,
+                                  out[sl].reshape(1, 1, -1, ci) if direct else None)
+        if direct:  # accumulated straight into the result
+            continue
         if few:
             lay.merge_input(d.reshape(sr, sc, ci, nb, lay.hq, lay.wq), out[sl], planar=True)
         else:
             lay.merge_input(d.reshape(sr, sc, nb, lay.hq, lay.wq, ci), out[sl])
 
 
-def _backprop_input_chunk(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray, few: bool):
-    """Flat phase gradients of one chunk: ``(sr, sc, C, L)`` if ``few`` else ``(sr, sc, L, C)``."""
+def _backprop_input_chunk(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray, few: bool,
+                          into: np.ndarray | None = None):
+    """Flat phase gradients of one chunk: ``(sr, sc, C, L)`` if ``few`` else ``(sr, sc, L, C)``
+    (accumulated into the zeroed ``into`` when given)."""
     g = lay.g
     t, ci, co = e.shape[0], wt.shape[3], wt.shape[2]
     length = t + lay.max_offset
     if not few:  # one product per tap accumulated in place into the shifted phase view
-        d = np.zeros((g.stride_rows, g.stride_cols, length, ci), e.dtype)
+        d = into if into is not None else np.zeros(
+            (g.stride_rows, g.stride_cols, length, ci), e.dtype)
         for tap in lay.taps:
             dst = d[tap.phase_row, tap.phase_col, tap.offset : tap.offset + t]
             gemm_acc(dst, e, wt[tap.row, tap.col])

@@ -58,6 +58,14 @@ class PhaseLayout:
                 taps.append(Tap(i, j, pr, pc, qr * wq + qc))
         return cls(g, hq, wq, tuple(taps), qr_max * wq + qc_max)
 
+    @property
+    def identity(self) -> bool:
+        """True when the phase image is the input itself (stride 1, no padding before, and
+        exactly the rows and columns the windows read)."""
+        g = self.g
+        return (g.stride_rows == g.stride_cols == 1 and self.hq == g.in_rows
+                and self.wq == g.in_cols and g.pad_top == 0 and g.pad_left == 0)
+
     def positions(self, batch: int) -> int:
         """T: how many flat positions every tap reads for ``batch`` images."""
         return batch * self.hq * self.wq - self.max_offset
@@ -96,9 +104,7 @@ class PhaseLayout:
         """
         g = self.g
         n, c = x.shape[0], x.shape[3]
-        trivial = (g.stride_rows == g.stride_cols == 1 and self.hq == g.in_rows
-                   and self.wq == g.in_cols and g.pad_top == 0 and g.pad_left == 0)
-        if trivial and not planar and x.dtype == dtype and x.flags.c_contiguous:
+        if self.identity and not planar and x.dtype == dtype and x.flags.c_contiguous:
             return x.reshape(1, 1, *x.shape)
         inner = (c, n, self.hq, self.wq) if planar else (n, self.hq, self.wq, c)
         out = np.zeros((g.stride_rows, g.stride_cols, *inner), dtype)

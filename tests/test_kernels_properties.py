@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from engine import kernels, parallel
+from engine import conv_compute, kernels, parallel
 from engine.conv_shapes import conv2d_geometry
 from engine.dtypes import DTYPES, RTOL
 from engine.errors import InvalidArgumentError
@@ -117,6 +117,46 @@ def test_adjoint_identity_on_a_larger_strided_dilated_case():
     dw = kernels.conv2d_backprop_filter(x, w.shape, dy, **attrs)
     assert np.isclose(np.vdot(y, dy), np.vdot(x, dx), rtol=1e-12)
     assert np.isclose(np.vdot(y, dy), np.vdot(w, dw), rtol=1e-12)
+
+
+@contextmanager
+def _per_tap_products():
+    """Force the per-tap product paths (normally only for >= 16 channels) on small cases."""
+    old = conv_compute.IM2COL_MAX_CHANNELS
+    conv_compute.IM2COL_MAX_CHANNELS = 1
+    try:
+        yield
+    finally:
+        conv_compute.IM2COL_MAX_CHANNELS = old
+
+
+@given(conv_cases())
+def test_per_tap_product_paths_match_reference(case):
+    with _per_tap_products():
+        _check_family(*CONV, case)
+
+
+@given(conv_cases())
+def test_per_tap_product_paths_in_parallel_match_reference(case):
+    with _per_tap_products(), _threads_on_tiny_cases():
+        _check_family(*CONV, case)
+
+
+def test_many_channels_use_the_per_tap_paths_and_match_reference():
+    """A real 24-channel case (per-tap products, direct input-gradient accumulation)."""
+    rng = np.random.default_rng(3)
+    for padding, strides in (("VALID", [1, 1, 1, 1]), ("SAME", [1, 2, 1, 1])):
+        attrs = {"strides": strides, "padding": padding}
+        x = rng.standard_normal((2, 7, 6, 24))
+        w = rng.standard_normal((3, 2, 24, 20))
+        g = conv2d_geometry(x.shape, w.shape, **attrs)
+        dy = rng.standard_normal(g.output_shape)
+        np.testing.assert_allclose(kernels.conv2d(x, w, **attrs), reference.conv2d(x, w, g),
+                                   rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(kernels.conv2d_backprop_filter(x, w.shape, dy, **attrs),
+                                   reference.backprop_filter(x, dy, g), rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(kernels.conv2d_backprop_input(x.shape, w, dy, **attrs),
+                                   reference.backprop_input(w, dy, g), rtol=1e-10, atol=1e-10)
 
 
 @contextmanager
