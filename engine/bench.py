@@ -80,6 +80,9 @@ CASES = [
     Case("filter N=32 56x56x64 (memory)", "Conv2DBackpropFilter", (32, 56, 56, 64), (3, 3, 64, 64), 1, "SAME", group="extra"),
 ]
 
+#: Pause after timing TensorFlow, so its spinning worker threads do not slow the next case.
+SETTLE_S = 0.5
+
 OURS = {
     "Conv2DBackpropFilter": kernels.conv2d_backprop_filter,
     "Conv2DBackpropInput": kernels.conv2d_backprop_input,
@@ -175,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         tf_fn = tf_call(case, args) if opts.compare else None
         if tf_fn is not None:
             tf_ms = median_ms(tf_fn, repeat)
+            time.sleep(SETTLE_S)  # TF's OpenMP threads spin after work: let them sleep first
             ratios.setdefault(case.group, []).append(ms / tf_ms)
             line += f" {tf_ms:8.2f} {ms / tf_ms:8.2f}"
         print(line, flush=True)
