@@ -1,4 +1,9 @@
-"""What the tensor viewer shows, computed without Qt: statistics, 2-D slices, filter montages."""
+"""What the tensor viewer shows, computed without Qt: statistics, 2-D slices, filter montages and
+the difference of two tensors.
+
+Every number is computed in float64 (float16 and bfloat16 convert exactly), so the viewer's
+figures are NumPy's figures on ``a.astype(np.float64)``.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +13,18 @@ import numpy as np
 
 from engine.dtypes import dtype_name
 
+#: Montage scalings: by the filter's max |w|, by each tile's own max |w|, or raw values.
+MONTAGE_SCALES = ("global", "tile", "none")
+
 
 @dataclass(frozen=True)
 class TensorStats:
-    """Summary of a tensor. min/max/mean/std are over the finite values (None if none)."""
+    """Summary of a tensor.
+
+    ``min``/``max``/``mean``/``std`` (population std, ddof=0) are over the finite values and are
+    None when there are none; ``zero_fraction`` is the fraction of all elements equal to 0 (None
+    for an empty tensor).
+    """
 
     shape: tuple[int, ...]
     dtype: str
@@ -25,7 +38,7 @@ class TensorStats:
     zero_fraction: float | None
 
     def summary(self) -> str:
-        """One line for a status bar."""
+        """One line for a status bar: ``shape [..]  dtype  min ..  max ..  mean ..  std ..``."""
         def f(v: float | None) -> str:
             return "-" if v is None else f"{v:.6g}"
         zeros = "-" if self.zero_fraction is None else f"{self.zero_fraction:.1%}"
@@ -34,25 +47,69 @@ class TensorStats:
                 f"Inf {self.inf_count}  zeros {zeros}")
 
 
+def _float64(a: np.ndarray) -> np.ndarray:
+    return a.astype(np.float64, copy=False)
+
+
 def tensor_stats(a: np.ndarray) -> TensorStats:
-    """Statistics in float64 (bfloat16 and float16 included)."""
+    """Statistics of ``a`` in float64 over its finite values; no warnings for empty tensors."""
     a = np.asarray(a)
-    v = a.astype(np.float64, copy=False).ravel() if a.dtype != bool else a.ravel().astype(float)
+    v = _float64(a).ravel()
     finite = np.isfinite(v)
+    n_finite = int(np.count_nonzero(finite))
     nan_count = int(np.count_nonzero(np.isnan(v)))
-    inf_count = int(v.size - nan_count - np.count_nonzero(finite))
-    good = v[finite]
+    good = v if n_finite == v.size else v[finite]
     if good.size:
-        stats = (float(good.min()), float(good.max()), float(good.mean()), float(good.std()))
+        mean = float(good.mean())
+        stats = (float(good.min()), float(good.max()), mean, float(good.std()))
     else:
         stats = (None, None, None, None)
     zero = float(np.count_nonzero(v == 0)) / v.size if v.size else None
     return TensorStats(tuple(a.shape), dtype_name(a.dtype), int(a.size), *stats, nan_count,
-                       inf_count, zero)
+                       v.size - n_finite - nan_count, zero)
+
+
+@dataclass(frozen=True)
+class DiffStats:
+    """How far ``a`` is from ``b`` (same shape), over the positions where both are finite.
+
+    ``max_abs = max |a - b|`` (at index ``argmax_abs``); ``max_rel = max |a - b| / |b|`` over
+    the positions with ``b != 0``; ``nonfinite_mismatch`` counts positions where one is NaN/Inf
+    and the other is not the same NaN/Inf. Empty or all-non-finite tensors give 0 errors.
+    """
+
+    max_abs: float
+    argmax_abs: tuple[int, ...] | None
+    max_rel: float
+    nonfinite_mismatch: int
+
+    def summary(self) -> str:
+        at = "" if self.argmax_abs is None else f" at {list(self.argmax_abs)}"
+        return (f"max abs error {self.max_abs:.6g}{at}  max rel error {self.max_rel:.6g}  "
+                f"NaN/Inf mismatches {self.nonfinite_mismatch}")
+
+
+def diff_stats(a: np.ndarray, b: np.ndarray) -> DiffStats:
+    """The largest absolute and relative error of ``a`` against ``b`` (see :class:`DiffStats`)."""
+    a, b = _float64(np.asarray(a)), _float64(np.asarray(b))
+    if a.shape != b.shape:
+        raise ValueError(f"shapes {list(a.shape)} and {list(b.shape)} differ")
+    both = np.isfinite(a) & np.isfinite(b)
+    with np.errstate(invalid="ignore"):
+        d = np.where(both, np.abs(a - b), 0.0)
+        same_nonfinite = (a == b) | (np.isnan(a) & np.isnan(b))
+    mismatch = int(np.count_nonzero(~both & ~same_nonfinite))
+    if not np.any(both):
+        return DiffStats(0.0, None, 0.0, mismatch)
+    flat = int(np.argmax(d))
+    at = tuple(int(i) for i in np.unravel_index(flat, a.shape))
+    nz = both & (b != 0)
+    rel = float((d[nz] / np.abs(b[nz])).max()) if np.any(nz) else 0.0
+    return DiffStats(float(d.ravel()[flat]), at, rel, mismatch)
 
 
 def default_axes(ndim: int) -> tuple[str, ...]:
-    """Axis names when nothing better is known: d0, d1, ..."""
+    """Axis names when the layout is unknown: d0, d1, ..."""
     return tuple(f"d{i}" for i in range(ndim))
 
 
@@ -62,7 +119,7 @@ def default_view_axes(axes: tuple[str, ...]) -> tuple[int, int]:
         if rows in axes and cols in axes:
             return axes.index(rows), axes.index(cols)
     n = len(axes)
-    return (max(0, n - 2), max(0, n - 1)) if n >= 2 else (0, 0)
+    return (n - 2, n - 1) if n >= 2 else (0, 0)
 
 
 def slice_2d(a: np.ndarray, row_axis: int, col_axis: int, index: dict[int, int]) -> np.ndarray:
@@ -70,9 +127,9 @@ def slice_2d(a: np.ndarray, row_axis: int, col_axis: int, index: dict[int, int])
     fixed at ``index[axis]`` (default 0). 0-D and 1-D tensors become one row."""
     a = np.asarray(a)
     if a.ndim == 0:
-        return a.astype(np.float64).reshape(1, 1)
+        return _float64(a).reshape(1, 1)
     if a.ndim == 1:
-        return a.astype(np.float64).reshape(1, -1)
+        return _float64(a).reshape(1, -1)
     if row_axis == col_axis:
         raise ValueError("the row and column axes must differ")
     sel = tuple(slice(None) if ax in (row_axis, col_axis) else int(index.get(ax, 0))
@@ -81,26 +138,62 @@ def slice_2d(a: np.ndarray, row_axis: int, col_axis: int, index: dict[int, int])
     return s if row_axis < col_axis else s.T
 
 
-def montage(w: np.ndarray, scale: str = "global") -> np.ndarray:
-    """A 4-D filter ``(kh, kw, in, out)`` as one image: an in x out grid of kh x kw tiles, tile
-    ``(i, o)`` at rows ``i*(kh+1) ..``, columns ``o*(kw+1) ..``, separated by NaN lines.
+def slice_index(ndim: int, row_axis: int, col_axis: int, index: dict[int, int], row: int,
+                col: int) -> tuple[int, ...]:
+    """The tensor index of pixel ``(row, col)`` of :func:`slice_2d` with the same arguments."""
+    if ndim == 0:
+        return ()
+    if ndim == 1:
+        return (col,)
+    pos = {row_axis: row, col_axis: col}
+    return tuple(pos.get(ax, int(index.get(ax, 0))) for ax in range(ndim))
 
-    Values are divided by max |w| (``scale="global"``) or by each tile's own max |w|
-    (``"tile"``), so a diverging colour map over [-1, 1] centres 0.
+
+def montage(w: np.ndarray, scale: str = "global", vmax: float | None = None) -> np.ndarray:
+    """A 4-D filter ``(kh, kw, in, out)`` as one image: an in x out grid of kh x kw tiles; tile
+    ``(i, o)`` is ``w[:, :, i, o]`` at rows ``i*(kh+1) ..`` and columns ``o*(kw+1) ..``, and the
+    1-pixel lines between tiles are NaN.
+
+    ``scale="global"`` divides by max |w| over the finite values (or by ``vmax`` when given, e.g.
+    the common maximum of two filters being compared), ``"tile"`` by each tile's own max |w|,
+    ``"none"`` keeps the values. Scaled values lie in [-1, 1] (+-Inf clip to +-1, NaN stays), so a
+    diverging colour map over [-1, 1] is centred at 0; all-zero tiles stay 0.
     """
-    w = np.asarray(w, np.float64)
+    w = np.asarray(w)
     if w.ndim != 4:
         raise ValueError(f"a montage needs a 4-D filter, got shape {list(w.shape)}")
+    if scale not in MONTAGE_SCALES:
+        raise ValueError(f"scale {scale!r} is not one of {', '.join(MONTAGE_SCALES)}")
     kh, kw, cin, cout = w.shape
-    tiles = w.transpose(2, 3, 0, 1)  # (in, out, kh, kw)
-    if scale == "tile":
-        denom = np.abs(tiles).max(axis=(2, 3), keepdims=True, initial=0.0)
-    elif scale == "global":
-        denom = np.array(np.abs(w).max(initial=0.0))
-    else:
-        raise ValueError(f"scale {scale!r} is not 'global' or 'tile'")
-    with np.errstate(invalid="ignore", divide="ignore"):
-        tiles = np.where(denom > 0, tiles / np.where(denom > 0, denom, 1), 0.0)
+    tiles = _float64(w).transpose(2, 3, 0, 1)  # (in, out, kh, kw)
+    if scale != "none":
+        finite_abs = np.where(np.isfinite(tiles), np.abs(tiles), 0.0)
+        if scale == "tile":
+            denom = finite_abs.max(axis=(2, 3), keepdims=True, initial=0.0)
+        else:
+            denom = np.asarray(finite_abs.max(initial=0.0) if vmax is None else float(vmax))
+        tiles = np.clip(tiles / np.where(denom > 0, denom, 1.0), -1.0, 1.0)
     out = np.full((cin, kh + 1, cout, kw + 1), np.nan)
     out[:, :kh, :, :kw] = tiles.transpose(0, 2, 1, 3)
     return out.reshape(cin * (kh + 1), cout * (kw + 1))[:-1, :-1]
+
+
+def montage_index(shape: tuple[int, ...], row: int, col: int) -> tuple[int, int, int, int] | None:
+    """The filter index ``(kh, kw, in, out)`` of montage pixel ``(row, col)`` for a filter of
+    ``shape``; None on a separator line or outside the montage."""
+    kh, kw, cin, cout = shape
+    if row < 0 or col < 0:
+        return None
+    i, r = divmod(row, kh + 1)
+    o, c = divmod(col, kw + 1)
+    if r == kh or c == kw or i >= cin or o >= cout:
+        return None
+    return r, c, i, o
+
+
+def montage_separators(shape: tuple[int, ...]) -> np.ndarray:
+    """Boolean mask of the separator pixels of the montage of a filter of ``shape``."""
+    kh, kw, cin, cout = shape
+    rows = np.arange(max(0, cin * (kh + 1) - 1)) % (kh + 1) == kh
+    cols = np.arange(max(0, cout * (kw + 1) - 1)) % (kw + 1) == kw
+    return rows[:, None] | cols[None, :]
