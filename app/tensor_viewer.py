@@ -320,19 +320,30 @@ class TensorViewer(QtWidgets.QWidget):
         tl.addWidget(self.table_info)
         tl.addWidget(self.table, 1)
 
-        self.tabs = QtWidgets.QTabWidget(self)
-        self.tabs.setDocumentMode(True)
-        self.tabs.addTab(self.image_page, "Image")
-        self.tabs.addTab(self.histogram, "Histogram")
-        self.tabs.addTab(self.table_page, "Table")
-        self.tabs.setCornerWidget(controls, QtCore.Qt.TopRightCorner)
+        # tabs and controls share one row (a QTabWidget corner widget does not follow the
+        # controls' size when spin boxes appear)
+        self.pages = QtWidgets.QStackedWidget(self)
+        self.tabs = QtWidgets.QTabBar(self)
+        self.tabs.setDrawBase(False)
+        self.tabs.setExpanding(False)
+        for page, name in ((self.image_page, "Image"), (self.histogram, "Histogram"),
+                           (self.table_page, "Table")):
+            self.pages.addWidget(page)
+            self.tabs.addTab(name)
+        self.tabs.currentChanged.connect(self.pages.setCurrentIndex)
         self.controls = controls
+        bar = QtWidgets.QHBoxLayout()
+        bar.setContentsMargins(0, 0, 0, 0)
+        bar.addWidget(self.tabs)
+        bar.addStretch(1)
+        bar.addWidget(controls)
 
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(4, 2, 4, 2)
         lay.setSpacing(2)
         lay.addWidget(self.stats_label)
-        lay.addWidget(self.tabs, 1)
+        lay.addLayout(bar)
+        lay.addWidget(self.pages, 1)
 
         self.mode_combo.currentIndexChanged.connect(self._on_controls)
         self.scale_combo.currentIndexChanged.connect(self._on_controls)
@@ -448,7 +459,7 @@ class TensorViewer(QtWidgets.QWidget):
         """Save the picture (image page: caption, image(s), colour bars) as a PNG."""
         page = self.image_page
         if not page.isVisible():  # another tab is current: lay the page out at the tab's size
-            page.resize(self.tabs.currentWidget().size())
+            page.resize(self.pages.currentWidget().size())
             page.layout().activate()
         return page.grab().save(path, "PNG")
 
