@@ -54,11 +54,19 @@ def format_value(v: float, dtype: np.dtype) -> str:
 
 
 def _finite_range(*arrays: np.ndarray) -> tuple[float, float] | None:
+    """(min, max) over the finite values of all ``arrays``; None when there are none."""
     lo, hi = np.inf, -np.inf
     for a in arrays:
-        f = a[np.isfinite(a)]
-        if f.size:
-            lo, hi = min(lo, float(f.min())), max(hi, float(f.max()))
+        if a.size == 0:
+            continue
+        with np.errstate(invalid="ignore"):
+            amin, amax = float(np.min(a)), float(np.max(a))
+        if not (np.isfinite(amin) and np.isfinite(amax)):  # NaN or Inf inside: mask them
+            f = a[np.isfinite(a)]
+            if not f.size:
+                continue
+            amin, amax = float(f.min()), float(f.max())
+        lo, hi = min(lo, amin), max(hi, amax)
     return (lo, hi) if lo <= hi else None
 
 
@@ -698,26 +706,32 @@ class TensorViewer(QtWidgets.QWidget):
         self.table_info.setText(f"{what}: {h} × {w}{capped}")
 
     def _draw_histogram(self, a: np.ndarray, what: str) -> None:
+        """Histogram of the finite values of ``a`` (at most 100 equal bins over their range)."""
         self.histogram.clear()
-        v = np.asarray(a, np.float64).ravel()
-        finite = v[np.isfinite(v)]
-        left_out = v.size - finite.size
         self.hist_counts, self.hist_edges = np.zeros(0, np.int64), np.zeros(0)
-        if finite.size == 0:
+        v = np.asarray(a).reshape(-1)
+        if v.dtype not in (np.float32, np.float64):
+            v = v.astype(np.float64)
+        rng = _finite_range(v)
+        n_finite = int(np.count_nonzero(np.isfinite(v))) if rng else 0
+        if rng is None:
             self.histogram.setTitle(f"{what}: no finite values" if what else None,
                                     color=TITLE_COLOR, size="9pt")
             return
-        bins = int(np.clip(np.sqrt(finite.size), 1, 100))
-        try:
-            self.hist_counts, self.hist_edges = np.histogram(finite, bins=bins)
+        bins = int(np.clip(np.sqrt(n_finite), 1, 100))
+        if rng[0] == rng[1]:
+            rng = (rng[0] - 0.5, rng[1] + 0.5)  # NumPy's choice for a constant
+        try:  # values outside the range (NaN, Inf) are not counted
+            self.hist_counts, self.hist_edges = np.histogram(v, bins=bins, range=rng)
         except ValueError:  # a range of a few ulps cannot hold that many float64 bins
             bins = 1
-            self.hist_counts, self.hist_edges = np.histogram(finite, bins=bins)
+            self.hist_counts, self.hist_edges = np.histogram(v, bins=bins, range=rng)
         self.histogram.addItem(pg.BarGraphItem(x0=self.hist_edges[:-1], x1=self.hist_edges[1:],
                                                height=self.hist_counts, brush="#5a9bd4",
                                                pen=None))
+        left_out = v.size - n_finite
         note = f" ({left_out} NaN/Inf not shown)" if left_out else ""
-        self.histogram.setTitle(f"{what}: {finite.size} finite values, {bins} bins{note}",
+        self.histogram.setTitle(f"{what}: {n_finite} finite values, {bins} bins{note}",
                                 color=TITLE_COLOR, size="9pt")
         self.histogram.autoRange()
 

@@ -51,22 +51,47 @@ def _float64(a: np.ndarray) -> np.ndarray:
     return a.astype(np.float64, copy=False)
 
 
+#: Elements converted to float64 at a time (bounds the temporary memory of big tensors).
+CHUNK = 1 << 20
+
+
 def tensor_stats(a: np.ndarray) -> TensorStats:
-    """Statistics of ``a`` in float64 over its finite values; no warnings for empty tensors."""
+    """Statistics of ``a`` in float64 over its finite values; no warnings for empty tensors.
+
+    One pass over chunks of CHUNK elements; the chunks' counts, means and sums of squared
+    deviations combine exactly as in Chan et al.'s parallel variance.
+    """
     a = np.asarray(a)
-    v = _float64(a).ravel()
-    finite = np.isfinite(v)
-    n_finite = int(np.count_nonzero(finite))
-    nan_count = int(np.count_nonzero(np.isnan(v)))
-    good = v if n_finite == v.size else v[finite]
-    if good.size:
-        mean = float(good.mean())
-        stats = (float(good.min()), float(good.max()), mean, float(good.std()))
+    flat = a.reshape(-1)
+    n_good = nan_count = zeros = 0
+    lo, hi, mean, m2 = np.inf, -np.inf, 0.0, 0.0
+    for start in range(0, flat.size, CHUNK):
+        v = flat[start:start + CHUNK].astype(np.float64)
+        finite = np.isfinite(v)
+        nan_count += int(np.count_nonzero(np.isnan(v)))
+        zeros += int(np.count_nonzero(v == 0))
+        good = v if finite.all() else v[finite]
+        if not good.size:
+            continue
+        k = good.size
+        lo, hi = min(lo, float(good.min())), max(hi, float(good.max()))
+        mean_k = float(good.mean())
+        m2_k = float(np.square(good - mean_k).sum())
+        if n_good:
+            total = n_good + k
+            delta = mean_k - mean
+            mean += delta * k / total
+            m2 += m2_k + delta * delta * n_good * k / total
+            n_good = total
+        else:  # one chunk gives exactly NumPy's mean and std
+            n_good, mean, m2 = k, mean_k, m2_k
+    if n_good:
+        stats = (lo, hi, mean, float(np.sqrt(m2 / n_good)))
     else:
         stats = (None, None, None, None)
-    zero = float(np.count_nonzero(v == 0)) / v.size if v.size else None
+    zero = zeros / flat.size if flat.size else None
     return TensorStats(tuple(a.shape), dtype_name(a.dtype), int(a.size), *stats, nan_count,
-                       v.size - n_finite - nan_count, zero)
+                       flat.size - n_good - nan_count, zero)
 
 
 @dataclass(frozen=True)

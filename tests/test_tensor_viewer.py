@@ -69,6 +69,13 @@ def test_activation_slice_follows_axis_pickers_and_index_spin_boxes(qtbot, viewe
         step(qtbot, spins[0], 1)
     np.testing.assert_array_equal(viewer.current_image(), a[1, :, :, 2])
     assert "N = 1, C = 2" in viewer.info_label.text()
+    spins[0].setFocus()  # typing a number replaces the value (the " / 1" suffix stays)
+    qtbot.keyClick(spins[0], Qt.Key_A, Qt.ControlModifier)
+    qtbot.keyClicks(spins[0], "0")
+    qtbot.keyClick(spins[0], Qt.Key_Return)
+    assert spins[0].text() == "0 / 1"
+    np.testing.assert_array_equal(viewer.current_image(), a[0, :, :, 2])
+    step(qtbot, spins[0], 1)
     pick(qtbot, viewer.row_combo, "C (3)")  # rows = C, cols = W
     assert [spins[ax].isVisible() for ax in range(4)] == [True, True, False, False]
     step(qtbot, spins[1], 4)
