@@ -199,3 +199,20 @@ def test_diff_stats_with_zeros_nan_inf_and_empty():
     assert (e.max_abs, e.argmax_abs, e.max_rel, e.nonfinite_mismatch) == (0.0, None, 0.0, 0)
     with pytest.raises(ValueError, match="differ"):
         diff_stats(np.zeros(2), np.zeros(3))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_chunked_stats_combine_to_numpys(monkeypatch, dtype):
+    import engine.tensor_stats as ts
+
+    monkeypatch.setattr(ts, "CHUNK", 7)  # many chunks, one of them all NaN/Inf
+    a = _sample(dtype, (5, 11), seed=11, nan=4, inf=3, zeros=5)
+    a.reshape(-1)[14:21] = np.nan
+    st = ts.tensor_stats(a)
+    ref = _numpy_stats(a)
+    good = ref["good"]
+    assert (st.nan_count, st.inf_count) == (ref["nan"], ref["inf"])
+    assert st.min == good.min() and st.max == good.max()
+    assert st.mean == pytest.approx(good.mean(), rel=1e-12)
+    assert st.std == pytest.approx(good.std(), rel=1e-12)
+    assert st.zero_fraction == pytest.approx(ref["zeros"])
