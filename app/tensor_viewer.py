@@ -442,6 +442,8 @@ class TensorViewer(QtWidgets.QWidget):
 
     def set_view_axes(self, row_axis: int, col_axis: int) -> None:
         """Show ``row_axis`` down and ``col_axis`` across (as if picked in the combo boxes)."""
+        if row_axis == col_axis:
+            raise ValueError(f"the row and column axes must differ (both {row_axis})")
         self._updating = True
         self.row_combo.setCurrentIndex(row_axis)
         self.col_combo.setCurrentIndex(col_axis)

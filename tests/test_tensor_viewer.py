@@ -93,6 +93,11 @@ def test_picking_the_axis_the_other_picker_shows_swaps_them(qtbot, viewer):
     pick(qtbot, viewer.col_combo, "W (4)")  # and back
     assert viewer.row_combo.currentText() == "H (3)"
     np.testing.assert_array_equal(viewer.current_image(), a[0, :, :, 0])
+    viewer.set_view_axes(3, 0)  # the same through the API
+    np.testing.assert_array_equal(viewer.current_image(), a[:, 0, 0, :].T)
+    assert viewer.row_combo.currentText() == "C (5)"
+    with pytest.raises(ValueError, match="must differ"):
+        viewer.set_view_axes(1, 1)
 
 
 def test_nchw_defaults_to_h_by_w_and_unknown_axes_to_the_last_two(qtbot, viewer):
