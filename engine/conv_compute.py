@@ -27,14 +27,14 @@ from numpy.lib.stride_tricks import as_strided
 from engine import parallel
 from engine.conv_layout import PhaseLayout
 from engine.gemm import gemm_acc
-from engine.parallel import copy_ranges, map_ranges
+from engine.parallel import map_ranges
 
 #: Extra memory one batch chunk may use for its buffers.
 CHUNK_BYTES = 96 * 2**20
 #: Positions per cache block of the per-tap filter-gradient products.
 FILTER_GRAD_BLOCK = 2048
 #: Output positions per cache tile of the depthwise filter gradient.
-DEPTHWISE_TILE_POSITIONS = 1024
+DEPTHWISE_TILE_POSITIONS = 2048
 #: Below this many input channels the per-tap products are too thin: use im2col / col2im.
 IM2COL_MAX_CHANNELS = 16
 
@@ -224,67 +224,70 @@ def depthwise_conv2d_backprop_filter(
     """Depthwise filter gradient ``(KH, KW, C, M)``:
     ``dw[i, j, c, m] = sum_{n,r,q} in_pad[n, r*sr + i*dr, q*sc + j*dc, c] dy[n, r, q, c*M + m]``.
 
-    ``in_pad`` seen through one strided view ``(N, OH, OW, KH, KW, C)`` holds every tap's input
-    for every output position, so one einsum per tile of output rows reads each input and
-    gradient element once, from cache, for all taps (no phase split, no garbage positions).
-    Tiles are split over cores. A multiplier ``M > 1`` is the ``M = 1`` problem on the input
-    with every channel repeated ``M`` times (output channel ``c*M + m`` reads channel ``c``).
+    The output positions are cut into tiles (one image, a band of output rows). Each tile copies
+    the padded input rows its windows read into a per-core scratch buffer that stays in cache
+    (zero borders, cast to ``ctype``), and one einsum over a strided ``(rows, OW, KH, KW, C)``
+    window view of that buffer sums all taps at once. So the input is read from memory once, no
+    padded copy of the whole batch is made, and extra memory is a few MiB whatever the batch.
+    A multiplier ``M > 1`` is the ``M = 1`` problem with every channel repeated ``M`` times in
+    the buffer (output channel ``c*M + m`` reads channel ``c``). Tiles are split over cores.
     """
     g = lay.g
     n, c = x.shape[0], x.shape[3]
     m = dy.shape[3] // c
-    dw = np.zeros((g.filter_rows, g.filter_cols, c * m), ctype)
-    rows = (g.out_rows - 1) * g.stride_rows + (g.filter_rows - 1) * g.dilation_rows + 1
     cols = (g.out_cols - 1) * g.stride_cols + (g.filter_cols - 1) * g.dilation_cols + 1
-    for sl in _chunks(n, rows * cols * c * m * ctype.itemsize):
-        xs = x[sl] if m == 1 else np.repeat(x[sl], m, axis=3)
-        dw += _depthwise_filter_tiles(g, _pad_input(g, xs, rows, cols, ctype),
-                                      dy[sl].astype(ctype, copy=False))
-    return dw.reshape(g.filter_rows, g.filter_cols, c, m)
-
-
-def _pad_input(g, x: np.ndarray, rows: int, cols: int, ctype: np.dtype) -> np.ndarray:
-    """``in_pad`` cut to the ``rows x cols`` the windows read (borders zeroed, the copy of the
-    interior split over cores by image)."""
-    n, c = x.shape[0], x.shape[3]
-    xp = np.empty((n, rows, cols, c), ctype)
-    r0, c0 = min(g.pad_top, rows), min(g.pad_left, cols)
-    h, w = max(0, min(g.in_rows, rows - r0)), max(0, min(g.in_cols, cols - c0))
-    xp[:, :r0] = 0
-    xp[:, r0 + h :] = 0
-    xp[:, r0 : r0 + h, :c0] = 0
-    xp[:, r0 : r0 + h, c0 + w :] = 0
-
-    def part(lo: int, hi: int) -> None:
-        xp[lo:hi, r0 : r0 + h, c0 : c0 + w] = x[lo:hi, :h, :w]
-
-    copy_ranges(part, n, x[:1].nbytes)
-    return xp
-
-
-def _depthwise_filter_tiles(g, xp: np.ndarray, dy: np.ndarray) -> np.ndarray:
-    """``sum`` over output positions of window ``(KH, KW, C)`` times ``dy`` (multiplier 1)."""
-    s = xp.strides
-    windows = as_strided(
-        xp,
-        shape=(xp.shape[0], g.out_rows, g.out_cols, g.filter_rows, g.filter_cols, xp.shape[3]),
-        strides=(s[0], g.stride_rows * s[1], g.stride_cols * s[2], g.dilation_rows * s[1],
-                 g.dilation_cols * s[2], s[3]),
-        writeable=False,
-    )
     step = max(1, DEPTHWISE_TILE_POSITIONS // max(1, g.out_cols))
-    tiles = [(i, r, min(g.out_rows, r + step))
-             for i in range(xp.shape[0]) for r in range(0, g.out_rows, step)]
-    shape = (g.filter_rows, g.filter_cols, xp.shape[3])
+    tiles = [(i, r, min(g.out_rows, r + step)) for i in range(n) for r in range(0, g.out_rows, step)]
+    shape = (g.filter_rows, g.filter_cols, c * m)
 
     def part(lo: int, hi: int) -> np.ndarray:
-        out = np.zeros(shape, xp.dtype)
+        out = np.zeros(shape, ctype)
+        buf = np.empty((_window_rows(g, step), cols, c, m), ctype)
         for i, r0, r1 in tiles[lo:hi]:
-            out += np.einsum("rqijc,rqc->ijc", windows[i, r0:r1], dy[i, r0:r1])
+            rows = _window_rows(g, r1 - r0)
+            xt = _fill_padded_rows(g, x[i], r0 * g.stride_rows, buf[:rows])
+            out += np.einsum("rqijc,rqc->ijc", _windows(g, xt, r1 - r0), dy[i, r0:r1])
         return out
 
     min_tiles = -(-parallel.MIN_POSITIONS_PER_RANGE // (step * max(1, g.out_cols)))
-    return sum(map_ranges(part, len(tiles), min_tiles), np.zeros(shape, xp.dtype))
+    dw = sum(map_ranges(part, len(tiles), min_tiles), np.zeros(shape, ctype))
+    return dw.reshape(g.filter_rows, g.filter_cols, c, m)
+
+
+def _window_rows(g, out_rows: int) -> int:
+    """Padded input rows read by ``out_rows`` consecutive output rows."""
+    return max(0, out_rows - 1) * g.stride_rows + (g.filter_rows - 1) * g.dilation_rows + 1
+
+
+def _fill_padded_rows(g, x: np.ndarray, first: int, buf: np.ndarray) -> np.ndarray:
+    """Padded rows ``[first, first + len(buf))`` of one image ``x (H, W, C)`` written into
+    ``buf (rows, cols, C, M)`` (channels repeated ``M`` times, zeros where ``in_pad`` is padding);
+    returns ``buf`` as ``(rows, cols, C*M)``."""
+    rows, cols = buf.shape[:2]
+    lo = min(max(first, g.pad_top), first + rows)  # padded rows holding input rows
+    hi = max(lo, min(first + rows, g.pad_top + g.in_rows))
+    c0 = min(g.pad_left, cols)
+    c1 = max(c0, min(g.pad_left + g.in_cols, cols))
+    buf[: lo - first] = 0
+    buf[hi - first :] = 0
+    band = buf[lo - first : hi - first]
+    band[:, :c0] = 0
+    band[:, c1:] = 0
+    src = x[lo - g.pad_top : hi - g.pad_top, c0 - g.pad_left : c1 - g.pad_left]
+    band[:, c0:c1] = src[..., None]
+    return buf.reshape(rows, cols, -1)
+
+
+def _windows(g, xt: np.ndarray, out_rows: int) -> np.ndarray:
+    """Read-only ``(out_rows, OW, KH, KW, C)`` view: ``[r, q, i, j] = xt[r*sr + i*dr, q*sc + j*dc]``."""
+    s = xt.strides
+    return as_strided(
+        xt,
+        shape=(out_rows, g.out_cols, g.filter_rows, g.filter_cols, xt.shape[2]),
+        strides=(g.stride_rows * s[0], g.stride_cols * s[1], g.dilation_rows * s[0],
+                 g.dilation_cols * s[1], s[2]),
+        writeable=False,
+    )
 
 
 def depthwise_conv2d_backprop_input(

@@ -180,7 +180,19 @@ def test_parallel_ranges_match_reference(case):
         _check_family(*CONV, case)
 
 
+@contextmanager
+def _one_row_depthwise_tiles():
+    """Cut every image into one-output-row tiles, so tiles start inside the padding and the
+    image (tiny cases otherwise fit one tile per image)."""
+    old = conv_compute.DEPTHWISE_TILE_POSITIONS
+    conv_compute.DEPTHWISE_TILE_POSITIONS = 1
+    try:
+        yield
+    finally:
+        conv_compute.DEPTHWISE_TILE_POSITIONS = old
+
+
 @given(conv_cases(depthwise=True))
 def test_parallel_depthwise_tiles_match_reference(case):
-    with _threads_on_tiny_cases():
+    with _threads_on_tiny_cases(), _one_row_depthwise_tiles():
         _check_family(*DEPTHWISE, case)
