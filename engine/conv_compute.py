@@ -32,7 +32,7 @@ from engine.parallel import map_ranges
 #: Extra memory one batch chunk may use for its buffers.
 CHUNK_BYTES = 96 * 2**20
 #: Positions per cache block of the per-tap filter-gradient products.
-FILTER_GRAD_BLOCK = 2048
+FILTER_GRAD_BLOCK = 4096
 #: Output positions per cache tile of the depthwise filter gradient.
 DEPTHWISE_TILE_POSITIONS = 2048
 #: Below this many input channels the per-tap products are too thin: use im2col / col2im.
@@ -59,11 +59,20 @@ def _flat_phases(lay: PhaseLayout, x: np.ndarray, ctype: np.dtype, planar: bool 
 
 
 def _cols_t(lay: PhaseLayout, pp: np.ndarray, lo: int, hi: int) -> np.ndarray:
-    """Transposed im2col ``(taps * C, hi - lo)`` from planar phases: contiguous row copies."""
-    cols = np.empty((len(lay.taps), pp.shape[2], hi - lo), pp.dtype)
-    for k, tap in enumerate(lay.taps):
-        cols[k] = pp[tap.phase_row, tap.phase_col, :, tap.offset + lo : tap.offset + hi]
-    return cols.reshape(-1, hi - lo)
+    """Transposed im2col ``(taps * C, hi - lo)`` from planar phases, rows in
+    :attr:`PhaseLayout.grid_order`: one copy per phase from a strided view of its grid."""
+    c, n = pp.shape[2], hi - lo
+    cols = np.empty((len(lay.taps), c, n), pp.dtype)
+    k = 0
+    for grid in lay.grids:
+        plane = pp[grid.phase_row, grid.phase_col, :, grid.offset + lo :]
+        s = plane.strides
+        src = as_strided(plane, shape=(grid.rows, grid.cols, c, n),
+                         strides=(grid.row_step * s[1], grid.col_step * s[1], s[0], s[1]),
+                         writeable=False)
+        cols[k : k + len(grid.taps)].reshape(grid.rows, grid.cols, c, n)[...] = src
+        k += len(grid.taps)
+    return cols.reshape(-1, n)
 
 
 def _dest_span(lo: int, hi: int, offset: int, t: int) -> tuple[int, int]:
@@ -96,8 +105,10 @@ def _conv2d_chunk(lay: PhaseLayout, pf: np.ndarray, wc: np.ndarray, few: bool) -
     co = wc.shape[3]
     acc = np.zeros((length, co), wc.dtype)
     if few:  # one product on the transposed im2col matrix, split over cores
+        wg = wc.reshape(len(lay.taps), -1, co)[list(lay.grid_order)].reshape(-1, co)
+
         def part(lo: int, hi: int) -> None:
-            np.matmul(_cols_t(lay, pf, lo, hi).T, wc.reshape(-1, co), out=acc[lo:hi])
+            np.matmul(_cols_t(lay, pf, lo, hi).T, wg, out=acc[lo:hi])
 
         map_ranges(part, t)
     else:  # one product per tap on shifted views, accumulated in place by BLAS
@@ -115,7 +126,7 @@ def conv2d_backprop_filter(
     n, ci, co = x.shape[0], x.shape[3], dy.shape[3]
     dw = np.zeros((g.filter_rows, g.filter_cols, ci, co), ctype)
     few = _few_channels(ci)
-    per = _per_image_bytes(lay, ci * (1 + few * len(lay.taps)), co, ctype.itemsize)
+    per = _per_image_bytes(lay, ci, co, ctype.itemsize)  # im2col blocks are cache-sized
     for sl in _chunks(n, per):
         pf = _flat_phases(lay, x[sl], ctype, few)
         e = lay.embed_output(dy[sl], ctype).reshape(-1, co)
@@ -128,20 +139,36 @@ def _backprop_filter_chunk(lay: PhaseLayout, pf: np.ndarray, e: np.ndarray, few:
     (each range gives a partial ``dw``), as BLAS parallelizes thin ``(C, O)`` products poorly."""
     g = lay.g
     shape = (g.filter_rows, g.filter_cols, pf.shape[2] if few else pf.shape[3], e.shape[1])
+    part = _filter_grad_im2col if few else _filter_grad_per_tap
+    partials = map_ranges(lambda lo, hi: part(lay, pf, e, lo, hi, shape), e.shape[0])
+    return sum(partials, np.zeros(shape, e.dtype))
 
-    def part(lo: int, hi: int) -> np.ndarray:
-        if few:
-            return (_cols_t(lay, pf, lo, hi) @ e[lo:hi]).reshape(shape)
-        out = np.zeros(shape, e.dtype)
-        tmp = np.empty(shape[2:], e.dtype)
-        for b0 in range(lo, hi, FILTER_GRAD_BLOCK):  # cache-sized blocks, reused by every tap
-            b1 = min(hi, b0 + FILTER_GRAD_BLOCK)
-            for tap in lay.taps:
-                a = pf[tap.phase_row, tap.phase_col, tap.offset + b0 : tap.offset + b1]
-                out[tap.row, tap.col] += np.matmul(a.T, e[b0:b1], out=tmp)
-        return out
 
-    return sum(map_ranges(part, e.shape[0]), np.zeros(shape, e.dtype))
+def _filter_grad_per_tap(lay, pf, e, lo, hi, shape) -> np.ndarray:
+    """``dw_t = sum_p P_t[p + off_t].T @ E[p]`` over ``[lo, hi)``, in cache-sized blocks that
+    every tap reuses."""
+    out = np.zeros(shape, e.dtype)
+    tmp = np.empty(shape[2:], e.dtype)
+    for b0 in range(lo, hi, FILTER_GRAD_BLOCK):
+        b1 = min(hi, b0 + FILTER_GRAD_BLOCK)
+        for tap in lay.taps:
+            a = pf[tap.phase_row, tap.phase_col, tap.offset + b0 : tap.offset + b1]
+            out[tap.row, tap.col] += np.matmul(a.T, e[b0:b1], out=tmp)
+    return out
+
+
+def _filter_grad_im2col(lay, pf, e, lo, hi, shape) -> np.ndarray:
+    """The same sum as one product per cache-sized block of the transposed im2col matrix
+    (planar phases ``pf``); its rows come in grid order and are put back in tap order."""
+    taps, co = len(lay.taps), shape[3]
+    acc = np.zeros((taps * shape[2], co), e.dtype)
+    tmp = np.empty_like(acc)
+    for b0 in range(lo, hi, FILTER_GRAD_BLOCK):
+        b1 = min(hi, b0 + FILTER_GRAD_BLOCK)
+        acc += np.matmul(_cols_t(lay, pf, b0, b1), e[b0:b1], out=tmp)
+    out = np.empty((taps, shape[2], co), e.dtype)
+    out[list(lay.grid_order)] = acc.reshape(taps, shape[2], co)
+    return out.reshape(shape)
 
 
 def conv2d_backprop_input(

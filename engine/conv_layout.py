@@ -36,6 +36,27 @@ class Tap:
 
 
 @dataclass(frozen=True)
+class PhaseGrid:
+    """The taps of one stride phase: a ``rows x cols`` grid with flat offsets
+    ``offset + a*row_step + b*col_step``, listing tap indices (into ``PhaseLayout.taps``) in
+    grid order.
+
+    Tap row ``i`` is in phase ``pr`` when ``i*d = q*s + pr``; those ``i`` step by
+    ``s / gcd(s, d)``, so their shifts ``q`` step by ``d / gcd(s, d)``: an arithmetic grid, which a
+    single strided view of the phase image covers (one copy per phase for im2col).
+    """
+
+    phase_row: int
+    phase_col: int
+    offset: int
+    row_step: int
+    col_step: int
+    rows: int
+    cols: int
+    taps: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class PhaseLayout:
     """Sizes of the phase-split layout for one geometry (see the module docstring)."""
 
@@ -44,6 +65,7 @@ class PhaseLayout:
     wq: int
     taps: tuple[Tap, ...]
     max_offset: int
+    grids: tuple[PhaseGrid, ...] = ()
 
     @classmethod
     def of(cls, g: ConvGeometry) -> PhaseLayout:
@@ -56,7 +78,12 @@ class PhaseLayout:
             for j in range(g.filter_cols):
                 qc, pc = divmod(j * g.dilation_cols, g.stride_cols)
                 taps.append(Tap(i, j, pr, pc, qr * wq + qc))
-        return cls(g, hq, wq, tuple(taps), qr_max * wq + qc_max)
+        return cls(g, hq, wq, tuple(taps), qr_max * wq + qc_max, _grids(taps, g.filter_cols, wq))
+
+    @property
+    def grid_order(self) -> tuple[int, ...]:
+        """Tap indices in the order of :attr:`grids` (phase by phase, grid order)."""
+        return tuple(k for grid in self.grids for k in grid.taps)
 
     @property
     def identity(self) -> bool:
@@ -142,3 +169,20 @@ class PhaseLayout:
 
         copy_ranges(part, n, y[:1].nbytes)
         return out
+
+
+def _grids(taps: list[Tap], filter_cols: int, wq: int) -> tuple[PhaseGrid, ...]:
+    """Group the taps by stride phase into arithmetic grids (see :class:`PhaseGrid`)."""
+    grids = []
+    for pr, pc in sorted({(t.phase_row, t.phase_col) for t in taps}):
+        rows = sorted({t.row for t in taps if t.phase_row == pr})
+        cols = sorted({t.col for t in taps if t.phase_col == pc})
+        ks = tuple(i * filter_cols + j for i in rows for j in cols)
+        first = taps[ks[0]]
+        row_step = taps[ks[len(cols)]].offset - first.offset if len(rows) > 1 else 0
+        col_step = taps[ks[1]].offset - first.offset if len(cols) > 1 else 0
+        for a in range(len(rows)):  # the derivation above says this holds; keep it checked
+            for b in range(len(cols)):
+                assert taps[ks[a * len(cols) + b]].offset == first.offset + a * row_step + b * col_step
+        grids.append(PhaseGrid(pr, pc, first.offset, row_step, col_step, len(rows), len(cols), ks))
+    return tuple(grids)
