@@ -3,8 +3,9 @@
 Per case it prints GFLOP, the median of ``--repeat`` timed runs (after one warm-up), GFLOP/s,
 the fraction of this machine's NumPy float32 matmul peak (2048^3 ``a @ b``, measured in the same
 run) and the peak extra memory of one call beyond its inputs and output (tracemalloc). With
-``--compare`` and TensorFlow importable, it also times ``tf.raw_ops`` on the same arrays and
-prints ours/TensorFlow; the summary gives the geometric means the targets are stated in.
+``--compare`` and TensorFlow importable, it also times ``tf.raw_ops`` on the same arrays, in
+rounds alternating with ours, and prints ours/TensorFlow; the summary gives the geometric means
+the targets are stated in.
 """
 
 from __future__ import annotations
@@ -82,6 +83,8 @@ CASES = [
 
 #: Pause after timing TensorFlow, so its spinning worker threads do not slow the next case.
 SETTLE_S = 0.5
+#: With ``--compare``, ours and TensorFlow are timed in this many alternating rounds.
+ROUNDS = 3
 
 OURS = {
     "Conv2DBackpropFilter": kernels.conv2d_backprop_filter,
@@ -108,12 +111,35 @@ def make_args(case: Case, rng: np.random.Generator) -> dict:
 def median_ms(fn: Callable[[], object], repeat: int) -> float:
     """Median wall time of ``repeat`` calls after one warm-up, in ms."""
     fn()
+    return statistics.median(samples_ms(fn, repeat))
+
+
+def samples_ms(fn: Callable[[], object], count: int) -> list[float]:
+    """Wall times of ``count`` calls, in ms."""
     times = []
-    for _ in range(repeat):
+    for _ in range(count):
         t0 = time.perf_counter()
         fn()
-        times.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(times)
+        times.append(1e3 * (time.perf_counter() - t0))
+    return times
+
+
+def paired_median_ms(ours: Callable[[], object], theirs: Callable[[], object], repeat: int,
+                     rounds: int = ROUNDS) -> tuple[float, float]:
+    """Medians of ``ours`` and ``theirs`` timed in alternating rounds (after one warm-up each),
+    so a slow spell of this shared machine hits both sides alike; at least ``repeat`` calls
+    each. TensorFlow's threads get :data:`SETTLE_S` to fall asleep after each of its rounds."""
+    ours()
+    theirs()
+    time.sleep(SETTLE_S)
+    per = -(-repeat // rounds)
+    a: list[float] = []
+    b: list[float] = []
+    for _ in range(rounds):
+        a += samples_ms(ours, per)
+        b += samples_ms(theirs, per)
+        time.sleep(SETTLE_S)  # TF's worker threads spin after work: let them sleep first
+    return statistics.median(a), statistics.median(b)
 
 
 def matmul_peak(repeat: int) -> float:
@@ -170,16 +196,17 @@ def main(argv: list[str] | None = None) -> int:
             continue
         args = make_args(case, rng)
         ours = functools.partial(OURS[case.op], **args)
-        ms = median_ms(ours, repeat)
+        tf_fn = tf_call(case, args) if opts.compare else None
+        if tf_fn is None:
+            ms = median_ms(ours, repeat)
+        else:
+            ms, tf_ms = paired_median_ms(ours, tf_fn, repeat)
+            ratios.setdefault(case.group, []).append(ms / tf_ms)
         mem = extra_memory_mib(ours)
         gf = case.gflop()
         line = (f"{case.name:36} {gf:6.2f} {ms:8.2f} {gf / ms * 1e3:8.1f} "
                 f"{gf / ms * 1e3 / peak:6.1%} {mem:7.1f}")
-        tf_fn = tf_call(case, args) if opts.compare else None
         if tf_fn is not None:
-            tf_ms = median_ms(tf_fn, repeat)
-            time.sleep(SETTLE_S)  # TF's OpenMP threads spin after work: let them sleep first
-            ratios.setdefault(case.group, []).append(ms / tf_ms)
             line += f" {tf_ms:8.2f} {ms / tf_ms:8.2f}"
         print(line, flush=True)
     for group, rs in ratios.items():

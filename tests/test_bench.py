@@ -1,0 +1,26 @@
+"""The benchmark's timing helpers (timing itself is never asserted; only what gets called)."""
+
+from engine import bench
+
+
+def test_paired_timing_alternates_rounds_and_times_each_side_enough(monkeypatch):
+    monkeypatch.setattr(bench, "SETTLE_S", 0.0)
+    calls = []
+    ours, theirs = (lambda: calls.append("ours")), (lambda: calls.append("tf"))
+    a, b = bench.paired_median_ms(ours, theirs, repeat=5, rounds=3)
+    # one warm-up each, then 3 rounds of 2 calls per side (ceil(5 / 3) = 2)
+    assert calls == ["ours", "tf"] + ["ours", "ours", "tf", "tf"] * 3
+    assert a >= 0 and b >= 0
+
+
+def test_cases_have_the_issue_shapes_and_flops():
+    by_name = {case.name: case for case in bench.CASES}
+    conv = by_name["filter 56x56x64 3x3x64 s1 SAME"]
+    assert conv.shapes() == ((8, 56, 56, 64), (8, 56, 56, 64))
+    assert conv.gflop() == 1.849688064  # 2 * 8*56*56 * 3*3*64*64 / 1e9
+    assert by_name["input  224x224x3 7x7x64 s2 SAME"].shapes()[1] == (4, 112, 112, 64)
+    dw = by_name["dw filter 32x32x32 5x5 m2 VALID"]
+    assert dw.shapes()[1] == (4, 28, 28, 64)
+    assert round(dw.gflop(), 6) == round(2 * 4 * 28 * 28 * 5 * 5 * 32 * 2 / 1e9, 6)
+    nchw = by_name["filter NCHW 56x56x64 3x3x64 s1"]
+    assert nchw.shapes() == ((8, 64, 56, 56), (8, 64, 56, 56))
