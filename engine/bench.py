@@ -1,16 +1,17 @@
 """Benchmark of the conv kernels: ``python -m engine.bench [--compare] [--repeat N] [--only SUBSTR]``.
 
-Per case it prints GFLOP, the median of ``--repeat`` timed runs (after one warm-up), GFLOP/s,
+Per case it prints GFLOP, the median of ``--repeat`` timed runs (after a warm-up), GFLOP/s,
 the fraction of this machine's NumPy float32 matmul peak (2048^3 ``a @ b``, measured in the same
 run) and the peak extra memory of one call beyond its inputs and output (tracemalloc). With
-``--compare`` and TensorFlow importable, it also times ``tf.raw_ops`` on the same arrays, in
-rounds alternating with ours, and prints ours/TensorFlow; the summary gives the geometric means
-the targets are stated in.
+``--compare`` and TensorFlow importable, it also times ``tf.raw_ops`` on the same arrays (in a
+child process, :mod:`engine.bench_tf`), in rounds alternating with ours, and prints
+ours/TensorFlow; the summary gives the geometric means the targets are stated in.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import statistics
 import time
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine import kernels
+from engine import bench_tf, kernels
 from engine.conv_shapes import conv2d_geometry
 from engine.dtypes import to_dtype
 
@@ -82,7 +83,11 @@ CASES = [
 ]
 
 #: Pause after timing TensorFlow, so its spinning worker threads do not slow the next case.
-SETTLE_S = 0.5
+SETTLE_S = 0.05
+#: Untimed calls for this long before each timed round. Measured here: after 0.5 s idle, the
+#: next ~25 ms of our calls run up to 2x slower (the virtual CPUs wake slowly), whichever
+#: process was busy before.
+WARM_S = 0.1
 #: With ``--compare``, ours and TensorFlow are timed in this many alternating rounds.
 ROUNDS = 3
 
@@ -109,8 +114,8 @@ def make_args(case: Case, rng: np.random.Generator) -> dict:
 
 
 def median_ms(fn: Callable[[], object], repeat: int) -> float:
-    """Median wall time of ``repeat`` calls after one warm-up, in ms."""
-    fn()
+    """Median wall time of ``repeat`` calls after :func:`warm_up`, in ms."""
+    warm_up(fn)
     return statistics.median(samples_ms(fn, repeat))
 
 
@@ -124,21 +129,27 @@ def samples_ms(fn: Callable[[], object], count: int) -> list[float]:
     return times
 
 
-def paired_median_ms(ours: Callable[[], object], theirs: Callable[[], object], repeat: int,
-                     rounds: int = ROUNDS) -> tuple[float, float]:
-    """Medians of ``ours`` and ``theirs`` timed in alternating rounds (after one warm-up each),
-    so a slow spell of this shared machine hits both sides alike; at least ``repeat`` calls
-    each. TensorFlow's threads get :data:`SETTLE_S` to fall asleep after each of its rounds."""
-    ours()
-    theirs()
-    time.sleep(SETTLE_S)
+def warm_up(fn: Callable[[], object], seconds: float = WARM_S) -> None:
+    """Call ``fn`` (at least once) until ``seconds`` have passed, untimed."""
+    end = time.perf_counter() + seconds
+    fn()
+    while time.perf_counter() < end:
+        fn()
+
+
+def paired_median_ms(ours: Callable[[], object], theirs: Callable[[int], list[float]],
+                     repeat: int, rounds: int = ROUNDS) -> tuple[float, float]:
+    """Medians of ``ours`` and of ``theirs(count)`` (count timed calls in ms, after its own
+    warm-up) taken in alternating rounds, so a slow spell of this shared machine hits both
+    sides alike; at least ``repeat`` calls each. Each round starts with :func:`warm_up`."""
     per = -(-repeat // rounds)
     a: list[float] = []
     b: list[float] = []
     for _ in range(rounds):
+        warm_up(ours)
         a += samples_ms(ours, per)
-        b += samples_ms(theirs, per)
-        time.sleep(SETTLE_S)  # TF's worker threads spin after work: let them sleep first
+        b += theirs(per)
+        time.sleep(SETTLE_S)
     return statistics.median(a), statistics.median(b)
 
 
@@ -161,17 +172,6 @@ def extra_memory_mib(fn: Callable[[], np.ndarray]) -> float:
     return (peak - base - out.nbytes) / 2**20
 
 
-def tf_call(case: Case, args: dict) -> Callable[[], object] | None:
-    """A zero-argument call of TensorFlow's op on the same arrays, or None without TF."""
-    try:
-        import tensorflow as tf
-    except ImportError:
-        return None
-    tf_args = {k: tf.constant(v) if isinstance(v, np.ndarray) else v for k, v in args.items()}
-    op = getattr(tf.raw_ops, case.op)
-    return lambda: op(**tf_args).numpy()
-
-
 def geomean(xs: list[float]) -> float:
     return float(np.exp(np.mean(np.log(xs)))) if xs else float("nan")
 
@@ -185,30 +185,34 @@ def main(argv: list[str] | None = None) -> int:
     repeat = max(5, opts.repeat)
     peak = matmul_peak(repeat)
     print(f"NumPy float32 matmul peak (2048^3): {peak:.1f} GFLOP/s")
-    if opts.compare and tf_call(CASES[0], {}) is None:
+    compare = opts.compare and bench_tf.available()
+    if opts.compare and not compare:
         print("TensorFlow is not importable here: --compare skipped")
     head = f"{'case':36} {'GFLOP':>6} {'ms':>8} {'GFLOP/s':>8} {'peak':>6} {'MiB':>7}"
-    print(head + (f" {'TF ms':>8} {'ours/TF':>8}" if opts.compare else ""))
+    print(head + (f" {'TF ms':>8} {'ours/TF':>8}" if compare else ""))
     ratios: dict[str, list[float]] = {}
     rng = np.random.default_rng(0)
-    for case in CASES:
-        if opts.only not in case.name:
-            continue
-        args = make_args(case, rng)
-        ours = functools.partial(OURS[case.op], **args)
-        tf_fn = tf_call(case, args) if opts.compare else None
-        if tf_fn is None:
-            ms = median_ms(ours, repeat)
-        else:
-            ms, tf_ms = paired_median_ms(ours, tf_fn, repeat)
-            ratios.setdefault(case.group, []).append(ms / tf_ms)
-        mem = extra_memory_mib(ours)
-        gf = case.gflop()
-        line = (f"{case.name:36} {gf:6.2f} {ms:8.2f} {gf / ms * 1e3:8.1f} "
-                f"{gf / ms * 1e3 / peak:6.1%} {mem:7.1f}")
-        if tf_fn is not None:
-            line += f" {tf_ms:8.2f} {ms / tf_ms:8.2f}"
-        print(line, flush=True)
+    with contextlib.ExitStack() as stack:
+        tf_timer = stack.enter_context(bench_tf.TensorFlowTimer()) if compare else None
+        for case in CASES:
+            if opts.only not in case.name:
+                continue
+            args = make_args(case, rng)
+            ours = functools.partial(OURS[case.op], **args)
+            if tf_timer is None:
+                ms = median_ms(ours, repeat)
+            else:
+                tf_timer.load(case.op, args)
+                tf_samples = functools.partial(tf_timer.samples_ms, warm_s=WARM_S)
+                ms, tf_ms = paired_median_ms(ours, tf_samples, repeat)
+                ratios.setdefault(case.group, []).append(ms / tf_ms)
+            mem = extra_memory_mib(ours)
+            gf = case.gflop()
+            line = (f"{case.name:36} {gf:6.2f} {ms:8.2f} {gf / ms * 1e3:8.1f} "
+                    f"{gf / ms * 1e3 / peak:6.1%} {mem:7.1f}")
+            if tf_timer is not None:
+                line += f" {tf_ms:8.2f} {ms / tf_ms:8.2f}"
+            print(line, flush=True)
     for group, rs in ratios.items():
         print(f"{group}: geometric mean ours/TF {geomean(rs):.2f}, max {max(rs):.2f} "
               f"over {len(rs)} cases")

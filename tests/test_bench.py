@@ -6,11 +6,16 @@ from engine import bench
 def test_paired_timing_alternates_rounds_and_times_each_side_enough(monkeypatch):
     monkeypatch.setattr(bench, "SETTLE_S", 0.0)
     calls = []
-    ours, theirs = (lambda: calls.append("ours")), (lambda: calls.append("tf"))
-    a, b = bench.paired_median_ms(ours, theirs, repeat=5, rounds=3)
-    # one warm-up each, then 3 rounds of 2 calls per side (ceil(5 / 3) = 2)
-    assert calls == ["ours", "tf"] + ["ours", "ours", "tf", "tf"] * 3
-    assert a >= 0 and b >= 0
+
+    def theirs(count):
+        calls.append(f"tf x{count}")
+        return [2.0] * count
+
+    monkeypatch.setattr(bench, "warm_up", lambda fn: calls.append("warm-up"))
+    a, b = bench.paired_median_ms(lambda: calls.append("ours"), theirs, repeat=5, rounds=3)
+    # 3 rounds: a warm-up of ours, 2 timed calls each side (ceil(5 / 3) = 2)
+    assert calls == ["warm-up", "ours", "ours", "tf x2"] * 3
+    assert a >= 0 and b == 2.0
 
 
 def test_cases_have_the_issue_shapes_and_flops():
@@ -24,3 +29,12 @@ def test_cases_have_the_issue_shapes_and_flops():
     assert round(dw.gflop(), 6) == round(2 * 4 * 28 * 28 * 5 * 5 * 32 * 2 / 1e9, 6)
     nchw = by_name["filter NCHW 56x56x64 3x3x64 s1"]
     assert nchw.shapes() == ((8, 64, 56, 56), (8, 64, 56, 56))
+
+
+def test_warm_up_calls_until_the_time_has_passed():
+    calls = []
+    bench.warm_up(lambda: calls.append(1), seconds=0.0)
+    assert calls == [1]  # at least once
+    t0 = bench.time.perf_counter()
+    bench.warm_up(lambda: calls.append(1), seconds=0.02)
+    assert bench.time.perf_counter() - t0 >= 0.02 and len(calls) > 2
