@@ -148,12 +148,18 @@ class PhaseLayout:
         return out
 
     def merge_input(self, phases: np.ndarray, out: np.ndarray, planar: bool = False) -> None:
-        """Write phase images back into NHWC ``out`` (rows no tap reads are left untouched)."""
-        for pr, pc, (rs, cs), (ri, ci) in self.spans():
-            if planar:
-                out[:, ri, ci] = phases[pr, pc, :, :, rs, cs].transpose(1, 2, 3, 0)
-            else:
-                out[:, ri, ci] = phases[pr, pc, :, rs, cs]
+        """Write phase images back into NHWC ``out`` (rows no tap reads are left untouched;
+        copies split over cores by image)."""
+        spans = list(self.spans())
+
+        def part(lo: int, hi: int) -> None:
+            for pr, pc, (rs, cs), (ri, ci) in spans:
+                if planar:
+                    out[lo:hi, ri, ci] = phases[pr, pc, :, lo:hi, rs, cs].transpose(1, 2, 3, 0)
+                else:
+                    out[lo:hi, ri, ci] = phases[pr, pc, lo:hi, rs, cs]
+
+        copy_ranges(part, out.shape[0], out[:1].nbytes)
 
     def embed_output(self, y: np.ndarray, dtype: np.dtype) -> np.ndarray:
         """NHWC ``y`` of the output's size, zero-padded to ``(N, Hq, Wq, C)`` in ``dtype``."""
