@@ -19,6 +19,7 @@ from engine.compiler import DEFAULT_MEMORY_LIMIT, Plan
 from engine.dtypes import DTYPES, dtype_name
 from engine.executor import Executor
 from engine.export import export_script
+from engine.tensor_stats import tensor_stats
 
 SUBCOMMANDS = ("check", "run", "export")
 
@@ -69,12 +70,9 @@ def _table(rows: list[list[str]]) -> str:
 
 
 def _stats(a: np.ndarray) -> tuple[str, str, str]:
-    """min, max, mean over the finite values (float64), as text."""
-    v = np.asarray(a, np.float64).ravel()
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return "-", "-", "-"
-    return f"{v.min():.6g}", f"{v.max():.6g}", f"{v.mean():.6g}"
+    """min, max, mean over the finite values (as the app's viewer shows them), as text."""
+    s = tensor_stats(a)
+    return tuple("-" if v is None else f"{v:.6g}" for v in (s.min, s.max, s.mean))
 
 
 def cmd_check(path: str, executor: Executor) -> int:

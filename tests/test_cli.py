@@ -41,6 +41,16 @@ def test_enuspace_example_gives_the_hand_computed_gradient():
     np.testing.assert_array_equal(dw, [[12, 16], [24, 28]])
 
 
+def test_run_prints_min_max_mean_of_each_output(capsys):
+    """The enuSpace example's gradient is [[12, 16], [24, 28]]: min 12, max 28, mean 20."""
+    path = next(p for p in EXAMPLES if p.name == "enuspace_style.gbc.json")
+    assert main(["run", str(path)]) == 0
+    row = next(line.split() for line in capsys.readouterr().out.splitlines()
+               if line.startswith("result "))
+    assert row[:10] == ["result", "Output", "output", "[2,", "2,", "1,", "1]", "float32",
+                        "12", "28"] and row[10] == "20"
+
+
 def test_check_prints_shapes(capsys):
     path = next(p for p in EXAMPLES if p.name == "conv2d_backprop_filter.gbc.json")
     assert main(["check", str(path)]) == 0
