@@ -38,3 +38,20 @@ def test_warm_up_calls_until_the_time_has_passed():
     t0 = bench.time.perf_counter()
     bench.warm_up(lambda: calls.append(1), seconds=0.02)
     assert bench.time.perf_counter() - t0 >= 0.02 and len(calls) > 2
+
+
+def test_main_prints_a_row_per_selected_case_and_says_when_tensorflow_is_missing(
+        monkeypatch, capsys):
+    monkeypatch.setattr(bench.bench_tf, "available", lambda: False)
+    monkeypatch.setattr(bench, "matmul_peak", lambda repeat: 100.0)
+    assert bench.main(["--compare", "--only", "dw filter 32x32", "--repeat", "5"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "NumPy float32 matmul peak (2048^3): 100.0 GFLOP/s"
+    assert lines[1] == "TensorFlow is not importable here: --compare skipped"
+    assert "TF ms" not in lines[2]
+    row = lines[3].split()
+    assert row[:6] == ["dw", "filter", "32x32x32", "5x5", "m2", "VALID"]
+    gflop, ms, gflops, peak = float(row[6]), float(row[7]), float(row[8]), row[9]
+    assert gflop == 0.01 and ms > 0 and abs(gflops - 2 * 4 * 28 * 28 * 25 * 64 / 1e9 / ms * 1e3) < 0.2
+    assert abs(float(peak.rstrip("%")) - gflops) <= 0.1  # a peak of 100 GFLOP/s: % == GFLOP/s
+    assert len(lines) == 4
