@@ -32,7 +32,7 @@ from engine.parallel import map_ranges
 #: Extra memory one batch chunk may use for its buffers.
 CHUNK_BYTES = 96 * 2**20
 #: Positions per cache block of the per-tap filter-gradient products.
-FILTER_GRAD_BLOCK = 4096
+FILTER_GRAD_BLOCK = 2048
 #: Output positions per cache tile of the depthwise filter gradient.
 DEPTHWISE_TILE_POSITIONS = 2048
 #: Below this many input channels the per-tap products are too thin: use im2col / col2im.
