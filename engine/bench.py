@@ -3,16 +3,16 @@
 Per case it prints GFLOP, the median of ``--repeat`` timed runs (after a warm-up), GFLOP/s,
 the fraction of this machine's NumPy float32 matmul peak (2048^3 ``a @ b``, measured in the same
 run) and the peak extra memory of one call beyond its inputs and output (tracemalloc). With
-``--compare`` and TensorFlow importable, it also times ``tf.raw_ops`` on the same arrays (in a
-child process, :mod:`engine.bench_tf`), in rounds alternating with ours, and prints
-ours/TensorFlow; the summary gives the geometric means the targets are stated in.
+``--compare`` and TensorFlow importable, it also times ``tf.raw_ops`` on the same arrays, in
+warmed-up rounds alternating with ours, and prints ours/TensorFlow; the summary gives the
+geometric means the targets are stated in.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
+import importlib.util
 import statistics
 import time
 import tracemalloc
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine import bench_tf, kernels
+from engine import kernels
 from engine.conv_shapes import conv2d_geometry
 from engine.dtypes import to_dtype
 
@@ -82,14 +82,12 @@ CASES = [
     Case("filter N=32 56x56x64 (memory)", "Conv2DBackpropFilter", (32, 56, 56, 64), (3, 3, 64, 64), 1, "SAME", group="extra"),
 ]
 
-#: Pause after timing TensorFlow, so its spinning worker threads do not slow the next case.
-SETTLE_S = 0.05
-#: Untimed calls for this long before each timed round. Measured here: after 0.5 s idle, the
-#: next ~25 ms of our calls run up to 2x slower (the virtual CPUs wake slowly), whichever
-#: process was busy before.
-WARM_S = 0.1
 #: With ``--compare``, ours and TensorFlow are timed in this many alternating rounds.
 ROUNDS = 3
+#: Untimed calls for this long before each timed round. Measured here: after 0.5 s idle, the
+#: next ~25 ms of our calls ran up to 2x slower (the virtual CPUs wake slowly); a pause after
+#: TensorFlow (to let its threads sleep) was therefore unfair to whichever side came next.
+WARM_S = 0.1
 
 OURS = {
     "Conv2DBackpropFilter": kernels.conv2d_backprop_filter,
@@ -137,20 +135,34 @@ def warm_up(fn: Callable[[], object], seconds: float = WARM_S) -> None:
         fn()
 
 
-def paired_median_ms(ours: Callable[[], object], theirs: Callable[[int], list[float]],
-                     repeat: int, rounds: int = ROUNDS) -> tuple[float, float]:
-    """Medians of ``ours`` and of ``theirs(count)`` (count timed calls in ms, after its own
-    warm-up) taken in alternating rounds, so a slow spell of this shared machine hits both
-    sides alike; at least ``repeat`` calls each. Each round starts with :func:`warm_up`."""
+def paired_median_ms(ours: Callable[[], object], theirs: Callable[[], object], repeat: int,
+                     rounds: int = ROUNDS) -> tuple[float, float]:
+    """Medians of ``ours`` and ``theirs`` timed in alternating rounds, each round after a
+    :func:`warm_up`, so a slow spell of this shared machine hits both sides alike; at least
+    ``repeat`` calls each."""
     per = -(-repeat // rounds)
     a: list[float] = []
     b: list[float] = []
     for _ in range(rounds):
         warm_up(ours)
         a += samples_ms(ours, per)
-        b += theirs(per)
-        time.sleep(SETTLE_S)
+        warm_up(theirs)
+        b += samples_ms(theirs, per)
     return statistics.median(a), statistics.median(b)
+
+
+def tf_call(case: Case, args: dict) -> Callable[[], object]:
+    """A zero-argument call of TensorFlow's op on the same arrays (TensorFlow importable)."""
+    import tensorflow as tf
+
+    tf_args = {k: tf.constant(v) if isinstance(v, np.ndarray) else v for k, v in args.items()}
+    op = getattr(tf.raw_ops, case.op)
+    return lambda: op(**tf_args).numpy()
+
+
+def tensorflow_available() -> bool:
+    """True when ``tensorflow`` can be imported (checked without importing it)."""
+    return importlib.util.find_spec("tensorflow") is not None
 
 
 def matmul_peak(repeat: int) -> float:
@@ -185,34 +197,30 @@ def main(argv: list[str] | None = None) -> int:
     repeat = max(5, opts.repeat)
     peak = matmul_peak(repeat)
     print(f"NumPy float32 matmul peak (2048^3): {peak:.1f} GFLOP/s")
-    compare = opts.compare and bench_tf.available()
+    compare = opts.compare and tensorflow_available()
     if opts.compare and not compare:
         print("TensorFlow is not importable here: --compare skipped")
     head = f"{'case':36} {'GFLOP':>6} {'ms':>8} {'GFLOP/s':>8} {'peak':>6} {'MiB':>7}"
     print(head + (f" {'TF ms':>8} {'ours/TF':>8}" if compare else ""))
     ratios: dict[str, list[float]] = {}
     rng = np.random.default_rng(0)
-    with contextlib.ExitStack() as stack:
-        tf_timer = stack.enter_context(bench_tf.TensorFlowTimer()) if compare else None
-        for case in CASES:
-            if opts.only not in case.name:
-                continue
-            args = make_args(case, rng)
-            ours = functools.partial(OURS[case.op], **args)
-            if tf_timer is None:
-                ms = median_ms(ours, repeat)
-            else:
-                tf_timer.load(case.op, args)
-                tf_samples = functools.partial(tf_timer.samples_ms, warm_s=WARM_S)
-                ms, tf_ms = paired_median_ms(ours, tf_samples, repeat)
-                ratios.setdefault(case.group, []).append(ms / tf_ms)
-            mem = extra_memory_mib(ours)
-            gf = case.gflop()
-            line = (f"{case.name:36} {gf:6.2f} {ms:8.2f} {gf / ms * 1e3:8.1f} "
-                    f"{gf / ms * 1e3 / peak:6.1%} {mem:7.1f}")
-            if tf_timer is not None:
-                line += f" {tf_ms:8.2f} {ms / tf_ms:8.2f}"
-            print(line, flush=True)
+    for case in CASES:
+        if opts.only not in case.name:
+            continue
+        args = make_args(case, rng)
+        ours = functools.partial(OURS[case.op], **args)
+        if compare:
+            ms, tf_ms = paired_median_ms(ours, tf_call(case, args), repeat)
+            ratios.setdefault(case.group, []).append(ms / tf_ms)
+        else:
+            ms = median_ms(ours, repeat)
+        mem = extra_memory_mib(ours)
+        gf = case.gflop()
+        line = (f"{case.name:36} {gf:6.2f} {ms:8.2f} {gf / ms * 1e3:8.1f} "
+                f"{gf / ms * 1e3 / peak:6.1%} {mem:7.1f}")
+        if compare:
+            line += f" {tf_ms:8.2f} {ms / tf_ms:8.2f}"
+        print(line, flush=True)
     for group, rs in ratios.items():
         print(f"{group}: geometric mean ours/TF {geomean(rs):.2f}, max {max(rs):.2f} "
               f"over {len(rs)} cases")

@@ -3,19 +3,20 @@
 from engine import bench
 
 
-def test_paired_timing_alternates_rounds_and_times_each_side_enough(monkeypatch):
-    monkeypatch.setattr(bench, "SETTLE_S", 0.0)
+def test_paired_timing_alternates_warmed_up_rounds(monkeypatch):
     calls = []
 
-    def theirs(count):
-        calls.append(f"tf x{count}")
-        return [2.0] * count
+    def ours():
+        calls.append("ours")
 
-    monkeypatch.setattr(bench, "warm_up", lambda fn: calls.append("warm-up"))
-    a, b = bench.paired_median_ms(lambda: calls.append("ours"), theirs, repeat=5, rounds=3)
-    # 3 rounds: a warm-up of ours, 2 timed calls each side (ceil(5 / 3) = 2)
-    assert calls == ["warm-up", "ours", "ours", "tf x2"] * 3
-    assert a >= 0 and b == 2.0
+    def tf():
+        calls.append("tf")
+
+    monkeypatch.setattr(bench, "warm_up", lambda fn: calls.append(f"warm-up {fn.__name__}"))
+    a, b = bench.paired_median_ms(ours, tf, repeat=5, rounds=3)
+    # 3 rounds: each side warmed up, then 2 timed calls (ceil(5 / 3) = 2)
+    assert calls == ["warm-up ours", "ours", "ours", "warm-up tf", "tf", "tf"] * 3
+    assert a >= 0 and b >= 0
 
 
 def test_cases_have_the_issue_shapes_and_flops():
@@ -42,7 +43,7 @@ def test_warm_up_calls_until_the_time_has_passed():
 
 def test_main_prints_a_row_per_selected_case_and_says_when_tensorflow_is_missing(
         monkeypatch, capsys):
-    monkeypatch.setattr(bench.bench_tf, "available", lambda: False)
+    monkeypatch.setattr(bench, "tensorflow_available", lambda: False)
     monkeypatch.setattr(bench, "matmul_peak", lambda repeat: 100.0)
     assert bench.main(["--compare", "--only", "dw filter 32x32", "--repeat", "5"]) == 0
     lines = capsys.readouterr().out.splitlines()
