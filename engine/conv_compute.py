@@ -21,6 +21,8 @@ call), never element by element.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -226,22 +228,18 @@ def _backprop_input_chunk(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray, few: 
 
 
 def depthwise_conv2d(lay: PhaseLayout, x: np.ndarray, w: np.ndarray, ctype: np.dtype) -> np.ndarray:
-    """Depthwise forward ``(N, OH, OW, C*M)``: ``Y[p, c, m] = sum_t P_t[p + off_t, c] w_t[c, m]``."""
+    """Depthwise forward ``(N, OH, OW, C*M)``:
+    ``y[n, r, q, c*M + m] = sum_{i,j} in_pad[n, r*sr + i*dr, q*sc + j*dc, c] w[i, j, c, m]``,
+    one einsum per tile of output rows (see :func:`_depthwise_tiles`) written into ``y``."""
     g = lay.g
     n, c, m = x.shape[0], x.shape[3], w.shape[3]
     y = np.empty((n, g.out_rows, g.out_cols, c * m), ctype)
-    wc = w.astype(ctype, copy=False)
-    per = _per_image_bytes(lay, c, 2 * c * m, ctype.itemsize)
-    for sl in _chunks(n, per):
-        pf = _flat_phases(lay, x[sl], ctype)
-        nb = sl.stop - sl.start
-        t = lay.positions(nb)
-        acc = np.zeros((nb * lay.hq * lay.wq, c, m), ctype)
-        for tap in lay.taps:
-            a = pf[tap.phase_row, tap.phase_col, tap.offset : tap.offset + t]
-            acc[:t] += a[:, :, None] * wc[tap.row, tap.col]
-        acc = acc.reshape(nb, lay.hq, lay.wq, c * m)
-        y[sl] = acc[:, : g.out_rows, : g.out_cols]
+    wc = w.astype(ctype, copy=False).reshape(g.filter_rows, g.filter_cols, c * m)
+
+    def tile(i: int, r0: int, r1: int, windows: np.ndarray) -> None:
+        np.einsum("rqijk,ijk->rqk", windows, wc, out=y[i, r0:r1])
+
+    _depthwise_tiles(g, x, ctype, m, tile)  # channels repeated M times: k = c*M + m reads c
     return y
 
 
@@ -251,34 +249,51 @@ def depthwise_conv2d_backprop_filter(
     """Depthwise filter gradient ``(KH, KW, C, M)``:
     ``dw[i, j, c, m] = sum_{n,r,q} in_pad[n, r*sr + i*dr, q*sc + j*dc, c] dy[n, r, q, c*M + m]``.
 
-    The output positions are cut into tiles (one image, a band of output rows). Each tile copies
-    the padded input rows its windows read into a per-core scratch buffer that stays in cache
-    (zero borders, cast to ``ctype``), and one einsum over a strided ``(rows, OW, KH, KW, C)``
-    window view of that buffer sums all taps at once. So the input is read from memory once, no
-    padded copy of the whole batch is made, and extra memory is a few MiB whatever the batch.
-    A multiplier ``M > 1`` is the ``M = 1`` problem with every channel repeated ``M`` times in
-    the buffer (output channel ``c*M + m`` reads channel ``c``). Tiles are split over cores.
+    One einsum per tile of output rows (:func:`_depthwise_tiles`) sums all taps at once over the
+    window view, so the input is read from memory once, no padded copy of the whole batch is
+    made, and extra memory is a few MiB whatever the batch. A multiplier ``M > 1`` is the
+    ``M = 1`` problem with every channel repeated ``M`` times in the tile buffer (output channel
+    ``c*M + m`` reads channel ``c``).
     """
     g = lay.g
-    n, c = x.shape[0], x.shape[3]
+    c = x.shape[3]
     m = dy.shape[3] // c
-    cols = (g.out_cols - 1) * g.stride_cols + (g.filter_cols - 1) * g.dilation_cols + 1
-    step = max(1, DEPTHWISE_TILE_POSITIONS // max(1, g.out_cols))
-    tiles = [(i, r, min(g.out_rows, r + step)) for i in range(n) for r in range(0, g.out_rows, step)]
     shape = (g.filter_rows, g.filter_cols, c * m)
 
-    def part(lo: int, hi: int) -> np.ndarray:
-        out = np.zeros(shape, ctype)
-        buf = np.empty((_window_rows(g, step), cols, c, m), ctype)
+    def tile(i: int, r0: int, r1: int, windows: np.ndarray) -> np.ndarray:
+        return np.einsum("rqijc,rqc->ijc", windows, dy[i, r0:r1])
+
+    partials = _depthwise_tiles(g, x, ctype, m, tile, lambda: np.zeros(shape, ctype))
+    dw = sum(partials, np.zeros(shape, ctype))
+    return dw.reshape(g.filter_rows, g.filter_cols, c, m)
+
+
+def _depthwise_tiles(g, x: np.ndarray, ctype: np.dtype, repeat: int, tile, zero=None) -> list:
+    """Cut the output positions into tiles (one image, a band of output rows) split over cores.
+
+    Per tile, the padded input rows its windows read are copied into a per-core buffer that
+    stays in cache (zero borders, cast to ``ctype``, channels repeated ``repeat`` times), and
+    ``tile(i, r0, r1, windows)`` gets the read-only ``(r1 - r0, OW, KH, KW, C*repeat)`` window
+    view of it. With ``zero``, each core sums ``tile``'s results into ``zero()`` and the list of
+    these partial sums is returned.
+    """
+    cols = (g.out_cols - 1) * g.stride_cols + (g.filter_cols - 1) * g.dilation_cols + 1
+    step = max(1, DEPTHWISE_TILE_POSITIONS // max(1, g.out_cols))
+    tiles = [(i, r, min(g.out_rows, r + step))
+             for i in range(x.shape[0]) for r in range(0, g.out_rows, step)]
+
+    def part(lo: int, hi: int):
+        acc = zero() if zero is not None else None
+        buf = np.empty((_window_rows(g, step), cols, x.shape[3], repeat), ctype)
         for i, r0, r1 in tiles[lo:hi]:
-            rows = _window_rows(g, r1 - r0)
-            xt = _fill_padded_rows(g, x[i], r0 * g.stride_rows, buf[:rows])
-            out += np.einsum("rqijc,rqc->ijc", _windows(g, xt, r1 - r0), dy[i, r0:r1])
-        return out
+            xt = _fill_padded_rows(g, x[i], r0 * g.stride_rows, buf[: _window_rows(g, r1 - r0)])
+            res = tile(i, r0, r1, _windows(g, xt, r1 - r0))
+            if acc is not None:
+                acc += res
+        return acc
 
     min_tiles = -(-parallel.MIN_POSITIONS_PER_RANGE // (step * max(1, g.out_cols)))
-    dw = sum(map_ranges(part, len(tiles), min_tiles), np.zeros(shape, ctype))
-    return dw.reshape(g.filter_rows, g.filter_cols, c, m)
+    return map_ranges(part, len(tiles), min_tiles)
 
 
 def _window_rows(g, out_rows: int) -> int:
@@ -293,7 +308,7 @@ def _fill_padded_rows(g, x: np.ndarray, first: int, buf: np.ndarray) -> np.ndarr
     rows, cols = buf.shape[:2]
     lo = min(max(first, g.pad_top), first + rows)  # padded rows holding input rows
     hi = max(lo, min(first + rows, g.pad_top + g.in_rows))
-    c0 = min(g.pad_left, cols)
+    c0 = max(0, min(g.pad_left, cols))  # a negative pad crops
     c1 = max(c0, min(g.pad_left + g.in_cols, cols))
     buf[: lo - first] = 0
     buf[hi - first :] = 0
@@ -302,7 +317,7 @@ def _fill_padded_rows(g, x: np.ndarray, first: int, buf: np.ndarray) -> np.ndarr
     band[:, c1:] = 0
     src = x[lo - g.pad_top : hi - g.pad_top, c0 - g.pad_left : c1 - g.pad_left]
     band[:, c0:c1] = src[..., None]
-    return buf.reshape(rows, cols, -1)
+    return buf.reshape(rows, cols, buf.shape[2] * buf.shape[3])
 
 
 def _windows(g, xt: np.ndarray, out_rows: int) -> np.ndarray:
@@ -320,8 +335,12 @@ def _windows(g, xt: np.ndarray, out_rows: int) -> np.ndarray:
 def depthwise_conv2d_backprop_input(
     lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype: np.dtype, out: np.ndarray
 ) -> None:
-    """Depthwise input gradient into zeroed ``out``: ``D_t[p + off_t, c] += sum_m E[p, c, m] w_t[c, m]``."""
+    """Depthwise input gradient into zeroed ``out``: ``D_t[p + off_t, c] += sum_m E[p, c, m] w_t[c, m]``
+    (stride 1: :func:`_depthwise_input_grad_stride1`)."""
     g = lay.g
+    if g.stride_rows == g.stride_cols == 1:
+        _depthwise_input_grad_stride1(g, dy, w, ctype, out)
+        return
     n, c, m = dy.shape[0], w.shape[2], w.shape[3]
     wc = w.astype(ctype, copy=False)
     sr, sc = g.stride_rows, g.stride_cols
@@ -336,3 +355,34 @@ def depthwise_conv2d_backprop_input(
                 "pcm,cm->pc", e, wc[tap.row, tap.col]
             )
         lay.merge_input(d.reshape(sr, sc, nb, lay.hq, lay.wq, c), out[sl])
+
+
+def _depthwise_input_grad_stride1(g, dy: np.ndarray, w: np.ndarray, ctype: np.dtype,
+                                  out: np.ndarray) -> None:
+    """Stride-1 depthwise input gradient as a depthwise correlation of ``dy`` with the flipped
+    filter, in the tiles of :func:`_depthwise_tiles`.
+
+    ``dx[h, v, c] = sum_{i,j,m} dy[h + pt - i*dr, v + pl - j*dc, c*M + m] w[i, j, c, m]``; with
+    ``i' = KH-1-i`` the row read is ``h + i'*dr - ((KH-1)*dr - pt)``: a forward correlation of
+    ``dy`` (as the input, ``C*M`` channels) padded by ``(KH-1)*dr - pt`` on top (negative: crop)
+    and ``(KW-1)*dc - pl`` on the left, whose output is the input's ``H x W``.
+    """
+    c, m = w.shape[2], w.shape[3]
+    if out.size == 0:  # e.g. an input width of 0 padded to a non-empty output
+        return
+    gt = dataclasses.replace(
+        g, in_rows=g.out_rows, in_cols=g.out_cols, in_depth=c * m, filter_out=1,
+        out_rows=g.in_rows, out_cols=g.in_cols,
+        pad_top=(g.filter_rows - 1) * g.dilation_rows - g.pad_top,
+        pad_left=(g.filter_cols - 1) * g.dilation_cols - g.pad_left)
+    wf = w[::-1, ::-1].astype(ctype).reshape(g.filter_rows, g.filter_cols, c * m)
+    direct = m == 1 and out.dtype == ctype
+
+    def tile(i: int, r0: int, r1: int, windows: np.ndarray) -> None:
+        if direct:
+            np.einsum("rqijk,ijk->rqk", windows, wf, out=out[i, r0:r1])
+        else:  # per output channel k = c*M + m, then the sum over m
+            y = np.einsum("rqijk,ijk->rqk", windows, wf)
+            out[i, r0:r1] = y.reshape(*y.shape[:2], c, m).sum(axis=3)
+
+    _depthwise_tiles(gt, dy, ctype, 1, tile)
