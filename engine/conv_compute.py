@@ -9,12 +9,14 @@ phase images ``P`` of ``x`` and the zero-embedded flat ``E`` of ``dy`` (``T`` po
 - backprop input:  ``D_t[p + off_t] += E[p] @ w_t.T``, then phases merged back into ``dx``
 
 Each is one matrix product per filter tap on shifted views (no copies), or, when the channel
-count is too small for a per-tap product to be efficient, one product on a transposed im2col
-matrix built from per-channel ("planar") phase images. Filter-gradient sums are split over the
-cores (BLAS parallelizes their thin ``(C, O)`` products poorly) and walked in cache-sized
-blocks. The depthwise filter gradient skips the phase layout: one einsum per tile of output rows
-over a strided ``(N, OH, OW, KH, KW, C)`` window view of the padded input. Batches are processed
-in chunks so extra memory stays bounded whatever the batch size. Python loops run only over
+count is too small for a per-tap product to be efficient, one product per cache-sized block of
+a transposed im2col matrix built from per-channel ("planar") phase images (one strided copy per
+phase). Filter-gradient sums are split over the cores (BLAS parallelizes their thin ``(C, O)``
+products poorly) and walked in cache-sized blocks. The depthwise forward, filter gradient and
+stride-1 input gradient skip the phase layout: one einsum per tile of output rows over a strided
+``(rows, OW, KH, KW, C)`` window view of the tile's padded rows, copied into a per-core buffer
+(:func:`_depthwise_tiles`). Batches are processed in chunks so extra memory stays bounded
+whatever the batch size. Python loops run only over
 taps, stride phases, batch chunks and cache blocks/tiles of positions (each a large vectorized
 call), never element by element.
 """
