@@ -270,14 +270,15 @@ def depthwise_conv2d_backprop_filter(
     return dw.reshape(g.filter_rows, g.filter_cols, c, m)
 
 
-def _depthwise_tiles(g, x: np.ndarray, ctype: np.dtype, repeat: int, tile, zero=None) -> list:
+def _depthwise_tiles(g, x: np.ndarray, ctype: np.dtype, repeat: int, tile, zero=None,
+                     spread: tuple[int, int] = (1, 1)) -> list:
     """Cut the output positions into tiles (one image, a band of output rows) split over cores.
 
     Per tile, the padded input rows its windows read are copied into a per-core buffer that
     stays in cache (zero borders, cast to ``ctype``, channels repeated ``repeat`` times), and
     ``tile(i, r0, r1, windows)`` gets the read-only ``(r1 - r0, OW, KH, KW, C*repeat)`` window
     view of it. With ``zero``, each core sums ``tile``'s results into ``zero()`` and the list of
-    these partial sums is returned.
+    these partial sums is returned. ``spread`` is passed on to :func:`_fill_padded_rows`.
     """
     cols = (g.out_cols - 1) * g.stride_cols + (g.filter_cols - 1) * g.dilation_cols + 1
     step = max(1, DEPTHWISE_TILE_POSITIONS // max(1, g.out_cols))
@@ -288,7 +289,8 @@ def _depthwise_tiles(g, x: np.ndarray, ctype: np.dtype, repeat: int, tile, zero=
         acc = zero() if zero is not None else None
         buf = np.empty((_window_rows(g, step), cols, x.shape[3], repeat), ctype)
         for i, r0, r1 in tiles[lo:hi]:
-            xt = _fill_padded_rows(g, x[i], r0 * g.stride_rows, buf[: _window_rows(g, r1 - r0)])
+            xt = _fill_padded_rows(g, x[i], r0 * g.stride_rows, buf[: _window_rows(g, r1 - r0)],
+                                   spread)
             res = tile(i, r0, r1, _windows(g, xt, r1 - r0))
             if acc is not None:
                 acc += res
@@ -303,23 +305,41 @@ def _window_rows(g, out_rows: int) -> int:
     return max(0, out_rows - 1) * g.stride_rows + (g.filter_rows - 1) * g.dilation_rows + 1
 
 
-def _fill_padded_rows(g, x: np.ndarray, first: int, buf: np.ndarray) -> np.ndarray:
+def _fill_padded_rows(g, x: np.ndarray, first: int, buf: np.ndarray,
+                      spread: tuple[int, int] = (1, 1)) -> np.ndarray:
     """Padded rows ``[first, first + len(buf))`` of one image ``x (H, W, C)`` written into
     ``buf (rows, cols, C, M)`` (channels repeated ``M`` times, zeros where ``in_pad`` is padding);
-    returns ``buf`` as ``(rows, cols, C*M)``."""
+    returns ``buf`` as ``(rows, cols, C*M)``. With ``spread = (sr, sc)`` the image is first
+    spread out with ``sr - 1`` zero rows and ``sc - 1`` zero columns between its own."""
     rows, cols = buf.shape[:2]
-    lo = min(max(first, g.pad_top), first + rows)  # padded rows holding input rows
-    hi = max(lo, min(first + rows, g.pad_top + g.in_rows))
-    c0 = max(0, min(g.pad_left, cols))  # a negative pad crops
-    c1 = max(c0, min(g.pad_left + g.in_cols, cols))
-    buf[: lo - first] = 0
-    buf[hi - first :] = 0
-    band = buf[lo - first : hi - first]
-    band[:, :c0] = 0
-    band[:, c1:] = 0
-    src = x[lo - g.pad_top : hi - g.pad_top, c0 - g.pad_left : c1 - g.pad_left]
-    band[:, c0:c1] = src[..., None]
+    r0, r1, rsrc, nr = _placed(first, rows, g.pad_top, g.in_rows, spread[0])
+    c0, c1, csrc, nc = _placed(0, cols, g.pad_left, g.in_cols, spread[1])
+    if spread == (1, 1):  # zero only the borders around the copied block
+        buf[:r0] = 0
+        buf[r1:] = 0
+        buf[r0:r1, :c0] = 0
+        buf[r0:r1, c1:] = 0
+    else:
+        buf[...] = 0
+    src = x[rsrc : rsrc + nr, csrc : csrc + nc]
+    buf[r0 : r1 : spread[0], c0 : c1 : spread[1]] = src[..., None]
     return buf.reshape(rows, cols, buf.shape[2] * buf.shape[3])
+
+
+def _placed(first: int, count: int, pad: int, size: int, step: int) -> tuple[int, int, int, int]:
+    """Buffer slots ``[lo, hi)`` (every ``step``-th) holding image rows ``src .. src + n - 1``.
+
+    Slot ``b`` is padded row ``first + b``, i.e. spread row ``y = first + b - pad``, which holds
+    image row ``y / step`` when ``y`` is a multiple of ``step`` in ``[0, (size - 1)*step]``.
+    A negative ``pad`` crops.
+    """
+    y0 = -(-max(first - pad, 0) // step) * step  # the first multiple of step at or after
+    y1 = min(first + count - pad, (size - 1) * step + 1)  # exclusive
+    if size <= 0 or y1 <= y0:
+        return 0, 0, 0, 0
+    n = (y1 - 1 - y0) // step + 1
+    lo = y0 + pad - first
+    return lo, lo + (n - 1) * step + 1, y0 // step, n
 
 
 def _windows(g, xt: np.ndarray, out_rows: int) -> np.ndarray:
@@ -337,44 +357,25 @@ def _windows(g, xt: np.ndarray, out_rows: int) -> np.ndarray:
 def depthwise_conv2d_backprop_input(
     lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype: np.dtype, out: np.ndarray
 ) -> None:
-    """Depthwise input gradient into zeroed ``out``: ``D_t[p + off_t, c] += sum_m E[p, c, m] w_t[c, m]``
-    (stride 1: :func:`_depthwise_input_grad_stride1`)."""
-    g = lay.g
-    if g.stride_rows == g.stride_cols == 1:
-        _depthwise_input_grad_stride1(g, dy, w, ctype, out)
-        return
-    n, c, m = dy.shape[0], w.shape[2], w.shape[3]
-    wc = w.astype(ctype, copy=False)
-    sr, sc = g.stride_rows, g.stride_cols
-    per = _per_image_bytes(lay, c, c * m, ctype.itemsize)
-    for sl in _chunks(n, per):
-        nb = sl.stop - sl.start
-        t = lay.positions(nb)
-        e = lay.embed_output(dy[sl], ctype).reshape(-1, c, m)[:t]
-        d = np.zeros((sr, sc, nb * lay.hq * lay.wq, c), ctype)
-        for tap in lay.taps:
-            d[tap.phase_row, tap.phase_col, tap.offset : tap.offset + t] += np.einsum(
-                "pcm,cm->pc", e, wc[tap.row, tap.col]
-            )
-        lay.merge_input(d.reshape(sr, sc, nb, lay.hq, lay.wq, c), out[sl])
+    """Depthwise input gradient into zeroed ``out``:
+    ``dx[h, v, c] = sum over (r, i) with r*sr + i*dr - pt = h and (q, j) with
+    q*sc + j*dc - pl = v of sum_m dy[r, q, c*M + m] w[i, j, c, m]``.
 
-
-def _depthwise_input_grad_stride1(g, dy: np.ndarray, w: np.ndarray, ctype: np.dtype,
-                                  out: np.ndarray) -> None:
-    """Stride-1 depthwise input gradient as a depthwise correlation of ``dy`` with the flipped
-    filter, in the tiles of :func:`_depthwise_tiles`.
-
-    ``dx[h, v, c] = sum_{i,j,m} dy[h + pt - i*dr, v + pl - j*dc, c*M + m] w[i, j, c, m]``; with
-    ``i' = KH-1-i`` the row read is ``h + i'*dr - ((KH-1)*dr - pt)``: a forward correlation of
-    ``dy`` (as the input, ``C*M`` channels) padded by ``(KH-1)*dr - pt`` on top (negative: crop)
-    and ``(KW-1)*dc - pl`` on the left, whose output is the input's ``H x W``.
+    With ``dy`` spread out to stride 1 (``sr - 1`` zero rows and ``sc - 1`` zero columns between
+    its own: ``dys[y] = dy[y / sr]`` where ``sr`` divides ``y``) this is
+    ``dx[h] = sum_i dys[h + pt - i*dr] w[i]``; with ``i' = KH-1-i`` the row read is
+    ``h + i'*dr - ((KH-1)*dr - pt)``: a stride-1 depthwise correlation of ``dys`` (``C*M``
+    channels) with the flipped filter, padded by ``(KH-1)*dr - pt`` on top (negative: crop) and
+    ``(KW-1)*dc - pl`` on the left, whose output is the input's ``H x W``. It runs in the tiles
+    of :func:`_depthwise_tiles`, which spread each tile's rows as they copy them.
     """
+    g = lay.g
     c, m = w.shape[2], w.shape[3]
     if out.size == 0:  # e.g. an input width of 0 padded to a non-empty output
         return
     gt = dataclasses.replace(
         g, in_rows=g.out_rows, in_cols=g.out_cols, in_depth=c * m, filter_out=1,
-        out_rows=g.in_rows, out_cols=g.in_cols,
+        out_rows=g.in_rows, out_cols=g.in_cols, stride_rows=1, stride_cols=1,
         pad_top=(g.filter_rows - 1) * g.dilation_rows - g.pad_top,
         pad_left=(g.filter_cols - 1) * g.dilation_cols - g.pad_left)
     wf = w[::-1, ::-1].astype(ctype).reshape(g.filter_rows, g.filter_cols, c * m)
@@ -387,4 +388,4 @@ def _depthwise_input_grad_stride1(g, dy: np.ndarray, w: np.ndarray, ctype: np.dt
             y = np.einsum("rqijk,ijk->rqk", windows, wf)
             out[i, r0:r1] = y.reshape(*y.shape[:2], c, m).sum(axis=3)
 
-    _depthwise_tiles(gt, dy, ctype, 1, tile)
+    _depthwise_tiles(gt, dy, ctype, 1, tile, spread=(g.stride_rows, g.stride_cols))

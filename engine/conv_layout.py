@@ -93,10 +93,6 @@ class PhaseLayout:
         return (g.stride_rows == g.stride_cols == 1 and self.hq == g.in_rows
                 and self.wq == g.in_cols and g.pad_top == 0 and g.pad_left == 0)
 
-    def positions(self, batch: int) -> int:
-        """T: how many flat positions every tap reads for ``batch`` images."""
-        return batch * self.hq * self.wq - self.max_offset
-
     def _span(self, phase: int, stride: int, pad: int, size: int, count: int) -> tuple[int, int, int]:
         """Phase rows ``[lo, hi)`` that hold input rows, and the first input row ``r0``.
 
