@@ -13,7 +13,7 @@ count is too small for a per-tap product to be efficient, one product per cache-
 a transposed im2col matrix built from per-channel ("planar") phase images (one strided copy per
 phase). Filter-gradient sums are split over the cores (BLAS parallelizes their thin ``(C, O)``
 products poorly) and walked in cache-sized blocks. The depthwise forward, filter gradient and
-stride-1 input gradient skip the phase layout: one einsum per tile of output rows over a strided
+input gradient skip the phase layout: one einsum per tile of output rows over a strided
 ``(rows, OW, KH, KW, C)`` window view of the tile's padded rows, copied into a per-core buffer
 (:func:`_depthwise_tiles`). Batches are processed in chunks so extra memory stays bounded
 whatever the batch size. Python loops run only over
