@@ -80,6 +80,8 @@ CASES = [
     Case("filter NCHW 56x56x64 3x3x64 s1", "Conv2DBackpropFilter", (8, 56, 56, 64), (3, 3, 64, 64), 1, "SAME", data_format="NCHW", group="extra"),
     Case("input  f16 56x56x64 3x3x64 s1", "Conv2DBackpropInput", (8, 56, 56, 64), (3, 3, 64, 64), 1, "SAME", dtype="float16", group="extra"),
     Case("filter N=32 56x56x64 (memory)", "Conv2DBackpropFilter", (32, 56, 56, 64), (3, 3, 64, 64), 1, "SAME", group="extra"),
+    Case("dw forward 56x56x128 3x3 s1 SAME", "DepthwiseConv2dNative", (8, 56, 56, 128), (3, 3, 128, 1), 1, "SAME", group="extra"),
+    Case("dw input 56x56x128 3x3 s2 SAME", "DepthwiseConv2dNativeBackpropInput", (8, 56, 56, 128), (3, 3, 128, 1), 2, "SAME", group="extra"),
 ]
 
 #: With ``--compare``, ours and TensorFlow are timed in this many alternating rounds.
@@ -93,6 +95,8 @@ OURS = {
     "Conv2DBackpropFilter": kernels.conv2d_backprop_filter,
     "Conv2DBackpropInput": kernels.conv2d_backprop_input,
     "DepthwiseConv2dNativeBackpropFilter": kernels.depthwise_conv2d_native_backprop_filter,
+    "DepthwiseConv2dNative": kernels.depthwise_conv2d_native,
+    "DepthwiseConv2dNativeBackpropInput": kernels.depthwise_conv2d_native_backprop_input,
 }
 
 
@@ -100,6 +104,9 @@ def make_args(case: Case, rng: np.random.Generator) -> dict:
     """The op's keyword arguments on random data of the case's dtype."""
     dtype = to_dtype(case.dtype)
     x_shape, y_shape = case.shapes()
+    if not case.op.startswith(("Conv2DBackprop", "DepthwiseConv2dNativeBackprop")):  # forward
+        return dict(case.attrs(), input=rng.standard_normal(x_shape).astype(dtype),
+                    filter=rng.standard_normal(case.filter_shape).astype(dtype))
     dy = rng.standard_normal(y_shape).astype(dtype)
     args = dict(case.attrs(), out_backprop=dy)
     if case.op.endswith("BackpropInput"):

@@ -1,5 +1,7 @@
 """The benchmark's timing helpers (timing itself is never asserted; only what gets called)."""
 
+import numpy as np
+
 from engine import bench
 
 
@@ -56,3 +58,19 @@ def test_main_prints_a_row_per_selected_case_and_says_when_tensorflow_is_missing
     assert gflop == 0.01 and ms > 0 and abs(gflops - 2 * 4 * 28 * 28 * 25 * 64 / 1e9 / ms * 1e3) < 0.2
     assert abs(float(peak.rstrip("%")) - gflops) <= 0.1  # a peak of 100 GFLOP/s: % == GFLOP/s
     assert len(lines) == 4
+
+
+def test_make_args_gives_each_op_its_tensorflow_arguments():
+    rng = np.random.default_rng(0)
+    by_name = {case.name: case for case in bench.CASES}
+    fwd = bench.make_args(by_name["dw forward 56x56x128 3x3 s1 SAME"], rng)
+    assert sorted(fwd) == ["data_format", "filter", "input", "padding", "strides"]
+    assert fwd["input"].shape == (8, 56, 56, 128) and fwd["filter"].shape == (3, 3, 128, 1)
+    inp = bench.make_args(by_name["dw input 56x56x128 3x3 s2 SAME"], rng)
+    assert sorted(inp) == ["data_format", "filter", "input_sizes", "out_backprop", "padding",
+                           "strides"]
+    assert list(inp["input_sizes"]) == [8, 56, 56, 128]
+    assert inp["out_backprop"].shape == (8, 28, 28, 128) and inp["strides"] == [1, 2, 2, 1]
+    filt = bench.make_args(by_name["filter 56x56x64 3x3x64 s1 SAME"], rng)
+    assert sorted(filt) == ["data_format", "filter_sizes", "input", "out_backprop", "padding",
+                            "strides"]
