@@ -19,7 +19,7 @@ from engine.compiler import DEFAULT_MEMORY_LIMIT, Plan
 from engine.dtypes import DTYPES, dtype_name
 from engine.executor import Executor
 from engine.export import export_script
-from engine.tensor_stats import tensor_stats
+from engine.tensor_stats import format_value, tensor_stats
 
 SUBCOMMANDS = ("check", "run", "export")
 
@@ -72,7 +72,7 @@ def _table(rows: list[list[str]]) -> str:
 def _stats(a: np.ndarray) -> tuple[str, str, str]:
     """min, max, mean over the finite values (as the app's viewer shows them), as text."""
     s = tensor_stats(a)
-    return tuple("-" if v is None else f"{v:.6g}" for v in (s.min, s.max, s.mean))
+    return format_value(s.min), format_value(s.max), format_value(s.mean)
 
 
 def cmd_check(path: str, executor: Executor) -> int:

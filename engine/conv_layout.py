@@ -65,7 +65,7 @@ class PhaseLayout:
     wq: int
     taps: tuple[Tap, ...]
     max_offset: int
-    grids: tuple[PhaseGrid, ...] = ()
+    grids: tuple[PhaseGrid, ...]
 
     @classmethod
     def of(cls, g: ConvGeometry) -> PhaseLayout:
@@ -78,7 +78,7 @@ class PhaseLayout:
             for j in range(g.filter_cols):
                 qc, pc = divmod(j * g.dilation_cols, g.stride_cols)
                 taps.append(Tap(i, j, pr, pc, qr * wq + qc))
-        return cls(g, hq, wq, tuple(taps), qr_max * wq + qc_max, _grids(taps, g.filter_cols, wq))
+        return cls(g, hq, wq, tuple(taps), qr_max * wq + qc_max, _grids(taps, g.filter_cols))
 
     @property
     def grid_order(self) -> tuple[int, ...]:
@@ -173,7 +173,7 @@ class PhaseLayout:
         return out
 
 
-def _grids(taps: list[Tap], filter_cols: int, wq: int) -> tuple[PhaseGrid, ...]:
+def _grids(taps: list[Tap], filter_cols: int) -> tuple[PhaseGrid, ...]:
     """Group the taps by stride phase into arithmetic grids (see :class:`PhaseGrid`)."""
     grids = []
     for pr, pc in sorted({(t.phase_row, t.phase_col) for t in taps}):

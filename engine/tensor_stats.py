@@ -39,12 +39,16 @@ class TensorStats:
 
     def summary(self) -> str:
         """One line for a status bar: ``shape [..]  dtype  min ..  max ..  mean ..  std ..``."""
-        def f(v: float | None) -> str:
-            return "-" if v is None else f"{v:.6g}"
+        f = format_value
         zeros = "-" if self.zero_fraction is None else f"{self.zero_fraction:.1%}"
         return (f"shape {list(self.shape)}  {self.dtype}  min {f(self.min)}  max {f(self.max)}  "
                 f"mean {f(self.mean)}  std {f(self.std)}  NaN {self.nan_count}  "
                 f"Inf {self.inf_count}  zeros {zeros}")
+
+
+def format_value(v: float | None) -> str:
+    """A statistic as text: 6 significant digits, ``-`` when there is none."""
+    return "-" if v is None else f"{v:.6g}"
 
 
 def _float64(a: np.ndarray) -> np.ndarray:
