@@ -14,6 +14,9 @@ with ``Q`` the filter's in_channels and ``g(o)`` the group of output channel ``o
 dtypes: float16, bfloat16, float32, float64; the result has the input's dtype and half types
 accumulate in float32. Every invalid call raises :class:`~engine.errors.InvalidArgumentError`
 (see :mod:`engine.conv_shapes`). ``use_cudnn_on_gpu`` is accepted and has no effect.
+
+NaN and Inf: padding contributes nothing. An output element is NaN/Inf exactly when a term of
+its defining sum over real (unpadded) elements is (:mod:`engine.nonfinite`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from engine.conv_shapes import (
     conv2d_geometry,
 )
 from engine.dtypes import compute_dtype, float_array, same_dtype
+from engine.nonfinite import nonfinite_safe
 
 IntSeq = Sequence[int] | np.ndarray
 
@@ -74,6 +78,7 @@ def _input_grad_buffer(g: ConvGeometry, dtype: np.dtype) -> tuple[np.ndarray, np
     return out, _nhwc(out, g.data_format)
 
 
+@nonfinite_safe("input", "filter")
 def conv2d(
     input: np.ndarray,
     filter: np.ndarray,
@@ -97,6 +102,7 @@ def conv2d(
     return _from_nhwc(y, data_format, dtype)
 
 
+@nonfinite_safe("input", "out_backprop")
 def conv2d_backprop_filter(
     input: np.ndarray,
     filter_sizes: IntSeq,
@@ -124,6 +130,7 @@ def conv2d_backprop_filter(
     return dw.astype(dtype, copy=False)
 
 
+@nonfinite_safe("filter", "out_backprop")
 def conv2d_backprop_input(
     input_sizes: IntSeq,
     filter: np.ndarray,
@@ -151,6 +158,7 @@ def conv2d_backprop_input(
     return out
 
 
+@nonfinite_safe("input", "filter")
 def depthwise_conv2d_native(
     input: np.ndarray,
     filter: np.ndarray,
@@ -173,6 +181,7 @@ def depthwise_conv2d_native(
     return _from_nhwc(y, data_format, dtype)
 
 
+@nonfinite_safe("input", "out_backprop")
 def depthwise_conv2d_native_backprop_filter(
     input: np.ndarray,
     filter_sizes: IntSeq,
@@ -200,6 +209,7 @@ def depthwise_conv2d_native_backprop_filter(
     return dw.astype(dtype, copy=False)
 
 
+@nonfinite_safe("filter", "out_backprop")
 def depthwise_conv2d_native_backprop_input(
     input_sizes: IntSeq,
     filter: np.ndarray,

@@ -1,0 +1,155 @@
+"""The NaN/Inf contract of the conv ops: padding contributes nothing.
+
+Every conv op is a bilinear form: each output element is a sum of products ``a[u] * b[v]`` of
+one element of each array argument, over the pairs its definition names (Conv2D: input and
+filter; the backprop-filter ops: input and out_backprop; the backprop-input ops: filter and
+out_backprop). Terms that would read padding are not terms. IEEE arithmetic then fixes the
+result of an element whose terms are not all finite:
+
+- NaN when some term is NaN (a NaN factor, or ``±Inf * 0``), or when terms of both infinite
+  signs meet (``+Inf + -Inf``);
+- ``+Inf`` (``-Inf``) when some term is infinite and all infinite terms have that sign;
+- otherwise the sum of the finite terms.
+
+The fast kernels compute on padded, phase-split layouts where padding and layout positions are
+multiplied by zeros: harmless for finite data, but ``NaN * 0`` would spread a NaN to outputs no
+term of which touches it. :func:`nonfinite_safe` therefore runs the kernel as it is when both
+arrays are finite (one cheap pass over their exponent bits), and otherwise computes
+
+1. the finite part: the kernel on both arrays with every non-finite element replaced by 0;
+2. for each kind of non-finite term (NaN, +Inf, -Inf), how many terms of each output element
+   are of that kind, by the same kernel on 0/1 indicator arrays (exact in float32: a sum of
+   non-negative integers is positive exactly when one of them is); the indicator of a term
+   kind is a sum of products of indicators of its factors, e.g.
+   ``[a*b = +Inf] = [a=+Inf][b>0] + [a=-Inf][b<0] + [0<a<Inf][b=+Inf] + [-Inf<a<0][b=-Inf]``;
+
+and overwrites the elements with non-finite terms by the rule above. This is TensorFlow's
+float32 CPU behaviour, applied to every dtype (TensorFlow's float64 path multiplies padding
+zeros and gives NaN on every border). It costs nothing on finite data and a bounded number of
+extra kernel calls (at most 12, one per indicator product that is not all zero) otherwise.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import TypeVar
+
+import numpy as np
+
+from engine.dtypes import DTYPES
+
+F = TypeVar("F", bound=Callable[..., np.ndarray])
+
+#: Exponent bits of each float width: all of them set means Inf or NaN.
+_EXPONENT = {
+    np.dtype(np.float16): (np.uint16, 0x7C00),
+    np.dtype(DTYPES["bfloat16"]): (np.uint16, 0x7F80),
+    np.dtype(np.float32): (np.uint32, 0x7F800000),
+    np.dtype(np.float64): (np.uint64, 0x7FF0000000000000),
+}
+
+
+def all_finite(a: np.ndarray) -> bool:
+    """True when no element of the float array ``a`` is NaN or ±Inf (one pass over the
+    exponent bits, no float compare: fast for the half types too)."""
+    if a.size == 0:
+        return True
+    utype, mask = _EXPONENT[a.dtype]
+    if a.ndim and not a.flags.c_contiguous and not a.flags.f_contiguous:
+        a = np.ascontiguousarray(a)
+    return int((a.view(utype) & utype(mask)).max()) != mask
+
+
+def _float_or_none(value: object) -> np.ndarray | None:
+    """``value`` as an array of a supported float dtype, or None (the kernel then validates)."""
+    if isinstance(value, np.ndarray):
+        arr = value
+    elif isinstance(value, (list, tuple)):
+        try:
+            arr = np.asarray(value)
+        except (ValueError, TypeError, OverflowError, RecursionError):
+            return None
+    else:
+        return None
+    return arr if arr.dtype in _EXPONENT else None
+
+
+def _indicators(a: np.ndarray) -> dict[str, np.ndarray]:
+    """0/1 float32 indicators of the element classes the term rules need."""
+    finite = np.isfinite(a)
+    with np.errstate(invalid="ignore"):
+        pos, neg = a > 0, a < 0
+    return {
+        "one": np.ones(a.shape, np.float32),
+        "nan": np.isnan(a).astype(np.float32),
+        "inf": np.isinf(a).astype(np.float32),
+        "zero": (a == 0).astype(np.float32),
+        "+inf": (a == np.inf).astype(np.float32),
+        "-inf": (a == -np.inf).astype(np.float32),
+        "pos": pos.astype(np.float32),
+        "neg": neg.astype(np.float32),
+        "+fin": (pos & finite).astype(np.float32),
+        "-fin": (neg & finite).astype(np.float32),
+    }
+
+
+#: The products of factor classes whose term is NaN, +Inf or -Inf.
+TERM_RULES: dict[str, tuple[tuple[str, str], ...]] = {
+    "nan": (("nan", "one"), ("one", "nan"), ("inf", "zero"), ("zero", "inf")),
+    "+inf": (("+inf", "pos"), ("-inf", "neg"), ("+fin", "+inf"), ("-fin", "-inf")),
+    "-inf": (("+inf", "neg"), ("-inf", "pos"), ("+fin", "-inf"), ("-fin", "+inf")),
+}
+
+
+def nonfinite_safe(a_name: str, b_name: str) -> Callable[[F], F]:
+    """Decorate a conv kernel, bilinear in its arguments ``a_name`` and ``b_name``, so that it
+    follows the NaN/Inf contract of this module."""
+
+    def wrap(kernel: F) -> F:
+        signature = inspect.signature(kernel)
+
+        @functools.wraps(kernel)
+        def safe(*args, **kwargs):
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError:
+                return kernel(*args, **kwargs)  # a wrong call: Python says what is wrong
+            a = _float_or_none(bound.arguments.get(a_name))
+            b = _float_or_none(bound.arguments.get(b_name))
+            if a is None or b is None or (all_finite(a) and all_finite(b)):
+                return kernel(*args, **kwargs)
+            return _with_nonfinite_terms(kernel, bound, a_name, a, b_name, b)
+
+        return safe  # type: ignore[return-value]
+
+    return wrap
+
+
+def _with_nonfinite_terms(kernel, bound: inspect.BoundArguments, a_name: str, a: np.ndarray,
+                          b_name: str, b: np.ndarray) -> np.ndarray:
+    """The kernel's result by the rule of the module docstring (some element is not finite)."""
+
+    def call(av: np.ndarray, bv: np.ndarray) -> np.ndarray:
+        arguments = dict(bound.arguments)
+        arguments[a_name], arguments[b_name] = av, bv
+        return kernel(**arguments)
+
+    zero = a.dtype.type(0)
+    out = call(np.where(np.isfinite(a), a, zero), np.where(np.isfinite(b), b, zero))
+    if out.size == 0:
+        return out
+    ia, ib = _indicators(a), _indicators(b)
+    flagged: dict[str, np.ndarray] = {}
+    for kind, rules in TERM_RULES.items():
+        count = np.zeros(out.shape, np.float32)
+        for fa, fb in rules:
+            if ia[fa].any() and ib[fb].any():
+                count += call(ia[fa], ib[fb])
+        flagged[kind] = count > 0
+    nan = flagged["nan"] | (flagged["+inf"] & flagged["-inf"])
+    out[flagged["+inf"]] = np.inf
+    out[flagged["-inf"]] = -np.inf
+    out[nan] = np.nan
+    return out
