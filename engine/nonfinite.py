@@ -76,23 +76,24 @@ def _float_or_none(value: object) -> np.ndarray | None:
     return arr if arr.dtype in _EXPONENT else None
 
 
-def _indicators(a: np.ndarray) -> dict[str, np.ndarray]:
-    """0/1 float32 indicators of the element classes the term rules need."""
-    finite = np.isfinite(a)
+def _indicator(a: np.ndarray, kind: str) -> np.ndarray:
+    """0/1 float32 indicator of one element class of ``a`` (see :data:`TERM_RULES`)."""
     with np.errstate(invalid="ignore"):
-        pos, neg = a > 0, a < 0
-    return {
-        "one": np.ones(a.shape, np.float32),
-        "nan": np.isnan(a).astype(np.float32),
-        "inf": np.isinf(a).astype(np.float32),
-        "zero": (a == 0).astype(np.float32),
-        "+inf": (a == np.inf).astype(np.float32),
-        "-inf": (a == -np.inf).astype(np.float32),
-        "pos": pos.astype(np.float32),
-        "neg": neg.astype(np.float32),
-        "+fin": (pos & finite).astype(np.float32),
-        "-fin": (neg & finite).astype(np.float32),
-    }
+        if kind == "one":
+            mask = np.ones(a.shape, bool)
+        elif kind == "nan":
+            mask = np.isnan(a)
+        elif kind == "inf":
+            mask = np.isinf(a)
+        elif kind == "zero":
+            mask = a == 0
+        elif kind in ("+inf", "-inf"):
+            mask = a == (np.inf if kind == "+inf" else -np.inf)
+        elif kind in ("pos", "+fin"):
+            mask = (a > 0) & (np.isfinite(a) if kind == "+fin" else True)
+        else:  # "neg", "-fin"
+            mask = (a < 0) & (np.isfinite(a) if kind == "-fin" else True)
+    return mask.astype(np.float32)
 
 
 #: The products of factor classes whose term is NaN, +Inf or -Inf.
@@ -140,13 +141,16 @@ def _with_nonfinite_terms(kernel, bound: inspect.BoundArguments, a_name: str, a:
     out = call(np.where(np.isfinite(a), a, zero), np.where(np.isfinite(b), b, zero))
     if out.size == 0:
         return out
-    ia, ib = _indicators(a), _indicators(b)
     flagged: dict[str, np.ndarray] = {}
-    for kind, rules in TERM_RULES.items():
+    for kind, rules in TERM_RULES.items():  # two indicators and one count alive at a time
         count = np.zeros(out.shape, np.float32)
         for fa, fb in rules:
-            if ia[fa].any() and ib[fb].any():
-                count += call(ia[fa], ib[fb])
+            ind_a = _indicator(a, fa)
+            if not ind_a.any():
+                continue
+            ind_b = _indicator(b, fb)
+            if ind_b.any():
+                count += call(ind_a, ind_b)
         flagged[kind] = count > 0
     nan = flagged["nan"] | (flagged["+inf"] & flagged["-inf"])
     out[flagged["+inf"]] = np.inf
