@@ -9,15 +9,11 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from app.block_search import ranked, search_rank
 from app.graph_adapter import NODE_MIME, block_mime_text
 from blocks.registry import categories
 
 TYPE_ROLE = QtCore.Qt.UserRole
-
-
-def _matches(spec, words: list[str]) -> bool:
-    hay = " ".join([spec.type_id, spec.title, spec.category, str(spec.op), spec.doc]).lower()
-    return all(w in hay for w in words)
 
 
 def _tooltip(spec) -> str:
@@ -64,6 +60,7 @@ class BlockPalette(QtWidgets.QWidget):
         self.tree = _BlockTree(self)
         self.tree.itemActivated.connect(self._activated)
         self.items: dict[str, QtWidgets.QTreeWidgetItem] = {}
+        self._query = ""
         self._build()
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(2, 2, 2, 2)
@@ -95,13 +92,13 @@ class BlockPalette(QtWidgets.QWidget):
 
     def filter(self, text: str) -> None:
         """Show only blocks matching every word of ``text`` (title, id, category, op, doc)."""
-        words = text.lower().split()
+        self._query = text
         for i in range(self.tree.topLevelItemCount()):
             cat = self.tree.topLevelItem(i)
             any_visible = False
             for j in range(cat.childCount()):
                 item = cat.child(j)
-                ok = _matches(item.data(0, TYPE_ROLE + 1), words)
+                ok = search_rank(item.data(0, TYPE_ROLE + 1), text) is not None
                 item.setHidden(not ok)
                 any_visible |= ok
             cat.setHidden(not any_visible)
@@ -116,10 +113,16 @@ class BlockPalette(QtWidgets.QWidget):
         if type_id:
             self.add_requested.emit(type_id)
 
+    def best_match(self) -> str | None:
+        """The type id Enter adds: the best-ranked visible block (block_search)."""
+        specs = [self.items[t].data(0, TYPE_ROLE + 1) for t in self.visible_types()]
+        best = ranked(specs, self._query)
+        return best[0].type_id if best else None
+
     def _add_first_visible(self) -> None:
-        types = self.visible_types()
-        if types:
-            self.add_requested.emit(types[0])
+        best = self.best_match()
+        if best:
+            self.add_requested.emit(best)
 
 
 class BlockSearchPopup(QtWidgets.QFrame):
@@ -157,14 +160,12 @@ class BlockSearchPopup(QtWidgets.QFrame):
         self.edit.setFocus()
 
     def _filter(self, text: str) -> None:
-        words = text.lower().split()
         self.list.clear()
-        for spec in self._specs:
-            if _matches(spec, words):
-                item = QtWidgets.QListWidgetItem(f"{spec.title}    ·  {spec.category}")
-                item.setData(TYPE_ROLE, spec.type_id)
-                item.setToolTip(_tooltip(spec))
-                self.list.addItem(item)
+        for spec in ranked(self._specs, text):
+            item = QtWidgets.QListWidgetItem(f"{spec.title}    ·  {spec.category}")
+            item.setData(TYPE_ROLE, spec.type_id)
+            item.setToolTip(_tooltip(spec))
+            self.list.addItem(item)
         if self.list.count():
             self.list.setCurrentRow(0)
 

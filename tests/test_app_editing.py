@@ -262,3 +262,46 @@ def test_renaming_on_the_node_title_is_an_undoable_edit(grad_window):
     w.doc.undo_stack.undo()
     assert w.doc.canvas.nodes["grad"].title == "grad"
     assert node.view.name == "grad"
+
+
+def test_tab_search_ranks_names_above_descriptions(qtbot, window):
+    """"shape" + Enter inserts ShapeOf (a name prefix), not Conv2DBackpropFilter (whose
+    description mentions shapes); "conv" lists Conv2D first."""
+    viewer = window.adapter.viewer
+    focus_canvas(qtbot, window)
+    QtTest.QTest.keyClick(viewer, QtCore.Qt.Key_Tab)
+    popup = window.search_popup
+    QtTest.QTest.keyClicks(popup.edit, "shape")
+    assert popup.list.count() > 1  # descriptions still match, ranked below the name
+    assert popup.list.item(0).data(QtCore.Qt.UserRole) == "ShapeOf"
+    popup.edit.clear()
+    QtTest.QTest.keyClicks(popup.edit, "conv")
+    assert popup.list.item(0).data(QtCore.Qt.UserRole) == "Conv2D"
+    popup.edit.clear()
+    QtTest.QTest.keyClicks(popup.edit, "shape")
+    QtTest.QTest.keyClick(popup.edit, QtCore.Qt.Key_Return)
+    assert [n.type for n in window.doc.canvas.nodes.values()] == ["ShapeOf"]
+
+
+def test_palette_search_enter_adds_the_best_ranked_block(qtbot, window):
+    search = window.palette.search
+    QtTest.QTest.keyClicks(search, "shape")
+    assert "Conv2DBackpropFilter" in window.palette.visible_types()  # a description match
+    QtTest.QTest.keyClick(search, QtCore.Qt.Key_Return)
+    search.clear()
+    QtTest.QTest.keyClicks(search, "back filt")  # word prefixes of the name
+    QtTest.QTest.keyClick(search, QtCore.Qt.Key_Return)
+    assert [n.type for n in window.doc.canvas.nodes.values()] == ["ShapeOf",
+                                                                   "Conv2DBackpropFilter"]
+
+
+def test_search_rank_order_exact_prefix_word_prefix_description():
+    from app.block_search import search_rank
+    from blocks.registry import REGISTRY
+
+    assert search_rank(REGISTRY["Tensor"], "tensor") == 0
+    assert search_rank(REGISTRY["ShapeOf"], "shape") == 1
+    assert search_rank(REGISTRY["Conv2DBackpropFilter"], "back filt") == 2
+    assert search_rank(REGISTRY["DepthwiseConv2D"], "wiseconv") == 3
+    assert search_rank(REGISTRY["Conv2DBackpropFilter"], "shape") == 4
+    assert search_rank(REGISTRY["Compare"], "zzz") is None
