@@ -267,6 +267,7 @@ class MainWindow(QtWidgets.QMainWindow):
         runner.started.connect(self._on_run_started)
         runner.progress.connect(self._on_run_progress)
         runner.running_changed.connect(self._on_running_changed)
+        self.session.run_summary.connect(self._on_run_summary)
 
     # --- title and layout ------------------------------------------------------------------
     def update_title(self) -> None:
@@ -386,6 +387,11 @@ class MainWindow(QtWidgets.QMainWindow):
         if not running:
             self.progress.setValue(self.progress.maximum())
             self.progress.setFormat("done" if self.progress.maximum() else "idle")
+
+    def _on_run_summary(self, summary: str, cancelled: bool) -> None:
+        """The progress bar ends on what happened: "cancelled" or "3 ok, 1 skipped, 0 failed"."""
+        self.progress.setFormat(summary.replace("%", "%%"))
+        self.progress.setToolTip(summary)
 
     def wait_for_run(self, timeout_ms: int = 120_000) -> bool:
         """Block (processing events) until the current run has finished."""

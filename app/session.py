@@ -23,6 +23,7 @@ class Session(QtCore.QObject):
     results_changed = QtCore.Signal()
     log = QtCore.Signal(str, str, object)  # message, level, node id or None
     pending_changed = QtCore.Signal(str)  # node id
+    run_summary = QtCore.Signal(str, bool)  # "3 ok, 1 skipped (invalid: dW), 0 failed", cancelled
 
     def __init__(self, doc: Document, adapter, runner: RunController | None = None,
                  parent: QtCore.QObject | None = None):
@@ -39,6 +40,7 @@ class Session(QtCore.QObject):
         self._running_node: str | None = None
         self._dirty_during_run: set[str] = set()
         self._run_started = 0.0
+        self._run_plan = None
         self._run_order: list[str] = []
         self.runner.progress.connect(self._on_progress)
         self.runner.finished.connect(self._on_run_finished)
@@ -144,6 +146,7 @@ class Session(QtCore.QObject):
         self._dirty_during_run = set()
         self._run_started = time.perf_counter()
         self._run_order = [step.node_id for step in plan.steps]
+        self._run_plan = plan
         if not self.runner.start(plan):
             return False
         self._running_node = self._run_order[0] if self._run_order else None
@@ -179,15 +182,14 @@ class Session(QtCore.QObject):
                 self.run_info[nid] = RunInfo(error=message)
                 self.log.emit(f"{nid}: {message}", "error", nid)
         elapsed = time.perf_counter() - self._run_started
-        n_ok = len([n for n in result.times if n not in result.errors])
+        summary = run_summary(result, self._run_plan, self.doc.canvas)
         if result.cancelled:
-            self.log.emit(f"run cancelled after {n_ok} block(s)", "warning", None)
-        elif result.errors:
-            self.log.emit(f"run finished in {elapsed:.2f} s: {len(result.errors)} block(s) "
-                          f"failed, {n_ok} ok", "error", None)
+            self.log.emit(f"run cancelled after {elapsed:.2f} s: {summary}", "warning", None)
         else:
-            self.log.emit(f"run finished in {elapsed:.2f} s: {n_ok} block(s) ok, "
-                          f"{len(computed)} recomputed", "ok", None)
+            level = "error" if result.errors else "ok"
+            self.log.emit(f"run finished in {elapsed:.2f} s: {summary}, "
+                          f"{len(computed)} recomputed", level, None)
+        self.run_summary.emit("cancelled" if result.cancelled else summary, result.cancelled)
         self.refresh()
         self.results_changed.emit()
 
@@ -210,3 +212,25 @@ class Session(QtCore.QObject):
                 return p.name, self.outputs[(node_id, p.name)]
         outs = get_spec(node.type).outputs
         return (outs[0].name if outs else None), None
+
+
+def _names(canvas, node_ids) -> str:
+    """Titles of the given nodes as a person reads them (the id where a node is gone)."""
+    return ", ".join(canvas.nodes[n].title if n in canvas.nodes else n for n in node_ids)
+
+
+def run_summary(result, plan, canvas) -> str:
+    """``"3 ok, 1 skipped (invalid: dW), 0 failed"``: blocks that ran or came from the cache,
+    blocks not run (invalid in the plan, or after a failed input), and blocks that failed."""
+    ok = [n for n in result.times if n not in result.errors]
+    after_failure = [n for n, m in result.errors.items() if m.startswith("skipped")]
+    failed = [n for n in result.errors if n not in after_failure]
+    invalid = list(plan.errors) if plan is not None else []
+    parts = []
+    if invalid:
+        parts.append(f"invalid: {_names(canvas, invalid)}")
+    if after_failure:
+        parts.append(f"after a failed input: {_names(canvas, after_failure)}")
+    skipped = len(invalid) + len(after_failure)
+    text = f"{len(ok)} ok, {skipped} skipped" + (f" ({'; '.join(parts)})" if parts else "")
+    return text + f", {len(failed)} failed" + (f" ({_names(canvas, failed)})" if failed else "")

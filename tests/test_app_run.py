@@ -123,6 +123,20 @@ def test_cancel_stops_between_blocks(qtbot, grad_window, monkeypatch):
     assert ("grad", "output") not in w.session.outputs
     assert any("cancelled" in m for m in w.log.messages("warning"))
     assert w.act_run.isEnabled() and not w.act_cancel.isEnabled()
+    assert w.progress.text() == "cancelled"
+
+
+def test_run_summary_names_skipped_invalid_blocks(qtbot, grad_window):
+    """An invalid block is not run: the log and the progress bar say so, by its title."""
+    w = grad_window
+    w.adapter.select(["grad"])
+    w.attributes.title_edit.setText("dW")
+    w.attributes.title_edit.editingFinished.emit()
+    w.doc.edit("bad", lambda c: c.set_attr("grad", "strides", [2, 1, 1, 1]))
+    wait_run(qtbot, w)
+    summary = "3 ok, 1 skipped (invalid: dW), 0 failed"
+    assert w.progress.text() == summary
+    assert any(summary in m for m in w.log.messages("ok"))
 
 
 def test_failing_block_is_marked_and_others_keep_results(qtbot, tmp_path, monkeypatch):
