@@ -25,11 +25,11 @@ def search_rank(spec, query: str) -> int | None:
     words = query.lower().split()
     if not words:
         return 0
-    compact = "".join(words)
+    forms = ("".join(words), " ".join(words))  # "shape of" also finds ShapeOf
     names = [spec.type_id.lower(), spec.title.lower(), spec.title.lower().replace(" ", "")]
-    if compact in names or query.strip().lower() in names:
+    if any(f in names for f in forms):
         return 0
-    if any(n.startswith(compact) or n.startswith(query.strip().lower()) for n in names):
+    if any(n.startswith(forms) for n in names):
         return 1
     name_words = _name_words(spec)
     if all(any(nw.startswith(w) for nw in name_words) for w in words):
