@@ -346,14 +346,29 @@ class IntCellsEditor(AttrEditor):
             cell.setValidator(validator)
             cell.setToolTip(spec.doc or spec.name)
             cell.editingFinished.connect(self._finished)
+            cell.inputRejected.connect(lambda i=i: self._rejected(i))
+            cell.textEdited.connect(lambda _t: self.hint.hide())
             if pairs:
                 grid.addWidget(cell, 1 + i % 2, 1 + i // 2)
             else:
                 grid.addWidget(cell, 1, i)
             self.cells.append(cell)
         grid.setColumnStretch(ncols + (1 if pairs else 0), 1)
+        # a key the validator refuses is said, not swallowed silently
+        self.hint = QtWidgets.QLabel("", self)
+        self.hint.setObjectName("int_cell_hint")
+        self.hint.setWordWrap(True)
+        self.hint.setStyleSheet("color: #e0a040; font-size: 8pt;")
+        self.hint.hide()
+        grid.addWidget(self.hint, 3, 0, 1, ncols + (1 if pairs else 0) + 1)
         self._shown: list[str] = [""] * self.length
         self.set_context({})
+
+    def _rejected(self, index: int) -> None:
+        """A typed character was refused: say why under the cells until the next edit."""
+        self.hint.setText(f"{self.spec.name}[{index}] takes a whole number: digits with an "
+                          "optional leading minus, at most 9 digits")
+        self.hint.show()
 
     def set_context(self, attrs: dict) -> None:
         axes = AXES_BY_FORMAT.get(str(attrs.get("data_format", "NHWC")), ("0", "1", "2", "3"))

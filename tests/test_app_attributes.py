@@ -228,3 +228,19 @@ def test_int_vector_values_as_text_and_run_warns_about_pending_edit(qtbot, windo
     assert w.attributes.rows["values"].error.text() == ""
     assert w.adapter.node("grad").view.get_output_text_item(
         w.adapter.node("grad").outputs()["output"].view).toPlainText() == "output  1×1×2×2 f32"
+
+
+def test_letter_typed_into_an_integer_cell_is_refused_with_a_reason(qtbot, window):
+    from PySide6 import QtTest
+
+    row = window.attributes.rows["strides"]
+    cell = row.editor.cells[1]
+    cell.setFocus()
+    cell.selectAll()
+    QtTest.QTest.keyClicks(cell, "2x")
+    assert cell.text() == "2"  # the letter did not go in ...
+    hint = row.editor.hint
+    assert not hint.isHidden()  # ... and the panel says why
+    assert hint.text().startswith("strides[1] takes a whole number")
+    QtTest.QTest.keyClick(cell, QtCore.Qt.Key_Backspace)
+    assert hint.isHidden()  # the next accepted edit clears it
