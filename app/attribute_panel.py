@@ -11,6 +11,7 @@ from __future__ import annotations
 from PySide6 import QtCore, QtWidgets
 
 from app.attr_editors import AttrEditor, make_editor
+from app.message_label import MessageLabel
 from blocks.registry import get_spec
 from engine.errors import InvalidArgumentError
 
@@ -54,8 +55,7 @@ class AttributePanel(QtWidgets.QWidget):
         self.doc_label = QtWidgets.QLabel(self)
         self.doc_label.setWordWrap(True)
         self.doc_label.setStyleSheet("color: #a0a6ad;")
-        self.errors_label = QtWidgets.QLabel(self)
-        self.errors_label.setWordWrap(True)
+        self.errors_label = MessageLabel("", self)
         self.errors_label.setStyleSheet("color: #f07868;")
         self.errors_label.setTextInteractionFlags(QtCore.Qt.TextSelectableByMouse)
 
@@ -135,9 +135,8 @@ class AttributePanel(QtWidgets.QWidget):
             editor = make_editor(a, self.form_host, base_dir=lambda: self.doc.base_dir)
             editor.setObjectName(f"attr_{a.name}")
             editor.committed.connect(lambda name=a.name: self.commit(name))
-            error = QtWidgets.QLabel("", self.form_host)
+            error = MessageLabel("", self.form_host)
             error.setObjectName(f"error_{a.name}")
-            error.setWordWrap(True)
             error.setStyleSheet("color: #f07868; font-size: 8pt;")
             box = QtWidgets.QWidget(self.form_host)
             box_lay = QtWidgets.QVBoxLayout(box)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 DTYPE_SHORT = {
     "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
     "int32": "i32", "int64": "i64", "bool": "bool",
@@ -43,3 +45,24 @@ def ms_text(seconds: float) -> str:
     if ms < 1000:
         return f"{ms:.1f} ms"
     return f"{seconds:.2f} s"
+
+
+ZWSP = "\u200b"
+
+
+def breakable(text: str, run: int = 24) -> str:
+    """``text`` with zero-width spaces inside every word longer than ``run`` characters (after
+    path and identifier separators, and at least every ``run`` characters), so a word-wrapped
+    label can break a long path or value instead of growing to its width. Shorter words, such
+    as the numbers of a statistics line, are left exactly as they are."""
+    def split(word: re.Match) -> str:
+        out, since = [], 0
+        for ch in word.group(0):
+            out.append(ch)
+            since += 1
+            if ch in "/\\_.,:;=" or since >= run:
+                out.append(ZWSP)
+                since = 0
+        return "".join(out)
+
+    return re.sub(rf"\S{{{run + 1},}}", split, text)

@@ -15,6 +15,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
+from app.message_label import MessageLabel
 from engine.tensor_stats import (
     DiffStats,
     TensorStats,
@@ -239,10 +240,9 @@ class TensorViewer(QtWidgets.QWidget):
         w.setProperty("label_widget", lab)
 
     def _build(self) -> None:
-        self.stats_label = QtWidgets.QLabel(self)
+        self.stats_label = MessageLabel("", self)
         self.stats_label.setObjectName("stats")
         self.stats_label.setTextInteractionFlags(QtCore.Qt.TextSelectableByMouse)
-        self.stats_label.setWordWrap(True)  # a narrow dock wraps the numbers instead of hiding them
 
         self.mode_combo = QtWidgets.QComboBox(self)
         self.mode_combo.addItems(["slice", "montage"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from PySide6 import QtWidgets
 
+from app.message_label import MessageLabel
 from app.tensor_viewer import TensorViewer
 from blocks.registry import get_spec
 
@@ -22,7 +23,7 @@ class ViewerDock(QtWidgets.QWidget):
         self.session = session
         self.viewer = TensorViewer(self)
         self.viewer.setObjectName("tensor_viewer")
-        self.caption = QtWidgets.QLabel("Select a block to see its output.", self)
+        self.caption = MessageLabel("Select a block to see its output.", self)
         self.caption.setObjectName("viewer_caption")
         self.caption.setStyleSheet("color: #a0a6ad;")
         self.port_combo = QtWidgets.QComboBox(self)

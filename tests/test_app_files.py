@@ -232,3 +232,30 @@ def test_layout_and_geometry_persist(qtbot, tmp_path, monkeypatch):
         assert w2.settings.value("window/geometry") is not None
     finally:
         close_window(w2)
+
+
+def test_long_error_lines_wrap_inside_their_panels_and_never_widen_the_window(
+        qtbot, tmp_path, monkeypatch):
+    """A 300-character path in an error message used to widen the window (1000 -> 2606 px)."""
+    from PySide6 import QtWidgets
+
+    from tests.app_support import close_window, grad_canvas, make_window, wait_run
+
+    no_dialogs(monkeypatch)
+    w = make_window(qtbot, tmp_path, grad_canvas())
+    w.resize(1000, 700)
+    w.show()
+    QtWidgets.QApplication.processEvents()
+    long_path = "/nonexistent/" + "averyveryverylongfoldername" * 12 + ".npy"
+    w.doc.edit("file", lambda c: c.set_attr("x", "fill", "file"))
+    w.doc.edit("path", lambda c: c.set_attr("x", "path", long_path))
+    w.adapter.select(["x"])
+    wait_run(qtbot, w)
+    w.adapter.select(["x"])
+    QtWidgets.QApplication.processEvents()
+    error = w.attributes.rows["path"].error
+    assert long_path in error.text() and error.isVisible()
+    assert long_path in w.viewer_dock.caption.text()
+    assert w.width() == 1000
+    assert error.width() < 1000 and error.height() > 2 * error.fontMetrics().height()  # wrapped
+    close_window(w)
