@@ -14,6 +14,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from app import dialog_folders
 from engine.dtypes import DTYPES
 from engine.errors import InvalidArgumentError
 
@@ -291,10 +292,11 @@ class PathEditor(LineEditor):
         self.lay.addWidget(browse)
 
     def browse(self) -> None:
-        start = str(self.base_dir() if callable(self.base_dir) else Path.cwd())
         path, _ = QtWidgets.QFileDialog.getOpenFileName(
-            self, f"Choose {self.spec.name}", start, "NumPy arrays (*.npy);;All files (*)")
+            self, f"Choose {self.spec.name}", dialog_folders.start("tensor"),
+            "NumPy arrays (*.npy);;All files (*)")
         if path:
+            dialog_folders.remember("tensor", path)
             self._show(self.relative(path))
             self.committed.emit()
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 from PySide6 import QtCore, QtWidgets
 
+from app import dialog_folders
 from app.document import Document
 from engine.canvas import Canvas, CanvasError, load_canvas, save_canvas
 from engine.dtypes import DTYPES, dtype_name
@@ -169,6 +170,7 @@ class FileController(QtCore.QObject):
         if autosave and self.recovery is not None:
             self.autosave_timer.start()
         self._autosaved_snapshot: dict | None = None
+        self.example_name: str | None = None  # the example open, for Save As's suggestion
 
     # --- prompts ---------------------------------------------------------------------------
     def maybe_save(self) -> bool:
@@ -198,14 +200,17 @@ class FileController(QtCore.QObject):
         if not self.maybe_save():
             return False
         self.doc.load(Canvas(nodes={}, edges=[]), None)
+        self.example_name = None
         self._after_load()
         return True
 
     def open_dialog(self) -> bool:
-        start = str(self.doc.path.parent) if self.doc.path else str(Path.cwd())
         path, _ = QtWidgets.QFileDialog.getOpenFileName(
-            self.window, "Open canvas", start, FILE_FILTER)
-        return self.open_path(Path(path), ask=True) if path else False
+            self.window, "Open canvas", dialog_folders.start("canvas"), FILE_FILTER)
+        if not path:
+            return False
+        dialog_folders.remember("canvas", path)
+        return self.open_path(Path(path), ask=True)
 
     def open_path(self, path: str | os.PathLike, *, ask: bool = True,
                   as_example: bool = False) -> bool:
@@ -219,6 +224,7 @@ class FileController(QtCore.QObject):
             summary, details = load_error_text(path, exc)
             self._error("Cannot open canvas", summary, details)
             return False
+        self.example_name = path.name if as_example else None
         if as_example:
             self.doc.load(canvas, None, example_dir=path.parent)
             self.message.emit(f"opened example {path.name} (Save As to keep a copy)", "info")
@@ -235,11 +241,15 @@ class FileController(QtCore.QObject):
         return self.save_to(self.doc.path)
 
     def save_as(self) -> bool:
-        start = str(self.doc.path) if self.doc.path else str(Path.cwd() / "untitled.gbc.json")
+        """Ask for a name: the file's own, an example's name, or untitled.gbc.json."""
+        name = self.doc.path.name if self.doc.path else (self.example_name or "untitled.gbc.json")
+        start = (str(self.doc.path) if self.doc.path
+                 else dialog_folders.start("canvas", name))
         path, _ = QtWidgets.QFileDialog.getSaveFileName(
             self.window, "Save canvas as", start, FILE_FILTER)
         if not path:
             return False
+        dialog_folders.remember("canvas", path)
         if not is_canvas_file(path):
             path += CANVAS_SUFFIX
         return self.save_to(Path(path))

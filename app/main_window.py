@@ -16,6 +16,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from app import dialog_folders
 from app.attribute_panel import AttributePanel
 from app.document import Document
 from app.editing import EditActions
@@ -74,6 +75,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.edits = EditActions(self.doc, self.adapter, self)
         self.files = FileController(self, self.doc, self.settings, recovery_dir,
                                     autosave=autosave)
+        dialog_folders.bind(self.settings,
+                            lambda: self.doc.path.parent if self.doc.path else None)
         self.setCentralWidget(self.adapter.widget)
 
         self.palette = BlockPalette(self)

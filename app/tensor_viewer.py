@@ -15,6 +15,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
+from app import dialog_folders
 from app.message_label import MessageLabel
 from engine.tensor_stats import (
     DiffStats,
@@ -741,16 +742,21 @@ class TensorViewer(QtWidgets.QWidget):
         self.hover_label.setText(self.describe_pixel(row, col) if row >= 0 else "")
 
     def _ask_npy(self) -> None:
-        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Save tensor", "tensor.npy",
-                                                        "NumPy array (*.npy)")
+        path, _ = QtWidgets.QFileDialog.getSaveFileName(
+            self, "Save tensor", dialog_folders.start("tensor", "tensor.npy"),
+            "NumPy array (*.npy)")
         if path:
+            dialog_folders.remember("tensor", path)
             try:
                 self.export_npy(path)
             except (OSError, ValueError) as e:
                 QtWidgets.QMessageBox.warning(self, "Save tensor", f"Could not write {path}: {e}")
 
     def _ask_png(self) -> None:
-        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Save picture", "tensor.png",
-                                                        "PNG image (*.png)")
+        path, _ = QtWidgets.QFileDialog.getSaveFileName(
+            self, "Save picture", dialog_folders.start("image", "tensor.png"),
+            "PNG image (*.png)")
+        if path:
+            dialog_folders.remember("image", path)
         if path and not self.export_png(path):
             QtWidgets.QMessageBox.warning(self, "Save picture", f"Could not write {path}.")

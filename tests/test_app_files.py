@@ -4,6 +4,7 @@ dropped files, examples, recent files, title, persisted layout."""
 from __future__ import annotations
 
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -259,3 +260,42 @@ def test_long_error_lines_wrap_inside_their_panels_and_never_widen_the_window(
     assert w.width() == 1000
     assert error.width() < 1000 and error.height() > 2 * error.fontMetrics().height()  # wrapped
     close_window(w)
+
+
+def test_file_dialogs_remember_the_last_folder_of_each_kind(qtbot, tmp_path, window,
+                                                            monkeypatch):
+    """Save As, Open and the .npy/.png dialogs start where the user last went for that kind of
+    file (kept in the settings), never in the working directory; an example's Save As
+    suggests the example's name."""
+    from app.files import example_files
+
+    starts: list[tuple[str, str]] = []
+
+    def dialog(answer_path):
+        def ask(_parent, caption, start, *_a, **_k):
+            starts.append((caption, start))
+            return str(answer_path), ""
+        return staticmethod(ask)
+
+    canvases, tensors = tmp_path / "canvases", tmp_path / "tensors"
+    canvases.mkdir()
+    tensors.mkdir()
+    example = example_files()[0]
+    assert window.files.open_path(example, ask=False, as_example=True)
+    monkeypatch.setattr(QtWidgets.QFileDialog, "getSaveFileName",
+                        dialog(canvases / example.name))
+    assert window.files.save_as()
+    assert starts[-1] == ("Save canvas as", str(pathlib.Path.home() / example.name))
+    monkeypatch.setattr(QtWidgets.QFileDialog, "getOpenFileName",
+                        dialog(canvases / example.name))
+    assert window.files.open_dialog()
+    assert starts[-1] == ("Open canvas", str(canvases))  # the folder saved into last
+    window.viewer_dock.viewer.show_tensor(np.ones((2, 2), np.float32))
+    monkeypatch.setattr(QtWidgets.QFileDialog, "getSaveFileName",
+                        dialog(tensors / "t.npy"))
+    window.viewer_dock.viewer._ask_npy()
+    assert starts[-1][1] == str(canvases / "tensor.npy")  # no tensor folder yet: the canvas's
+    assert np.load(tensors / "t.npy").shape == (2, 2)
+    window.viewer_dock.viewer._ask_npy()
+    assert starts[-1][1] == str(tensors / "tensor.npy")
+    assert window.settings.value("dialogs/canvas") == str(canvases)
