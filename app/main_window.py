@@ -38,6 +38,7 @@ from app.theme import apply_dark_theme
 from app.viewer_dock import ViewerDock
 from engine.canvas import CanvasError, load_canvas
 from engine.errors import InvalidArgumentError
+from engine.version import version
 
 APP_NAME = "GradBlocks"
 SCREENSHOT_SIZE = (1600, 1000)
@@ -326,11 +327,7 @@ class MainWindow(QtWidgets.QMainWindow):
         QtWidgets.QMessageBox.information(self, "Keyboard shortcuts", shortcuts_html(self))
 
     def show_about(self) -> None:
-        QtWidgets.QMessageBox.about(
-            self, "About GradBlocks",
-            "GradBlocks: a block editor for seeing and checking TensorFlow convolution "
-            "gradients (Conv2DBackpropFilter, Conv2DBackpropInput, "
-            "DepthwiseConv2dNativeBackpropFilter).")
+        QtWidgets.QMessageBox.about(self, "About GradBlocks", about_text())
 
     # --- selection and viewer --------------------------------------------------------------
     def _on_selection(self, ids: list[str]) -> None:
@@ -419,6 +416,21 @@ class MainWindow(QtWidgets.QMainWindow):
             self.save_layout()
         self.files.shutdown()
         event.accept()
+
+
+def about_text() -> str:
+    """Help > About: what GradBlocks is, its version and the versions a bug report needs."""
+    import NodeGraphQt
+    import numpy
+    import PySide6
+
+    return (f"GradBlocks {version()}\n\n"
+            "A block editor for seeing and checking TensorFlow convolution gradients "
+            "(Conv2DBackpropFilter, Conv2DBackpropInput, DepthwiseConv2dNativeBackpropFilter "
+            "and their forward ops).\n\n"
+            f"Python {sys.version.split()[0]}, NumPy {numpy.__version__}, "
+            f"PySide6 {PySide6.__version__} (Qt {QtCore.qVersion()}), "
+            f"NodeGraphQt {NodeGraphQt.__version__}")
 
 
 def install_excepthook(window: MainWindow) -> None:

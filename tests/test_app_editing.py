@@ -305,3 +305,16 @@ def test_search_rank_order_exact_prefix_word_prefix_description():
     assert search_rank(REGISTRY["DepthwiseConv2D"], "wiseconv") == 3
     assert search_rank(REGISTRY["Conv2DBackpropFilter"], "shape") == 4
     assert search_rank(REGISTRY["Compare"], "zzz") is None
+
+
+def test_help_about_shows_the_version(window, monkeypatch):
+    from importlib import metadata
+
+    shown = []
+    monkeypatch.setattr(QtWidgets.QMessageBox, "about",
+                        staticmethod(lambda _parent, title, text: shown.append((title, text))))
+    window.act_about.trigger()
+    title, text = shown[0]
+    assert title == "About GradBlocks"
+    assert text.startswith(f"GradBlocks {metadata.version('gradblocks')}\n")
+    assert "NumPy" in text and "PySide6" in text
