@@ -9,6 +9,7 @@ from PySide6 import QtCore
 
 from app import clipboard
 from app.files import npy_tensor_attrs
+from app.placement import free_offset
 
 
 class EditActions(QtCore.QObject):
@@ -21,11 +22,11 @@ class EditActions(QtCore.QObject):
         self.doc, self.adapter = doc, adapter
 
     def free_spot(self) -> tuple[float, float]:
-        """Where a block added without a drop position goes: near the view centre, staggered."""
+        """Where a block added without a drop position goes: the view centre (the adapter
+        then moves it to the nearest spot where it covers no block)."""
         v = self.adapter.viewer
         p = v.mapToScene(v.rect().center())
-        n = len(self.doc.canvas.nodes) % 6
-        return float(p.x()) - 80 + 20 * n, float(p.y()) - 40 + 20 * n
+        return float(p.x()) - 80, float(p.y()) - 40
 
     def delete_selection(self) -> list[str]:
         """Remove the selected blocks and their wires; returns the removed ids."""
@@ -54,24 +55,51 @@ class EditActions(QtCore.QObject):
         return self.delete_selection() if self.copy_selection() else []
 
     def paste(self) -> list[str]:
-        """Add the blocks on the clipboard (offset, fresh ids); returns and selects them."""
+        """Add the blocks on the clipboard (fresh ids) with their top-left block at the cursor,
+        moved to the nearest spot where they cover no block; returns and selects them."""
         frag = clipboard.get()
         if not frag or not frag.get("nodes"):
             return []
-        return self._paste_fragment(frag, "Paste")
+        return self._paste_fragment(frag, "Paste", self.adapter.scene_pos_at_cursor())
 
     def duplicate_selection(self) -> list[str]:
+        """Copies of the selected blocks next to them, where they cover no block."""
         ids = self.adapter.selected_ids()
         if not ids:
             return []
         return self._paste_fragment(clipboard.fragment(self.doc.canvas, ids), "Duplicate")
 
-    def _paste_fragment(self, frag: dict, label: str) -> list[str]:
+    def _group_boxes(self, frag: dict) -> list[tuple[float, float, float, float]]:
+        """The boxes the fragment's blocks cover at their stored positions."""
+        boxes = self.adapter.node_boxes()
+        out = []
+        for n in frag["nodes"]:
+            x, y = n.get("pos", (0.0, 0.0))
+            w, h = (boxes[n["id"]][2:] if n.get("id") in boxes
+                    else self.adapter.block_size(n.get("type", "")))
+            out.append((float(x), float(y), w, h))
+        return out
+
+    def _paste_fragment(self, frag: dict, label: str,
+                        at: tuple[float, float] | None = None) -> list[str]:
+        """Add ``frag`` with its top-left corner at ``at`` (else next to where it was), then
+        shifted to the nearest spot where it covers no block."""
         created: list[str] = []
+        try:
+            group = self._group_boxes(frag)
+        except (TypeError, ValueError, KeyError) as exc:
+            self.message.emit(f"{label} failed: {exc}", "error")
+            return []
+        if at is None:
+            offset = (clipboard.PASTE_OFFSET, clipboard.PASTE_OFFSET)
+        else:
+            offset = (at[0] - min(b[0] for b in group), at[1] - min(b[1] for b in group))
+        moved = [(b[0] + offset[0], b[1] + offset[1], b[2], b[3]) for b in group]
+        dx, dy = free_offset(list(self.adapter.node_boxes().values()), moved)
+        offset = (float(round(offset[0] + dx)), float(round(offset[1] + dy)))  # whole units
 
         def mutate(canvas):
-            created[:] = clipboard.paste_fragment(
-                canvas, frag, (clipboard.PASTE_OFFSET, clipboard.PASTE_OFFSET))
+            created[:] = clipboard.paste_fragment(canvas, frag, offset)
 
         try:
             self.doc.edit(f"{label} {len(frag['nodes'])} block(s)", mutate)

@@ -19,6 +19,7 @@ from PySide6 import QtCore
 
 from app.document import Document
 from app.node_classes import node_class, node_type
+from app.placement import DEFAULT_SIZE, free_offset
 from blocks.registry import REGISTRY, get_spec
 from engine.errors import InvalidArgumentError
 
@@ -131,6 +132,33 @@ class GraphAdapter(QtCore.QObject):
     def cid(self, node) -> str | None:
         """The canvas id of a NodeGraphQt node (or of its id string)."""
         return self._cids.get(node if isinstance(node, str) else node.id)
+
+    def node_boxes(self) -> dict[str, tuple[float, float, float, float]]:
+        """``{id: (x, y, width, height)}`` of every block as drawn (scene units)."""
+        out = {}
+        for cid, node in self._nodes.items():
+            r = node.view.sceneBoundingRect()
+            out[cid] = (r.x(), r.y(), r.width(), r.height())
+        return out
+
+    def block_size(self, type_id: str) -> tuple[float, float]:
+        """The drawn size of a block of ``type_id`` (a block of that type on the canvas, else
+        the usual size)."""
+        for cid, node in self._nodes.items():
+            n = self.doc.canvas.nodes.get(cid)
+            if n is not None and n.type == type_id:
+                r = node.view.sceneBoundingRect()
+                return r.width(), r.height()
+        return DEFAULT_SIZE
+
+    def free_position(self, type_ids: list[str], pos: tuple[float, float]
+                      ) -> tuple[float, float]:
+        """``pos`` moved to the nearest spot where blocks of ``type_ids`` (staggered as
+        :meth:`add_blocks` places them) cover no block."""
+        group = [(pos[0] + 40.0 * i, pos[1] + 40.0 * i, *self.block_size(t))
+                 for i, t in enumerate(type_ids)]
+        dx, dy = free_offset(list(self.node_boxes().values()), group)
+        return float(round(pos[0] + dx)), float(round(pos[1] + dy))
 
     def node_ids(self) -> list[str]:
         return list(self._nodes)
@@ -296,8 +324,10 @@ class GraphAdapter(QtCore.QObject):
 
     def add_blocks(self, type_ids: list[str], pos: tuple[float, float],
                    attrs: dict | None = None) -> list[str]:
-        """Add blocks (one undo step) at ``pos`` (staggered); select and return their ids."""
+        """Add blocks (one undo step) at ``pos`` (staggered), or the nearest spot where they
+        cover no block; select and return their ids."""
         created: list[str] = []
+        pos = self.free_position(type_ids, pos)
 
         def mutate(canvas):
             created.clear()

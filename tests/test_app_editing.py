@@ -124,6 +124,35 @@ def test_delete_key_removes_selected_block_and_its_wires(qtbot, grad_window):
     assert "dy" not in w.doc.canvas.nodes
 
 
+def assert_no_overlap(w, new_ids) -> None:
+    """No block in ``new_ids`` covers any other block as drawn."""
+    QtWidgets.QApplication.processEvents()
+    boxes = w.adapter.node_boxes()
+    for a in new_ids:
+        ra = QtCore.QRectF(*boxes[a])
+        for b, box in boxes.items():
+            if b != a:
+                assert not ra.intersects(QtCore.QRectF(*box)), (a, b)
+
+
+def test_blocks_added_repeatedly_land_on_free_spots(window):
+    """Double-clicking the same palette entry five times stacks nothing on top of anything."""
+    item = window.palette.items["Conv2DBackpropFilter"]
+    for _ in range(5):
+        window.palette.tree.itemActivated.emit(item, 0)
+    assert len(window.doc.canvas.nodes) == 5
+    assert_no_overlap(window, list(window.doc.canvas.nodes))
+
+
+def test_paste_lands_at_the_cursor(qtbot, grad_window, monkeypatch):
+    w = grad_window
+    w.adapter.select(["dy"])
+    assert w.edits.copy_selection()
+    monkeypatch.setattr(w.adapter, "scene_pos_at_cursor", lambda: (2000.0, 1500.0))
+    (new,) = w.edits.paste()
+    assert w.doc.canvas.nodes[new].pos == (2000.0, 1500.0)  # nothing there: exactly at it
+
+
 def test_copy_paste_and_duplicate_keep_attributes_and_inner_wires(grad_window):
     w = grad_window
     w.doc.edit("set", lambda c: c.set_attr("grad", "padding", "VALID"))
@@ -134,12 +163,15 @@ def test_copy_paste_and_duplicate_keep_attributes_and_inner_wires(grad_window):
     new = {w.doc.canvas.nodes[n].type: n for n in created}
     g2 = w.doc.canvas.nodes[new["Conv2DBackpropFilter"]]
     assert g2.attrs["padding"] == "VALID"
-    assert g2.pos == (w.doc.canvas.nodes["grad"].pos[0] + 40, w.doc.canvas.nodes["grad"].pos[1]
-                      + 40)
+    x2, nodes = w.doc.canvas.nodes[new["Tensor"]], w.doc.canvas.nodes
+    assert (g2.pos[0] - x2.pos[0], g2.pos[1] - x2.pos[1]) == (  # the group keeps its shape
+        nodes["grad"].pos[0] - nodes["x"].pos[0], nodes["grad"].pos[1] - nodes["x"].pos[1])
+    assert_no_overlap(w, created)
     assert ((new["Tensor"], "output"), (g2.id, "input")) in edges(w)  # inner wire copied
     assert sorted(w.adapter.selected_ids()) == sorted(created)
     dup = w.edits.duplicate_selection()
     assert len(dup) == 2 and len(w.doc.canvas.nodes) == 8
+    assert_no_overlap(w, dup)
     w.doc.undo_stack.undo()
     w.doc.undo_stack.undo()
     assert sorted(w.doc.canvas.nodes) == ["dy", "fs", "grad", "x"]
