@@ -59,6 +59,12 @@ def load_error_text(path: Path, exc: Exception) -> tuple[str, str]:
     return f"Cannot open {path.name}: {exc}", str(exc)
 
 
+def internal_error_text(path: Path, exc: Exception) -> str:
+    """The message for an unexpected failure while opening ``path`` (a GradBlocks bug)."""
+    return (f"Cannot open {path.name}: internal error ({type(exc).__name__}: {exc}). The canvas "
+            "that was open is unchanged. Please report this with the file.")
+
+
 def npy_tensor_attrs(path: Path, base_dir: Path | None) -> tuple[dict, str | None]:
     """Attributes of a Tensor block reading ``path`` (fill=file) and a warning, if any.
 
@@ -224,6 +230,21 @@ class FileController(QtCore.QObject):
             summary, details = load_error_text(path, exc)
             self._error("Cannot open canvas", summary, details)
             return False
+        except Exception as exc:  # noqa: BLE001 - a loader bug must not cost the open canvas
+            self._error("Cannot open canvas", internal_error_text(path, exc))
+            return False
+        before = (self.doc.canvas, self.doc.path, self.doc.example_dir, self.example_name)
+        try:
+            self._show_loaded(canvas, path, as_example)
+        except Exception as exc:  # noqa: BLE001 - keep what was open, say what happened
+            self.doc.load(before[0], before[1], example_dir=before[2])
+            self.example_name = before[3]
+            self._error("Cannot open canvas", internal_error_text(path, exc))
+            return False
+        self._after_load()
+        return True
+
+    def _show_loaded(self, canvas: Canvas, path: Path, as_example: bool) -> None:
         self.example_name = path.name if as_example else None
         if as_example:
             self.doc.load(canvas, None, example_dir=path.parent)

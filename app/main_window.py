@@ -25,6 +25,7 @@ from app.files import (
     FileController,
     display_name,
     example_files,
+    internal_error_text,
     is_canvas_file,
     load_error_text,
 )
@@ -511,10 +512,13 @@ def _shoot(window: MainWindow, args: argparse.Namespace) -> int:
     if args.canvas:
         try:
             canvas = load_canvas(args.canvas)
+            window.doc.load(canvas, Path(args.canvas).resolve())
         except (CanvasError, InvalidArgumentError, OSError, ValueError) as exc:
             print(f"gradblocks: {load_error_text(Path(args.canvas), exc)[0]}", file=sys.stderr)
             return 2
-        window.doc.load(canvas, Path(args.canvas).resolve())
+        except Exception as exc:  # noqa: BLE001 - a bug: say so in one message, exit 2
+            print(f"gradblocks: {internal_error_text(Path(args.canvas), exc)}", file=sys.stderr)
+            return 2
     if args.run:
         window.run()
         window.wait_for_run()
