@@ -11,7 +11,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from blocks.spec import AttrError, AttrSpec, BlockSpec, PortSpec, TensorSpec, blame
+from blocks.spec import (
+    INT32_MAX,
+    AttrError,
+    AttrSpec,
+    BlockSpec,
+    PortSpec,
+    TensorSpec,
+    blame,
+)
 from engine import kernels
 from engine.conv_shapes import (
     backprop_filter_geometry,
@@ -24,14 +32,14 @@ from engine.errors import InvalidArgumentError
 _ALL4 = [1, 1, 1, 1]
 
 CONV_ATTRS = (
-    AttrSpec("strides", "int_list", _ALL4, length=(4,), minimum=1,
+    AttrSpec("strides", "int_list", _ALL4, length=(4,), minimum=1, maximum=INT32_MAX,
              doc="The stride of the sliding window for each dimension of the input, in "
                  "data_format order. The batch and depth entries must be 1."),
     AttrSpec("padding", "enum", "SAME", choices=("SAME", "VALID", "EXPLICIT"),
              doc="The padding algorithm. SAME: output size ceil(input / stride), zeros added "
                  "evenly with the odd one after. VALID: no padding. EXPLICIT: the amounts in "
                  "explicit_paddings."),
-    AttrSpec("explicit_paddings", "int_list", [0] * 8, length=(8,), minimum=0,
+    AttrSpec("explicit_paddings", "int_list", [0] * 8, length=(8,), minimum=0, maximum=INT32_MAX,
              visible_if=("padding", ("EXPLICIT",)),
              doc="With padding EXPLICIT: the zeros inserted before and after each dimension, "
                  "as 8 numbers [before, after] x 4 in data_format order. Batch and depth "
@@ -40,7 +48,7 @@ CONV_ATTRS = (
              doc="The data layout of input and output: NHWC = [batch, height, width, "
                  "channels], NCHW = [batch, channels, height, width]. Filters are always "
                  "[height, width, in, out]."),
-    AttrSpec("dilations", "int_list", _ALL4, length=(4,), minimum=1,
+    AttrSpec("dilations", "int_list", _ALL4, length=(4,), minimum=1, maximum=INT32_MAX,
              doc="The dilation factor for each dimension of the input, in data_format order: "
                  "filter tap k reads input element k * dilation. Batch and depth entries must "
                  "be 1."),

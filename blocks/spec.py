@@ -24,8 +24,13 @@ import numpy as np
 
 from engine.dtypes import DTYPES
 from engine.errors import InvalidArgumentError
+from engine.names import shown, text_problem
 
 ATTR_KINDS = ("enum", "int_list", "int", "bool", "dtype", "shape", "path", "text", "values")
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MAX = 2**63 - 1
+#: Longest path a ``path`` attribute may hold.
+MAX_PATH = 4096
 
 
 class AttrError(InvalidArgumentError):
@@ -39,6 +44,30 @@ class AttrError(InvalidArgumentError):
 
 def _is_int(v: object) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _literal_values(name: str, value: Any) -> list | float:
+    """A number or a rectangular nested list of numbers, as floats (NaN and infinities
+    allowed; strings, booleans, null and numbers beyond float range are errors)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (list, tuple)):
+            stack.extend(v)
+        elif isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise AttrError(name, f"{name} must hold numbers only, got {shown(v)}")
+        elif isinstance(v, (int, np.integer)) and abs(int(v)) > FLOAT_MAX_INT:
+            raise AttrError(name, f"{name}: {shown(v)} is beyond the float range")
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError, RecursionError):
+        raise AttrError(name, f"{name} must be a (nested) list of numbers with a "
+                              f"rectangular shape, got {shown(value)}") from None
+    return arr.tolist()
+
+
+#: The largest integer a float64 holds without overflowing to infinity.
+FLOAT_MAX_INT = int(np.finfo(np.float64).max)
 
 
 @dataclass(frozen=True)
@@ -58,6 +87,19 @@ class AttrSpec:
     length: tuple[int, ...] | None = None
     minimum: int | None = None
     visible_if: tuple[str, tuple] | None = None
+    maximum: int = INT64_MAX
+
+    def _check_range(self, name: str, values: list[int], listed: bool = False) -> None:
+        """Every value within ``[minimum, maximum]`` (the minimum defaults to int64's)."""
+        lo = self.minimum if self.minimum is not None else -INT64_MAX - 1
+        for v in values:
+            if lo <= v <= self.maximum:
+                continue
+            what = f"{name} {shown(values)}: every entry" if listed else name
+            bound = f">= {lo}" if v < lo else f"<= {self.maximum}"
+            if self.maximum == INT32_MAX and v > INT32_MAX:
+                bound += " (TensorFlow's int32 range)"
+            raise AttrError(name, f"{what} must be {bound}, got {shown(v)}")
 
     def is_active(self, attrs: Mapping[str, Any]) -> bool:
         """Whether this attribute matters given the other attribute values."""
@@ -71,43 +113,44 @@ class AttrSpec:
         name, kind = self.name, self.kind
         if kind in ("enum", "dtype"):
             choices = tuple(DTYPES) if kind == "dtype" else self.choices
-            if value not in choices:
-                raise AttrError(name, f"{name} {value!r} is not one of {', '.join(choices)}")
+            if not isinstance(value, str) or value not in choices:
+                raise AttrError(name, f"{name} {shown(value)} is not one of "
+                                      f"{', '.join(choices)}")
             return value
         if kind == "bool":
             if not isinstance(value, (bool, np.bool_)):
-                raise AttrError(name, f"{name} must be true or false, got {value!r}")
+                raise AttrError(name, f"{name} must be true or false, got {shown(value)}")
             return bool(value)
         if kind == "int":
             if not _is_int(value):
-                raise AttrError(name, f"{name} must be an integer, got {value!r}")
-            if self.minimum is not None and value < self.minimum:
-                raise AttrError(name, f"{name} must be >= {self.minimum}, got {value}")
+                raise AttrError(name, f"{name} must be an integer, got {shown(value)}")
+            self._check_range(name, [int(value)])
             return int(value)
         if kind in ("int_list", "shape"):
             if not isinstance(value, (list, tuple)) or not all(_is_int(v) for v in value):
-                raise AttrError(name, f"{name} must be a list of integers, got {value!r}")
+                raise AttrError(name, f"{name} must be a list of integers, got {shown(value)}")
             if self.length is not None and len(value) not in self.length:
                 want = " or ".join(str(n) for n in self.length)
                 raise AttrError(name, f"{name} must have {want} elements, got {len(value)}: "
-                                      f"{list(value)}")
+                                      f"{shown(list(value))}")
             if kind == "shape" and any(v < 0 for v in value):
-                raise AttrError(name, f"{name} {list(value)}: sizes must be >= 0")
-            if self.minimum is not None and any(v < self.minimum for v in value):
-                raise AttrError(name, f"{name} {list(value)}: every entry must be >= "
-                                      f"{self.minimum}")
+                raise AttrError(name, f"{name} {shown(list(value))}: sizes must be >= 0")
+            self._check_range(name, [int(v) for v in value], listed=True)
             return [int(v) for v in value]
-        if kind in ("path", "text"):
+        if kind == "text":
+            problem = text_problem(value, name)
+            if problem:
+                raise AttrError(name, problem)
+            return value
+        if kind == "path":
             if not isinstance(value, str):
-                raise AttrError(name, f"{name} must be a string, got {value!r}")
+                raise AttrError(name, f"{name} must be a string, got {shown(value)}")
+            if "\x00" in value or len(value) > MAX_PATH:
+                raise AttrError(name, f"{name} must be a file path without NUL of at most "
+                                      f"{MAX_PATH} characters, got {shown(value)}")
             return value
         if kind == "values":
-            try:
-                arr = np.asarray(value, dtype=np.float64)
-            except (TypeError, ValueError):
-                raise AttrError(name, f"{name} must be a (nested) list of numbers with a "
-                                      f"rectangular shape, got {value!r}") from None
-            return arr.tolist()
+            return _literal_values(name, value)
         raise AttrError(name, f"{name} has unknown kind {kind!r}")
 
 

@@ -6,7 +6,15 @@ from pathlib import Path
 
 import numpy as np
 
-from blocks.spec import AttrError, AttrSpec, BlockSpec, PortSpec, TensorSpec
+from blocks.spec import (
+    INT32_MAX,
+    INT32_MIN,
+    AttrError,
+    AttrSpec,
+    BlockSpec,
+    PortSpec,
+    TensorSpec,
+)
 from engine.dtypes import to_dtype
 
 FILLS = ("zeros", "ones", "arange", "random_normal", "random_uniform", "values", "file")
@@ -109,7 +117,7 @@ INT_VECTOR = BlockSpec(
     doc="A 1-D int32 vector, e.g. filter_sizes or input_sizes.",
     inputs=(),
     outputs=(PortSpec("output", "The int32 vector."),),
-    attrs=(AttrSpec("values", "int_list", [3, 3, 2, 2],
+    attrs=(AttrSpec("values", "int_list", [3, 3, 2, 2], minimum=INT32_MIN, maximum=INT32_MAX,
                     doc="The integers, e.g. filter_sizes [height, width, in, out]."),),
     infer=_intvector_infer,
     run=lambda attrs, inputs: {"output": np.asarray(attrs["values"], np.int32)},
@@ -157,7 +165,7 @@ TRANSPOSE = BlockSpec(
         "into NCHW, [0, 2, 3, 1] turns NCHW into NHWC.",
     inputs=(PortSpec("input", "Any tensor."),),
     outputs=(PortSpec("output", "The transposed tensor."),),
-    attrs=(AttrSpec("perm", "int_list", [0, 3, 1, 2], minimum=0,
+    attrs=(AttrSpec("perm", "int_list", [0, 3, 1, 2], minimum=0, maximum=63,
                     doc="The permutation: output dimension i is input dimension perm[i]. "
                         "[0, 3, 1, 2]: NHWC -> NCHW; [0, 2, 3, 1]: NCHW -> NHWC."),),
     infer=_transpose_infer, run=_transpose_run,

@@ -7,29 +7,40 @@
                 "attrs": {"shape": [1, 5, 5, 2], "dtype": "float32"}}, ...],
      "edges": [{"src": ["x", "output"], "dst": ["grad", "input"]}, ...]}
 
-Node ids are stable across save and load. Attributes left out take their defaults. Saving is
-atomic (a temporary file, then replace) and deterministic (sorted keys, 2-space indent, trailing
-newline). Loading validates everything and reports every problem at once with its JSON path;
-it never executes code.
+Node ids are stable across save and load and follow :mod:`engine.names` (1-64 characters from
+``A-Z a-z 0-9 _ -``); titles are at most 200 printable characters. Attributes left out take their
+defaults. Saving is atomic (a temporary file, then replace) and deterministic (sorted keys,
+2-space indent, trailing newline). Loading validates everything and reports every problem at
+once with its JSON path; it never executes code, never follows a FIFO or device, refuses files
+over a size cap before reading them, and reads any bytes into a :class:`CanvasError` at worst.
+Graph operations are linear: edges are indexed by their endpoints and order and cycles come
+from :mod:`graphlib`.
 """
 
 from __future__ import annotations
 
 import copy
+import graphlib
 import json
+import math
 import os
 import re
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from blocks.registry import REGISTRY, get_spec
+from engine import strict_json
 from engine.errors import InvalidArgumentError
+from engine.names import id_problem, shown, text_problem
 
 FORMAT = "gradblocks.canvas"
 VERSION = 1
 SUFFIX = ".gbc.json"
+#: Canvas files larger than this are refused before reading (``load_canvas(max_bytes=...)``).
+MAX_FILE_BYTES = 256 * 2**20
 
 PortRef = tuple[str, str]
 
@@ -66,17 +77,48 @@ class Edge:
     dst: PortRef
 
 
-@dataclass
 class Canvas:
-    """Nodes (in insertion order) and edges. At most one edge enters an input port."""
+    """Nodes (in insertion order) and edges. At most one edge enters an input port.
 
-    nodes: dict[str, Node] = field(default_factory=dict)
-    edges: list[Edge] = field(default_factory=list)
+    ``edges`` lists the edges in the order they were made; they are indexed by input port and by
+    node, so every query is proportional to its answer. Change the canvas through its methods.
+    """
+
+    def __init__(self, nodes: dict[str, Node] | None = None, edges: list[Edge] | None = None):
+        self.nodes: dict[str, Node] = dict(nodes or {})
+        self._by_dst: dict[PortRef, Edge] = {}
+        self._into: dict[str, dict[str, Edge]] = {}
+        self._out_of: dict[str, dict[PortRef, Edge]] = {}
+        for e in edges or []:
+            self._add_edge(e)
+
+    @property
+    def edges(self) -> list[Edge]:
+        """Every edge, in the order they were made (a new list: change it with the methods)."""
+        return list(self._by_dst.values())
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Canvas):
+            return NotImplemented
+        return self.nodes == other.nodes and self.edges == other.edges
+
+    def __repr__(self) -> str:
+        return f"Canvas({len(self.nodes)} nodes, {len(self._by_dst)} edges)"
+
+    def _add_edge(self, e: Edge) -> None:
+        self._by_dst[e.dst] = e
+        self._into.setdefault(e.dst[0], {})[e.dst[1]] = e
+        self._out_of.setdefault(e.src[0], {})[e.dst] = e
+
+    def _drop_edge(self, e: Edge) -> None:
+        del self._by_dst[e.dst]
+        del self._into[e.dst[0]][e.dst[1]]
+        del self._out_of[e.src[0]][e.dst]
 
     # -- editing ---------------------------------------------------------------------------
     def new_id(self, type_id: str) -> str:
         """A fresh id ``<type in lower case>_<k>`` with the smallest unused ``k``."""
-        stem = re.sub(r"[^a-z0-9]+", "_", type_id.lower()).strip("_") or "node"
+        stem = re.sub(r"[^a-z0-9]+", "_", type_id.lower()).strip("_")[:50] or "node"
         k = 1
         while f"{stem}_{k}" in self.nodes:
             k += 1
@@ -85,12 +127,20 @@ class Canvas:
     def add_node(self, type_id: str, pos: tuple[float, float] = (0.0, 0.0),
                  attrs: dict[str, Any] | None = None, id: str | None = None,
                  title: str | None = None) -> Node:
-        """Add a block of a known type; ``attrs`` are validated against its spec."""
+        """Add a block of a known type; id, title, position and ``attrs`` are validated."""
         spec = get_spec(type_id)
         node_id = id or self.new_id(type_id)
+        problem = id_problem(node_id)
+        if problem:
+            raise InvalidArgumentError(problem, argument="id")
         if node_id in self.nodes:
-            raise InvalidArgumentError(f"node id {node_id!r} is already on the canvas")
-        node = Node(node_id, type_id, title or node_id, (float(pos[0]), float(pos[1])), {})
+            raise InvalidArgumentError(f"node id {node_id!r} is already on the canvas",
+                                       argument="id")
+        title = node_id if title is None else title
+        problem = text_problem(title)
+        if problem:
+            raise InvalidArgumentError(problem, argument="title")
+        node = Node(node_id, type_id, title, _position(pos), {})
         for name, value in (attrs or {}).items():
             node.attrs[name] = spec.attr(name).validate(value)
         self.nodes[node_id] = node
@@ -99,8 +149,13 @@ class Canvas:
     def remove_node(self, node_id: str) -> None:
         """Remove a node and every edge touching it."""
         self._node(node_id)
+        for e in list(self._into.get(node_id, {}).values()):
+            self._drop_edge(e)
+        for e in list(self._out_of.get(node_id, {}).values()):
+            self._drop_edge(e)
+        self._into.pop(node_id, None)
+        self._out_of.pop(node_id, None)
         del self.nodes[node_id]
-        self.edges = [e for e in self.edges if node_id not in (e.src[0], e.dst[0])]
 
     def connect(self, src: PortRef, dst: PortRef) -> Edge:
         """Wire output ``src`` to input ``dst``, replacing any edge already into ``dst``."""
@@ -114,46 +169,57 @@ class Canvas:
                                        "would make a cycle")
         self.disconnect(dst)
         edge = Edge(src, dst)
-        self.edges.append(edge)
+        self._add_edge(edge)
         return edge
 
     def disconnect(self, dst: PortRef) -> Edge | None:
         """Remove the edge into input ``dst``; returns it (None if there was none)."""
-        dst = (str(dst[0]), str(dst[1]))
-        for e in self.edges:
-            if e.dst == dst:
-                self.edges.remove(e)
-                return e
-        return None
+        edge = self._by_dst.get((str(dst[0]), str(dst[1])))
+        if edge is not None:
+            self._drop_edge(edge)
+        return edge
 
     def set_attr(self, node_id: str, name: str, value: Any) -> None:
         """Set a validated attribute value (an AttrError names the attribute otherwise)."""
         node = self._node(node_id)
         node.attrs[name] = get_spec(node.type).attr(name).validate(value)
 
+    def set_title(self, node_id: str, title: str) -> None:
+        """Rename a block (its id stays); the title follows :func:`engine.names.text_problem`."""
+        node = self._node(node_id)
+        problem = text_problem(title)
+        if problem:
+            raise InvalidArgumentError(problem, argument="title")
+        node.title = title
+
+    def move(self, node_id: str, pos: tuple[float, float]) -> None:
+        """Put a block at ``pos`` (two finite numbers)."""
+        self._node(node_id).pos = _position(pos)
+
     def _node(self, node_id: str) -> Node:
         try:
             return self.nodes[node_id]
-        except KeyError:
-            raise InvalidArgumentError(f"no node {node_id!r} on the canvas") from None
+        except (KeyError, TypeError):
+            raise InvalidArgumentError(f"no node {shown(node_id)} on the canvas") from None
 
     # -- queries -----------------------------------------------------------------------------
     def inputs_of(self, node_id: str) -> dict[str, PortRef]:
         """``{input port: (src node, src port)}`` of the connected inputs of a node."""
-        return {e.dst[1]: e.src for e in self.edges if e.dst[0] == node_id}
+        return {port: e.src for port, e in self._into.get(node_id, {}).items()}
+
+    def consumers_of(self, node_id: str) -> list[Edge]:
+        """The edges leaving ``node_id``."""
+        return list(self._out_of.get(node_id, {}).values())
 
     def upstream(self, node_id: str) -> set[str]:
         """Every node ``node_id`` depends on (transitively)."""
         seen: set[str] = set()
         stack = [node_id]
         while stack:
-            for e in self.edges:
-                if e.dst[0] == stack[-1] and e.src[0] not in seen:
+            for e in self._into.get(stack.pop(), {}).values():
+                if e.src[0] not in seen:
                     seen.add(e.src[0])
                     stack.append(e.src[0])
-                    break
-            else:
-                stack.pop()
         return seen
 
     def copy(self) -> Canvas:
@@ -180,8 +246,22 @@ class Canvas:
         return canvas
 
 
-def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+def _position(pos: Any) -> tuple[float, float]:
+    """``pos`` as two finite floats, or an error naming it."""
+    if isinstance(pos, (list, tuple)) and len(pos) == 2 and all(_is_finite(v) for v in pos):
+        return float(pos[0]), float(pos[1])
+    raise InvalidArgumentError(f"pos must be [x, y] finite numbers, got {shown(pos)}",
+                               argument="pos")
+
+
+def _is_finite(v: Any) -> bool:
+    """A finite JSON number (not a boolean; an int too large for a float is not finite)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:
+        return False
 
 
 def _parse(data: Any, problems: list[tuple[str, str]]) -> Canvas:
@@ -190,17 +270,17 @@ def _parse(data: Any, problems: list[tuple[str, str]]) -> Canvas:
         problems.append(("$", f"expected a JSON object, got {type(data).__name__}"))
         return canvas
     if data.get("format") != FORMAT:
-        problems.append(("$.format", f"expected {FORMAT!r}, got {data.get('format')!r}"))
+        problems.append(("$.format", f"expected {FORMAT!r}, got {shown(data.get('format'))}"))
     version = data.get("version")
     if not isinstance(version, int) or isinstance(version, bool):
-        problems.append(("$.version", f"expected an integer, got {version!r}"))
+        problems.append(("$.version", f"expected an integer, got {shown(version)}"))
     elif version > VERSION:
-        problems.append(("$.version", (f"version {version} is newer than this GradBlocks "
-                                      f"supports ({VERSION}): update GradBlocks")))
+        problems.append(("$.version", (f"version {shown(version)} is newer than this "
+                                      f"GradBlocks supports ({VERSION}): update GradBlocks")))
     elif version < 1:
-        problems.append(("$.version", f"unknown version {version}"))
+        problems.append(("$.version", f"unknown version {version}: versions start at 1"))
     for key in sorted(set(data) - {"format", "version", "nodes", "edges"}):
-        problems.append((f"$.{key}", "unknown key"))
+        problems.append((strict_json.key_path("$", key), "unknown key"))
     nodes, edges = data.get("nodes", []), data.get("edges", [])
     if not isinstance(nodes, list):
         problems.append(("$.nodes", "expected a list"))
@@ -217,32 +297,38 @@ def _parse(data: Any, problems: list[tuple[str, str]]) -> Canvas:
     return canvas
 
 
+NODE_KEYS = ("id", "type", "title", "pos", "attrs")
+
+
 def _parse_node(canvas: Canvas, raw: Any, path: str, problems: list) -> None:
     if not isinstance(raw, dict):
         problems.append((path, "expected an object"))
         return
-    for key in sorted(set(raw) - {"id", "type", "title", "pos", "attrs"}):
-        problems.append((f"{path}.{key}", "unknown key"))
+    for key in sorted(set(raw) - set(NODE_KEYS)):
+        problems.append((strict_json.key_path(path, key), "unknown key"))
     node_id, type_id = raw.get("id"), raw.get("type")
     ok = True
-    if not isinstance(node_id, str) or not node_id:
-        problems.append((f"{path}.id", f"expected a non-empty string, got {node_id!r}"))
+    problem = id_problem(node_id)
+    if problem:
+        problems.append((f"{path}.id", problem))
         ok = False
     elif node_id in canvas.nodes:
         problems.append((f"{path}.id", f"duplicate node id {node_id!r}"))
         ok = False
-    if type_id not in REGISTRY:
-        problems.append((f"{path}.type", (f"unknown block type {type_id!r} (known: "
+    if not isinstance(type_id, str) or type_id not in REGISTRY:
+        problems.append((f"{path}.type", (f"unknown block type {shown(type_id)} (known: "
                                          f"{', '.join(sorted(REGISTRY))})")))
         ok = False
     title = raw.get("title", node_id)
-    if not isinstance(title, str):
-        problems.append((f"{path}.title", f"expected a string, got {title!r}"))
+    problem = text_problem(title)
+    if problem:
+        problems.append((f"{path}.title", problem))
         title = node_id
-    pos = raw.get("pos", [0, 0])
-    if not (isinstance(pos, list) and len(pos) == 2 and all(_is_num(v) for v in pos)):
-        problems.append((f"{path}.pos", f"expected [x, y] numbers, got {pos!r}"))
-        pos = [0, 0]
+    try:
+        pos = _position(raw.get("pos", [0, 0]))
+    except InvalidArgumentError as err:
+        problems.append((f"{path}.pos", str(err)))
+        pos = (0.0, 0.0)
     attrs = raw.get("attrs", {})
     if not isinstance(attrs, dict):
         problems.append((f"{path}.attrs", "expected an object"))
@@ -250,13 +336,13 @@ def _parse_node(canvas: Canvas, raw: Any, path: str, problems: list) -> None:
     if not ok:
         return
     spec = REGISTRY[type_id]
-    _, attr_problems = spec.resolve_attrs(attrs)
+    resolved, attr_problems = spec.resolve_attrs(attrs)
     for err in attr_problems:
-        problems.append((f"{path}.attrs.{err.attr}", err.message))
+        problems.append((strict_json.key_path(f"{path}.attrs", str(err.attr)), err.message))
     bad = {err.attr for err in attr_problems}
-    canvas.nodes[node_id] = Node(node_id, type_id, title, (float(pos[0]), float(pos[1])),
-                                 {k: spec.attr(k).validate(v) for k, v in attrs.items()
-                                  if k not in bad})
+    # kept (without its bad values) so that later duplicates and edges are checked against it
+    canvas.nodes[node_id] = Node(node_id, type_id, title, pos,
+                                 {k: resolved[k] for k in attrs if k not in bad})
 
 
 def _port_ref(raw: Any) -> PortRef | None:
@@ -269,48 +355,46 @@ def _parse_edge(canvas: Canvas, raw: Any, path: str, problems: list) -> None:
     if not isinstance(raw, dict):
         problems.append((path, "expected an object"))
         return
+    for key in sorted(set(raw) - {"src", "dst"}):
+        problems.append((strict_json.key_path(path, key), "unknown key"))
     refs = {}
     for end, ports in (("src", "output_names"), ("dst", "input_names")):
         ref = _port_ref(raw.get(end))
         if ref is None:
             problems.append((f"{path}.{end}", (f"expected [node_id, port], got "
-                                              f"{raw.get(end)!r}")))
+                                              f"{shown(raw.get(end))}")))
             continue
         node = canvas.nodes.get(ref[0])
         if node is None:
-            problems.append((f"{path}.{end}", f"no node {ref[0]!r}"))
+            problems.append((f"{path}.{end}", f"no node {shown(ref[0])}"))
             continue
         names = getattr(REGISTRY[node.type], ports)()
         if ref[1] not in names:
             kind = "output" if end == "src" else "input"
             problems.append((f"{path}.{end}", (f"{node.type} {ref[0]!r} has no {kind} port "
-                                              f"{ref[1]!r} (it has {', '.join(names) or 'none'})")))
+                                              f"{shown(ref[1])} (it has "
+                                              f"{', '.join(names) or 'none'})")))
             continue
         refs[end] = ref
     if len(refs) < 2:
         return
-    if any(e.dst == refs["dst"] for e in canvas.edges):
+    if refs["dst"] in canvas._by_dst:
         problems.append((f"{path}.dst", (f"input {refs['dst'][0]}.{refs['dst'][1]} already has "
                                         "an edge: an input takes one wire")))
         return
-    canvas.edges.append(Edge(refs["src"], refs["dst"]))
+    canvas._add_edge(Edge(refs["src"], refs["dst"]))
 
 
 def _cycle_nodes(canvas: Canvas) -> list[str]:
-    """One node of each cycle (empty when the graph is acyclic)."""
-    indegree = {n: 0 for n in canvas.nodes}
+    """One node of a cycle (empty when the graph is acyclic)."""
+    sorter = graphlib.TopologicalSorter({n: () for n in canvas.nodes})
     for e in canvas.edges:
-        indegree[e.dst[0]] += 1
-    ready = [n for n, d in indegree.items() if d == 0]
-    while ready:
-        n = ready.pop()
-        for e in canvas.edges:
-            if e.src[0] == n:
-                indegree[e.dst[0]] -= 1
-                if indegree[e.dst[0]] == 0:
-                    ready.append(e.dst[0])
-    left = [n for n, d in indegree.items() if d > 0]
-    return left[:1]
+        sorter.add(e.dst[0], e.src[0])
+    try:
+        sorter.prepare()
+    except graphlib.CycleError as err:
+        return [err.args[1][0]]
+    return []
 
 
 def dumps(canvas: Canvas) -> str:
@@ -334,18 +418,63 @@ def save_canvas(canvas: Canvas, path: str | os.PathLike) -> None:
         raise
 
 
-def load_canvas(path: str | os.PathLike) -> Canvas:
-    """Read and validate a canvas file; a :class:`CanvasError` names the file and problems."""
-    path = Path(path)
+def load_canvas(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES) -> Canvas:
+    """Read and validate a canvas file; a :class:`CanvasError` names the file and problems.
+
+    Only a regular file is read (a FIFO, device or folder is refused without reading), and only
+    when it has at most ``max_bytes`` bytes. A UTF-8 byte-order mark is skipped.
+    """
+    source = str(path)
+    text = _decode(_read_regular(path, max_bytes, source), source)
+    data, problems = strict_json.loads(text)
+    if problems:
+        raise CanvasError(problems, source)
+    return Canvas.from_json(data, source)
+
+
+def _read_regular(path: str | os.PathLike, max_bytes: int, source: str) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes`` bytes, or a CanvasError."""
+    def refuse(message: str) -> CanvasError:
+        return CanvasError([("$", message)], source)
+
     try:
-        text = path.read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
-        raise CanvasError([("$", "no such file")], str(path)) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise CanvasError([("$", f"cannot read the file: {err}")], str(path)) from None
+        raise refuse("no such file") from None
+    except IsADirectoryError:
+        raise refuse("is a folder, not a canvas file") from None
+    except (OSError, ValueError) as err:  # ValueError: a NUL in the path
+        raise refuse(f"cannot read the file: {getattr(err, 'strerror', None) or err}") from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise CanvasError([("$", (f"not JSON: {err.msg} at line {err.lineno} column "
-                                 f"{err.colno}"))], str(path)) from None
-    return Canvas.from_json(data, str(path))
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise refuse("is a folder, not a canvas file")
+        if not stat.S_ISREG(st.st_mode):
+            raise refuse("is not a regular file (a FIFO, socket or device): not read")
+        if st.st_size > max_bytes:
+            raise refuse(f"the file has {st.st_size} bytes, more than the limit of {max_bytes}")
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:  # it grew while we read
+                raise refuse(f"the file has more than the limit of {max_bytes} bytes")
+        return b"".join(chunks)
+    except OSError as err:
+        raise refuse(f"cannot read the file: {err.strerror or err}") from None
+    finally:
+        os.close(fd)
+
+
+def _decode(data: bytes, source: str) -> str:
+    """UTF-8 text (a leading byte-order mark skipped), or a CanvasError naming the byte."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        where = f"not UTF-8 text: byte 0x{data[err.start]:02x} at offset {err.start}"
+        raise CanvasError([("$", where)], source) from None

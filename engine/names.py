@@ -1,0 +1,56 @@
+"""Rules for the text a canvas holds: node ids, titles and names, and how values are echoed.
+
+- A node id is 1-64 characters from ``A-Z a-z 0-9 _ -``. Ids are internal handles (free text
+  belongs in titles), so ``NODE.PORT`` and the ``<node_id>.<port>`` keys of results files are
+  never ambiguous, and no id can carry a newline, quote or control character anywhere.
+- A title or name (a block's title, an Output's name) is at most 200 characters with no control
+  characters (Unicode category Cc), no surrogates and no line or paragraph separators.
+
+Messages quote user values through :func:`shown`, which cuts them to a readable length, so a
+100 kB value never ends up in an error message.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+MAX_TITLE = 200
+_SEPARATORS = {"\u2028", "\u2029"}
+
+
+def id_problem(value: object) -> str | None:
+    """Why ``value`` is not a valid node id (None when it is one)."""
+    if not isinstance(value, str):
+        return f"expected a string id, got {shown(value)}"
+    if not ID_PATTERN.fullmatch(value):
+        return (f"node id {shown(value)} must be 1-64 characters from A-Z a-z 0-9 _ - "
+                "(put free text in the title)")
+    return None
+
+
+def text_problem(value: object, what: str = "title") -> str | None:
+    """Why ``value`` is not a valid title or name (None when it is one)."""
+    if not isinstance(value, str):
+        return f"{what} must be a string, got {shown(value)}"
+    if len(value) > MAX_TITLE:
+        return f"{what} has {len(value)} characters, more than {MAX_TITLE}"
+    for i, ch in enumerate(value):
+        cat = unicodedata.category(ch)
+        if cat == "Cc" or cat == "Cs" or ch in _SEPARATORS:
+            kind = {"Cc": "a control character", "Cs": "a surrogate"}.get(cat, "a line break")
+            return f"{what} has {kind} (U+{ord(ch):04X}) at position {i}"
+    return None
+
+
+def shown(value: object, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters (``...`` and the length when cut), with
+    every non-ASCII character escaped so that printing it can never fail."""
+    try:
+        text = ascii(value)
+    except (RecursionError, ValueError):  # a list nested too deep, an int too long
+        text = f"<{type(value).__name__}>"
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 3]}... ({len(text)} characters)"
