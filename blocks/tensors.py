@@ -15,9 +15,8 @@ from blocks.spec import (
     PortSpec,
     TensorSpec,
 )
-from engine.dtypes import to_dtype
+from engine.sources import FILLS, generate, values_array
 
-FILLS = ("zeros", "ones", "arange", "random_normal", "random_uniform", "values", "file")
 _SHAPED = tuple(f for f in FILLS if f not in ("values", "file"))
 
 
@@ -37,17 +36,10 @@ def _npy_header(path: str) -> tuple[tuple[int, ...], np.dtype]:
     return tuple(shape), np.dtype(dtype)
 
 
-def _values_array(attrs: dict) -> np.ndarray:
-    arr = np.asarray(attrs["values"], dtype=np.float64)
-    if arr.ndim == 0:
-        arr = arr.reshape(1)
-    return arr
-
-
 def _tensor_infer(attrs: dict, inputs: dict[str, TensorSpec]) -> dict[str, TensorSpec]:
     fill = attrs["fill"]
     if fill == "values":
-        shape = _values_array(attrs).shape
+        shape = values_array(attrs["values"]).shape
     elif fill == "file":
         if not attrs["path"]:
             raise AttrError("path", "path is empty: choose a .npy file for fill=file")
@@ -60,24 +52,10 @@ def _tensor_infer(attrs: dict, inputs: dict[str, TensorSpec]) -> dict[str, Tenso
 
 
 def _tensor_run(attrs: dict, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    dtype, fill, shape = to_dtype(attrs["dtype"]), attrs["fill"], tuple(attrs["shape"])
-    rng = np.random.default_rng(attrs["seed"])
-    if fill == "zeros":
-        out = np.zeros(shape, dtype)
-    elif fill == "ones":
-        out = np.ones(shape, dtype)
-    elif fill == "arange":
-        out = np.arange(1, int(np.prod(shape)) + 1, dtype=np.float64).reshape(shape)
-    elif fill == "random_normal":
-        out = rng.standard_normal(shape)
-    elif fill == "random_uniform":
-        out = rng.uniform(-1.0, 1.0, shape)
-    elif fill == "values":
-        out = _values_array(attrs)
-    else:
+    if attrs["fill"] == "file":
         _npy_header(attrs["path"])
-        out = np.load(attrs["path"], allow_pickle=False)
-    return {"output": np.ascontiguousarray(out, dtype=dtype)}
+    return {"output": generate(attrs["fill"], attrs["shape"], attrs["dtype"], attrs["seed"],
+                               attrs["values"], attrs["path"])}
 
 
 TENSOR = BlockSpec(

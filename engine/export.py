@@ -35,17 +35,9 @@ def _lines(step: Step, steps: dict[str, Step]) -> list[str]:
     inp = {p: _ref(steps, src) for p, src in step.inputs.items()}
     t = spec.type_id
     if t == "Tensor":
-        dt, shape = f"DTYPES[{a['dtype']!r}]", tuple(a["shape"])
-        gen = {
-            "zeros": f"np.zeros({shape})",
-            "ones": f"np.ones({shape})",
-            "arange": f"np.arange(1, {int(_prod(shape))} + 1, dtype=np.float64).reshape({shape})",
-            "random_normal": f"np.random.default_rng({a['seed']}).standard_normal({shape})",
-            "random_uniform": f"np.random.default_rng({a['seed']}).uniform(-1.0, 1.0, {shape})",
-            "values": f"np.atleast_1d(np.asarray({a['values']!r}, np.float64))",
-            "file": f"np.load({a['path']!r}, allow_pickle=False)",
-        }[a["fill"]]
-        return [f"{out} = np.ascontiguousarray({gen}, dtype={dt})"]
+        args = ", ".join(f"{k}={a[k]!r}" for k in ("fill", "shape", "dtype", "seed", "values",
+                                                    "path"))
+        return [f"{out} = sources.generate({args})"]
     if t == "IntVector":
         return [f"{out} = np.asarray({a['values']!r}, np.int32)"]
     if t == "ShapeOf":
@@ -62,13 +54,6 @@ def _lines(step: Step, steps: dict[str, Step]) -> list[str]:
     args = ", ".join(f"{p}={v}" for p, v in inp.items())
     attrs = ", ".join(f"{k}={v!r}" for k, v in kw.items())
     return [f"{out} = kernels.{kernel_name(spec.op)}({args}, {attrs})"]
-
-
-def _prod(shape: tuple[int, ...]) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
 
 
 def export_script(plan: Plan, source: str = "canvas") -> str:
@@ -95,7 +80,7 @@ def export_script(plan: Plan, source: str = "canvas") -> str:
         "import numpy as np",
         "",
         "from blocks.checks import compare",
-        "from engine import kernels",
+        "from engine import kernels, sources",
         "from engine.dtypes import DTYPES",
         "",
         *body,
