@@ -249,10 +249,8 @@ def resolve_paths(spec: BlockSpec, attrs: dict[str, Any], base_dir: str | Path |
 
 
 def blame(err: InvalidArgumentError, names: set[str]) -> AttrError:
-    """An engine error as an :class:`AttrError` naming the attribute or port (one of ``names``)
-    its message starts with: engine messages start with the argument's name."""
+    """An engine error as an :class:`AttrError` naming the attribute or port at fault: the
+    error's ``argument`` when it is one of ``names``, else none."""
     if isinstance(err, AttrError):
         return err
-    message = str(err)
-    first = message.split(" ", 1)[0].rstrip(":")
-    return AttrError(first if first in names else None, message)
+    return AttrError(err.argument if err.argument in names else None, str(err))

@@ -86,25 +86,62 @@ def _spatial(data_format: str) -> tuple[int, int, int, int]:
     return (0, 1, 2, 3) if data_format == "NHWC" else (0, 2, 3, 1)
 
 
+#: TensorFlow's int32 attribute and size range.
+INT32_MAX = 2**31 - 1
+
+
+def _shown(value: object) -> str:
+    """``repr`` of a user's value, cut to 80 characters."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
 def int_vector(name: str, value: object, lengths: Sequence[int]) -> tuple[int, ...]:
-    """A list, tuple or integer array as a tuple of ints with one of the allowed lengths."""
-    arr = np.asarray(value)
-    if arr.dtype == object or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
-        raise InvalidArgumentError(f"{name} must be integers, got {value!r}")
-    if arr.ndim != 1:
-        raise InvalidArgumentError(f"{name} must be a 1-D vector, got shape {list(arr.shape)}")
-    if arr.size not in lengths:
+    """A list, tuple or 1-D integer array as a tuple of ints in TensorFlow's int32 range, with
+    one of the allowed lengths. Booleans, floats, strings, nested or ragged lists, scalars and
+    values beyond int32 are :class:`InvalidArgumentError` naming ``name``."""
+    if isinstance(value, np.ndarray):
+        if value.ndim != 1:
+            raise InvalidArgumentError(
+                f"{name} must be a 1-D vector, got shape {list(value.shape)}", name)
+        if not (value.size == 0 or np.issubdtype(value.dtype, np.integer)):
+            raise InvalidArgumentError(
+                f"{name} must be integers, got {value.dtype} values {_shown(value.tolist())}",
+                name)
+        items: Sequence[object] = value.tolist()
+    elif isinstance(value, (list, tuple)):
+        items = value
+    else:
+        raise InvalidArgumentError(
+            f"{name} must be a list of integers, got {type(value).__name__} {_shown(value)}",
+            name)
+    if not all(_is_int(v) for v in items):
+        raise InvalidArgumentError(f"{name} must be integers, got {_shown(list(items))}", name)
+    vec = tuple(int(v) for v in items)  # type: ignore[call-overload]
+    if len(vec) not in lengths:
         want = " or ".join(str(n) for n in lengths)
-        raise InvalidArgumentError(f"{name} must have {want} elements, got {arr.size}: "
-                                   f"{arr.tolist()}")
-    return tuple(int(v) for v in arr)
+        raise InvalidArgumentError(
+            f"{name} must have {want} elements, got {len(vec)}: {_shown(list(vec))}", name)
+    for v in vec:
+        if not -INT32_MAX - 1 <= v <= INT32_MAX:
+            raise InvalidArgumentError(
+                f"{name} {_shown(list(vec))}: every entry must be within TensorFlow's int32 "
+                f"range [-2147483648, 2147483647], got {_shown(v)}", name)
+    return vec
+
+
+def _check_enum(name: str, value: object, choices: Sequence[str]) -> None:
+    if not isinstance(value, str) or value not in choices:
+        raise InvalidArgumentError(
+            f"{name} {_shown(value)} is not one of {', '.join(choices)}", name)
 
 
 def _check_format(data_format: str) -> None:
-    if data_format not in DATA_FORMATS:
-        raise InvalidArgumentError(
-            f"data_format {data_format!r} is not one of {', '.join(DATA_FORMATS)}"
-        )
+    _check_enum("data_format", data_format, DATA_FORMATS)
 
 
 def _window_attr(name: str, value: object, data_format: str) -> tuple[int, int]:
@@ -114,10 +151,9 @@ def _window_attr(name: str, value: object, data_format: str) -> tuple[int, int]:
     if vec[n] != 1 or vec[d] != 1:
         raise InvalidArgumentError(
             f"{name} {list(vec)}: {name} in the batch and depth dimensions must be 1 "
-            f"({data_format})"
-        )
+            f"({data_format})", name)
     if vec[r] < 1 or vec[c] < 1:
-        raise InvalidArgumentError(f"{name} {list(vec)}: every entry must be > 0")
+        raise InvalidArgumentError(f"{name} {list(vec)}: every entry must be > 0", name)
     return vec[r], vec[c]
 
 
@@ -125,44 +161,44 @@ def _explicit_pads(
     padding: str, explicit_paddings: object, data_format: str
 ) -> tuple[int, int, int, int]:
     """(top, bottom, left, right) from TF's 8 explicit paddings in data_format order."""
-    if padding not in PADDINGS:
-        raise InvalidArgumentError(f"padding {padding!r} is not one of {', '.join(PADDINGS)}")
+    _check_enum("padding", padding, PADDINGS)
     pads = int_vector("explicit_paddings", explicit_paddings, (0, 8))
     if padding != "EXPLICIT":
         if pads:
             raise InvalidArgumentError(
                 f"explicit_paddings {list(pads)} given with padding {padding}: "
-                "explicit_paddings must be empty unless padding is EXPLICIT"
-            )
+                "explicit_paddings must be empty unless padding is EXPLICIT", "explicit_paddings")
         return (0, 0, 0, 0)
     if not pads:
-        raise InvalidArgumentError("padding EXPLICIT needs explicit_paddings with 8 elements")
+        raise InvalidArgumentError("padding EXPLICIT needs explicit_paddings with 8 elements",
+                                   "explicit_paddings")
     if min(pads) < 0:
         raise InvalidArgumentError(
-            f"explicit_paddings {list(pads)}: every element must be nonnegative"
-        )
+            f"explicit_paddings {list(pads)}: every element must be nonnegative",
+            "explicit_paddings")
     n, r, c, d = _spatial(data_format)
     if pads[2 * n] or pads[2 * n + 1] or pads[2 * d] or pads[2 * d + 1]:
         raise InvalidArgumentError(
             f"explicit_paddings {list(pads)}: padding in the batch and depth dimensions must be "
-            f"0 ({data_format})"
-        )
+            f"0 ({data_format})", "explicit_paddings")
     return pads[2 * r], pads[2 * r + 1], pads[2 * c], pads[2 * c + 1]
 
 
 def _shape4(name: str, shape: Sequence[int]) -> Shape:
     shape = tuple(int(s) for s in shape)
     if len(shape) != 4:
-        raise InvalidArgumentError(f"{name} must be 4-D, got shape {list(shape)}")
+        raise InvalidArgumentError(f"{name} must be 4-D, got shape {list(shape)}", name)
     return shape
 
 
 def _filter_dims(name: str, shape: Sequence[int]) -> Shape:
+    """A filter shape: height, width and in_channels > 0; out_channels (the depth multiplier
+    for depthwise) may be 0, which gives empty results (TensorFlow's own tests ask for it)."""
     shape = _shape4(name, shape)
-    if min(shape) <= 0:
+    if min(shape[:3]) <= 0 or shape[3] < 0:
         raise InvalidArgumentError(
-            f"{name} {list(shape)}: every filter dimension must be > 0"
-        )
+            f"{name} {list(shape)}: filter height, width and in_channels must be > 0 and "
+            "out_channels >= 0", name)
     return shape
 
 
@@ -184,7 +220,8 @@ def _geometry(
     dr, dc = _window_attr("dilations", dilations, data_format)
     ishape = _shape4(input_name, input_shape)
     if min(ishape) < 0:
-        raise InvalidArgumentError(f"{input_name} {list(ishape)}: sizes must be >= 0")
+        raise InvalidArgumentError(f"{input_name} {list(ishape)}: sizes must be >= 0",
+                                   input_name)
     fr, fc, fin, fout = _filter_dims(filter_name, filter_shape)
     n, r, c, d = _spatial(data_format)
     batch, rows, cols, depth = ishape[n], ishape[r], ishape[c], ishape[d]
@@ -192,20 +229,18 @@ def _geometry(
         if depth != fin:
             raise InvalidArgumentError(
                 f"{filter_name} in_channels {fin} does not match {input_name} depth {depth} "
-                f"(depthwise: they must be equal)"
-            )
+                f"(depthwise: they must be equal)", filter_name)
     else:
         if depth == 0 or depth % fin:
             raise InvalidArgumentError(
                 f"{input_name} depth {depth} must be a positive multiple of {filter_name} "
-                f"in_channels {fin}"
-            )
+                f"in_channels {fin}", input_name)
         groups = depth // fin
         if fout % groups:
             raise InvalidArgumentError(
                 f"{filter_name} out_channels {fout} must be evenly divisible by the number of "
-                f"groups {groups} ({input_name} depth {depth} / {filter_name} in_channels {fin})"
-            )
+                f"groups {groups} ({input_name} depth {depth} / {filter_name} in_channels {fin})",
+                filter_name)
     wins = []
     for dim, size, k, dil, s, before, after in (
         ("height", rows, fr, dr, sr, pads[0], pads[1]),
@@ -216,8 +251,7 @@ def _geometry(
         except InvalidArgumentError as err:
             raise InvalidArgumentError(
                 f"{filter_name} {dim} {k} (dilation {dil}) does not fit {input_name} {dim} "
-                f"{size} with {padding} padding: {err}"
-            ) from None
+                f"{size} with {padding} padding: {err}", filter_name) from None
     (orows, ptop, pbot), (ocols, pleft, pright) = wins
     return ConvGeometry(
         data_format, padding, depthwise, batch, rows, cols, depth, fr, fc, fin, fout,
@@ -246,8 +280,8 @@ def _check_out_backprop(g: ConvGeometry, out_backprop_shape: Sequence[int]) -> N
             what = "computed output " + dim if dim in ("height", "width") else "expected " + dim
             raise InvalidArgumentError(
                 f"out_backprop {dim} {actual} does not match the {what} {expected} ({why}); "
-                f"out_backprop shape {list(shape)}, expected {list(g.output_shape)}"
-            )
+                f"out_backprop shape {list(shape)}, expected {list(g.output_shape)}",
+                "out_backprop")
 
 
 def conv2d_geometry(
@@ -303,7 +337,8 @@ def backprop_input_geometry(
     _check_format(data_format)
     sizes = int_vector("input_sizes", input_sizes, (4,) if depthwise else (2, 4))
     if min(sizes, default=0) < 0:
-        raise InvalidArgumentError(f"input_sizes {list(sizes)}: every size must be >= 0")
+        raise InvalidArgumentError(f"input_sizes {list(sizes)}: every size must be >= 0",
+                                   "input_sizes")
     if len(sizes) == 2:
         ob = _shape4("out_backprop", out_backprop_shape)
         fshape = _filter_dims("filter", filter_shape)

@@ -37,7 +37,7 @@ def to_dtype(name: str) -> np.dtype:
         return DTYPES[name]
     except (KeyError, TypeError):
         raise InvalidArgumentError(
-            f"dtype {name!r} is not one of {', '.join(DTYPES)}"
+            f"dtype {name!r} is not one of {', '.join(DTYPES)}", "dtype"
         ) from None
 
 
@@ -47,11 +47,20 @@ def compute_dtype(dtype: np.dtype) -> np.dtype:
 
 
 def float_array(name: str, value: object) -> np.ndarray:
-    """``value`` as an ndarray of one of the supported float dtypes, or a clear error."""
-    arr = value if isinstance(value, np.ndarray) else np.asarray(value)
+    """``value`` as an ndarray of one of the supported float dtypes, or a clear error naming
+    ``name`` (ragged lists, strings, None and other types included)."""
+    if isinstance(value, np.ndarray):
+        arr = value
+    else:
+        try:
+            arr = np.asarray(value)
+        except (ValueError, TypeError, OverflowError, RecursionError):
+            raise InvalidArgumentError(
+                f"{name} must be an array of floats, got {type(value).__name__}", name
+            ) from None
     if arr.dtype not in DTYPES.values():
         raise InvalidArgumentError(
-            f"{name} dtype {dtype_name(arr.dtype)} is not one of {', '.join(DTYPES)}"
+            f"{name} dtype {dtype_name(arr.dtype)} is not one of {', '.join(DTYPES)}", name
         )
     return arr
 
@@ -64,6 +73,6 @@ def same_dtype(**arrays: np.ndarray) -> np.dtype:
         if arr.dtype != first.dtype:
             raise InvalidArgumentError(
                 f"{name} dtype {dtype_name(arr.dtype)} does not match {first_name} dtype "
-                f"{dtype_name(first.dtype)}"
+                f"{dtype_name(first.dtype)}", name
             )
     return first.dtype

@@ -71,8 +71,7 @@ def windowed_output(
         out = _c_div(input_size + pad_before + pad_after - eff + stride, stride)
     else:
         raise InvalidArgumentError(
-            f"padding {padding!r} is not one of {', '.join(PADDINGS)}"
-        )
+            f"padding {padding!r} is not one of {', '.join(PADDINGS)}", "padding")
     if out < 0:
         raise InvalidArgumentError(
             f"computed output size would be negative: {out} (input_size {input_size}, "

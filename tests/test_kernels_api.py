@@ -82,7 +82,7 @@ def test_explicit_padding_of_an_empty_input_still_has_outputs():
 @pytest.mark.parametrize("call, match", [
     (lambda: kernels.conv2d_backprop_filter(np.ones((1, 5, 5, 2)), [3, 0, 2, 4],
                                             np.ones((1, 5, 5, 4)), **ATTRS),
-     r"filter_sizes \[3, 0, 2, 4\]: every filter dimension must be > 0"),
+     r"filter_sizes \[3, 0, 2, 4\]: filter height, width and in_channels must be > 0"),
     (lambda: kernels.conv2d(np.ones((1, 5, 5, 2), np.float32), np.ones((3, 3, 2, 4)), **ATTRS),
      "filter dtype float64 does not match input dtype float32"),
     (lambda: kernels.conv2d(np.ones((1, 5, 5, 2), np.int32), np.ones((3, 3, 2, 4)), **ATTRS),
