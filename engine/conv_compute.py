@@ -281,7 +281,7 @@ def _depthwise_tiles(g, x: np.ndarray, ctype: np.dtype, repeat: int, tile, zero=
     these partial sums is returned. ``spread`` is passed on to :func:`_fill_padded_rows`.
     """
     cols = (g.out_cols - 1) * g.stride_cols + (g.filter_cols - 1) * g.dilation_cols + 1
-    step = max(1, DEPTHWISE_TILE_POSITIONS // max(1, g.out_cols))
+    step = max(1, min(g.out_rows, DEPTHWISE_TILE_POSITIONS // max(1, g.out_cols)))
     tiles = [(i, r, min(g.out_rows, r + step))
              for i in range(x.shape[0]) for r in range(0, g.out_rows, step)]
 

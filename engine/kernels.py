@@ -26,6 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from engine import conv_compute as cc
+from engine import conv_sparse
 from engine.conv_layout import PhaseLayout
 from engine.conv_shapes import (
     ConvGeometry,
@@ -61,8 +62,8 @@ def _from_nhwc(y: np.ndarray, data_format: str, dtype: np.dtype) -> np.ndarray:
 
 
 def _empty(g: ConvGeometry) -> bool:
-    """True when the sum over output positions has no terms."""
-    return g.batch == 0 or g.out_rows == 0 or g.out_cols == 0
+    """True when the sum over output positions has no terms (or no channels to sum into)."""
+    return g.batch == 0 or g.out_rows == 0 or g.out_cols == 0 or g.out_depth == 0
 
 
 def _group_slices(g: ConvGeometry):
@@ -96,7 +97,10 @@ def conv2d(
                         dilations)
     if _empty(g):
         return np.zeros(g.output_shape, dtype)
-    lay, ctype, xv = PhaseLayout.of(g), compute_dtype(dtype), _nhwc(x, data_format)
+    ctype, xv = compute_dtype(dtype), _nhwc(x, data_format)
+    if (sp := conv_sparse.select(g)) is not None:
+        return _from_nhwc(conv_sparse.conv2d(g, *sp, xv, w, ctype), data_format, dtype)
+    lay = PhaseLayout.of(g)
     parts = [cc.conv2d(lay, xv[..., si], w[..., so], ctype) for si, so in _group_slices(g)]
     y = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=3)
     return _from_nhwc(y, data_format, dtype)
@@ -122,8 +126,11 @@ def conv2d_backprop_filter(
                                  explicit_paddings, data_format, dilations)
     if _empty(g):
         return np.zeros(g.filter_shape, dtype)
-    lay, ctype = PhaseLayout.of(g), compute_dtype(dtype)
-    xv, dyv = _nhwc(x, data_format), _nhwc(dy, data_format)
+    ctype, xv, dyv = compute_dtype(dtype), _nhwc(x, data_format), _nhwc(dy, data_format)
+    if (sp := conv_sparse.select(g)) is not None:
+        return conv_sparse.conv2d_backprop_filter(g, *sp, xv, dyv, ctype).astype(
+            dtype, copy=False)
+    lay = PhaseLayout.of(g)
     parts = [cc.conv2d_backprop_filter(lay, xv[..., si], dyv[..., so], ctype)
              for si, so in _group_slices(g)]
     dw = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=3)
@@ -152,7 +159,11 @@ def conv2d_backprop_input(
     out, outv = _input_grad_buffer(g, dtype)
     if _empty(g):
         return out
-    lay, ctype, dyv = PhaseLayout.of(g), compute_dtype(dtype), _nhwc(dy, data_format)
+    ctype, dyv = compute_dtype(dtype), _nhwc(dy, data_format)
+    if (sp := conv_sparse.select(g)) is not None:
+        outv[...] = conv_sparse.conv2d_backprop_input(g, *sp, dyv, w, ctype)
+        return out
+    lay = PhaseLayout.of(g)
     for si, so in _group_slices(g):
         cc.conv2d_backprop_input(lay, dyv[..., so], w[..., so], ctype, outv[..., si])
     return out
@@ -176,8 +187,11 @@ def depthwise_conv2d_native(
                         dilations, depthwise=True)
     if _empty(g):
         return np.zeros(g.output_shape, dtype)
-    lay, ctype = PhaseLayout.of(g), compute_dtype(dtype)
-    y = cc.depthwise_conv2d(lay, _nhwc(x, data_format), w, ctype)
+    ctype, xv = compute_dtype(dtype), _nhwc(x, data_format)
+    if (sp := conv_sparse.select(g)) is not None:
+        y = conv_sparse.depthwise_conv2d(g, *sp, xv, w, ctype)
+    else:
+        y = cc.depthwise_conv2d(PhaseLayout.of(g), xv, w, ctype)
     return _from_nhwc(y, data_format, dtype)
 
 
@@ -203,9 +217,11 @@ def depthwise_conv2d_native_backprop_filter(
                                  explicit_paddings, data_format, dilations, depthwise=True)
     if _empty(g):
         return np.zeros(g.filter_shape, dtype)
-    lay, ctype = PhaseLayout.of(g), compute_dtype(dtype)
-    dw = cc.depthwise_conv2d_backprop_filter(lay, _nhwc(x, data_format),
-                                             _nhwc(dy, data_format), ctype)
+    ctype, xv, dyv = compute_dtype(dtype), _nhwc(x, data_format), _nhwc(dy, data_format)
+    if (sp := conv_sparse.select(g)) is not None:
+        dw = conv_sparse.depthwise_conv2d_backprop_filter(g, *sp, xv, dyv, ctype)
+    else:
+        dw = cc.depthwise_conv2d_backprop_filter(PhaseLayout.of(g), xv, dyv, ctype)
     return dw.astype(dtype, copy=False)
 
 
@@ -232,6 +248,9 @@ def depthwise_conv2d_native_backprop_input(
     out, outv = _input_grad_buffer(g, dtype)
     if _empty(g):
         return out
-    lay, ctype = PhaseLayout.of(g), compute_dtype(dtype)
-    cc.depthwise_conv2d_backprop_input(lay, _nhwc(dy, data_format), w, ctype, outv)
+    ctype, dyv = compute_dtype(dtype), _nhwc(dy, data_format)
+    if (sp := conv_sparse.select(g)) is not None:
+        outv[...] = conv_sparse.depthwise_conv2d_backprop_input(g, *sp, dyv, w, ctype)
+    else:
+        cc.depthwise_conv2d_backprop_input(PhaseLayout.of(g), dyv, w, ctype, outv)
     return out
