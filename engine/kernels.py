@@ -21,7 +21,9 @@ its defining sum over real (unpadded) elements is (:mod:`engine.nonfinite`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import numpy as np
 
@@ -35,6 +37,7 @@ from engine.conv_shapes import (
     conv2d_geometry,
 )
 from engine.dtypes import compute_dtype, float_array, same_dtype
+from engine.errors import InvalidArgumentError
 from engine.nonfinite import nonfinite_safe
 
 IntSeq = Sequence[int] | np.ndarray
@@ -47,6 +50,29 @@ __all__ = [
     "depthwise_conv2d_native_backprop_filter",
     "depthwise_conv2d_native_backprop_input",
 ]
+
+
+F = TypeVar("F", bound=Callable[..., np.ndarray])
+
+
+def _memory_guard(kernel: F) -> F:
+    """A result or workspace too large for this machine is an :class:`InvalidArgumentError`
+    saying how large (NumPy's MemoryError, or its "array is too big" ValueError for sizes
+    beyond the address space), never a bare NumPy error."""
+    @functools.wraps(kernel)
+    def guarded(*args, **kwargs):
+        try:
+            return kernel(*args, **kwargs)
+        except MemoryError as err:
+            raise InvalidArgumentError(f"not enough memory for {kernel.__name__}: {err}") from None
+        except ValueError as err:
+            if isinstance(err, InvalidArgumentError) or "too big" not in str(err) and (
+                    "dimension" not in str(err)):
+                raise
+            raise InvalidArgumentError(
+                f"{kernel.__name__}: the result or its workspace is larger than this machine "
+                f"can address ({err})") from None
+    return guarded  # type: ignore[return-value]
 
 
 def _nhwc(a: np.ndarray, data_format: str) -> np.ndarray:
@@ -79,6 +105,7 @@ def _input_grad_buffer(g: ConvGeometry, dtype: np.dtype) -> tuple[np.ndarray, np
     return out, _nhwc(out, g.data_format)
 
 
+@_memory_guard
 @nonfinite_safe("input", "filter")
 def conv2d(
     input: np.ndarray,
@@ -106,6 +133,7 @@ def conv2d(
     return _from_nhwc(y, data_format, dtype)
 
 
+@_memory_guard
 @nonfinite_safe("input", "out_backprop")
 def conv2d_backprop_filter(
     input: np.ndarray,
@@ -137,6 +165,7 @@ def conv2d_backprop_filter(
     return dw.astype(dtype, copy=False)
 
 
+@_memory_guard
 @nonfinite_safe("filter", "out_backprop")
 def conv2d_backprop_input(
     input_sizes: IntSeq,
@@ -169,6 +198,7 @@ def conv2d_backprop_input(
     return out
 
 
+@_memory_guard
 @nonfinite_safe("input", "filter")
 def depthwise_conv2d_native(
     input: np.ndarray,
@@ -195,6 +225,7 @@ def depthwise_conv2d_native(
     return _from_nhwc(y, data_format, dtype)
 
 
+@_memory_guard
 @nonfinite_safe("input", "out_backprop")
 def depthwise_conv2d_native_backprop_filter(
     input: np.ndarray,
@@ -225,6 +256,7 @@ def depthwise_conv2d_native_backprop_filter(
     return dw.astype(dtype, copy=False)
 
 
+@_memory_guard
 @nonfinite_safe("filter", "out_backprop")
 def depthwise_conv2d_native_backprop_input(
     input_sizes: IntSeq,

@@ -272,3 +272,13 @@ def test_any_bad_argument_is_an_invalid_argument_error(op, data):
         assert err.argument is None or err.argument in args
         return
     assert isinstance(out, np.ndarray)
+
+
+@pytest.mark.parametrize("sizes, words", [
+    ([1, 2**31 - 1, 2**31 - 1, 1], "larger than this machine can address"),
+    ([1, 2**20, 2**20, 1], "not enough memory"),  # 4 TiB of float32
+])
+def test_a_result_too_large_for_the_machine_is_an_invalid_argument_error(sizes, words):
+    one = np.ones((1, 1, 1, 1), np.float32)
+    with pytest.raises(InvalidArgumentError, match=words):
+        kernels.conv2d_backprop_input(sizes, one, one, [1, 2**31 - 1, 2**31 - 1, 1], "VALID")
