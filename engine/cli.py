@@ -51,6 +51,12 @@ def _cut(line: str) -> str:
     return line if len(line) <= MAX_LINE else line[: MAX_LINE - 3] + "..."
 
 
+def _path(path: str, limit: int = 120) -> str:
+    """A path for an error message: cut in the middle when long, so the message after it
+    survives."""
+    return path if len(path) <= limit else f"{path[: limit // 2 - 3]}...{path[-(limit // 2):]}"
+
+
 def _err(head: str, problems: list[str] = ()) -> None:
     """``gradblocks: head`` then one indented line per problem (at most MAX_PROBLEMS)."""
     lines = [_cut(f"gradblocks: {head}")]
@@ -114,13 +120,13 @@ def _compile(path: str, executor: Executor) -> tuple[Canvas, Plan] | None:
     try:
         canvas = load_canvas(path)
     except CanvasError as err:
-        _err(f"{path}: {len(err.problems)} problem(s) in the canvas:",
+        _err(f"{_path(path)}: {len(err.problems)} problem(s) in the canvas:",
              [f"{where}: {message}" for where, message in err.problems])
         return None
     plan = executor.compile(canvas, Path(path).resolve().parent)
     if plan.errors:
         errors = [str(e) for errs in plan.errors.values() for e in errs]
-        _err(f"{path}: {len(errors)} problem(s):", errors)
+        _err(f"{_path(path)}: {len(errors)} problem(s):", errors)
         return None
     return canvas, plan
 
@@ -162,7 +168,7 @@ def _check_target(target: str, canvas_path: str) -> bool:
     """Print why ``target`` cannot be written and return False, or return True."""
     problem = target_problem(target, (canvas_path,))
     if problem:
-        _err(f"{target!r} {problem}")
+        _err(f"{_path(repr(target))} {problem}")
     return not problem
 
 
@@ -171,8 +177,8 @@ def _write(target: str, write) -> bool:
     try:
         write_atomically(target, write)
     except OSError as err:
-        _err(f"cannot write {target!r}: {err.strerror or err} (the previous file, if any, is "
-             "unchanged)")
+        _err(f"cannot write {_path(repr(target))}: {err.strerror or err} (the previous file, "
+             "if any, is unchanged)")
         return False
     return True
 
@@ -203,7 +209,7 @@ def cmd_run(path: str, executor: Executor, out: str | None) -> int:
         else:
             status = 1
     if result.errors:
-        _err(f"{path}: {len(result.errors)} block(s) failed:",
+        _err(f"{_path(path)}: {len(result.errors)} block(s) failed:",
              [f"{n}: {m}" for n, m in result.errors.items()])
         status = 1
     return status

@@ -46,7 +46,7 @@ def target_problem(target: str, protected: tuple[str, ...] = ()) -> str | None:
         return (f"has a file name of {len(os.fsencode(path.name))} bytes, longer than this "
                 "system allows")
     if not folder.is_dir():
-        return f"cannot be written: its folder {str(folder)!r} does not exist"
+        return "cannot be written: its folder does not exist"
     try:
         st = os.stat(target)
     except FileNotFoundError:
@@ -58,7 +58,7 @@ def target_problem(target: str, protected: tuple[str, ...] = ()) -> str | None:
     for other in protected:
         try:
             if _same_file(st, os.stat(other)):
-                return f"is the canvas being read ({other!r}): refusing to overwrite it"
+                return "is the canvas being read: refusing to overwrite it"
         except OSError:
             continue
     return None
