@@ -2,8 +2,8 @@
 
 The script recomputes every node's outputs with the statements each block's spec emits
 (:attr:`blocks.spec.BlockSpec.emit`: the same calls its ``run`` makes), stores them in a dict
-``results`` keyed ``"<node_id>.<port>"``, and, run as ``python script.py out.npz``, saves them
-(bfloat16 exactly as float32, since .npz has no bfloat16).
+``results`` keyed ``"<node_id>.<port>"``, and, run as ``python script.py out.npz``, saves them to exactly that
+path (bfloat16 exactly as float32, since .npz has no bfloat16).
 
 Export is code generation, so user text never becomes code: node ids, titles, names, paths and
 the canvas file name reach the script only as string literals made by
@@ -28,10 +28,11 @@ _BASE_IMPORTS = ("import sys", "import numpy as np", "from engine.dtypes import 
 _MAIN = [
     'if __name__ == "__main__":',
     '    sys.stdout.reconfigure(errors="backslashreplace")',
-    "    if len(sys.argv) > 1:",
+    "    if len(sys.argv) > 1:  # written at exactly that path",
     "        bf16 = DTYPES['bfloat16']  # .npz has no bfloat16: stored exactly as float32",
-    ("        np.savez(sys.argv[1], **{k: np.asarray(v, np.float32) if np.asarray(v).dtype "
-    "== bf16 else v for k, v in results.items()})"),
+    "        with open(sys.argv[1], 'wb') as f:",
+    ("            np.savez(f, **{k: np.asarray(v, np.float32) if np.asarray(v).dtype == bf16 "
+     "else v for k, v in results.items()})"),
     "    for name, value in results.items():",
     "        print(name, list(np.shape(value)), np.asarray(value).dtype)",
 ]
