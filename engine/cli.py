@@ -17,6 +17,7 @@ import argparse
 import math
 import os
 import sys
+from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import NoReturn, TextIO
@@ -57,7 +58,7 @@ def _path(path: str, limit: int = 120) -> str:
     return path if len(path) <= limit else f"{path[: limit // 2 - 3]}...{path[-(limit // 2):]}"
 
 
-def _err(head: str, problems: list[str] = ()) -> None:
+def _err(head: str, problems: Sequence[str] = ()) -> None:
     """``gradblocks: head`` then one indented line per problem (at most MAX_PROBLEMS)."""
     lines = [_cut(f"gradblocks: {head}")]
     lines += [_cut(f"  {p}") for p in problems[:MAX_PROBLEMS]]

@@ -5,7 +5,10 @@ exporter knows no block type."""
 import ast
 import dataclasses
 import math
+import os
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,12 +18,13 @@ from hypothesis import strategies as st
 
 from blocks.registry import REGISTRY
 from blocks.spec import BlockSpec, PortSpec
-from engine.canvas import Canvas
+from engine.canvas import Canvas, save_canvas
 from engine.compiler import compile_canvas
 from engine.dtypes import DTYPES
 from engine.export import export_script
 from engine.literal import literal
 from tests.export_support import (
+    REPO,
     assert_bitwise_equal,
     code_shape,
     executor_outputs,
@@ -117,6 +121,33 @@ def test_hostile_ids_titles_names_paths_and_values_export_a_script_that_runs_exa
     assert_bitwise_equal(tmp_path / "out.npz", executor_outputs(plan))
 
 
+def test_gradblocks_export_of_a_hostile_canvas_file_reproduces_gradblocks_run(tmp_path):
+    """Through the real CLI: a canvas file name with a newline and triple quotes, hostile
+    (valid) titles and Output names, a .npy in a hostile folder, NaN/Inf values."""
+    folder = tmp_path / 'd"""\n\\\'#\u00fc'
+    folder.mkdir()
+    np.save(folder / "w.npy", np.array([1.5, -2, 0.25, 3], np.float32).reshape(2, 2, 1, 1))
+    values = np.array(NONFINITE + [1.0], np.float64).reshape(1, 3, 3, 1).tolist()
+    c = _canvas(str(folder / "w.npy"), values)
+    for node_id, title in zip(c.nodes, ATTACKS[2:] + ['"""'] * 11, strict=False):
+        if "\n" not in title and "\r" not in title and "\u2028" not in title:
+            c.set_title(node_id, title)
+    c.set_attr("n9", "name", '""" + __import__("os")._exit(7) + """')
+    c.set_attr("n10", "name", "\\'#")
+    canvas = tmp_path / 'c"""\n#\'\\\u00fc.gbc.json'
+    save_canvas(c, canvas)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for args in (["run", str(canvas), "--out", "r.npz"], ["export", str(canvas), "-o", "s.py"]):
+        proc = subprocess.run([sys.executable, "-m", "engine.cli", *args], cwd=tmp_path,
+                              env=env, capture_output=True, check=False)
+        assert proc.returncode == 0, proc.stderr
+    script = (tmp_path / "s.py").read_text()
+    assert {canvas.name, '"""', c.nodes["n9"].attrs["name"]} <= string_constants(script)
+    run_script(tmp_path / "s.py", tmp_path / "o.npz")
+    with np.load(tmp_path / "r.npz") as run:
+        assert_bitwise_equal(tmp_path / "o.npz", {k: run[k] for k in run.files})
+
+
 def test_variables_are_generated_so_similar_ids_keep_their_own_values(tmp_path):
     """``a-b`` and ``a_b`` once became the same variable: the script returned the wrong tensor."""
     c = Canvas()
@@ -134,16 +165,17 @@ def test_variables_are_generated_so_similar_ids_keep_their_own_values(tmp_path):
     assert not {"a_b", "v_a_b_output"} & names
 
 
-@pytest.mark.parametrize("dtype", list(DTYPES))
-def test_nan_and_infinities_in_values_round_trip_exactly(tmp_path, dtype):
+def test_nan_and_infinities_in_values_round_trip_exactly_in_every_dtype(tmp_path):
     c = Canvas()
-    c.add_node("Tensor", attrs={"fill": "values", "values": [NONFINITE], "dtype": dtype}, id="v")
+    for dtype in DTYPES:
+        c.add_node("Tensor", attrs={"fill": "values", "values": [NONFINITE], "dtype": dtype},
+                   id=dtype)
     plan = compile_canvas(c)
     path = tmp_path / "s.py"
     path.write_text(export_script(plan))
     run_script(path, tmp_path / "o.npz")
     expected = executor_outputs(plan)
-    assert np.isnan(expected["v.output"]).sum() == 3
+    assert all(np.isnan(v).sum() == 3 and np.isinf(v).sum() == 2 for v in expected.values())
     assert_bitwise_equal(tmp_path / "o.npz", expected)
 
 
