@@ -6,6 +6,7 @@ import numpy as np
 
 from blocks.spec import AttrError, AttrSpec, BlockSpec, PortSpec, TensorSpec
 from engine.dtypes import DTYPES, RTOL
+from engine.literal import literal
 
 
 def _tolerance(a: str, b: str) -> float:
@@ -45,6 +46,11 @@ def _name(a: np.ndarray) -> str:
     return "float64"
 
 
+def _compare_emit(attrs: dict, inputs: dict[str, str], outputs: dict[str, str]) -> list[str]:
+    return [f"_compared = compare({inputs['a']}, {inputs['b']})",
+            *(f"{var} = _compared[{literal(port)}]" for port, var in outputs.items())]
+
+
 COMPARE = BlockSpec(
     type_id="Compare", title="Compare", category="Checks", op="",
     doc="Compares a and b (same shape): output = a - b in float64, the max absolute error, the "
@@ -59,6 +65,8 @@ COMPARE = BlockSpec(
     attrs=(),
     infer=_compare_infer,
     run=lambda attrs, inputs: compare(inputs["a"], inputs["b"]),
+    emit=_compare_emit,
+    imports=("from blocks.checks import compare",),
 )
 
 OUTPUT = BlockSpec(
@@ -70,6 +78,7 @@ OUTPUT = BlockSpec(
     attrs=(AttrSpec("name", "text", "result", doc="The result's name."),),
     infer=lambda attrs, inputs: {"output": inputs["input"]},
     run=lambda attrs, inputs: {"output": inputs["input"]},
+    emit=lambda attrs, inputs, outputs: [f"{outputs['output']} = {inputs['input']}"],
 )
 
 SPECS = (COMPARE, OUTPUT)

@@ -28,6 +28,7 @@ from engine.conv_shapes import (
 )
 from engine.dtypes import DTYPES
 from engine.errors import InvalidArgumentError
+from engine.literal import literal
 
 _ALL4 = [1, 1, 1, 1]
 
@@ -148,6 +149,14 @@ def _conv_block(type_id: str, op: str, title: str, category: str, doc: str, kind
         args = {p: inputs[p] for p in ports}
         return {"output": kernel(**args, **kernel_attrs(attrs, cudnn))}
 
+    def emit(attrs: dict, inputs: dict[str, str], outputs: dict[str, str]) -> list[str]:
+        args = [f"{p}={inputs[p]}" for p in ports]
+        args += [f"{k}={literal(v)}" for k, v in kernel_attrs(attrs, cudnn).items()]
+        return [f"{outputs['output']} = kernels.{kernel.__name__}({', '.join(args)})"]
+
+    if getattr(kernels, kernel.__name__, None) is not kernel:
+        raise ValueError(f"{type_id}: exported scripts call kernels.{kernel.__name__}, which "
+                         "is not this block's kernel")
     filter_axes = DEPTHWISE_FILTER_AXES if depthwise else FILTER_AXES
     port_axes = {
         "input": lambda a: activation_axes(a["data_format"]),
@@ -160,7 +169,8 @@ def _conv_block(type_id: str, op: str, title: str, category: str, doc: str, kind
         type_id=type_id, title=title, category=category, op=op, doc=doc,
         inputs=tuple(PortSpec(p, port_docs[p], port_axes.get(p)) for p in ports),
         outputs=(PortSpec("output", "The result, in the input's dtype."),),
-        attrs=attrs, infer=infer, run=run,
+        attrs=attrs, infer=infer, run=run, emit=emit,
+        imports=("from engine import kernels",),
     )
 
 

@@ -2,15 +2,21 @@
 
 A :class:`BlockSpec` is data. The GUI builds its node classes and attribute editors from it, the
 compiler calls ``infer`` to predict every output's shape and dtype without running anything, the
-executor calls ``run``, and the exporter writes the same calls into a script.
+executor calls ``run``, and the exporter writes what ``emit`` returns into a script.
 
-Contract of the two rules:
+Contract of the three rules:
 
 - ``infer(attrs, inputs) -> {port: TensorSpec}`` gets validated attributes (defaults filled in,
   ``path`` attributes already resolved against the canvas file's folder) and the
   :class:`TensorSpec` of every connected input. It raises :class:`AttrError` naming the
   attribute (or input port) at fault.
 - ``run(attrs, inputs) -> {port: ndarray}`` gets the same attributes and the input arrays.
+- ``emit(attrs, inputs, outputs) -> [statement, ...]`` gets the same attributes and the names
+  of the script variables holding each input ``{port: var}`` and to assign each output
+  ``{port: var}``; it returns Python statements that compute exactly what ``run`` returns.
+  Every attribute value enters a statement through :func:`engine.literal.literal`, never by
+  formatting it directly, and the statements use only the modules named in ``imports``
+  (statements such as ``from engine import kernels``) and the variables given.
 """
 
 from __future__ import annotations
@@ -180,11 +186,13 @@ class TensorSpec:
 
 InferFn = Callable[[dict, dict[str, TensorSpec]], dict[str, TensorSpec]]
 RunFn = Callable[[dict, dict[str, np.ndarray]], dict[str, np.ndarray]]
+EmitFn = Callable[[dict, dict[str, str], dict[str, str]], list[str]]
 
 
 @dataclass(frozen=True)
 class BlockSpec:
-    """One block type (see the module docstring for the ``infer`` / ``run`` contract)."""
+    """One block type (see the module docstring for the ``infer`` / ``run`` / ``emit``
+    contract; ``imports`` are the import statements the emitted code needs)."""
 
     type_id: str
     title: str
@@ -196,6 +204,8 @@ class BlockSpec:
     attrs: tuple[AttrSpec, ...]
     infer: InferFn
     run: RunFn
+    emit: EmitFn
+    imports: tuple[str, ...] = ()
 
     def defaults(self) -> dict[str, Any]:
         """Every attribute at its default (lists copied)."""

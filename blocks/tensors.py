@@ -15,6 +15,7 @@ from blocks.spec import (
     PortSpec,
     TensorSpec,
 )
+from engine.literal import literal
 from engine.sources import FILLS, generate, values_array
 
 _SHAPED = tuple(f for f in FILLS if f not in ("values", "file"))
@@ -58,6 +59,15 @@ def _tensor_run(attrs: dict, inputs: dict[str, np.ndarray]) -> dict[str, np.ndar
                                attrs["values"], attrs["path"])}
 
 
+def _tensor_emit(attrs: dict, inputs: dict[str, str], outputs: dict[str, str]) -> list[str]:
+    """``sources.generate`` as the run calls it (inactive attributes, which it ignores, left
+    out)."""
+    args = [f"{k}={literal(attrs[k])}" for k in ("fill", "shape", "dtype")]
+    args += [f"{k}={literal(attrs[k])}" for k in ("seed", "values", "path")
+             if TENSOR.attr(k).is_active(attrs)]
+    return [f"{outputs['output']} = sources.generate({', '.join(args)})"]
+
+
 TENSOR = BlockSpec(
     type_id="Tensor", title="Tensor", category="Tensors", op="",
     doc="A source tensor: zeros, ones, arange (1, 2, ..., n in row-major order), seeded "
@@ -81,7 +91,8 @@ TENSOR = BlockSpec(
                  doc="A .npy file, relative to the canvas file's folder (loaded without "
                      "pickle)."),
     ),
-    infer=_tensor_infer, run=_tensor_run,
+    infer=_tensor_infer, run=_tensor_run, emit=_tensor_emit,
+    imports=("from engine import sources",),
 )
 
 
@@ -99,6 +110,9 @@ INT_VECTOR = BlockSpec(
                     doc="The integers, e.g. filter_sizes [height, width, in, out]."),),
     infer=_intvector_infer,
     run=lambda attrs, inputs: {"output": np.asarray(attrs["values"], np.int32)},
+    emit=lambda attrs, inputs, outputs: [
+        f"{outputs['output']} = np.asarray({literal(attrs['values'])}, np.int32)"],
+    imports=("import numpy as np",),
 )
 
 
@@ -115,6 +129,9 @@ SHAPE_OF = BlockSpec(
     attrs=(),
     infer=_shapeof_infer,
     run=lambda attrs, inputs: {"output": np.asarray(inputs["input"].shape, np.int32)},
+    emit=lambda attrs, inputs, outputs: [
+        f"{outputs['output']} = np.asarray({inputs['input']}.shape, np.int32)"],
+    imports=("import numpy as np",),
 )
 
 
@@ -147,6 +164,10 @@ TRANSPOSE = BlockSpec(
                     doc="The permutation: output dimension i is input dimension perm[i]. "
                         "[0, 3, 1, 2]: NHWC -> NCHW; [0, 2, 3, 1]: NCHW -> NHWC."),),
     infer=_transpose_infer, run=_transpose_run,
+    emit=lambda attrs, inputs, outputs: [
+        (f"{outputs['output']} = np.ascontiguousarray(np.transpose({inputs['input']}, "
+        f"{literal(attrs['perm'])}))")],
+    imports=("import numpy as np",),
 )
 
 SPECS = (TENSOR, INT_VECTOR, SHAPE_OF, TRANSPOSE)

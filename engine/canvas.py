@@ -26,13 +26,12 @@ import math
 import os
 import re
 import stat
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from blocks.registry import REGISTRY, get_spec
 from engine import strict_json
+from engine.atomic import write_bytes_atomically
 from engine.errors import InvalidArgumentError
 from engine.names import id_problem, shown, text_problem
 
@@ -403,19 +402,9 @@ def dumps(canvas: Canvas) -> str:
 
 
 def save_canvas(canvas: Canvas, path: str | os.PathLike) -> None:
-    """Write atomically: a temporary file in the same folder, flushed, then renamed over."""
-    path = Path(path)
-    text = dumps(canvas)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write atomically: a temporary file in the same folder, flushed, then renamed over
+    (:func:`engine.atomic.write_atomically`)."""
+    write_bytes_atomically(path, dumps(canvas).encode("utf-8"))
 
 
 def load_canvas(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES) -> Canvas:

@@ -1,66 +1,135 @@
 """The ``gradblocks`` command: ``check``, ``run`` and ``export`` a canvas headless, or open the app.
 
-Exit status: 0 success, 1 a block failed at run time, 2 an invalid canvas or usage. Errors go to
-stderr as one message naming the file, node and attribute; a user's mistake never shows a
-traceback.
+Exit status: 0 success; 1 a block failed at run time or an output could not be written; 2 an
+invalid canvas or usage (a bad option value, an output path that cannot work such as a folder, a
+missing folder, a name too long, or the canvas itself). Errors go to stderr, one line per
+problem (at most :data:`MAX_PROBLEMS`, each cut to :data:`MAX_LINE` characters), naming the
+file, node and attribute; a user's mistake never shows a traceback, and no text (a path with odd
+bytes, say) can make printing fail.
+
+``run --out`` and ``export -o`` write exactly the path given, atomically
+(:mod:`engine.atomic`): an interrupted or failed write leaves the previous file as it was.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
+from collections.abc import Sequence
+from fractions import Fraction
 from pathlib import Path
+from typing import NoReturn, TextIO
 
 import numpy as np
 
-from engine.canvas import CanvasError, load_canvas
+from engine.atomic import write_atomically
+from engine.canvas import Canvas, CanvasError, load_canvas
 from engine.compiler import DEFAULT_MEMORY_LIMIT, Plan
 from engine.dtypes import DTYPES, dtype_name
 from engine.executor import Executor
 from engine.export import export_script
+from engine.targets import target_problem
 from engine.tensor_stats import format_value, tensor_stats
 
 SUBCOMMANDS = ("check", "run", "export")
+#: Problems listed per error message, and characters per line.
+MAX_PROBLEMS = 20
+MAX_LINE = 300
+#: The largest memory limit in bytes (int64): larger requests mean "no limit" anyway.
+MAX_MEMORY_LIMIT = 2**63 - 1
+
+
+def _say(text: str, stream: TextIO | None = None) -> None:
+    """Print ``text``; characters the stream cannot encode are shown as backslash escapes."""
+    stream = stream or sys.stdout
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    print(text.encode(encoding, "backslashreplace").decode(encoding, "replace"), file=stream)
+
+
+def _cut(line: str) -> str:
+    return line if len(line) <= MAX_LINE else line[: MAX_LINE - 3] + "..."
+
+
+def _path(path: str, limit: int = 120) -> str:
+    """A path for an error message: cut in the middle when long, so the message after it
+    survives."""
+    return path if len(path) <= limit else f"{path[: limit // 2 - 3]}...{path[-(limit // 2):]}"
+
+
+def _err(head: str, problems: Sequence[str] = ()) -> None:
+    """``gradblocks: head`` then one indented line per problem (at most MAX_PROBLEMS)."""
+    lines = [_cut(f"gradblocks: {head}")]
+    lines += [_cut(f"  {p}") for p in problems[:MAX_PROBLEMS]]
+    if len(problems) > MAX_PROBLEMS:
+        lines.append(f"  ... and {len(problems) - MAX_PROBLEMS} more")
+    _say("\n".join(lines), sys.stderr)
+
+
+def memory_limit_gib(text: str) -> float:
+    """The --memory-limit-gib value: a positive finite number."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of GiB, got {text[:40]!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive finite number of GiB, got "
+                                         f"{text[:40]!r}")
+    return value
+
+
+def limit_bytes(gib: float) -> int:
+    """GiB as bytes, exactly, at least 1 and at most :data:`MAX_MEMORY_LIMIT`."""
+    return max(1, min(MAX_MEMORY_LIMIT, int(Fraction(gib) * 2**30)))
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``gradblocks run: error: ... (see --help)``."""
+
+    def error(self, message: str) -> NoReturn:
+        _say(_cut(f"{self.prog}: error: {message} (see {self.prog} --help)"), sys.stderr)
+        raise SystemExit(2)
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = _Parser(
         prog="gradblocks",
         description="Check, run or export a GradBlocks canvas (.gbc.json). Without a "
                     "subcommand, opens the desktop app (optionally on CANVAS).")
-    sub = ap.add_subparsers(dest="command", required=True)
+    sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, help_text in (("check", "validate and print every output's shape and dtype"),
                             ("run", "run the canvas and print a table of results"),
                             ("export", "write the canvas as a standalone Python script")):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("canvas", help="a .gbc.json canvas file")
-        p.add_argument("--memory-limit-gib", type=float, default=DEFAULT_MEMORY_LIMIT / 2**30,
-                       help="refuse any block output larger than this (default 2)")
+        p.add_argument("--memory-limit-gib", type=memory_limit_gib,
+                       default=DEFAULT_MEMORY_LIMIT / 2**30,
+                       help="refuse any block output larger than this many GiB (a positive "
+                            "number; default 2)")
         if name == "run":
-            p.add_argument("--out", help="write every output to this .npz as <node_id>.<port>")
+            p.add_argument("--out", help="write every output as <node_id>.<port> to this .npz "
+                                         "file (exactly this path, replaced atomically)")
         if name == "export":
-            p.add_argument("-o", "--output", required=True, help="the script to write")
+            p.add_argument("-o", "--output", required=True,
+                           help="the script to write (replaced atomically)")
     return ap
 
 
-def _err(message: str) -> None:
-    print(f"gradblocks: {message}", file=sys.stderr)
-
-
-def _compile(path: str, executor: Executor) -> Plan | None:
+def _compile(path: str, executor: Executor) -> tuple[Canvas, Plan] | None:
     """Load and compile; print every problem and return None if there is any."""
     try:
         canvas = load_canvas(path)
     except CanvasError as err:
-        _err(str(err))
+        _err(f"{_path(path)}: {len(err.problems)} problem(s) in the canvas:",
+             [f"{where}: {message}" for where, message in err.problems])
         return None
     plan = executor.compile(canvas, Path(path).resolve().parent)
     if plan.errors:
-        errors = [e for errs in plan.errors.values() for e in errs]
-        _err(f"{path}: {len(errors)} problem(s):\n  " + "\n  ".join(str(e) for e in errors))
+        errors = [str(e) for errs in plan.errors.values() for e in errs]
+        _err(f"{_path(path)}: {len(errors)} problem(s):", errors)
         return None
-    return plan
+    return canvas, plan
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -76,16 +145,17 @@ def _stats(a: np.ndarray) -> tuple[str, str, str]:
 
 
 def cmd_check(path: str, executor: Executor) -> int:
-    plan = _compile(path, executor)
-    if plan is None:
+    compiled = _compile(path, executor)
+    if compiled is None:
         return 2
+    plan = compiled[1]
     rows = [["node", "type", "port", "shape", "dtype"]]
     for step in plan.steps:
         for port in step.spec.output_names():
             ts = plan.specs[(step.node_id, port)]
             rows.append([step.node_id, step.spec.type_id, port, str(list(ts.shape)), ts.dtype])
-    print(_table(rows))
-    print(f"{path}: ok, {len(plan.steps)} block(s)")
+    _say(_table(rows))
+    _say(f"{path}: ok, {len(plan.steps)} block(s)")
     return 0
 
 
@@ -95,10 +165,32 @@ def _npz_safe(value: np.ndarray) -> np.ndarray:
     return value.astype(np.float32) if value.dtype == DTYPES["bfloat16"] else value
 
 
+def _check_target(target: str, canvas_path: str) -> bool:
+    """Print why ``target`` cannot be written and return False, or return True."""
+    problem = target_problem(target, (canvas_path,))
+    if problem:
+        _err(f"{_path(repr(target))} {problem}")
+    return not problem
+
+
+def _write(target: str, write) -> bool:
+    """Write ``target`` atomically; print why not and return False when that fails."""
+    try:
+        write_atomically(target, write)
+    except OSError as err:
+        _err(f"cannot write {_path(repr(target))}: {err.strerror or err} (the previous file, "
+             "if any, is unchanged)")
+        return False
+    return True
+
+
 def cmd_run(path: str, executor: Executor, out: str | None) -> int:
-    plan = _compile(path, executor)
-    if plan is None:
+    if out is not None and not _check_target(out, path):
         return 2
+    compiled = _compile(path, executor)
+    if compiled is None:
+        return 2
+    plan = compiled[1]
     result = executor.run(plan)
     rows = [["node", "type", "port", "shape", "dtype", "min", "max", "mean", "ms"]]
     for step in plan.steps:
@@ -109,31 +201,33 @@ def cmd_run(path: str, executor: Executor, out: str | None) -> int:
             ms = f"{1e3 * result.times.get(step.node_id, 0.0):.2f}"
             rows.append([step.node_id, step.spec.type_id, port, str(list(np.shape(value))),
                          dtype_name(np.asarray(value).dtype), *_stats(value), ms])
-    print(_table(rows))
-    if out:
-        try:
-            np.savez(out, **{f"{n}.{p}": _npz_safe(v) for (n, p), v in result.outputs.items()})
-        except OSError as err:
-            _err(f"cannot write {out}: {err}")
-            return 2
-        print(f"wrote {len(result.outputs)} output(s) to {out}")
+    _say(_table(rows))
+    status = 0
+    if out is not None:
+        arrays = {f"{n}.{p}": _npz_safe(v) for (n, p), v in result.outputs.items()}
+        if _write(out, lambda f: np.savez(f, **arrays)):
+            _say(f"wrote {len(arrays)} output(s) to {out}")
+        else:
+            status = 1
     if result.errors:
-        _err(f"{path}: {len(result.errors)} block(s) failed:\n  "
-             + "\n  ".join(f"{n}: {m}" for n, m in result.errors.items()))
-        return 1
-    return 0
+        _err(f"{_path(path)}: {len(result.errors)} block(s) failed:",
+             [f"{n}: {m}" for n, m in result.errors.items()])
+        status = 1
+    return status
 
 
 def cmd_export(path: str, executor: Executor, output: str) -> int:
-    plan = _compile(path, executor)
-    if plan is None:
+    if not _check_target(output, path):
         return 2
-    try:
-        Path(output).write_text(export_script(plan, Path(path).name), encoding="utf-8")
-    except OSError as err:
-        _err(f"cannot write {output}: {err}")
+    compiled = _compile(path, executor)
+    if compiled is None:
         return 2
-    print(f"wrote {output}: {len(plan.steps)} block(s)")
+    canvas, plan = compiled
+    titles = {node_id: node.title for node_id, node in canvas.nodes.items()}
+    script = export_script(plan, Path(path).name, titles).encode("utf-8")
+    if not _write(output, lambda f: f.write(script)):
+        return 1
+    _say(f"wrote {output}: {len(plan.steps)} block(s)")
     return 0
 
 
@@ -167,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         opts = _parser().parse_args(argv)
     except SystemExit as exit_:
         return int(exit_.code or 0)
-    executor = Executor(memory_limit=int(opts.memory_limit_gib * 2**30))
+    executor = Executor(memory_limit=limit_bytes(opts.memory_limit_gib))
     try:
         if opts.command == "check":
             return cmd_check(opts.canvas, executor)
@@ -175,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_run(opts.canvas, executor, opts.out)
         return cmd_export(opts.canvas, executor, opts.output)
     except KeyboardInterrupt:
-        _err("interrupted")
+        _err("interrupted (files being written are left as they were)")
         return 130
 
 

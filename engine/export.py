@@ -1,100 +1,100 @@
-"""A compiled plan as a standalone Python script that calls :mod:`engine.kernels`.
+"""A compiled plan as a standalone Python script (``gradblocks export``).
 
-The script recomputes every node's outputs with the same calls the executor makes (the same
-seeded generators, the same kernel arguments), stores them in a dict ``results`` keyed
-``"<node_id>.<port>"``, and, run as ``python script.py out.npz``, saves them.
+The script recomputes every node's outputs with the statements each block's spec emits
+(:attr:`blocks.spec.BlockSpec.emit`: the same calls its ``run`` makes), stores them in a dict
+``results`` keyed ``"<node_id>.<port>"``, and, run as ``python script.py out.npz``, saves them to exactly that
+path (bfloat16 exactly as float32, since .npz has no bfloat16).
+
+Export is code generation, so user text never becomes code: node ids, titles, names, paths and
+the canvas file name reach the script only as string literals made by
+:func:`engine.literal.literal` (never in a comment, the docstring or an identifier); variables
+are generated (``v0``, ``v1``, ...), never derived from ids; values, NaN and infinities
+included, are literals that evaluate to the same numbers. This module knows no block type: a new
+block type only needs its ``emit`` rule.
 """
 
 from __future__ import annotations
 
-import re
+import ast
+from collections.abc import Mapping
 from datetime import date
 
-from blocks.conv import kernel_attrs
-from engine.compiler import Plan, Step
+from engine.compiler import Plan
+from engine.literal import literal
+
+#: Imports the script's own code needs (blocks add theirs through ``BlockSpec.imports``).
+_BASE_IMPORTS = ("import sys", "import numpy as np", "from engine.dtypes import DTYPES")
+
+_MAIN = [
+    'if __name__ == "__main__":',
+    '    sys.stdout.reconfigure(errors="backslashreplace")',
+    "    if len(sys.argv) > 1:  # written at exactly that path",
+    "        bf16 = DTYPES['bfloat16']  # .npz has no bfloat16: stored exactly as float32",
+    "        with open(sys.argv[1], 'wb') as f:",
+    ("            np.savez(f, **{k: np.asarray(v, np.float32) if np.asarray(v).dtype == bf16 "
+     "else v for k, v in results.items()})"),
+    "    for name, value in results.items():",
+    "        print(name, list(np.shape(value)), np.asarray(value).dtype)",
+]
 
 
-def kernel_name(op: str) -> str:
-    """engine.kernels function of a tf.raw_ops name: Conv2DBackpropFilter ->
-    conv2d_backprop_filter, DepthwiseConv2dNative -> depthwise_conv2d_native."""
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", op.replace("2D", "2d")).lower()
+def _sorted_imports(statements: set[str]) -> list[str]:
+    """``import x`` lines first, then ``from x import y``, each sorted."""
+    return sorted(statements, key=lambda s: (s.startswith("from "), s))
 
 
-def _var(step: Step, port: str) -> str:
-    return "v_" + re.sub(r"\W", "_", f"{step.node_id}_{port}")
-
-
-def _ref(plan_steps: dict[str, Step], src: tuple[str, str]) -> str:
-    return _var(plan_steps[src[0]], src[1])
-
-
-def _lines(step: Step, steps: dict[str, Step]) -> list[str]:
-    """Python statements computing ``step``'s outputs into its variables."""
-    spec, a = step.spec, step.attrs
-    out = _var(step, "output")
-    inp = {p: _ref(steps, src) for p, src in step.inputs.items()}
-    t = spec.type_id
-    if t == "Tensor":
-        args = ", ".join(f"{k}={a[k]!r}" for k in ("fill", "shape", "dtype", "seed", "values",
-                                                    "path"))
-        return [f"{out} = sources.generate({args})"]
-    if t == "IntVector":
-        return [f"{out} = np.asarray({a['values']!r}, np.int32)"]
-    if t == "ShapeOf":
-        return [f"{out} = np.asarray({inp['input']}.shape, np.int32)"]
-    if t == "Transpose":
-        return [f"{out} = np.ascontiguousarray(np.transpose({inp['input']}, {a['perm']!r}))"]
-    if t == "Output":
-        return [f"{out} = {inp['input']}  # {a['name']}"]
-    if t == "Compare":
-        names = ", ".join(_var(step, p) for p in spec.output_names())
-        return [f"_c = compare({inp['a']}, {inp['b']})",
-                f"{names} = (" + ", ".join(f"_c[{p!r}]" for p in spec.output_names()) + ")"]
-    kw = kernel_attrs(a, "use_cudnn_on_gpu" in a)
-    args = ", ".join(f"{p}={v}" for p, v in inp.items())
-    attrs = ", ".join(f"{k}={v!r}" for k, v in kw.items())
-    return [f"{out} = kernels.{kernel_name(spec.op)}({args}, {attrs})"]
-
-
-def export_script(plan: Plan, source: str = "canvas") -> str:
-    """The script text for ``plan`` (which must have no errors)."""
+def export_script(plan: Plan, source: str = "canvas",
+                  titles: Mapping[str, str] | None = None) -> str:
+    """The script text for ``plan`` (which must have no errors). ``source`` (the canvas file's
+    name) and ``titles`` (node id -> title) are recorded as data in ``SOURCE`` and ``BLOCKS``."""
     if plan.errors:
         raise ValueError("cannot export a canvas with problems")
-    steps = {s.node_id: s for s in plan.steps}
+    titles = titles or {}
+    var: dict[tuple[str, str], str] = {}
+    imports = set(_BASE_IMPORTS)
+    blocks: list[str] = []
     body: list[str] = []
-    results: list[str] = []
-    for step in plan.steps:
-        body.append(f"# {step.node_id}: {step.spec.type_id}")
-        body.extend(_lines(step, steps))
-        results += [f"    {step.node_id + '.' + p!r}: {_var(step, p)},"
-                    for p in step.spec.output_names()]
-    return "\n".join([
-        f'"""Generated by `gradblocks export` from {source} on {date.today().isoformat()}.',
+    for index, step in enumerate(plan.steps):
+        spec = step.spec
+        outputs = {}
+        for port in spec.output_names():
+            outputs[port] = var[(step.node_id, port)] = f"v{len(var)}"
+        inputs = {port: var[src] for port, src in step.inputs.items()}
+        imports.update(spec.imports)
+        texts = {a.name: step.attrs[a.name] for a in spec.attrs if a.kind == "text"}
+        blocks.append(f"    {literal(step.node_id)}: "
+                      f"{literal((spec.type_id, titles.get(step.node_id, step.node_id), texts))},")
+        body += ["", f"# step {index + 1} of {len(plan.steps)}"]
+        body += spec.emit(step.attrs, inputs, outputs)
+    results = [f"    {literal(f'{node_id}.{port}')}: {name},"
+               for (node_id, port), name in var.items()]
+    script = "\n".join([
+        (f'"""Generated by `gradblocks export` on {date.today().isoformat()} from the canvas '
+        "file named in SOURCE."),
         "",
-        ("Recomputes every block of the canvas with engine.kernels. Run: python script.py "
-        "[results.npz]"),
+        "Recomputes every block of the canvas with engine.kernels into `results`, keyed",
+        "'<node_id>.<port>'. Run: python script.py [results.npz]",
         '"""',
         "",
-        "import sys",
+        *_sorted_imports(imports),
         "",
-        "import numpy as np",
-        "",
-        "from blocks.checks import compare",
-        "from engine import kernels, sources",
-        "from engine.dtypes import DTYPES",
-        "",
+        f"SOURCE = {literal(source)}",
+        "#: node id -> (block type, title, text attributes such as an Output's name), in step order",
+        "BLOCKS = {",
+        *blocks,
+        "}",
         *body,
         "",
         "results = {",
         *results,
         "}",
         "",
-        'if __name__ == "__main__":',
-        "    if len(sys.argv) > 1:",
-        "        bf16 = DTYPES['bfloat16']  # .npz has no bfloat16: stored exactly as float32",
-        ("        np.savez(sys.argv[1], **{k: np.asarray(v, np.float32) if np.asarray(v).dtype "
-        "== bf16 else v for k, v in results.items()})"),
-        "    for name, value in results.items():",
-        '        print(name, list(np.shape(value)), np.asarray(value).dtype)',
+        *_MAIN,
         "",
     ])
+    try:
+        ast.parse(script)
+    except SyntaxError as err:  # a block's emit rule is broken: an engine bug, not the user's
+        raise RuntimeError(f"exported script does not parse (line {err.lineno}): {err.msg}") \
+            from None
+    return script

@@ -1,0 +1,101 @@
+"""Helpers for the export tests: run exported scripts, compare outputs bit for bit, and the
+shape of a script's code with its string literals blanked out."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import io
+import os
+import subprocess
+import sys
+import tokenize
+from pathlib import Path
+
+import numpy as np
+
+from engine.compiler import Plan
+from engine.dtypes import DTYPES
+from engine.executor import Executor
+
+REPO = Path(__file__).parents[1]
+
+#: Runs ``script out.npz`` pairs from argv in one interpreter, each as ``python script out``.
+_DRIVER = """
+import runpy, sys
+pairs = sys.argv[1:]
+for script, out in zip(pairs[::2], pairs[1::2]):
+    sys.argv = [script, out]
+    runpy.run_path(script, run_name="__main__")
+"""
+
+
+def script_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO)}
+
+
+def run_script(script: Path, out: Path) -> None:
+    """``python script.py out.npz`` as a user runs it (from the script's folder)."""
+    proc = subprocess.run([sys.executable, str(script), str(out)], capture_output=True,
+                          cwd=script.parent, env=script_env(), check=False)
+    assert proc.returncode == 0, proc.stderr.decode(errors="backslashreplace")
+
+
+def run_scripts(pairs: list[tuple[Path, Path]], cwd: Path) -> None:
+    """Several ``(script, out.npz)`` in one subprocess (one interpreter start for all)."""
+    args = [str(p) for pair in pairs for p in pair]
+    proc = subprocess.run([sys.executable, "-c", _DRIVER, *args], capture_output=True,
+                          cwd=cwd, env=script_env(), check=False)
+    assert proc.returncode == 0, proc.stderr.decode(errors="backslashreplace")
+
+
+def npz_safe(value) -> np.ndarray:
+    value = np.asarray(value)
+    return value.astype(np.float32) if value.dtype == DTYPES["bfloat16"] else value
+
+
+def executor_outputs(plan: Plan) -> dict[str, np.ndarray]:
+    """What ``gradblocks run --out`` stores: every output keyed ``node.port``."""
+    result = Executor().run(plan)
+    assert not result.errors, result.errors
+    return {f"{n}.{p}": npz_safe(v) for (n, p), v in result.outputs.items()}
+
+
+def assert_bitwise_equal(npz: Path, expected: dict[str, np.ndarray]) -> None:
+    """Same keys, and per key the same dtype, shape and bytes (NaN payloads included)."""
+    with np.load(npz) as data:
+        assert sorted(data.files) == sorted(expected)
+        for key, want in expected.items():
+            got = data[key]
+            assert (got.dtype, got.shape) == (want.dtype, want.shape), key
+            assert got.tobytes() == np.ascontiguousarray(want).tobytes(), key
+
+
+def code_shape(script: str) -> tuple[str | None, str, list[str]]:
+    """The docstring, the AST with every other string constant blanked, and the comments:
+    what must not change when only user text changes."""
+    tree = ast.parse(script)
+    doc = ast.get_docstring(tree, clean=False)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            node.value = ""
+    comments = [t.string for t in tokenize.generate_tokens(io.StringIO(script).readline)
+                if t.type == tokenize.COMMENT]
+    return doc, ast.dump(tree), comments
+
+
+def string_constants(script: str) -> set[str]:
+    """Every string constant of the script except its docstring."""
+    tree = ast.parse(script)
+    doc = ast.get_docstring(tree, clean=False)
+    return {n.value for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value != doc}
+
+
+def relabel(plan: Plan, ids: dict[str, str]) -> Plan:
+    """``plan`` with node ids renamed (ids the loader would refuse included)."""
+    steps = [dataclasses.replace(s, node_id=ids[s.node_id],
+                                 inputs={p: (ids[n], q) for p, (n, q) in s.inputs.items()})
+             for s in plan.steps]
+    specs = {(ids[n], p): ts for (n, p), ts in plan.specs.items()}
+    return Plan(steps=steps, specs=specs, order=[ids[n] for n in plan.order])
