@@ -30,7 +30,7 @@ MEMORY_LIMIT = 256 * 2**10
 #: ... and all outputs together at most this many elements (the largest example has 19883).
 MAX_ELEMENTS = 2**16
 
-# -- junk values --------------------------------------------------------------------------------
+# -- junk values ----------------------------------------------------------------------------------
 HOSTILE_TEXT = st.one_of(
     st.sampled_from(["", " ", "\n", "a\nb", "\x00", "\x1b[31m", "\ud800", "\udfff", "\u2028",
                      "\u202e", "\ufeff", "..", "/dev/null", "SAME\n", "NHWC ", "x" * 300,
@@ -144,7 +144,7 @@ def _to_bytes(doc) -> bytes:
     return json.dumps(doc, indent=1).encode("utf-8", "surrogatepass")
 
 
-# -- byte-level mutations ---------------------------------------------------------------------------
+# -- byte-level mutations -------------------------------------------------------------------------
 _KEY = re.compile(rb'"([A-Za-z_]+)": ')
 _NUMBER = re.compile(rb"(?<![\w.\"])-?\d+(\.\d+)?([eE][-+]?\d+)?(?![\w\"])")
 NUMBER_TOKENS = [b"NaN", b"Infinity", b"-Infinity", b"1e999", b"-1e400", b"1" + b"0" * 5000,
@@ -190,7 +190,7 @@ def mutated_bytes(draw):
     return data, kinds
 
 
-# -- the properties -----------------------------------------------------------------------------------
+# -- the properties -------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     return tmp_path_factory.mktemp("fuzz")
