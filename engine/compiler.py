@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import heapq
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,25 +74,29 @@ class Plan:
 
 
 def topological_order(canvas: Canvas) -> list[str]:
-    """Node ids so that every edge goes forward; ties keep the canvas order. Nodes on a cycle
-    (only possible in a hand-built canvas) come last."""
-    indegree = {n: 0 for n in canvas.nodes}
+    """Node ids so that every edge goes forward; among the nodes ready at a time, the first in
+    canvas order comes first. Nodes on a cycle (only possible in a hand-built canvas) come
+    last. O((nodes + edges) log nodes): a heap of ready nodes keyed by canvas position."""
+    rank = {n: i for i, n in enumerate(canvas.nodes)}
+    indegree = dict.fromkeys(canvas.nodes, 0)
     out: dict[str, list[str]] = {n: [] for n in canvas.nodes}
     for e in canvas.edges:
         indegree[e.dst[0]] += 1
         out[e.src[0]].append(e.dst[0])
-    rank = {n: i for i, n in enumerate(canvas.nodes)}
-    ready = sorted((n for n, d in indegree.items() if d == 0), key=rank.__getitem__)
+    ready = [rank[n] for n, d in indegree.items() if d == 0]  # already a heap: ascending
+    names = list(canvas.nodes)
     order: list[str] = []
     while ready:
-        n = ready.pop(0)
+        n = names[heapq.heappop(ready)]
         order.append(n)
         for m in out[n]:
             indegree[m] -= 1
             if indegree[m] == 0:
-                ready.append(m)
-        ready.sort(key=rank.__getitem__)
-    return order + [n for n in canvas.nodes if n not in set(order)]
+                heapq.heappush(ready, rank[m])
+    if len(order) < len(names):
+        placed = set(order)
+        order += [n for n in names if n not in placed]
+    return order
 
 
 def _file_signature(spec: BlockSpec, attrs: dict) -> list:
