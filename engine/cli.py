@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from engine.compiler import DEFAULT_MEMORY_LIMIT, Plan
 from engine.dtypes import DTYPES, dtype_name
 from engine.executor import Executor
 from engine.export import export_script
+from engine.memory import gib_to_bytes
 from engine.tensor_stats import format_value, tensor_stats
 
 SUBCOMMANDS = ("check", "run", "export")
@@ -35,13 +37,23 @@ def _parser() -> argparse.ArgumentParser:
                             ("export", "write the canvas as a standalone Python script")):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("canvas", help="a .gbc.json canvas file")
-        p.add_argument("--memory-limit-gib", type=float, default=DEFAULT_MEMORY_LIMIT / 2**30,
-                       help="refuse any block output larger than this (default 2)")
+        p.add_argument("--memory-limit-gib", dest="memory_limit", type=_limit, metavar="GIB",
+                       default=str(Fraction(DEFAULT_MEMORY_LIMIT, 2**30)),
+                       help="refuse a run that would need more memory than this: every output "
+                            "is kept, plus the running block's workspace (default 2)")
         if name == "run":
             p.add_argument("--out", help="write every output to this .npz as <node_id>.<port>")
         if name == "export":
             p.add_argument("-o", "--output", required=True, help="the script to write")
     return ap
+
+
+def _limit(text: str) -> int:
+    """``--memory-limit-gib`` as bytes: a positive number (not NaN or infinite)."""
+    try:
+        return gib_to_bytes(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _err(message: str) -> None:
@@ -167,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         opts = _parser().parse_args(argv)
     except SystemExit as exit_:
         return int(exit_.code or 0)
-    executor = Executor(memory_limit=int(opts.memory_limit_gib * 2**30))
+    executor = Executor(memory_limit=opts.memory_limit)
     try:
         if opts.command == "check":
             return cmd_check(opts.canvas, executor)

@@ -3,7 +3,9 @@
 Each step's outputs are cached under the step's key (type, attributes, inputs' keys, files
 read), so running again after one attribute edit recomputes only that node and what depends on
 it. A failing block is recorded and its dependents are skipped; independent blocks still run.
-Cancel is honoured between blocks.
+Cancel is honoured between blocks. A run first drops the cached outputs the plan cannot reuse,
+so that memory is free before anything is computed (the plan's memory estimate counts every
+output it keeps, :mod:`engine.memory`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 
 from engine.compiler import DEFAULT_MEMORY_LIMIT, Plan, PortKey, compile_canvas
 from engine.errors import InvalidArgumentError
+from engine.memory import limit_bytes
 
 Progress = Callable[[str, int, int], None]
 
@@ -42,7 +45,7 @@ class Executor:
     """Runs plans, keeping each step's outputs by cache key across runs."""
 
     def __init__(self, memory_limit: int = DEFAULT_MEMORY_LIMIT):
-        self.memory_limit = memory_limit
+        self.memory_limit = limit_bytes(memory_limit)
         self._cache: dict[str, _Entry] = {}
         self._lock = threading.Lock()
 
@@ -58,6 +61,7 @@ class Executor:
             cancel: threading.Event | None = None) -> RunResult:
         """Run every step of ``plan`` in order; ``progress(node_id, done, total)`` after each."""
         result = RunResult()
+        self._keep_only(plan)
         total = len(plan.steps)
         for index, step in enumerate(plan.steps):
             if cancel is not None and cancel.is_set():
@@ -71,10 +75,14 @@ class Executor:
                 self._run_step(step, plan, result)
             if progress is not None:
                 progress(step.node_id, index + 1, total)
-        with self._lock:  # keep only what the current canvas can reuse
+        self._keep_only(plan)
+        return result
+
+    def _keep_only(self, plan: Plan) -> None:
+        """Drop the cached outputs ``plan`` cannot reuse."""
+        with self._lock:
             live = {s.key for s in plan.steps}
             self._cache = {k: v for k, v in self._cache.items() if k in live}
-        return result
 
     def _run_step(self, step, plan: Plan, result: RunResult) -> None:
         with self._lock:
