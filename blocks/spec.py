@@ -238,15 +238,11 @@ class BlockSpec:
         names = ", ".join(a.name for a in self.attrs) or "none"
         raise AttrError(name, f"{self.type_id} has no attribute {name!r} (it has {names})")
 
-    def __post_init__(self) -> None:  # port names asked for per node: made once
-        object.__setattr__(self, "_inputs", tuple(p.name for p in self.inputs))
-        object.__setattr__(self, "_outputs", tuple(p.name for p in self.outputs))
-
     def input_names(self) -> tuple[str, ...]:
-        return self._inputs
+        return tuple(p.name for p in self.inputs)
 
     def output_names(self) -> tuple[str, ...]:
-        return self._outputs
+        return tuple(p.name for p in self.outputs)
 
     def resolve_attrs(self, attrs: Mapping[str, Any]) -> tuple[dict[str, Any], list[AttrError]]:
         """Defaults filled in and every given value validated: ``(attrs, problems)``.
