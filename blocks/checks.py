@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from blocks.spec import AttrError, AttrSpec, BlockSpec, PortSpec, TensorSpec
@@ -21,6 +23,14 @@ def _compare_infer(attrs: dict, inputs: dict[str, TensorSpec]) -> dict[str, Tens
     scalar = TensorSpec((), "float64")
     return {"output": TensorSpec(a.shape, "float64", a.axes or b.axes), "max_abs_error": scalar,
             "max_rel_error": scalar, "agree": TensorSpec((), "bool")}
+
+
+def _compare_workspace(attrs: dict, inputs: dict[str, TensorSpec],
+                       outputs: dict[str, TensorSpec]) -> int:
+    """float64 copies of a and b (unless they are float64) and one float64 |.| temporary."""
+    n = math.prod(inputs["a"].shape)
+    casts = sum(inputs[p].dtype != "float64" for p in ("a", "b"))
+    return (casts + 1) * 8 * n
 
 
 def compare(a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
@@ -67,6 +77,7 @@ COMPARE = BlockSpec(
     run=lambda attrs, inputs: compare(inputs["a"], inputs["b"]),
     emit=_compare_emit,
     imports=("from blocks.checks import compare",),
+    workspace=_compare_workspace,
 )
 
 OUTPUT = BlockSpec(
@@ -79,6 +90,7 @@ OUTPUT = BlockSpec(
     infer=lambda attrs, inputs: {"output": inputs["input"]},
     run=lambda attrs, inputs: {"output": inputs["input"]},
     emit=lambda attrs, inputs, outputs: [f"{outputs['output']} = {inputs['input']}"],
+    passthrough=True,
 )
 
 SPECS = (COMPARE, OUTPUT)

@@ -22,12 +22,14 @@ from blocks.spec import (
 )
 from engine import kernels
 from engine.conv_shapes import (
+    ConvGeometry,
     backprop_filter_geometry,
     backprop_input_geometry,
     conv2d_geometry,
 )
 from engine.dtypes import DTYPES
 from engine.errors import InvalidArgumentError
+from engine.kernel_memory import conv_workspace, product_bound, terms_per_output
 from engine.literal import literal
 
 _ALL4 = [1, 1, 1, 1]
@@ -120,30 +122,46 @@ def _conv_block(type_id: str, op: str, title: str, category: str, doc: str, kind
         "out_backprop": "Gradients w.r.t. the output of the convolution, in data_format.",
     }
 
-    def infer(attrs: dict, inputs: dict[str, TensorSpec]) -> dict[str, TensorSpec]:
+    def geometry(attrs: dict, inputs: dict[str, TensorSpec]) -> tuple[ConvGeometry, str]:
+        """The kernel's geometry and dtype (raises naming the attribute or port at fault)."""
         kw = kernel_attrs(attrs, cudnn=False)
         kw["depthwise"] = depthwise
         try:
             if kind == "forward":
                 x, w = _float_port(inputs, "input"), _float_port(inputs, "filter")
                 dtype = _same_dtype(("input", x), ("filter", w))
-                g = conv2d_geometry(x.shape, w.shape, **kw)
-                return {"output": TensorSpec(g.output_shape, dtype,
-                                             activation_axes(attrs["data_format"]))}
+                return conv2d_geometry(x.shape, w.shape, **kw), dtype
             dy = _float_port(inputs, "out_backprop")
             if kind == "filter":
                 x, sizes = _float_port(inputs, "input"), _size_port(inputs, "filter_sizes")
                 dtype = _same_dtype(("input", x), ("out_backprop", dy))
-                g = backprop_filter_geometry(x.shape, sizes, dy.shape, **kw)
-                axes = DEPTHWISE_FILTER_AXES if depthwise else FILTER_AXES
-                return {"output": TensorSpec(g.filter_shape, dtype, axes)}
+                return backprop_filter_geometry(x.shape, sizes, dy.shape, **kw), dtype
             w, sizes = _float_port(inputs, "filter"), _size_port(inputs, "input_sizes")
             dtype = _same_dtype(("filter", w), ("out_backprop", dy))
-            g = backprop_input_geometry(sizes, w.shape, dy.shape, **kw)
-            return {"output": TensorSpec(g.input_shape, dtype,
-                                         activation_axes(attrs["data_format"]))}
+            return backprop_input_geometry(sizes, w.shape, dy.shape, **kw), dtype
         except InvalidArgumentError as err:
             raise blame(err, names) from None
+
+    operands = {"forward": ("input", "filter"), "filter": ("input", "out_backprop"),
+                "input": ("filter", "out_backprop")}[kind]
+
+    def infer(attrs: dict, inputs: dict[str, TensorSpec]) -> dict[str, TensorSpec]:
+        g, dtype = geometry(attrs, inputs)
+        a, b = (inputs[p].bound for p in operands)
+        bound = product_bound(a, b, terms_per_output(g, kind))
+        if kind == "forward":
+            shape, axes = g.output_shape, activation_axes(attrs["data_format"])
+        elif kind == "filter":
+            shape, axes = g.filter_shape, DEPTHWISE_FILTER_AXES if depthwise else FILTER_AXES
+        else:
+            shape, axes = g.input_shape, activation_axes(attrs["data_format"])
+        return {"output": TensorSpec(shape, dtype, axes, bound=bound)}
+
+    def workspace(attrs: dict, inputs: dict[str, TensorSpec],
+                  outputs: dict[str, TensorSpec]) -> int:
+        g, dtype = geometry(attrs, inputs)
+        finite = all(inputs[p].finite for p in operands)
+        return conv_workspace(g, kind, dtype, finite)
 
     def run(attrs: dict, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         args = {p: inputs[p] for p in ports}
@@ -170,7 +188,7 @@ def _conv_block(type_id: str, op: str, title: str, category: str, doc: str, kind
         inputs=tuple(PortSpec(p, port_docs[p], port_axes.get(p)) for p in ports),
         outputs=(PortSpec("output", "The result, in the input's dtype."),),
         attrs=attrs, infer=infer, run=run, emit=emit,
-        imports=("from engine import kernels",),
+        imports=("from engine import kernels",), workspace=workspace,
     )
 
 

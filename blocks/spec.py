@@ -17,15 +17,23 @@ Contract of the three rules:
   Every attribute value enters a statement through :func:`engine.literal.literal`, never by
   formatting it directly, and the statements use only the modules named in ``imports``
   (statements such as ``from engine import kernels``) and the variables given.
+
+For the run's memory limit (:mod:`engine.memory`) a spec also declares
+``workspace(attrs, inputs, outputs) -> bytes``, an upper bound of the memory ``run`` needs
+besides its outputs (default 0), whether its outputs are its inputs' arrays (``passthrough``:
+they add no memory), and ``size_attr(attrs)``, the attribute that sets its outputs' sizes (named
+when an output is over the limit).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from engine.dtypes import DTYPES
@@ -179,14 +187,31 @@ class TensorSpec:
     dtype: str
     axes: tuple[str, ...] | None = None
     value: np.ndarray | None = field(default=None, compare=False)
+    #: An upper bound of every element's magnitude; ``inf`` when unknown, which includes the
+    #: case that some element may be NaN or infinite.
+    bound: float = field(default=math.inf, compare=False)
+
+    @property
+    def finite(self) -> bool:
+        """True when every element is known to be finite."""
+        return self.bound <= _DTYPE_MAX.get(self.dtype, 0.0)
 
     def describe(self) -> str:
         return f"{list(self.shape)} {self.dtype}"
 
 
+_DTYPE_MAX = {name: float(ml_dtypes.finfo(dt).max) for name, dt in DTYPES.items()}
+
 InferFn = Callable[[dict, dict[str, TensorSpec]], dict[str, TensorSpec]]
 RunFn = Callable[[dict, dict[str, np.ndarray]], dict[str, np.ndarray]]
 EmitFn = Callable[[dict, dict[str, str], dict[str, str]], list[str]]
+WorkspaceFn = Callable[[dict, dict[str, TensorSpec], dict[str, TensorSpec]], int]
+
+
+def no_workspace(attrs: dict, inputs: dict[str, TensorSpec],
+                 outputs: dict[str, TensorSpec]) -> int:
+    """The default workspace: ``run`` needs no memory besides its outputs."""
+    return 0
 
 
 @dataclass(frozen=True)
@@ -206,6 +231,9 @@ class BlockSpec:
     run: RunFn
     emit: EmitFn
     imports: tuple[str, ...] = ()
+    workspace: WorkspaceFn = no_workspace
+    passthrough: bool = False
+    size_attr: Callable[[dict], str | None] = field(default=lambda attrs: None, compare=False)
 
     def defaults(self) -> dict[str, Any]:
         """Every attribute at its default (lists copied)."""

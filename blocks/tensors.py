@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import math
 
 import numpy as np
 
@@ -15,46 +15,48 @@ from blocks.spec import (
     PortSpec,
     TensorSpec,
 )
+from engine import npy
+from engine.errors import InvalidArgumentError
 from engine.literal import literal
-from engine.sources import FILLS, generate, values_array
+from engine.sources import FILLS, generate, values_array, workspace_bytes
 
 _SHAPED = tuple(f for f in FILLS if f not in ("values", "file"))
 
 
-def _npy_header(path: str) -> tuple[tuple[int, ...], np.dtype]:
-    """Shape and dtype of a .npy file from its header alone (no data read, no pickle)."""
-    p = Path(path)
-    if not p.is_file():
-        raise AttrError("path", f"path {path!r}: no such .npy file")
-    try:
-        with p.open("rb") as f:
-            version = np.lib.format.read_magic(f)
-            read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                    else np.lib.format.read_array_header_2_0)
-            shape, _, dtype = read(f)
-    except (ValueError, OSError) as err:
-        raise AttrError("path", f"path {path!r} is not a readable .npy file: {err}") from None
-    return tuple(shape), np.dtype(dtype)
+#: Every value numpy's standard_normal can return is below this in magnitude (its ziggurat tail
+#: is at most r - log(2**-53) / r = 13.7 with r = 3.654).
+NORMAL_BOUND = 16.0
 
 
 def _tensor_infer(attrs: dict, inputs: dict[str, TensorSpec]) -> dict[str, TensorSpec]:
-    fill = attrs["fill"]
+    fill, bound = attrs["fill"], math.inf
     if fill == "values":
-        shape = values_array(attrs["values"]).shape
+        arr = values_array(attrs["values"])
+        shape = arr.shape
+        with np.errstate(invalid="ignore"):
+            bound = float(np.max(np.abs(arr))) if arr.size else 0.0
+        bound = bound if math.isfinite(bound) else math.inf  # NaN too
     elif fill == "file":
         if not attrs["path"]:
             raise AttrError("path", "path is empty: choose a .npy file for fill=file")
-        shape, dtype = _npy_header(attrs["path"])
-        if not (np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.integer)):
-            raise AttrError("path", f"path {attrs['path']!r} holds {dtype}, not numbers")
+        try:
+            shape = npy.read_header(attrs["path"]).shape
+        except InvalidArgumentError as err:
+            raise AttrError("path", str(err)) from None
     else:
         shape = tuple(attrs["shape"])
-    return {"output": TensorSpec(tuple(int(s) for s in shape), attrs["dtype"])}
+        bound = {"zeros": 0.0, "ones": 1.0, "arange": float(math.prod(shape)),
+                 "random_normal": NORMAL_BOUND, "random_uniform": 1.0}[fill]
+    return {"output": TensorSpec(tuple(int(s) for s in shape), attrs["dtype"], bound=bound)}
+
+
+def _tensor_workspace(attrs: dict, inputs: dict[str, TensorSpec],
+                      outputs: dict[str, TensorSpec]) -> int:
+    return workspace_bytes(attrs["fill"], outputs["output"].shape, attrs["dtype"],
+                           attrs["values"], attrs["path"])
 
 
 def _tensor_run(attrs: dict, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    if attrs["fill"] == "file":
-        _npy_header(attrs["path"])
     return {"output": generate(attrs["fill"], attrs["shape"], attrs["dtype"], attrs["seed"],
                                attrs["values"], attrs["path"])}
 
@@ -66,6 +68,10 @@ def _tensor_emit(attrs: dict, inputs: dict[str, str], outputs: dict[str, str]) -
     args += [f"{k}={literal(attrs[k])}" for k in ("seed", "values", "path")
              if TENSOR.attr(k).is_active(attrs)]
     return [f"{outputs['output']} = sources.generate({', '.join(args)})"]
+
+
+def _tensor_size_attr(attrs: dict) -> str:
+    return {"values": "values", "file": "path"}.get(attrs["fill"], "shape")
 
 
 TENSOR = BlockSpec(
@@ -89,10 +95,12 @@ TENSOR = BlockSpec(
                  doc="Literal values as a nested list; their nesting gives the shape."),
         AttrSpec("path", "path", "", visible_if=("fill", ("file",)),
                  doc="A .npy file, relative to the canvas file's folder (loaded without "
-                     "pickle)."),
+                     "pickle): float16, float32 or float64 values, or integers that convert "
+                     "exactly to dtype; a 0-d array (a scalar) becomes shape [1]."),
     ),
     infer=_tensor_infer, run=_tensor_run, emit=_tensor_emit,
-    imports=("from engine import sources",),
+    imports=("from engine import sources",), workspace=_tensor_workspace,
+    size_attr=_tensor_size_attr,
 )
 
 
@@ -113,6 +121,7 @@ INT_VECTOR = BlockSpec(
     emit=lambda attrs, inputs, outputs: [
         f"{outputs['output']} = np.asarray({literal(attrs['values'])}, np.int32)"],
     imports=("import numpy as np",),
+    size_attr=lambda attrs: "values",
 )
 
 
@@ -146,7 +155,8 @@ def _transpose_infer(attrs: dict, inputs: dict[str, TensorSpec]) -> dict[str, Te
     _check_perm(perm, len(src.shape))
     axes = tuple(src.axes[p] for p in perm) if src.axes else None
     value = None if src.value is None else np.transpose(src.value, perm)
-    return {"output": TensorSpec(tuple(src.shape[p] for p in perm), src.dtype, axes, value)}
+    return {"output": TensorSpec(tuple(src.shape[p] for p in perm), src.dtype, axes, value,
+                                 src.bound)}
 
 
 def _transpose_run(attrs: dict, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -14,7 +14,6 @@ bytes, say) can make printing fail.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from collections.abc import Sequence
@@ -30,6 +29,7 @@ from engine.compiler import DEFAULT_MEMORY_LIMIT, Plan
 from engine.dtypes import DTYPES, dtype_name
 from engine.executor import Executor
 from engine.export import export_script
+from engine.memory import gib_to_bytes
 from engine.targets import target_problem
 from engine.tensor_stats import format_value, tensor_stats
 
@@ -37,8 +37,6 @@ SUBCOMMANDS = ("check", "run", "export")
 #: Problems listed per error message, and characters per line.
 MAX_PROBLEMS = 20
 MAX_LINE = 300
-#: The largest memory limit in bytes (int64): larger requests mean "no limit" anyway.
-MAX_MEMORY_LIMIT = 2**63 - 1
 
 
 def _say(text: str, stream: TextIO | None = None) -> None:
@@ -67,23 +65,6 @@ def _err(head: str, problems: Sequence[str] = ()) -> None:
     _say("\n".join(lines), sys.stderr)
 
 
-def memory_limit_gib(text: str) -> float:
-    """The --memory-limit-gib value: a positive finite number."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of GiB, got {text[:40]!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive finite number of GiB, got "
-                                         f"{text[:40]!r}")
-    return value
-
-
-def limit_bytes(gib: float) -> int:
-    """GiB as bytes, exactly, at least 1 and at most :data:`MAX_MEMORY_LIMIT`."""
-    return max(1, min(MAX_MEMORY_LIMIT, int(Fraction(gib) * 2**30)))
-
-
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors: ``gradblocks run: error: ... (see --help)``."""
 
@@ -103,10 +84,10 @@ def _parser() -> argparse.ArgumentParser:
                             ("export", "write the canvas as a standalone Python script")):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("canvas", help="a .gbc.json canvas file")
-        p.add_argument("--memory-limit-gib", type=memory_limit_gib,
-                       default=DEFAULT_MEMORY_LIMIT / 2**30,
-                       help="refuse any block output larger than this many GiB (a positive "
-                            "number; default 2)")
+        p.add_argument("--memory-limit-gib", dest="memory_limit", type=_limit, metavar="GIB",
+                       default=str(Fraction(DEFAULT_MEMORY_LIMIT, 2**30)),
+                       help="refuse a run that would need more memory than this: every output "
+                            "is kept, plus the running block's workspace (default 2)")
         if name == "run":
             p.add_argument("--out", help="write every output as <node_id>.<port> to this .npz "
                                          "file (exactly this path, replaced atomically)")
@@ -114,6 +95,14 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("-o", "--output", required=True,
                            help="the script to write (replaced atomically)")
     return ap
+
+
+def _limit(text: str) -> int:
+    """``--memory-limit-gib`` as bytes: a positive number (not NaN or infinite)."""
+    try:
+        return gib_to_bytes(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _compile(path: str, executor: Executor) -> tuple[Canvas, Plan] | None:
@@ -261,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         opts = _parser().parse_args(argv)
     except SystemExit as exit_:
         return int(exit_.code or 0)
-    executor = Executor(memory_limit=limit_bytes(opts.memory_limit_gib))
+    executor = Executor(memory_limit=opts.memory_limit)
     try:
         if opts.command == "check":
             return cmd_check(opts.canvas, executor)

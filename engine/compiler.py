@@ -12,20 +12,20 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import heapq
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from blocks.registry import get_spec
 from blocks.spec import AttrError, BlockSpec, TensorSpec, resolve_paths
 from engine.canvas import Canvas
-from engine.dtypes import DTYPES
 from engine.errors import InvalidArgumentError
+from engine.memory import Budget, gib, nbytes
 
-#: A block output larger than this many bytes is refused before running.
+#: A run that would need more than this many bytes is refused before running
+#: (:mod:`engine.memory`).
 DEFAULT_MEMORY_LIMIT = 2 * 2**30
 
 PortKey = tuple[str, str]
@@ -63,6 +63,8 @@ class Plan:
     specs: dict[PortKey, TensorSpec] = field(default_factory=dict)
     errors: dict[str, list[NodeError]] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
+    #: The estimated peak memory of running the steps (outputs kept plus workspace), bytes.
+    peak_bytes: int = 0
 
     @property
     def ok(self) -> bool:
@@ -73,25 +75,29 @@ class Plan:
 
 
 def topological_order(canvas: Canvas) -> list[str]:
-    """Node ids so that every edge goes forward; ties keep the canvas order. Nodes on a cycle
-    (only possible in a hand-built canvas) come last."""
-    indegree = {n: 0 for n in canvas.nodes}
+    """Node ids so that every edge goes forward; among the nodes ready at a time, the first in
+    canvas order comes first. Nodes on a cycle (only possible in a hand-built canvas) come
+    last. O((nodes + edges) log nodes): a heap of ready nodes keyed by canvas position."""
+    rank = {n: i for i, n in enumerate(canvas.nodes)}
+    indegree = dict.fromkeys(canvas.nodes, 0)
     out: dict[str, list[str]] = {n: [] for n in canvas.nodes}
     for e in canvas.edges:
         indegree[e.dst[0]] += 1
         out[e.src[0]].append(e.dst[0])
-    rank = {n: i for i, n in enumerate(canvas.nodes)}
-    ready = sorted((n for n, d in indegree.items() if d == 0), key=rank.__getitem__)
+    ready = [rank[n] for n, d in indegree.items() if d == 0]  # already a heap: ascending
+    names = list(canvas.nodes)
     order: list[str] = []
     while ready:
-        n = ready.pop(0)
+        n = names[heapq.heappop(ready)]
         order.append(n)
         for m in out[n]:
             indegree[m] -= 1
             if indegree[m] == 0:
-                ready.append(m)
-        ready.sort(key=rank.__getitem__)
-    return order + [n for n in canvas.nodes if n not in set(order)]
+                heapq.heappush(ready, rank[m])
+    if len(order) < len(names):
+        placed = set(order)
+        order += [n for n in names if n not in placed]
+    return order
 
 
 def _file_signature(spec: BlockSpec, attrs: dict) -> list:
@@ -116,14 +122,13 @@ def _cache_key(spec: BlockSpec, attrs: dict, input_keys: dict[str, str]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def _nbytes(ts: TensorSpec) -> int:
-    itemsize = DTYPES[ts.dtype].itemsize if ts.dtype in DTYPES else np.dtype(ts.dtype).itemsize
-    return int(np.prod(ts.shape, dtype=np.float64)) * itemsize
-
-
 def compile_canvas(canvas: Canvas, base_dir: str | Path | None = None,
                    memory_limit: int = DEFAULT_MEMORY_LIMIT) -> Plan:
-    """Validate ``canvas`` and infer every output; never raises for a user's mistake."""
+    """Validate ``canvas`` and infer every output; never raises for a user's mistake.
+
+    The steps together fit ``memory_limit`` (a positive number of bytes, ValueError otherwise):
+    a step that would pass it is a problem of its node (:class:`engine.memory.Budget`)."""
+    budget = Budget(memory_limit)
     plan = Plan(order=topological_order(canvas))
     keys: dict[str, str] = {}
     for node_id in plan.order:
@@ -154,21 +159,40 @@ def compile_canvas(canvas: Canvas, base_dir: str | Path | None = None,
         except InvalidArgumentError as err:
             plan.add_error(node_id, None, str(err))
             continue
-        for port in spec.output_names():
-            ts = outputs[port]
-            if _nbytes(ts) > memory_limit:
-                plan.add_error(node_id, None, (
-                    f"output {port} {list(ts.shape)} {ts.dtype} would need "
-                    f"{_nbytes(ts) / 2**30:.2f} GiB, more than the memory limit "
-                    f"{memory_limit / 2**30:.2f} GiB"))
-            plan.specs[(node_id, port)] = ts
-        if node_id in plan.errors:
+        plan.specs.update({(node_id, port): outputs[port] for port in spec.output_names()})
+        if not _fits(plan, node_id, spec, attrs, input_specs, outputs, budget):
             continue
         input_keys = {p: f"{keys[src[0]]}:{src[1]}" for p, src in wired.items()}
         keys[node_id] = _cache_key(spec, attrs, input_keys)
         plan.steps.append(Step(node_id, spec, attrs, dict(wired), keys[node_id]))
+    plan.peak_bytes = budget.peak
     _name_axes_from_consumers(canvas, plan)
     return plan
+
+
+def _fits(plan: Plan, node_id: str, spec: BlockSpec, attrs: dict,
+          input_specs: dict[str, TensorSpec], outputs: dict[str, TensorSpec],
+          budget: Budget) -> bool:
+    """Charge one step to the budget; add the node's problem and return False when an output
+    alone, or the run at this step, would pass the limit."""
+    sizes = {port: nbytes(outputs[port]) for port in spec.output_names()}
+    for port, size in sizes.items():
+        if size > budget.limit:
+            ts = outputs[port]
+            plan.add_error(node_id, spec.size_attr(attrs), (
+                f"output {port} {list(ts.shape)} {ts.dtype} would need {gib(size)}, more "
+                f"than the memory limit {gib(budget.limit)}"))
+            return False
+    try:
+        workspace = spec.workspace(attrs, input_specs, outputs)
+    except InvalidArgumentError as err:  # e.g. a file that changed since infer read it
+        plan.add_error(node_id, getattr(err, "attr", None) or err.argument, str(err))
+        return False
+    problem = budget.charge(node_id, {} if spec.passthrough else sizes, workspace)
+    if problem is not None:
+        plan.add_error(node_id, None, problem)
+        return False
+    return True
 
 
 def _name_axes_from_consumers(canvas: Canvas, plan: Plan) -> None:

@@ -3,7 +3,9 @@
 Each step's outputs are cached under the step's key (type, attributes, inputs' keys, files
 read), so running again after one attribute edit recomputes only that node and what depends on
 it. A failing block is recorded and its dependents are skipped; independent blocks still run.
-Cancel is honoured between blocks.
+Cancel is honoured between blocks. A run first drops the cached outputs the plan cannot reuse,
+so that memory is free before anything is computed (the plan's memory estimate counts every
+output it keeps, :mod:`engine.memory`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.compiler import DEFAULT_MEMORY_LIMIT, Plan, PortKey, compile_canvas
+from engine.dtypes import dtype_name
 from engine.errors import InvalidArgumentError
+from engine.memory import gib, limit_bytes
 
 Progress = Callable[[str, int, int], None]
 
@@ -42,7 +46,7 @@ class Executor:
     """Runs plans, keeping each step's outputs by cache key across runs."""
 
     def __init__(self, memory_limit: int = DEFAULT_MEMORY_LIMIT):
-        self.memory_limit = memory_limit
+        self.memory_limit = limit_bytes(memory_limit)
         self._cache: dict[str, _Entry] = {}
         self._lock = threading.Lock()
 
@@ -58,6 +62,7 @@ class Executor:
             cancel: threading.Event | None = None) -> RunResult:
         """Run every step of ``plan`` in order; ``progress(node_id, done, total)`` after each."""
         result = RunResult()
+        self._keep_only(plan)
         total = len(plan.steps)
         for index, step in enumerate(plan.steps):
             if cancel is not None and cancel.is_set():
@@ -71,10 +76,14 @@ class Executor:
                 self._run_step(step, plan, result)
             if progress is not None:
                 progress(step.node_id, index + 1, total)
-        with self._lock:  # keep only what the current canvas can reuse
+        self._keep_only(plan)
+        return result
+
+    def _keep_only(self, plan: Plan) -> None:
+        """Drop the cached outputs ``plan`` cannot reuse."""
+        with self._lock:
             live = {s.key for s in plan.steps}
             self._cache = {k: v for k, v in self._cache.items() if k in live}
-        return result
 
     def _run_step(self, step, plan: Plan, result: RunResult) -> None:
         with self._lock:
@@ -89,10 +98,13 @@ class Executor:
                 result.errors[step.node_id] = str(err)
                 return
             except MemoryError:
-                result.errors[step.node_id] = "out of memory while running this block"
+                result.errors[step.node_id] = (
+                    f"out of memory while running this block: the machine had less free memory "
+                    f"than the run's memory limit {gib(self.memory_limit)}; lower the limit or "
+                    f"free memory")
                 return
             except Exception as err:  # noqa: BLE001 - a bug in a block: report, keep the app alive
-                result.errors[step.node_id] = f"internal error: {type(err).__name__}: {err}"
+                result.errors[step.node_id] = internal_error(step.spec.type_id, err)
                 return
             entry = _Entry(outputs, time.perf_counter() - t0)
             with self._lock:
@@ -103,11 +115,21 @@ class Executor:
             result.outputs[(step.node_id, port)] = value
 
 
+def internal_error(type_id: str, err: BaseException) -> str:
+    """The message of an unexpected exception in a block: a bug to report, never a user's
+    mistake (those are :class:`InvalidArgumentError`)."""
+    return (f"internal error in a {type_id} block: {type(err).__name__}: {err}. This is a bug "
+            f"in GradBlocks: please report it with the block type ({type_id}) and this message")
+
+
 def _check_outputs(step, plan: Plan, outputs: dict[str, np.ndarray]) -> None:
-    """The run must give exactly the inferred shapes (a mismatch is an engine bug)."""
+    """The run must give exactly the inferred shapes and dtypes (a mismatch is an engine bug,
+    reported as an internal error)."""
     for port in step.spec.output_names():
-        expected = plan.specs[(step.node_id, port)].shape
-        actual = np.shape(outputs[port])
-        if tuple(actual) != tuple(expected):
-            raise InvalidArgumentError(
-                f"output {port} has shape {list(actual)} but {list(expected)} was inferred")
+        expected = plan.specs[(step.node_id, port)]
+        actual = np.asarray(outputs[port])
+        if tuple(actual.shape) != tuple(expected.shape) or \
+                dtype_name(actual.dtype) != expected.dtype:
+            raise RuntimeError(f"output {port} is {list(actual.shape)} "
+                               f"{dtype_name(actual.dtype)} but {expected.describe()} was "
+                               f"inferred")

@@ -3,20 +3,30 @@
 ``generate(fill, shape, dtype, seed, values, path)`` is the one definition of every fill:
 zeros, ones, ``arange`` (1, 2, ..., n in row-major order), seeded ``random_normal`` (mean 0,
 std 1) and ``random_uniform`` in [-1, 1), literal ``values`` (a number or nested list; a
-scalar becomes shape [1]) and a ``.npy`` ``file`` (read without pickle). The result is a
-C-contiguous array of ``dtype`` (a TensorFlow float name).
+scalar becomes shape [1]) and a ``.npy`` ``file`` (:mod:`engine.npy`: strict header, no
+pickle, integers only when they convert exactly). The result is a C-contiguous array of ``dtype``
+(a TensorFlow float name).
+
+float64 random and arange values are made in one call. Other dtypes get the same values, made
+in float64 chunks of :data:`CHUNK` elements cast into the result, so no float64 array of the
+whole shape is ever made (:func:`workspace_bytes` is the extra memory).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from engine import npy
 from engine.dtypes import to_dtype
 
 FILLS = ("zeros", "ones", "arange", "random_normal", "random_uniform", "values", "file")
+#: Elements made at a time in float64 for a dtype other than float64.
+CHUNK = 1 << 20
+_CHUNKED = ("arange", "random_normal", "random_uniform")
 
 
 def values_array(values: Any) -> np.ndarray:
@@ -30,19 +40,51 @@ def generate(fill: str, shape: Sequence[int], dtype: str, seed: int = 0, values:
     """The source tensor (see the module docstring)."""
     dt, shape = to_dtype(dtype), tuple(int(s) for s in shape)
     if fill == "zeros":
-        out = np.zeros(shape, dt)
-    elif fill == "ones":
-        out = np.ones(shape, dt)
-    elif fill == "arange":
-        out = np.arange(1, int(np.prod(shape)) + 1, dtype=np.float64).reshape(shape)
-    elif fill == "random_normal":
-        out = np.random.default_rng(seed).standard_normal(shape)
-    elif fill == "random_uniform":
-        out = np.random.default_rng(seed).uniform(-1.0, 1.0, shape)
-    elif fill == "values":
-        out = values_array(values)
-    elif fill == "file":
-        out = np.load(path, allow_pickle=False)
-    else:
-        raise ValueError(f"fill {fill!r} is not one of {', '.join(FILLS)}")
-    return np.ascontiguousarray(out, dtype=dt)
+        return np.zeros(shape, dt)
+    if fill == "ones":
+        return np.ones(shape, dt)
+    if fill in _CHUNKED:
+        return _chunked(fill, shape, dt, seed, math.prod(shape) if dt == np.float64 else CHUNK)
+    if fill == "values":
+        return np.ascontiguousarray(values_array(values), dtype=dt)
+    if fill == "file":
+        return npy.read_array(str(path), dtype)
+    raise ValueError(f"fill {fill!r} is not one of {', '.join(FILLS)}")
+
+
+def _chunked(fill: str, shape: tuple[int, ...], dt: np.dtype, seed: int,
+             chunk: int) -> np.ndarray:
+    """arange or random values made ``chunk`` float64 elements at a time into a ``dt`` array
+    (one generator drawn in sequence: the same values whatever the chunk)."""
+    n = math.prod(shape)
+    if chunk >= n and dt == np.float64:  # one call, exactly as before chunking existed
+        return _float64_values(fill, np.random.default_rng(seed), 0, n).reshape(shape)
+    out = np.empty(shape, dt)
+    flat = out.reshape(-1)
+    rng = np.random.default_rng(seed)
+    for lo in range(0, n, max(1, chunk)):
+        hi = min(n, lo + max(1, chunk))
+        flat[lo:hi] = _float64_values(fill, rng, lo, hi)
+    return out
+
+
+def _float64_values(fill: str, rng: np.random.Generator, lo: int, hi: int) -> np.ndarray:
+    """Elements ``[lo, hi)`` of the fill in float64 (random ones drawn next from ``rng``)."""
+    if fill == "arange":
+        return np.arange(lo + 1, hi + 1, dtype=np.float64)
+    if fill == "random_normal":
+        return rng.standard_normal(hi - lo)
+    return rng.uniform(-1.0, 1.0, hi - lo)
+
+
+def workspace_bytes(fill: str, shape: Sequence[int], dtype: str, values: Any = None,
+                    path: str | None = None) -> int:
+    """Bytes :func:`generate` needs besides its result (an upper bound)."""
+    dt, n = to_dtype(dtype), math.prod(int(s) for s in shape)
+    if fill in _CHUNKED:
+        return 0 if dt == np.float64 else 2 * 8 * min(n, CHUNK)
+    if fill == "values":
+        return 0 if dt == np.float64 else 8 * values_array(values).size
+    if fill == "file":
+        return npy.read_workspace(npy.read_header(str(path)), dtype)
+    return 0

@@ -25,8 +25,9 @@ from engine.executor import Executor
 EXAMPLE_FILES = sorted((Path(__file__).parents[1] / "assets" / "examples").glob("*.gbc.json"))
 EXAMPLES = {p.name: json.loads(p.read_text(encoding="utf-8")) for p in EXAMPLE_FILES}
 
-#: Small enough that no mutation can make a run slow: each output at most 256 KiB ...
-MEMORY_LIMIT = 256 * 2**10
+#: Small enough that no mutation can make a run slow: the run at most 8 MiB (outputs and
+#: workspace) ...
+MEMORY_LIMIT = 8 * 2**20
 #: ... and all outputs together at most this many elements (the largest example has 19883).
 MAX_ELEMENTS = 2**16
 

@@ -118,7 +118,10 @@ def test_an_output_of_another_shape_than_inferred_is_that_nodes_error(monkeypatc
     plan = compile_canvas(c)
     assert plan.ok and plan.specs[("t", "output")].shape == (2, 3)
     result = Executor().run(plan)
-    assert result.errors["t"] == "output output has shape [3, 2] but [2, 3] was inferred"
+    assert result.errors["t"] == (
+        "internal error in a Transpose block: RuntimeError: output output is [3, 2] float32 but "
+        "[2, 3] float32 was inferred. This is a bug in GradBlocks: please report it with the "
+        "block type (Transpose) and this message")
     assert ("t", "output") not in result.outputs
     assert result.errors["out"].startswith("skipped: input input (t) failed")
     assert set(result.errors) == {"t", "out"}

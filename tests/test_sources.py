@@ -1,0 +1,54 @@
+"""engine.sources: chunked generation gives exactly the one-shot values, within its workspace."""
+
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from engine import sources
+from engine.dtypes import DTYPES
+
+
+def one_shot(fill: str, shape: tuple[int, ...], dtype: str, seed: int) -> np.ndarray:
+    """The definition before chunking: the whole shape in float64, then cast."""
+    rng = np.random.default_rng(seed)
+    n = int(np.prod(shape))
+    full = {"arange": lambda: np.arange(1, n + 1, dtype=np.float64).reshape(shape),
+            "random_normal": lambda: rng.standard_normal(shape),
+            "random_uniform": lambda: rng.uniform(-1.0, 1.0, shape)}[fill]()
+    return np.ascontiguousarray(full, dtype=DTYPES[dtype])
+
+
+@pytest.mark.parametrize("fill", ["arange", "random_normal", "random_uniform"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("chunk", [1, 7, 1000, 1 << 20])
+def test_chunked_generation_equals_one_shot_generation(monkeypatch, fill, dtype, chunk):
+    monkeypatch.setattr(sources, "CHUNK", chunk)
+    shape = (3, 5, 7, 11)
+    out = sources.generate(fill, shape, dtype, seed=5)
+    expected = one_shot(fill, shape, dtype, 5)
+    assert out.dtype == DTYPES[dtype] and out.shape == shape and out.flags.c_contiguous
+    assert out.tobytes() == expected.tobytes()
+
+
+def test_a_shape_over_one_chunk_gives_the_one_shot_values():
+    shape = (3, sources.CHUNK // 2 + 3)
+    for fill in ("random_normal", "arange"):
+        out = sources.generate(fill, shape, "float32", seed=9)
+        assert out.tobytes() == one_shot(fill, shape, "float32", 9).tobytes()
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_half_and_float32_sources_never_make_a_float64_array_of_the_whole_shape(dtype):
+    shape = (4, 1024, 1024)  # 4 Mi elements: the float64 of the whole shape would be 32 MiB
+    out_bytes = 4 * 2**20 * DTYPES[dtype].itemsize
+    for fill in ("random_normal", "random_uniform", "arange"):
+        tracemalloc.start()
+        try:
+            out = sources.generate(fill, shape, dtype, seed=1)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert out.nbytes == out_bytes
+        assert peak <= out_bytes + sources.workspace_bytes(fill, shape, dtype) + 2**20, fill
+        assert sources.workspace_bytes(fill, shape, dtype) < 8 * 4 * 2**20 / 1.5
