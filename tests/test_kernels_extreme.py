@@ -15,7 +15,14 @@ from engine.conv_shapes import conv2d_geometry
 from engine.errors import InvalidArgumentError
 from tests import reference
 from tests.test_kernels_nonfinite import _check_family_nonfinite
-from tests.test_kernels_properties import CONV, DEPTHWISE, _check_family, conv_cases
+from tests.test_kernels_properties import (
+    CONV,
+    DEPTHWISE,
+    _check_family,
+    conv_attrs,
+    conv_cases,
+    valid_geometry,
+)
 
 MiB = 2**20
 
@@ -91,18 +98,10 @@ def extreme_cases(draw, depthwise=False):
     c = draw(st.integers(1, 2))
     fout = draw(st.integers(1, 2))
     padding = draw(st.sampled_from(["SAME", "VALID", "EXPLICIT"]))
-    spatial = lambda a, b: [1, a, b, 1] if fmt == "NHWC" else [1, 1, a, b]
-    attrs = {"strides": spatial(draw(big), draw(big)), "padding": padding, "data_format": fmt,
-             "dilations": spatial(draw(big), draw(big))}
-    if padding == "EXPLICIT":
-        p = [draw(st.sampled_from([0, 1, 5, 1000, 2**31 - 1])) for _ in range(4)]
-        attrs["explicit_paddings"] = ([0, 0, p[0], p[1], p[2], p[3], 0, 0] if fmt == "NHWC"
-                                      else [0, 0, 0, 0, p[0], p[1], p[2], p[3]])
+    pads = [draw(st.sampled_from([0, 1, 5, 1000, 2**31 - 1])) for _ in range(4)]
+    attrs = conv_attrs(fmt, (draw(big), draw(big)), (draw(big), draw(big)), padding, pads)
     in_shape = (n, h, w, c) if fmt == "NHWC" else (n, c, h, w)
-    try:
-        g = conv2d_geometry(in_shape, (kh, kw, c, fout), depthwise=depthwise, **attrs)
-    except InvalidArgumentError:
-        assume(False)
+    g = valid_geometry(in_shape, (kh, kw, c, fout), depthwise, attrs)
     assume(g.out_rows * g.out_cols <= 64)
     dtype = draw(st.sampled_from(["float32", "float64"]))
     return g, attrs, dtype, draw(st.integers(0, 2**32 - 1))

@@ -14,6 +14,28 @@ from engine.errors import InvalidArgumentError
 from tests import reference
 
 
+def conv_attrs(fmt: str, strides: tuple, dilations: tuple, padding: str, pads: list) -> dict:
+    """tf.raw_ops attrs in ``fmt`` from (rows, cols) strides and dilations and the 4 spatial
+    paddings (top, bottom, left, right; used only with EXPLICIT)."""
+    spatial = lambda a, b: [1, a, b, 1] if fmt == "NHWC" else [1, 1, a, b]
+    attrs = {"strides": spatial(*strides), "padding": padding, "data_format": fmt,
+             "dilations": spatial(*dilations)}
+    if padding == "EXPLICIT":
+        attrs["explicit_paddings"] = ([0, 0, *pads, 0, 0] if fmt == "NHWC" else [0, 0, 0, 0, *pads])
+    return attrs
+
+
+def valid_geometry(in_shape, filter_shape, depthwise: bool, attrs: dict):
+    """The reference's geometry of a call the engine accepts (hypothesis rejects the others):
+    the engine's conv2d_geometry only decides validity, the shapes the tests use come from the
+    reference's own formula."""
+    try:
+        conv2d_geometry(in_shape, filter_shape, depthwise=depthwise, **attrs)
+    except InvalidArgumentError:
+        assume(False)
+    return reference.geometry(in_shape, filter_shape, depthwise=depthwise, **attrs)
+
+
 @st.composite
 def conv_cases(draw, depthwise=False):
     """A random valid conv geometry with its attrs (any layout, padding, stride, dilation): the
@@ -30,20 +52,10 @@ def conv_cases(draw, depthwise=False):
         groups, fin = draw(st.integers(1, 2)), draw(st.integers(1, 3))
         c, fout = groups * fin, groups * draw(st.integers(1, 3))
     padding = draw(st.sampled_from(["SAME", "VALID", "EXPLICIT"]))
-    spatial = lambda a, b: [1, a, b, 1] if fmt == "NHWC" else [1, 1, a, b]
-    attrs = {"strides": spatial(sh, sw), "padding": padding, "data_format": fmt,
-             "dilations": spatial(dh, dw)}
-    if padding == "EXPLICIT":
-        p = [draw(st.integers(0, 2)) for _ in range(4)]
-        attrs["explicit_paddings"] = ([0, 0, p[0], p[1], p[2], p[3], 0, 0] if fmt == "NHWC"
-                                      else [0, 0, 0, 0, p[0], p[1], p[2], p[3]])
+    pads = [draw(st.integers(0, 2)) for _ in range(4)]
+    attrs = conv_attrs(fmt, (sh, sw), (dh, dw), padding, pads)
     in_shape = (n, h, w, c) if fmt == "NHWC" else (n, c, h, w)
-    try:
-        g = conv2d_geometry(in_shape, (kh, kw, fin, fout), depthwise=depthwise, **attrs)
-    except InvalidArgumentError:
-        assume(False)
-    # the shapes the tests use come from the reference's own geometry, not the engine's
-    g = reference.geometry(in_shape, (kh, kw, fin, fout), depthwise=depthwise, **attrs)
+    g = valid_geometry(in_shape, (kh, kw, fin, fout), depthwise, attrs)
     dtype = draw(st.sampled_from(sorted(DTYPES)))
     return g, attrs, dtype, draw(st.integers(0, 2**32 - 1))
 
