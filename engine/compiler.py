@@ -145,7 +145,7 @@ def compile_canvas(canvas: Canvas, base_dir: str | Path | None = None,
             if src is None:
                 plan.add_error(node_id, port, f"input {port} is not connected")
             elif src[0] in plan.errors or src not in plan.specs:
-                plan.add_error(node_id, port, f"input {port} waits for {src[0]}, which has a "
+                plan.add_error(node_id, port, f"{port} waits for {src[0]}, which has a "
                                               "problem")
             else:
                 input_specs[port] = plan.specs[src]

@@ -281,13 +281,14 @@ def _depthwise_tiles(g, x: np.ndarray, ctype: np.dtype, repeat: int, tile, zero=
     these partial sums is returned. ``spread`` is passed on to :func:`_fill_padded_rows`.
     """
     cols = (g.out_cols - 1) * g.stride_cols + (g.filter_cols - 1) * g.dilation_cols + 1
-    step = max(1, min(g.out_rows, DEPTHWISE_TILE_POSITIONS // max(1, g.out_cols)))
+    step = max(1, DEPTHWISE_TILE_POSITIONS // max(1, g.out_cols))
     tiles = [(i, r, min(g.out_rows, r + step))
              for i in range(x.shape[0]) for r in range(0, g.out_rows, step)]
 
     def part(lo: int, hi: int):
         acc = zero() if zero is not None else None
-        buf = np.empty((_window_rows(g, step), cols, x.shape[3], repeat), ctype)
+        rows = _window_rows(g, min(step, g.out_rows))  # no tile has more output rows
+        buf = np.empty((rows, cols, x.shape[3], repeat), ctype)
         for i, r0, r1 in tiles[lo:hi]:
             xt = _fill_padded_rows(g, x[i], r0 * g.stride_rows, buf[: _window_rows(g, r1 - r0)],
                                    spread)

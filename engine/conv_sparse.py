@@ -107,10 +107,25 @@ def preferred(g: ConvGeometry, rows: Spans, cols: Spans) -> bool:
     return _extent_wasteful(g) or taps > 2 * len(rows) * len(cols) + 16
 
 
+def _every_tap_meets_data(size: int, taps: int, dilation: int, stride: int, pad: int,
+                          out: int) -> bool:
+    """A sufficient O(1) test: tap ``i`` reads rows ``i*d - pad + r*s``, ``0 <= r < out``, a
+    progression with steps ``s <= size`` that cannot jump over the data, so it meets data when
+    it starts before the data's end and ends after its start; the last tap starts latest and
+    the first ends earliest."""
+    return (stride <= size and (taps - 1) * dilation - pad < size
+            and (out - 1) * stride - pad >= 0)
+
+
 def select(g: ConvGeometry) -> tuple[Spans, Spans] | None:
     """The row and column spans when the tap-span path should compute ``g``, else None (an O(1)
-    answer for the common geometries with few taps)."""
-    if g.filter_rows * g.filter_cols <= 16 and not _extent_wasteful(g):
+    answer for ordinary geometries)."""
+    if not _extent_wasteful(g) and (
+            g.filter_rows * g.filter_cols <= 16 or (
+                _every_tap_meets_data(g.in_rows, g.filter_rows, g.dilation_rows, g.stride_rows,
+                                      g.pad_top, g.out_rows)
+                and _every_tap_meets_data(g.in_cols, g.filter_cols, g.dilation_cols,
+                                          g.stride_cols, g.pad_left, g.out_cols))):
         return None
     rows, cols = spans(g)
     return (rows, cols) if preferred(g, rows, cols) else None

@@ -281,3 +281,12 @@ def test_a_result_too_large_for_the_machine_is_an_invalid_argument_error(sizes, 
     one = np.ones((1, 1, 1, 1), np.float32)
     with pytest.raises(InvalidArgumentError, match=words):
         kernels.conv2d_backprop_input(sizes, one, one, [1, 2**31 - 1, 2**31 - 1, 1], "VALID")
+
+
+@given(st.integers(1, 9), st.integers(1, 6), st.integers(1, 4), st.integers(1, 5),
+       st.integers(0, 12), st.integers(1, 9))
+def test_the_quick_every_tap_test_never_claims_a_tap_that_meets_only_padding(
+        size, taps, dilation, stride, pad, out):
+    spans = conv_sparse.Spans.of(size, taps, dilation, stride, pad, out)
+    if conv_sparse._every_tap_meets_data(size, taps, dilation, stride, pad, out):
+        assert len(spans) == taps
