@@ -66,8 +66,8 @@ def _memory_guard(kernel: F) -> F:
         except MemoryError as err:
             raise InvalidArgumentError(f"not enough memory for {kernel.__name__}: {err}") from None
         except ValueError as err:
-            if isinstance(err, InvalidArgumentError) or "too big" not in str(err) and (
-                    "dimension" not in str(err)):
+            too_big = ("array is too big", "Maximum allowed dimension exceeded")
+            if isinstance(err, InvalidArgumentError) or not any(t in str(err) for t in too_big):
                 raise
             raise InvalidArgumentError(
                 f"{kernel.__name__}: the result or its workspace is larger than this machine "
