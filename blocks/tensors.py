@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 
 from blocks.spec import (
@@ -16,6 +17,7 @@ from blocks.spec import (
     TensorSpec,
 )
 from engine import npy
+from engine.dtypes import to_dtype
 from engine.errors import InvalidArgumentError
 from engine.literal import literal
 from engine.sources import FILLS, generate, values_array, workspace_bytes
@@ -28,11 +30,24 @@ _SHAPED = tuple(f for f in FILLS if f not in ("values", "file"))
 NORMAL_BOUND = 16.0
 
 
+def _check_range(arr: np.ndarray, dtype: str) -> None:
+    """A finite literal that ``dtype`` would round to an infinity is an error on ``values``
+    (``Infinity`` written as such is kept)."""
+    with np.errstate(over="ignore"):
+        overflow = np.isinf(arr.astype(to_dtype(dtype))) & np.isfinite(arr)
+    if overflow.any():
+        value = arr[overflow].flat[0]
+        limit = float(ml_dtypes.finfo(to_dtype(dtype)).max)
+        raise AttrError("values", f"values: {value:g} is beyond the {dtype} range (largest "
+                                  f"finite {limit:g}); write Infinity for an infinite value")
+
+
 def _tensor_infer(attrs: dict, inputs: dict[str, TensorSpec]) -> dict[str, TensorSpec]:
     fill, bound = attrs["fill"], math.inf
     if fill == "values":
         arr = values_array(attrs["values"])
         shape = arr.shape
+        _check_range(arr, attrs["dtype"])
         with np.errstate(invalid="ignore"):
             bound = float(np.max(np.abs(arr))) if arr.size else 0.0
         bound = bound if math.isfinite(bound) else math.inf  # NaN too

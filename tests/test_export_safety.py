@@ -287,7 +287,11 @@ def canvases(draw) -> Canvas:
         if fill == "values":
             flat = draw(st.lists(FLOATS, min_size=int(np.prod(shape)),
                                  max_size=int(np.prod(shape))))
-            attrs["values"] = np.array(flat, np.float64).reshape(shape).tolist()
+            arr = np.array(flat, np.float64)
+            with np.errstate(over="ignore"):  # a finite literal the dtype cannot hold is an
+                over = np.isinf(arr.astype(DTYPES[dtype])) & np.isfinite(arr)  # error: say inf
+            arr[over] = np.copysign(np.inf, arr[over])
+            attrs["values"] = arr.reshape(shape).tolist()
         return add("Tensor", attrs)
 
     dtype = draw(st.sampled_from(list(DTYPES)))

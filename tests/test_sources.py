@@ -52,3 +52,16 @@ def test_half_and_float32_sources_never_make_a_float64_array_of_the_whole_shape(
         assert out.nbytes == out_bytes
         assert peak <= out_bytes + sources.workspace_bytes(fill, shape, dtype) + 2**20, fill
         assert sources.workspace_bytes(fill, shape, dtype) < 8 * 4 * 2**20 / 1.5
+
+
+def test_a_literal_beyond_the_dtype_range_is_an_error_on_values_not_a_silent_infinity():
+    from engine.canvas import Canvas
+    from engine.compiler import compile_canvas
+
+    c = Canvas()
+    c.add_node("Tensor", attrs={"fill": "values", "values": [1.0, 1e308], "dtype": "float16"},
+               id="x")
+    (err,) = compile_canvas(c).errors["x"]
+    assert err.attr == "values" and "1e+308" in err.message and "65504" in err.message
+    c.set_attr("x", "values", [1.0, float("inf"), 65504.0])  # Infinity is said on purpose
+    assert compile_canvas(c).ok
