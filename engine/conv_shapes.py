@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.errors import InvalidArgumentError
+from engine.names import shown
 from engine.padding import PADDINGS, windowed_output
 
 DATA_FORMATS = ("NHWC", "NCHW")
@@ -90,12 +91,6 @@ def _spatial(data_format: str) -> tuple[int, int, int, int]:
 INT32_MAX = 2**31 - 1
 
 
-def _shown(value: object) -> str:
-    """``repr`` of a user's value, cut to 80 characters."""
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 def _is_int(v: object) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
@@ -110,34 +105,34 @@ def int_vector(name: str, value: object, lengths: Sequence[int]) -> tuple[int, .
                 f"{name} must be a 1-D vector, got shape {list(value.shape)}", name)
         if not (value.size == 0 or np.issubdtype(value.dtype, np.integer)):
             raise InvalidArgumentError(
-                f"{name} must be integers, got {value.dtype} values {_shown(value.tolist())}",
+                f"{name} must be integers, got {value.dtype} values {shown(value.tolist())}",
                 name)
         items: Sequence[object] = value.tolist()
     elif isinstance(value, (list, tuple)):
         items = value
     else:
         raise InvalidArgumentError(
-            f"{name} must be a list of integers, got {type(value).__name__} {_shown(value)}",
+            f"{name} must be a list of integers, got {type(value).__name__} {shown(value)}",
             name)
     if not all(_is_int(v) for v in items):
-        raise InvalidArgumentError(f"{name} must be integers, got {_shown(list(items))}", name)
+        raise InvalidArgumentError(f"{name} must be integers, got {shown(list(items))}", name)
     vec = tuple(int(v) for v in items)  # type: ignore[call-overload]
     if len(vec) not in lengths:
         want = " or ".join(str(n) for n in lengths)
         raise InvalidArgumentError(
-            f"{name} must have {want} elements, got {len(vec)}: {_shown(list(vec))}", name)
+            f"{name} must have {want} elements, got {len(vec)}: {shown(list(vec))}", name)
     for v in vec:
         if not -INT32_MAX - 1 <= v <= INT32_MAX:
             raise InvalidArgumentError(
-                f"{name} {_shown(list(vec))}: every entry must be within TensorFlow's int32 "
-                f"range [-2147483648, 2147483647], got {_shown(v)}", name)
+                f"{name} {shown(list(vec))}: every entry must be within TensorFlow's int32 "
+                f"range [-2147483648, 2147483647], got {shown(v)}", name)
     return vec
 
 
 def _check_enum(name: str, value: object, choices: Sequence[str]) -> None:
     if not isinstance(value, str) or value not in choices:
         raise InvalidArgumentError(
-            f"{name} {_shown(value)} is not one of {', '.join(choices)}", name)
+            f"{name} {shown(value)} is not one of {', '.join(choices)}", name)
 
 
 def _check_format(data_format: str) -> None:
