@@ -235,7 +235,7 @@ def open_app(argv: list[str]) -> int:
              "with --screenshot.")
         return 2
     try:
-        from app.main_window import main as app_main
+        from app.startup import main as app_main
     except ImportError as err:
         _err(f"the desktop app cannot start: {err}")
         return 2

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_screenshot_mode_writes_png_of_the_window(qapp, tmp_path):
-    from app.main_window import SCREENSHOT_SIZE, main
+    from app.startup import SCREENSHOT_SIZE, main
 
     canvas = tmp_path / "grad.gbc.json"
     save_canvas(grad_canvas(), canvas)
@@ -35,7 +35,7 @@ def test_screenshot_mode_writes_png_of_the_window(qapp, tmp_path):
 
 
 def test_screenshot_mode_reports_bad_input(qapp, tmp_path, capsys):
-    from app.main_window import main
+    from app.startup import main
 
     bad = tmp_path / "bad.gbc.json"
     bad.write_text("[]")
@@ -54,7 +54,7 @@ def test_screenshot_from_a_fresh_process_offscreen(tmp_path):
     out = tmp_path / "p.png"
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen",
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    code = ("import sys; from app.main_window import main; "
+    code = ("import sys; from app.startup import main; "
             "sys.exit(main(sys.argv[1:]))")
     proc = subprocess.run([sys.executable, "-c", code, str(canvas), "--run", "--select", "grad",
                            "--screenshot", str(out)], env=env, capture_output=True, text=True, check=False,
@@ -68,7 +68,8 @@ def test_gradblocks_canvas_opens_the_window_and_runs(qapp, tmp_path, monkeypatch
     check of the window it would show."""
     from PySide6 import QtCore, QtWidgets
 
-    from app.main_window import MainWindow, main
+    from app.main_window import MainWindow
+    from app.startup import main
 
     # settings and the recovery folder go to tmp_path, not $HOME
     config_home = QtCore.QStandardPaths.writableLocation(
@@ -76,7 +77,7 @@ def test_gradblocks_canvas_opens_the_window_and_runs(qapp, tmp_path, monkeypatch
     S = QtCore.QSettings
     for fmt in (S.NativeFormat, S.IniFormat):
         S.setPath(fmt, S.UserScope, str(tmp_path / "config"))
-    monkeypatch.setattr("app.main_window.default_recovery_dir", lambda: tmp_path / "recovery")
+    monkeypatch.setattr("app.startup.default_recovery_dir", lambda: tmp_path / "recovery")
     canvas = tmp_path / "grad.gbc.json"
     save_canvas(grad_canvas(), canvas)
     seen = {}
