@@ -82,15 +82,20 @@ COMPARE = BlockSpec(
 
 OUTPUT = BlockSpec(
     type_id="Output", title="Output", category="Checks", op="",
-    doc="A named result: passes its input through; `gradblocks run --out` and export use the "
-        "name.",
+    doc="A named result: passes its input through. `gradblocks run --out` and an exported "
+        "script store its value under its name (and, when a canvas has Output blocks, only "
+        "theirs). Names are unique per canvas and become file names inside the .npz: "
+        "non-empty, without / or \\, control characters or leading or trailing spaces.",
     inputs=(PortSpec("input", "The tensor to name."),),
     outputs=(PortSpec("output", "The same tensor."),),
-    attrs=(AttrSpec("name", "text", "result", doc="The result's name."),),
+    attrs=(AttrSpec("name", "text", "result",
+                    doc="The result's name: the key of its value in --out files and in an "
+                        "exported script's results; unique per canvas."),),
     infer=lambda attrs, inputs: {"output": inputs["input"]},
     run=lambda attrs, inputs: {"output": inputs["input"]},
     emit=lambda attrs, inputs, outputs: [f"{outputs['output']} = {inputs['input']}"],
     passthrough=True,
+    result_name="name",
 )
 
 SPECS = (COMPARE, OUTPUT)

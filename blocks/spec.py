@@ -23,6 +23,11 @@ For the run's memory limit (:mod:`engine.memory`) a spec also declares
 besides its outputs (default 0), whether its outputs are its inputs' arrays (``passthrough``:
 they add no memory), and ``size_attr(attrs)``, the attribute that sets its outputs' sizes (named
 when an output is over the limit).
+
+A block that names a result (Output) declares ``result_name``, the text attribute holding the
+name its output is stored under in results files (``gradblocks run --out``, an exported
+script): the compiler checks it follows :func:`engine.result_names.result_name_problem` and is
+unique per canvas.
 """
 
 from __future__ import annotations
@@ -234,6 +239,8 @@ class BlockSpec:
     workspace: WorkspaceFn = no_workspace
     passthrough: bool = False
     size_attr: Callable[[dict], str | None] = field(default=lambda attrs: None, compare=False)
+    #: The text attribute naming this block's (single) output in results files, or None.
+    result_name: str | None = None
 
     def defaults(self) -> dict[str, Any]:
         """Every attribute at its default (lists copied)."""

@@ -9,6 +9,11 @@ bytes, say) can make printing fail.
 
 ``run --out`` and ``export -o`` write exactly the path given, atomically
 (:mod:`engine.atomic`): an interrupted or failed write leaves the previous file as it was.
+``--out`` stores results under the keys of :mod:`engine.result_names` (the Output blocks' names,
+or every output under its block's title), the same keys an exported script saves.
+
+Tables and messages name blocks by title (:mod:`engine.labels`); the tables' last column is the
+node id, for commands and files that take ids.
 """
 
 from __future__ import annotations
@@ -26,10 +31,12 @@ import numpy as np
 from engine.atomic import write_atomically
 from engine.canvas import Canvas, CanvasError, load_canvas
 from engine.compiler import DEFAULT_MEMORY_LIMIT, Plan
-from engine.dtypes import DTYPES, dtype_name
+from engine.dtypes import dtype_name
 from engine.executor import Executor
 from engine.export import export_script
 from engine.memory import gib_to_bytes
+from engine.npz import write_npz
+from engine.result_names import result_keys
 from engine.targets import target_problem
 from engine.tensor_stats import format_value, tensor_stats
 
@@ -89,8 +96,11 @@ def _parser() -> argparse.ArgumentParser:
                        help="refuse a run that would need more memory than this: every output "
                             "is kept, plus the running block's workspace (default 2)")
         if name == "run":
-            p.add_argument("--out", help="write every output as <node_id>.<port> to this .npz "
-                                         "file (exactly this path, replaced atomically)")
+            p.add_argument("--out", help="write the results to this .npz file (exactly this "
+                                         "path, replaced atomically): each Output block's "
+                                         "value under its name; without Output blocks, every "
+                                         "output under <title>.<port> (<title> for a block "
+                                         "with one output)")
         if name == "export":
             p.add_argument("-o", "--output", required=True,
                            help="the script to write (replaced atomically)")
@@ -138,20 +148,15 @@ def cmd_check(path: str, executor: Executor) -> int:
     if compiled is None:
         return 2
     plan = compiled[1]
-    rows = [["node", "type", "port", "shape", "dtype"]]
+    rows = [["block", "type", "port", "shape", "dtype", "id"]]
     for step in plan.steps:
         for port in step.spec.output_names():
             ts = plan.specs[(step.node_id, port)]
-            rows.append([step.node_id, step.spec.type_id, port, str(list(ts.shape)), ts.dtype])
+            rows.append([plan.label(step.node_id), step.spec.type_id, port,
+                         str(list(ts.shape)), ts.dtype, step.node_id])
     _say(_table(rows))
     _say(f"{path}: ok, {len(plan.steps)} block(s)")
     return 0
-
-
-def _npz_safe(value: np.ndarray) -> np.ndarray:
-    """.npz has no bfloat16: such arrays are stored exactly as float32."""
-    value = np.asarray(value)
-    return value.astype(np.float32) if value.dtype == DTYPES["bfloat16"] else value
 
 
 def _check_target(target: str, canvas_path: str) -> bool:
@@ -181,26 +186,29 @@ def cmd_run(path: str, executor: Executor, out: str | None) -> int:
         return 2
     plan = compiled[1]
     result = executor.run(plan)
-    rows = [["node", "type", "port", "shape", "dtype", "min", "max", "mean", "ms"]]
+    rows = [["block", "type", "port", "shape", "dtype", "min", "max", "mean", "ms", "id"]]
     for step in plan.steps:
         for port in step.spec.output_names():
             value = result.outputs.get((step.node_id, port))
             if value is None:
                 continue
             ms = f"{1e3 * result.times.get(step.node_id, 0.0):.2f}"
-            rows.append([step.node_id, step.spec.type_id, port, str(list(np.shape(value))),
-                         dtype_name(np.asarray(value).dtype), *_stats(value), ms])
+            rows.append([plan.label(step.node_id), step.spec.type_id, port,
+                         str(list(np.shape(value))), dtype_name(np.asarray(value).dtype),
+                         *_stats(value), ms, step.node_id])
     _say(_table(rows))
     status = 0
     if out is not None:
-        arrays = {f"{n}.{p}": _npz_safe(v) for (n, p), v in result.outputs.items()}
-        if _write(out, lambda f: np.savez(f, **arrays)):
+        keys = result_keys(plan.steps, plan.labels)
+        arrays = {key: result.outputs[ref] for ref, key in keys.items()
+                  if ref in result.outputs}
+        if _write(out, lambda f: write_npz(f, arrays)):
             _say(f"wrote {len(arrays)} output(s) to {out}")
         else:
             status = 1
     if result.errors:
         _err(f"{_path(path)}: {len(result.errors)} block(s) failed:",
-             [f"{n}: {m}" for n, m in result.errors.items()])
+             [f"{plan.label(n)}: {m}" for n, m in result.errors.items()])
         status = 1
     return status
 

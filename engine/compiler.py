@@ -6,6 +6,12 @@ the kernels check, :mod:`engine.conv_shapes`). Problems are attributed to a node
 applies, an attribute or input port: ``grad.strides: strides [2, 1, 1, 1]: ...``. A node fed by a
 node with a problem is reported as waiting for it. Nodes without problems become the plan's
 steps, each with a cache key built from its type, its attributes and its inputs' keys.
+
+Messages name blocks by their label (:mod:`engine.labels`: the title, ``title (id)`` when two
+blocks share it); :class:`NodeError` keeps the node id as data for machines. A block that names
+a result (:attr:`blocks.spec.BlockSpec.result_name`) must use a valid name
+(:func:`engine.result_names.result_name_problem`) no other block on the canvas uses: the second
+block with a name, in canvas order, gets the error, naming the first.
 """
 
 from __future__ import annotations
@@ -22,7 +28,10 @@ from blocks.registry import get_spec
 from blocks.spec import AttrError, BlockSpec, TensorSpec, resolve_paths
 from engine.canvas import Canvas
 from engine.errors import InvalidArgumentError
+from engine.labels import block_labels
 from engine.memory import Budget, gib, nbytes
+from engine.names import shown
+from engine.result_names import result_name_problem
 
 #: A run that would need more than this many bytes is refused before running
 #: (:mod:`engine.memory`).
@@ -33,14 +42,17 @@ PortKey = tuple[str, str]
 
 @dataclass(frozen=True)
 class NodeError:
-    """A problem of one node, optionally of one attribute or input port."""
+    """A problem of one node, optionally of one attribute or input port; ``label`` is how a
+    person reads the node (its title, see :mod:`engine.labels`), ``node_id`` is for machines."""
 
     node_id: str
     attr: str | None
     message: str
+    label: str = ""
 
     def __str__(self) -> str:
-        where = f"{self.node_id}.{self.attr}" if self.attr else self.node_id
+        name = self.label or self.node_id
+        where = f"{name}.{self.attr}" if self.attr else name
         return f"{where}: {self.message}"
 
 
@@ -65,13 +77,21 @@ class Plan:
     order: list[str] = field(default_factory=list)
     #: The estimated peak memory of running the steps (outputs kept plus workspace), bytes.
     peak_bytes: int = 0
+    #: node id -> label, how messages name the block (:mod:`engine.labels`).
+    labels: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return not self.errors
 
     def add_error(self, node_id: str, attr: str | None, message: str) -> None:
-        self.errors.setdefault(node_id, []).append(NodeError(node_id, attr, message))
+        self.errors.setdefault(node_id, []).append(
+            NodeError(node_id, attr, message, self.label(node_id)))
+
+    def label(self, node_id: str) -> str:
+        """How a person reads ``node_id``: its label, or the id of a node the plan does not
+        know."""
+        return self.labels.get(node_id, node_id)
 
 
 def topological_order(canvas: Canvas) -> list[str]:
@@ -129,7 +149,8 @@ def compile_canvas(canvas: Canvas, base_dir: str | Path | None = None,
     The steps together fit ``memory_limit`` (a positive number of bytes, ValueError otherwise):
     a step that would pass it is a problem of its node (:class:`engine.memory.Budget`)."""
     budget = Budget(memory_limit)
-    plan = Plan(order=topological_order(canvas))
+    plan = Plan(order=topological_order(canvas), labels=block_labels(canvas))
+    owners = _result_name_owners(canvas)
     keys: dict[str, str] = {}
     for node_id in plan.order:
         node = canvas.nodes[node_id]
@@ -138,6 +159,8 @@ def compile_canvas(canvas: Canvas, base_dir: str | Path | None = None,
         attrs = resolve_paths(spec, attrs, base_dir)
         for err in problems:
             plan.add_error(node_id, err.attr, err.message)
+        if spec.result_name and not any(e.attr == spec.result_name for e in problems):
+            _check_result_name(plan, node_id, spec.result_name, attrs[spec.result_name], owners)
         wired = canvas.inputs_of(node_id)
         input_specs: dict[str, TensorSpec] = {}
         for port in spec.input_names():
@@ -145,8 +168,8 @@ def compile_canvas(canvas: Canvas, base_dir: str | Path | None = None,
             if src is None:
                 plan.add_error(node_id, port, f"input {port} is not connected")
             elif src[0] in plan.errors or src not in plan.specs:
-                plan.add_error(node_id, port, f"{port} waits for {src[0]}, which has a "
-                                              "problem")
+                plan.add_error(node_id, port, f"{port} waits for {plan.label(src[0])}, "
+                                              "which has a problem")
             else:
                 input_specs[port] = plan.specs[src]
         if node_id in plan.errors:
@@ -170,6 +193,30 @@ def compile_canvas(canvas: Canvas, base_dir: str | Path | None = None,
     return plan
 
 
+def _result_name_owners(canvas: Canvas) -> dict[str, str]:
+    """Result name -> the first node (in canvas order) that uses it."""
+    owners: dict[str, str] = {}
+    for node_id, node in canvas.nodes.items():
+        attr = get_spec(node.type).result_name
+        value = node.attrs.get(attr, get_spec(node.type).attr(attr).default) if attr else None
+        if isinstance(value, str):
+            owners.setdefault(value, node_id)
+    return owners
+
+
+def _check_result_name(plan: Plan, node_id: str, attr: str, name: str,
+                       owners: dict[str, str]) -> None:
+    """A problem of ``node_id``'s ``attr`` when ``name`` is no valid result name or an earlier
+    block already uses it."""
+    problem = result_name_problem(name, attr)
+    if problem:
+        plan.add_error(node_id, attr, problem)
+    elif owners.get(name, node_id) != node_id:
+        plan.add_error(node_id, attr, (
+            f"{attr} {shown(name)} is already used by {plan.label(owners[name])}: results are "
+            f"stored by name, so each must be unique on the canvas"))
+
+
 def _fits(plan: Plan, node_id: str, spec: BlockSpec, attrs: dict,
           input_specs: dict[str, TensorSpec], outputs: dict[str, TensorSpec],
           budget: Budget) -> bool:
@@ -188,7 +235,7 @@ def _fits(plan: Plan, node_id: str, spec: BlockSpec, attrs: dict,
     except InvalidArgumentError as err:  # e.g. a file that changed since infer read it
         plan.add_error(node_id, getattr(err, "attr", None) or err.argument, str(err))
         return False
-    problem = budget.charge(node_id, {} if spec.passthrough else sizes, workspace)
+    problem = budget.charge(plan.label(node_id), {} if spec.passthrough else sizes, workspace)
     if problem is not None:
         plan.add_error(node_id, None, problem)
         return False

@@ -2,7 +2,9 @@
 
 Each step's outputs are cached under the step's key (type, attributes, inputs' keys, files
 read), so running again after one attribute edit recomputes only that node and what depends on
-it. A failing block is recorded and its dependents are skipped; independent blocks still run.
+it. A failing block is recorded and its dependents are skipped (``skipped: input x (dy) failed``,
+naming the failed block by its label, :mod:`engine.labels`); independent blocks still run.
+``RunResult`` is keyed by node id; its messages name blocks by label.
 Cancel is honoured between blocks. A run first drops the cached outputs the plan cannot reuse,
 so that memory is free before anything is computed (the plan's memory estimate counts every
 output it keeps, :mod:`engine.memory`).
@@ -68,7 +70,7 @@ class Executor:
             if cancel is not None and cancel.is_set():
                 result.cancelled = True
                 break
-            failed = [f"{p} ({src[0]})" for p, src in step.inputs.items()
+            failed = [f"{p} ({plan.label(src[0])})" for p, src in step.inputs.items()
                       if src[0] in result.errors]
             if failed:
                 result.errors[step.node_id] = f"skipped: input {', '.join(failed)} failed"

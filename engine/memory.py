@@ -84,27 +84,28 @@ class Budget:
         self._biggest: list[tuple[int, int, str]] = []  # min-heap of the NAMED biggest outputs
         self._count = 0
 
-    def charge(self, node_id: str, outputs: dict[str, int], workspace: int) -> str | None:
-        """Account for one step (its new outputs' bytes by port and its workspace); a message
-        when it would pass the limit (then nothing is added)."""
+    def charge(self, block: str, outputs: dict[str, int], workspace: int) -> str | None:
+        """Account for one step of ``block`` (how messages name it: its label) with its new
+        outputs' bytes by port and its workspace; a message when it would pass the limit (then
+        nothing is added)."""
         new = sum(outputs.values())
         need = self.live + new + workspace
         if need > self.limit:
-            return self._message(node_id, outputs, workspace, need)
+            return self._message(block, outputs, workspace, need)
         self.live += new
         self.peak = max(self.peak, need)
         for port, size in outputs.items():
             self._count += 1
-            item = (size, -self._count, f"{node_id}.{port}")
+            item = (size, -self._count, f"{block}.{port}")
             if len(self._biggest) < NAMED:
                 heapq.heappush(self._biggest, item)
             elif item > self._biggest[0]:
                 heapq.heapreplace(self._biggest, item)
         return None
 
-    def _message(self, node_id: str, outputs: dict[str, int], workspace: int,
+    def _message(self, block: str, outputs: dict[str, int], workspace: int,
                  need: int) -> str:
-        parts = [(size, f"output {node_id}.{port}") for port, size in outputs.items()]
+        parts = [(size, f"output {block}.{port}") for port, size in outputs.items()]
         parts += [(workspace, "this block's workspace")] if workspace else []
         parts += [(size, f"output {name}") for size, _, name in self._biggest]
         parts.sort(key=lambda p: -p[0])
