@@ -17,6 +17,7 @@ import numpy as np
 from engine.compiler import Plan
 from engine.dtypes import DTYPES
 from engine.executor import Executor
+from engine.result_names import result_keys
 
 REPO = Path(__file__).parents[1]
 
@@ -55,10 +56,11 @@ def npz_safe(value) -> np.ndarray:
 
 
 def executor_outputs(plan: Plan) -> dict[str, np.ndarray]:
-    """What ``gradblocks run --out`` stores: every output keyed ``node.port``."""
+    """What ``gradblocks run --out`` stores: the results under their result keys."""
     result = Executor().run(plan)
     assert not result.errors, result.errors
-    return {f"{n}.{p}": npz_safe(v) for (n, p), v in result.outputs.items()}
+    return {key: npz_safe(result.outputs[ref])
+            for ref, key in result_keys(plan.steps, plan.labels).items()}
 
 
 def assert_bitwise_equal(npz: Path, expected: dict[str, np.ndarray]) -> None:
@@ -98,4 +100,5 @@ def relabel(plan: Plan, ids: dict[str, str]) -> Plan:
                                  inputs={p: (ids[n], q) for p, (n, q) in s.inputs.items()})
              for s in plan.steps]
     specs = {(ids[n], p): ts for (n, p), ts in plan.specs.items()}
-    return Plan(steps=steps, specs=specs, order=[ids[n] for n in plan.order])
+    return Plan(steps=steps, specs=specs, order=[ids[n] for n in plan.order],
+                labels={ids[n]: ids[n] for n in plan.order})

@@ -66,10 +66,12 @@ def test_run_writes_every_output_to_npz(tmp_path, capsys):
     assert "min" in table and "mean" in table and "ms" in table
     data = np.load(out)
     plan = compile_canvas(load_canvas(path), path.parent)
-    assert set(data.files) == {f"{n}.{p}" for n, p in plan.specs}
+    # no Output blocks: every block's (single) output under its title
+    assert set(data.files) == {"input 1x6x6x2 (arange)", "filter_sizes [3,3,2,4]",
+                               "out_backprop 1x3x3x4 (ones)", "Conv2DBackpropFilter"}
     result = Executor().run(plan)
     for (n, p), v in result.outputs.items():
-        np.testing.assert_array_equal(data[f"{n}.{p}"], v)
+        np.testing.assert_array_equal(data[plan.labels[n]], v)
 
 
 def test_invalid_canvas_exits_2_with_json_path_and_no_traceback(tmp_path, capsys):
@@ -89,8 +91,8 @@ def test_inference_error_exits_2_naming_node_and_attribute(tmp_path, capsys):
     save_canvas(c, tmp_path / "c.gbc.json")
     assert main(["run", str(tmp_path / "c.gbc.json")]) == 2
     err = capsys.readouterr().err
-    assert "grad_filter.out_backprop: out_backprop height 3 does not match the computed output " \
-           "height 6" in err
+    assert "Conv2DBackpropFilter.out_backprop: out_backprop height 3 does not match the " \
+           "computed output height 6" in err  # the block's title, not its id grad_filter
 
 
 def test_block_failing_at_run_time_exits_1(tmp_path, capsys):
@@ -138,11 +140,12 @@ def test_export_script_reproduces_the_outputs(path, tmp_path):
     proc = subprocess.run([sys.executable, str(script), str(npz)], capture_output=True,
                           text=True, cwd=tmp_path, env=env, check=False)
     assert proc.returncode == 0, proc.stderr
-    data = np.load(npz)
-    result = Executor().run(compile_canvas(load_canvas(path), path.parent))
-    assert set(data.files) == {f"{n}.{p}" for n, p in result.outputs}
-    for (n, p), v in result.outputs.items():
-        np.testing.assert_array_equal(data[f"{n}.{p}"], np.asarray(v))
+    assert main(["run", str(path), "--out", str(tmp_path / "run.npz")]) == 0
+    with np.load(npz) as data, np.load(tmp_path / "run.npz") as run:
+        assert data.files == run.files  # the same keys, in the same order
+        for key in run.files:
+            assert data[key].dtype == run[key].dtype, key
+            np.testing.assert_array_equal(data[key], run[key])
 
 
 def test_app_without_a_screen_says_so_instead_of_aborting(monkeypatch, capsys):
