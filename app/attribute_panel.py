@@ -218,13 +218,16 @@ class AttributePanel(QtWidgets.QWidget):
         try:
             value = spec.validate(row.editor.parse())
         except InvalidArgumentError as exc:
-            self.session.set_pending(nid, name, raw, _named(nid, name, str(exc)))
+            self.session.set_pending(nid, name, raw,
+                                     _named(self.session.label(nid), name, str(exc)))
             return False
         self.session.clear_pending(nid, name)
         try:
-            self.doc.edit(f"Set {nid}.{name}", lambda c: c.set_attr(nid, name, value))
+            self.doc.edit(f"Set {self.session.label(nid)}.{name}",
+                          lambda c: c.set_attr(nid, name, value))
         except InvalidArgumentError as exc:
-            self.session.set_pending(nid, name, raw, _named(nid, name, str(exc)))
+            self.session.set_pending(nid, name, raw,
+                                     _named(self.session.label(nid), name, str(exc)))
             return False
         self.refresh()
         return True
@@ -239,10 +242,11 @@ class AttributePanel(QtWidgets.QWidget):
             return
         from app.graph_adapter import set_node_field
 
-        self.doc.edit(f"Rename {nid}", lambda c: set_node_field(c, nid, title=title))
+        self.doc.edit(f"Rename {self.session.label(nid)}", lambda c: set_node_field(c, nid, title=title))
 
 
-def _named(node_id: str, attr: str, message: str) -> str:
-    """A validation message in the compiler's form: ``grad.strides: <message>``."""
-    prefix = f"{node_id}.{attr}: "
+def _named(label: str, attr: str, message: str) -> str:
+    """A validation message in the compiler's form: ``grad.strides: <message>``, the block
+    named by its label (its title, :mod:`engine.labels`)."""
+    prefix = f"{label}.{attr}: "
     return message if message.startswith(prefix) else prefix + message

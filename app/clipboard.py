@@ -13,6 +13,8 @@ import json
 
 from PySide6 import QtCore, QtGui
 
+from blocks.registry import get_spec
+
 MIME = "application/x-gradblocks-nodes"
 PASTE_OFFSET = 40.0
 
@@ -34,8 +36,12 @@ def paste_fragment(canvas, frag: dict, offset: tuple[float, float]) -> list[str]
     for n in frag.get("nodes", []):
         x, y = n.get("pos", (0.0, 0.0))
         old_id, title = n["id"], n.get("title") or n["id"]
+        attrs = copy.deepcopy(n.get("attrs") or {})
+        named = get_spec(n["type"]).result_name
+        if named and isinstance(attrs.get(named), str):  # result names stay unique: "dy 2"
+            attrs[named] = canvas.unused_result_name(attrs[named])
         node = canvas.add_node(n["type"], pos=(float(x) + offset[0], float(y) + offset[1]),
-                               attrs=copy.deepcopy(n.get("attrs") or {}))
+                               attrs=attrs)
         if title != old_id:
             _set_title(canvas, node.id, title)
         mapping[old_id] = node.id

@@ -66,3 +66,10 @@ def breakable(text: str, run: int = 24) -> str:
         return "".join(out)
 
     return re.sub(rf"\S{{{run + 1},}}", split, text)
+
+
+def progress_format_literal(text: str) -> str:
+    """``text`` for a QProgressBar format, shown as it is: Qt replaces ``%p``, ``%v`` and
+    ``%m`` anywhere in a format and has no escape, so a word joiner (invisible) follows each
+    ``%`` that would start one ("100%v" in a title stays "100%v")."""
+    return re.sub(r"%(?=[pvm])", "%\u2060", text)

@@ -1,4 +1,9 @@
-"""The log dock: runs, timings and errors, newest last; clicking an entry selects its node."""
+"""The log dock: runs, timings and errors, newest last; clicking an entry selects its node.
+
+Entries read as the messages were written (blocks named by title, :mod:`engine.labels`); an
+entry tied to a block keeps the block's id as data (the click target) and shows it in the
+tooltip only.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,9 @@ LEVEL_COLORS = {
     "error": QtGui.QColor(240, 110, 100),
 }
 MAX_ENTRIES = 2000
+NODE_ROLE = QtCore.Qt.UserRole  #: the node id an entry selects (None for none)
+LEVEL_ROLE = QtCore.Qt.UserRole + 1
+MESSAGE_ROLE = QtCore.Qt.UserRole + 2  #: the whole message, without timestamp or id
 
 
 class LogPanel(QtWidgets.QWidget):
@@ -44,13 +52,16 @@ class LogPanel(QtWidgets.QWidget):
         layout.addWidget(self.list)
 
     def add(self, message: str, level: str = "info", node_id: str | None = None) -> None:
-        """Append one entry (multi-line messages keep their first line; the rest is the tooltip)."""
+        """Append one entry (multi-line messages keep their first line; the rest is the tooltip,
+        followed by the block id of an entry tied to a block)."""
         first = message.partition("\n")[0]
         item = QtWidgets.QListWidgetItem(f"{time.strftime('%H:%M:%S')}  {first}")
         item.setForeground(LEVEL_COLORS.get(level, LEVEL_COLORS["info"]))
-        item.setToolTip(message)
-        item.setData(QtCore.Qt.UserRole, node_id)
-        item.setData(QtCore.Qt.UserRole + 1, level)
+        item.setToolTip(f"{message}\n(block id: {node_id}; click to select it)" if node_id
+                        else message)
+        item.setData(NODE_ROLE, node_id)
+        item.setData(LEVEL_ROLE, level)
+        item.setData(MESSAGE_ROLE, message)
         self.list.addItem(item)
         while self.list.count() > MAX_ENTRIES:
             self.list.takeItem(0)
@@ -61,11 +72,11 @@ class LogPanel(QtWidgets.QWidget):
         out = []
         for i in range(self.list.count()):
             item = self.list.item(i)
-            if level is None or item.data(QtCore.Qt.UserRole + 1) == level:
-                out.append(item.toolTip())
+            if level is None or item.data(LEVEL_ROLE) == level:
+                out.append(item.data(MESSAGE_ROLE))
         return out
 
     def _activated(self, item: QtWidgets.QListWidgetItem) -> None:
-        node_id = item.data(QtCore.Qt.UserRole)
+        node_id = item.data(NODE_ROLE)
         if node_id:
             self.node_activated.emit(node_id)

@@ -23,6 +23,7 @@ from app.files import (
     example_files,
     is_canvas_file,
 )
+from app.formatting import progress_format_literal
 from app.graph_adapter import GraphAdapter
 from app.help import shortcuts_html
 from app.icons import icon
@@ -364,7 +365,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def _on_run_progress(self, node_id: str, index: int, total: int) -> None:
         self.progress.setMaximum(max(total, 1))
         self.progress.setValue(index)
-        self.progress.setFormat(f"%v/%m  {node_id}")
+        self.progress.setFormat("%v/%m  " + progress_format_literal(self.session.label(node_id)))
 
     def _on_running_changed(self, running: bool) -> None:
         self.act_run.setEnabled(not running)
@@ -375,7 +376,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _on_run_summary(self, summary: str, cancelled: bool) -> None:
         """The progress bar ends on what happened: "cancelled" or "3 ok, 1 skipped, 0 failed"."""
-        self.progress.setFormat(summary.replace("%", "%%"))
+        self.progress.setFormat(progress_format_literal(summary))
         self.progress.setToolTip(summary)
 
     def wait_for_run(self, timeout_ms: int = 120_000) -> bool:

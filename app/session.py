@@ -3,6 +3,9 @@ the last run's outputs, times and errors; pushes all of it onto the nodes.
 
 After every Document change the canvas is recompiled (shape inference, no running) and the
 outputs of changed nodes and everything downstream are dropped, so a stale result is never shown.
+
+Log messages name blocks by title (:mod:`engine.labels`); the node id travels with each message
+as data (the ``log`` signal's third argument: the log entry's click target and tooltip).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from PySide6 import QtCore
 from app.document import Change, Document
 from app.node_decorations import Decorator, RunInfo, compute_look
 from app.run_worker import RunController
+from engine.labels import block_labels, label_list
 
 
 class Session(QtCore.QObject):
@@ -141,8 +145,8 @@ class Session(QtCore.QObject):
         plan = self.runner.executor.compile(self.doc.canvas, base_dir=self.doc.base_dir)
         for nid, attrs in self.pending.items():
             for attr in attrs:
-                self.log.emit(f"{nid}.{attr} has an invalid edit; running with the last valid "
-                              f"value", "warning", nid)
+                self.log.emit(f"{plan.label(nid)}.{attr} has an invalid edit; running with the "
+                              f"last valid value", "warning", nid)
         self._dirty_during_run = set()
         self._run_started = time.perf_counter()
         self._run_order = [step.node_id for step in plan.steps]
@@ -180,7 +184,8 @@ class Session(QtCore.QObject):
         for nid, message in result.errors.items():
             if nid not in skip:
                 self.run_info[nid] = RunInfo(error=message)
-                self.log.emit(f"{nid}: {message}", "error", nid)
+                label = self._run_plan.label(nid) if self._run_plan else self.label(nid)
+                self.log.emit(f"{label}: {message}", "error", nid)
         elapsed = time.perf_counter() - self._run_started
         summary = run_summary(result, self._run_plan, self.doc.canvas)
         if result.cancelled:
@@ -198,6 +203,11 @@ class Session(QtCore.QObject):
         self.log.emit(f"run stopped by an internal error: {message}", "error", None)
         self.refresh()
 
+    def label(self, node_id: str) -> str:
+        """How a person reads ``node_id``: its title (``title (id)`` when titles collide), from
+        the plan of the current canvas (O(1))."""
+        return self.plan.label(node_id) if self.plan is not None else node_id
+
     def output(self, node_id: str, port: str | None = None):
         """(port, array) of a node's last output (its first output port by default)."""
         if port is not None:
@@ -214,23 +224,21 @@ class Session(QtCore.QObject):
         return (outs[0].name if outs else None), None
 
 
-def _names(canvas, node_ids) -> str:
-    """Titles of the given nodes as a person reads them (the id where a node is gone)."""
-    return ", ".join(canvas.nodes[n].title if n in canvas.nodes else n for n in node_ids)
-
-
 def run_summary(result, plan, canvas) -> str:
     """``"3 ok, 1 skipped (invalid: dW), 0 failed"``: blocks that ran or came from the cache,
-    blocks not run (invalid in the plan, or after a failed input), and blocks that failed."""
+    blocks not run (invalid in the plan, or after a failed input), and blocks that failed, named
+    by title (:mod:`engine.labels`; the id where a node is gone)."""
+    labels = block_labels(canvas)
     ok = [n for n in result.times if n not in result.errors]
     after_failure = [n for n, m in result.errors.items() if m.startswith("skipped")]
     failed = [n for n in result.errors if n not in after_failure]
     invalid = list(plan.errors) if plan is not None else []
     parts = []
     if invalid:
-        parts.append(f"invalid: {_names(canvas, invalid)}")
+        parts.append(f"invalid: {label_list(labels, invalid)}")
     if after_failure:
-        parts.append(f"after a failed input: {_names(canvas, after_failure)}")
+        parts.append(f"after a failed input: {label_list(labels, after_failure)}")
     skipped = len(invalid) + len(after_failure)
     text = f"{len(ok)} ok, {skipped} skipped" + (f" ({'; '.join(parts)})" if parts else "")
-    return text + f", {len(failed)} failed" + (f" ({_names(canvas, failed)})" if failed else "")
+    return text + f", {len(failed)} failed" + (f" ({label_list(labels, failed)})" if failed
+                                               else "")

@@ -33,7 +33,7 @@ from blocks.registry import REGISTRY, get_spec
 from engine import strict_json
 from engine.atomic import write_bytes_atomically
 from engine.errors import InvalidArgumentError
-from engine.names import id_problem, shown, text_problem
+from engine.names import MAX_TITLE, id_problem, shown, text_problem
 
 FORMAT = "gradblocks.canvas"
 VERSION = 1
@@ -142,8 +142,35 @@ class Canvas:
         node = Node(node_id, type_id, title, _position(pos), {})
         for name, value in (attrs or {}).items():
             node.attrs[name] = spec.attr(name).validate(value)
+        if spec.result_name and spec.result_name not in node.attrs:
+            default = spec.attr(spec.result_name).default
+            name = self.unused_result_name(default)
+            if name != default:  # a second Output is "result 2", not a duplicate "result"
+                node.attrs[spec.result_name] = name
         self.nodes[node_id] = node
         return node
+
+    def result_names(self) -> set[str]:
+        """The result names (an Output's ``name``, :attr:`BlockSpec.result_name`) in use."""
+        used = set()
+        for node in self.nodes.values():
+            spec = get_spec(node.type)
+            if spec.result_name:
+                used.add(node.attrs.get(spec.result_name, spec.attr(spec.result_name).default))
+        return used
+
+    def unused_result_name(self, base: str) -> str:
+        """``base`` when no block uses it as its result name, else ``base 2``, ``base 3``...
+        (a trailing number of ``base`` counted on), the first that is free."""
+        used = self.result_names()
+        if base not in used:
+            return base
+        match = re.fullmatch(r"(.*\S) (\d+)", base)
+        stem, k = (match.group(1), int(match.group(2))) if match else (base, 1)
+        stem = stem[:MAX_TITLE - 12]
+        while f"{stem} {k}" in used or k == 1:
+            k += 1
+        return f"{stem} {k}"
 
     def remove_node(self, node_id: str) -> None:
         """Remove a node and every edge touching it."""
