@@ -77,3 +77,24 @@ def test_progress_bar_names_the_block_by_title_while_running(qtbot, grad_window)
     # the block that just ran, by title (Qt's %m in a title is not replaced by the maximum)
     assert seen[-1].replace("\u2060", "") == "4/4  dW 100%m"
     assert seen[0] == "1/4  x"
+
+
+def test_added_and_duplicated_output_blocks_keep_unique_result_names(window):
+    w = window
+    item = w.palette.items["Output"]
+    for _ in range(2):
+        w.palette.tree.itemActivated.emit(item, 0)
+    outputs = list(w.doc.canvas.nodes)
+    names = [w.doc.canvas.nodes[n].attrs.get("name", "result") for n in outputs]
+    assert names == ["result", "result 2"]
+    w.doc.edit("name", lambda c: c.set_attr(outputs[0], "name", "dW"))
+    w.adapter.select([outputs[0]])
+    (dup,) = w.edits.duplicate_selection()
+    assert w.doc.canvas.nodes[dup].attrs["name"] == "dW 2"
+    messages = [str(e) for errs in w.session.plan.errors.values() for e in errs]
+    assert messages and not any("already used" in m for m in messages)  # only unwired inputs
+    # a name typed twice is an error on the second block, naming the first by title
+    w.doc.edit("name", lambda c: c.set_attr(dup, "name", "dW"))
+    title = w.doc.canvas.nodes[outputs[0]].title
+    assert any(f"name 'dW' is already used by {title}" in m
+               for m in w.log.messages("error")), w.log.messages("error")
