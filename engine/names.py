@@ -1,8 +1,9 @@
 """Rules for the text a canvas holds: node ids, titles and names, and how values are echoed.
 
 - A node id is 1-64 characters from ``A-Z a-z 0-9 _ -``. Ids are internal handles (free text
-  belongs in titles), so ``NODE.PORT`` and the ``<node_id>.<port>`` keys of results files are
-  never ambiguous, and no id can carry a newline, quote or control character anywhere.
+  belongs in titles), so ``NODE.PORT`` is never ambiguous, and no id can carry a newline, quote
+  or control character anywhere. People read titles (:mod:`engine.labels`); results files use
+  Output names and titles (:mod:`engine.result_names`).
 - A title or name (a block's title, an Output's name) is at most 200 characters with no control
   characters (Unicode category Cc), no surrogates and no line or paragraph separators.
 
