@@ -10,7 +10,7 @@ from __future__ import annotations
 from NodeGraphQt import BackdropNode
 from NodeGraphQt.constants import Z_VAL_BACKDROP, NodeEnum
 from NodeGraphQt.qgraphics.node_backdrop import BackdropNodeItem
-from PySide6 import QtCore, QtGui
+from PySide6 import QtCore, QtGui, QtWidgets
 
 IDENTIFIER = "gradblocks.decoration"
 EMPTY_NOTE_HINT = "(empty note: double-click to write)"
@@ -29,11 +29,22 @@ def readable_text_colour(colour: str) -> tuple[int, int, int, int]:
 
 
 class FrameItem(BackdropNodeItem):
-    """NodeGraphQt's backdrop item; the minimum size follows the canvas rule."""
+    """NodeGraphQt's backdrop item, which also drags its blocks when it was already selected
+    (NodeGraphQt's selects them only when the frame was not selected: a frame just added, and
+    so selected, would otherwise move alone)."""
 
     def __init__(self, name="frame", text="", parent=None):
         super().__init__(name, text, parent)
         self.minimum_size = (80, 60)
+
+    def mousePressEvent(self, event):
+        was_selected = self.selected
+        super().mousePressEvent(event)
+        plain = event.modifiers() == QtCore.Qt.NoModifier
+        if (was_selected and plain and event.button() == QtCore.Qt.LeftButton
+                and self.flags() & QtWidgets.QGraphicsItem.ItemIsMovable):
+            for node in self.get_nodes(False):
+                node.setSelected(True)
 
 
 class NoteItem(BackdropNodeItem):

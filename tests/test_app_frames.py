@@ -69,7 +69,7 @@ def test_add_frame_around_selected_blocks_then_drag_it_moves_them_as_one_edit(gr
     inside = {"x", "fs", "dy"}  # fs lies between x and dy, so the frame holds it too
     steps = w.doc.undo_stack.count()
     start = header_point(w, fid)
-    w.adapter.select([])
+    assert w.adapter.selected_item_ids() == [fid]  # as Add Frame left it: drag right away
     drag(w, start, start + QtCore.QPoint(90, 60))
     moved = w.doc.canvas.frames[fid].pos
     delta = (moved[0] - fx, moved[1] - fy)

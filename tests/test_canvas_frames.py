@@ -19,7 +19,7 @@ V1_EXAMPLES = sorted((Path(__file__).parent / "data" / "v1_examples").glob("*.gb
 def test_the_v1_copies_are_version_1_files_of_every_shipped_example():
     shipped = {p.name for p in (Path(__file__).parents[1] / "assets" / "examples")
                .glob("*.gbc.json")}
-    assert {p.name for p in V1_EXAMPLES} >= shipped - {"frames_and_notes.gbc.json"}
+    assert {p.name for p in V1_EXAMPLES} >= shipped
     for path in V1_EXAMPLES:
         assert json.loads(path.read_text(encoding="utf-8"))["version"] == 1, path.name
 
@@ -197,3 +197,22 @@ def test_the_cli_checks_runs_and_exports_a_v2_file(tmp_path):
     proc = subprocess.run([sys.executable, str(tmp_path / "s.py")], capture_output=True,
                           text=True, cwd=Path(__file__).parents[1], check=False)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_the_training_step_example_shows_frames_and_a_note_that_do_not_overlap():
+    path = Path(__file__).parents[1] / "assets" / "examples" / "training_step.gbc.json"
+    assert json.loads(path.read_text(encoding="utf-8"))["version"] == 2
+    c = load_canvas(path)
+    assert len(c.frames) == 3 and len(c.notes) == 1
+    rects = [(*f.pos, f.pos[0] + f.size[0], f.pos[1] + f.size[1]) for f in c.frames.values()]
+    for i, a in enumerate(rects):
+        for b in rects[i + 1:]:
+            assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1], (a, b)
+    inside = {fid: sorted(n.id for n in c.nodes.values()
+                          if f.pos[0] < n.pos[0] < f.pos[0] + f.size[0]
+                          and f.pos[1] < n.pos[1] < f.pos[1] + f.size[1])
+              for fid, f in c.frames.items()}
+    assert inside == {"inputs_frame": ["w", "x"],
+                      "nhwc_frame": ["dw", "dx", "dy", "forward", "w_shape", "x_shape"],
+                      "nchw_frame": ["dw_nchw", "dy_nchw", "x_nchw"]}
+    assert path.read_text(encoding="utf-8") == dumps(c)  # the shipped file is canonical
