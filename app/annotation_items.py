@@ -12,6 +12,8 @@ from NodeGraphQt.constants import Z_VAL_BACKDROP, NodeEnum
 from NodeGraphQt.qgraphics.node_backdrop import BackdropNodeItem
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from engine.annotations import MIN_SIZE
+
 IDENTIFIER = "gradblocks.decoration"
 EMPTY_NOTE_HINT = "(empty note: double-click to write)"
 
@@ -28,6 +30,14 @@ def readable_text_colour(colour: str) -> tuple[int, int, int, int]:
         240, 240, 240, 255)
 
 
+def _allow_canvas_minimum(item: BackdropNodeItem) -> None:
+    """The resize handle stops at the canvas's smallest size (NodeGraphQt's minimum is the
+    handle's position, so the size is that plus the handle's size), so a drawn size is
+    always a size the canvas accepts, and every size the canvas accepts is drawn as it is."""
+    handle = item._sizer.size  # no public accessor for the handle
+    item.minimum_size = (MIN_SIZE - handle, MIN_SIZE - handle)
+
+
 class FrameItem(BackdropNodeItem):
     """NodeGraphQt's backdrop item, which also drags its blocks when it was already selected
     (NodeGraphQt's selects them only when the frame was not selected: a frame just added, and
@@ -35,7 +45,7 @@ class FrameItem(BackdropNodeItem):
 
     def __init__(self, name="frame", text="", parent=None):
         super().__init__(name, text, parent)
-        self.minimum_size = (80, 60)
+        _allow_canvas_minimum(self)
 
     def mousePressEvent(self, event):
         was_selected = self.selected
@@ -52,7 +62,7 @@ class NoteItem(BackdropNodeItem):
 
     def __init__(self, name="note", text="", parent=None):
         super().__init__(name, text, parent)
-        self.minimum_size = (40, 30)
+        _allow_canvas_minimum(self)
         self.setZValue(Z_VAL_BACKDROP + 0.5)
 
     def get_nodes(self, inc_intersects=False):

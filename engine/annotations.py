@@ -30,7 +30,7 @@ NOTE_SIZE = (220.0, 120.0)
 #: Colours offered by the app (any ``#rrggbb`` loads).
 COLOURS = {"Blue": "#3465a4", "Teal": "#05818a", "Green": "#4e9a06", "Yellow": "#fce94f",
            "Orange": "#ce5c00", "Red": "#a40000", "Purple": "#75507b", "Grey": "#555753"}
-MIN_SIZE = 20.0
+MIN_SIZE = 40.0
 MAX_SIZE = 100_000.0
 MAX_NOTE_TEXT = 10_000
 _COLOUR = re.compile(r"#[0-9a-fA-F]{6}")

@@ -215,3 +215,15 @@ def test_note_dialog_cancel_changes_nothing(qtbot, window):
     dialog.reject()
     assert w.doc.undo_stack.count() == steps
     assert next(iter(w.doc.canvas.notes.values())).text == ""
+
+
+def test_the_smallest_size_is_drawn_as_it_is_and_the_handle_stops_there(window):
+    w = window
+    w.doc.edit("frames", lambda c: (c.add_frame((0, 0), (40, 40), id="tiny"),
+                                    c.add_frame((100, 0), (200, 150), id="big")))
+    assert view_matches_canvas(w)
+    view = w.adapter.item("big").view
+    start = w.adapter.viewer.mapFromScene(view.sceneBoundingRect().bottomRight()
+                                          - QtCore.QPointF(4, 4))
+    drag(w, start, start - QtCore.QPoint(500, 500))
+    assert w.doc.canvas.frames["big"].size == (40.0, 40.0) and view_matches_canvas(w)

@@ -110,9 +110,9 @@ def _with(kind: str, **fields) -> dict:
     ("frames", {"title": "a" * 201}, "$.frames[0].title", "201 characters"),
     ("frames", {"title": "a\nb"}, "$.frames[0].title", "control character"),
     ("frames", {"title": None}, "$.frames[0].title", "must be a string"),
-    ("frames", {"size": [0, 10]}, "$.frames[0].size", "from 20 to 100000"),
-    ("frames", {"size": [-50, 100]}, "$.frames[0].size", "from 20 to 100000"),
-    ("frames", {"size": [1e9, 100]}, "$.frames[0].size", "from 20 to 100000"),
+    ("frames", {"size": [0, 10]}, "$.frames[0].size", "from 40 to 100000"),
+    ("frames", {"size": [-50, 100]}, "$.frames[0].size", "from 40 to 100000"),
+    ("frames", {"size": [1e9, 100]}, "$.frames[0].size", "from 40 to 100000"),
     ("frames", {"size": [100]}, "$.frames[0].size", "[width, height]"),
     ("frames", {"pos": [True, 0]}, "$.frames[0].pos", "finite numbers"),
     ("frames", {"pos": ["0", 0]}, "$.frames[0].pos", "finite numbers"),
@@ -125,7 +125,7 @@ def _with(kind: str, **fields) -> dict:
     ("notes", {"text": ["a"]}, "$.notes[0].text", "must be a string"),
     ("notes", {"id": "frame_1"}, "$.notes[0].id", "duplicate id 'frame_1'"),
     ("notes", {"colour": "#ggg000"}, "$.notes[0].colour", "#rrggbb"),
-    ("notes", {"size": [20, 100_001]}, "$.notes[0].size", "from 20 to 100000"),
+    ("notes", {"size": [40, 100_001]}, "$.notes[0].size", "from 40 to 100000"),
 ])
 def test_hostile_frame_and_note_fields_are_refused_at_their_path(kind, fields, path, words):
     with pytest.raises(CanvasError) as err:
