@@ -8,6 +8,7 @@ from __future__ import annotations
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.annotation_editor import TextEditDialog
+from app.placement import free_offset
 from engine import annotations
 from engine.errors import InvalidArgumentError
 
@@ -92,8 +93,12 @@ class AnnotationActions(QtCore.QObject):
         return created[0]
 
     def add_note(self) -> str | None:
-        """Add an empty note at the cursor and open its text editor; returns its id."""
+        """Add an empty note at the cursor (moved to the nearest spot where it covers no block)
+        and open its text editor; returns its id."""
         x, y = self.adapter.scene_pos_at_cursor()
+        dx, dy = free_offset(list(self.adapter.node_boxes().values()),
+                             [(x, y, *annotations.NOTE_SIZE)])
+        x, y = x + dx, y + dy
         created: list[str] = []
 
         def mutate(canvas):

@@ -7,6 +7,8 @@ text with ``QPainter.drawText`` (never as rich text or HTML) on a sticky-note ba
 
 from __future__ import annotations
 
+import html
+
 from NodeGraphQt import BackdropNode
 from NodeGraphQt.constants import Z_VAL_BACKDROP, NodeEnum
 from NodeGraphQt.qgraphics.node_backdrop import BackdropNodeItem
@@ -21,6 +23,11 @@ EMPTY_NOTE_HINT = "(empty note: double-click to write)"
 def rgb(colour: str) -> tuple[int, int, int]:
     """``#rrggbb`` as an (r, g, b) tuple."""
     return tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))
+
+
+def plain_tooltip(text: str) -> str:
+    """A tooltip showing ``text`` as typed (Qt would read a tag in it as rich text)."""
+    return f'<p style="white-space: pre-wrap">{html.escape(text[:500])}</p>'
 
 
 def readable_text_colour(colour: str) -> tuple[int, int, int, int]:
@@ -139,9 +146,10 @@ def show(node, item, kind: str) -> None:
         model.text_color = view.text_color
     if kind == "frame":
         if view.name != item.title:
-            view.name = item.title
+            view.name = item.title  # its setter sets a tooltip Qt may read as HTML: replaced
             model.name = item.title
+            view.setToolTip(plain_tooltip(item.title))
     elif view.backdrop_text != item.text:
         view.backdrop_text = item.text
-        view.setToolTip(item.text[:500])
+        view.setToolTip(plain_tooltip(item.text))
     view.update()

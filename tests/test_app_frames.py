@@ -5,10 +5,10 @@ recolouring from the menu, the Delete key, undo/redo, save and reopen."""
 import json
 
 import pytest
-from PySide6 import QtCore, QtTest, QtWidgets
+from PySide6 import QtCore, QtGui, QtTest, QtWidgets
 
 from app.annotation_items import rgb
-from engine.canvas import load_canvas
+from engine.canvas import dumps, load_canvas
 from tests.app_support import drag, focus_canvas, make_window, mouse
 
 
@@ -143,8 +143,18 @@ def test_double_click_a_frame_retitles_it_and_a_bad_title_keeps_the_dialog(qtbot
     assert not dialog.isVisible()
     assert w.doc.canvas.frames[fid].title == "Inputs <i>& seeds</i>"
     assert w.adapter.item(fid).view.name == "Inputs <i>& seeds</i>"
+    assert shown_text(w.adapter.item(fid).view.toolTip()) == "Inputs <i>& seeds</i>"
     w.doc.undo_stack.undo()
     assert w.doc.canvas.frames[fid].title == "Frame" and view_matches_canvas(w)
+
+
+def shown_text(tooltip: str) -> str:
+    """The text a tooltip shows (Qt renders it as rich text when it looks like HTML)."""
+    if not QtGui.Qt.mightBeRichText(tooltip):
+        return tooltip
+    doc = QtGui.QTextDocument()
+    doc.setHtml(tooltip)
+    return doc.toPlainText()
 
 
 def test_recolour_from_the_context_menu_and_delete_key(qtbot, grad_window):
@@ -181,6 +191,7 @@ def test_add_note_write_text_save_and_reopen(qtbot, tmp_path, window, monkeypatc
     qtbot.mouseClick(dialog.ok_button, QtCore.Qt.LeftButton)
     assert w.doc.canvas.notes[nid].text == text
     assert w.adapter.item(nid).view.backdrop_text == text and view_matches_canvas(w)
+    assert shown_text(w.adapter.item(nid).view.toolTip()) == text
 
     # dragging a note moves only the note
     start = w.adapter.viewer.mapFromScene(
@@ -188,6 +199,12 @@ def test_add_note_write_text_save_and_reopen(qtbot, tmp_path, window, monkeypatc
     pos = w.doc.canvas.notes[nid].pos
     drag(w, start, start + QtCore.QPoint(40, 30))
     assert w.doc.canvas.notes[nid].pos[0] > pos[0] + 10 and view_matches_canvas(w)
+
+    menu_action(w.edit_menu, "Add Frame").trigger()  # a frame too, recoloured
+    (fid,) = w.doc.canvas.frames
+    w.adapter.select([fid])
+    menu_action(w.annotations.colour_menu, "Orange").trigger()
+    assert w.doc.canvas.frames[fid].colour == "#ce5c00"
 
     path = tmp_path / "noted.gbc.json"
     monkeypatch.setattr(QtWidgets.QFileDialog, "getSaveFileName",
@@ -200,6 +217,7 @@ def test_add_note_write_text_save_and_reopen(qtbot, tmp_path, window, monkeypatc
         assert w2.files.open_path(path, ask=False)
         assert w2.doc.canvas.notes[nid].text == text
         assert w2.doc.canvas == load_canvas(path) == w.doc.canvas
+        assert dumps(w2.doc.canvas) == path.read_text(encoding="utf-8")
         assert view_matches_canvas(w2)
     finally:
         w2.doc.undo_stack.setClean()
