@@ -245,3 +245,21 @@ def test_the_smallest_size_is_drawn_as_it_is_and_the_handle_stops_there(window):
                                           - QtCore.QPointF(4, 4))
     drag(w, start, start - QtCore.QPoint(500, 500))
     assert w.doc.canvas.frames["big"].size == (40.0, 40.0) and view_matches_canvas(w)
+
+
+def test_double_click_the_handle_fits_the_frame_around_its_blocks(grad_window):
+    w = grad_window
+    fid = add_frame_around(w, ["grad"])
+    w.doc.edit("grow", lambda c: c.resize_item(fid, (900, 600)))
+    view = w.adapter.item(fid).view
+    handle = w.adapter.viewer.mapFromScene(view.sceneBoundingRect().bottomRight()
+                                           - QtCore.QPointF(4, 4))
+    steps = w.doc.undo_stack.count()
+    QtTest.QTest.mouseDClick(w.adapter.viewer.viewport(), QtCore.Qt.LeftButton,
+                             QtCore.Qt.NoModifier, handle)
+    x, y, bw, bh = w.adapter.node_boxes()["grad"]
+    frame = w.doc.canvas.frames[fid]
+    fx, fy, fw, fh = (*frame.pos, *frame.size)
+    assert fx < x and fy < y and x + bw < fx + fw and y + bh < fy + fh  # still holds grad
+    assert fw < bw + 160 and fh < bh + 160  # and fits it (NodeGraphQt pads 40 around)
+    assert w.doc.undo_stack.count() == steps + 1 and view_matches_canvas(w)
