@@ -84,11 +84,13 @@ def _copy_value(value):
 
 
 def copy_canvas(canvas: Canvas) -> Canvas:
-    """An independent copy of a canvas (nodes, attrs and edges), several times faster than
+    """An independent copy of a canvas (nodes, attrs, edges, frames and notes), several times faster than
     ``Canvas.copy`` (deepcopy) on large canvases; edits of the copy never touch the original."""
     nodes = {nid: dataclasses.replace(n, pos=tuple(n.pos), attrs=_copy_value(n.attrs))
              for nid, n in canvas.nodes.items()}
-    return Canvas(nodes=nodes, edges=list(canvas.edges))
+    frames = {fid: dataclasses.replace(f) for fid, f in canvas.frames.items()}
+    notes = {nid: dataclasses.replace(n) for nid, n in canvas.notes.items()}
+    return Canvas(nodes=nodes, edges=list(canvas.edges), frames=frames, notes=notes)
 
 
 class _SnapshotCommand(QtGui.QUndoCommand):

@@ -29,8 +29,10 @@ class EditActions(QtCore.QObject):
         return float(p.x()) - 80, float(p.y()) - 40
 
     def delete_selection(self) -> list[str]:
-        """Remove the selected blocks and their wires; returns the removed ids."""
-        ids = self.adapter.selected_ids()
+        """Remove the selected blocks with their wires, and the selected frames and notes
+        (one edit); returns the removed ids."""
+        items = self.adapter.selected_item_ids()
+        ids = self.adapter.selected_ids() + items
         if not ids:
             return []
 
@@ -38,8 +40,10 @@ class EditActions(QtCore.QObject):
             for nid in ids:
                 if nid in canvas.nodes:
                     canvas.remove_node(nid)
+                elif nid in items and canvas.has_id(nid):
+                    canvas.remove_item(nid)
 
-        self.doc.edit(f"Delete {ids[0]}" if len(ids) == 1 else f"Delete {len(ids)} blocks",
+        self.doc.edit(f"Delete {ids[0]}" if len(ids) == 1 else f"Delete {len(ids)} items",
                       mutate)
         return ids
 

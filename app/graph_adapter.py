@@ -5,8 +5,12 @@ renames and rewires view nodes so the view equals the canvas (NodeGraphQt node i
 reload; the adapter maps them to our stable Canvas ids).
 
 View -> canvas: gestures made in the view (wiring, cutting wires, moving, renaming a title,
-dropping a block) become one Document edit each, so they are undoable with our undo stack.
-NodeGraphQt's own undo stack is not used (it is emptied after each change).
+dropping a block, dragging or resizing a frame or note) become one Document edit each, so they
+are undoable with our undo stack. NodeGraphQt's own undo stack is not used (it is emptied after
+each change).
+
+Frames and notes (:mod:`app.annotation_items`) are NodeGraphQt backdrops kept apart from blocks:
+``selected_ids`` names blocks only, ``selected_item_ids`` frames and notes.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import re
 from NodeGraphQt import NodeGraph
 from PySide6 import QtCore
 
+from app import annotation_items
 from app.document import Document
 from app.node_classes import node_class, node_type
 from app.placement import DEFAULT_SIZE, free_offset
@@ -59,15 +64,19 @@ class GraphAdapter(QtCore.QObject):
     files_dropped = QtCore.Signal(list, tuple)  # [paths], (x, y) scene position
     edit_failed = QtCore.Signal(str)  # a gesture the canvas refused (message)
     synced = QtCore.Signal()
+    item_activated = QtCore.Signal(str)  # a frame or note was double-clicked (canvas id)
 
     def __init__(self, doc: Document, parent: QtCore.QObject | None = None):
         super().__init__(parent)
         self.doc = doc
         self.graph = NodeGraph()
         self.viewer = self.graph.viewer()
-        self.graph.register_nodes([node_class(spec) for spec in REGISTRY.values()])
+        self.graph.register_nodes([node_class(spec) for spec in REGISTRY.values()]
+                                  + [annotation_items.FrameNode, annotation_items.NoteNode])
         self._nodes: dict[str, object] = {}  # canvas id -> NodeGraphQt node
         self._cids: dict[str, str] = {}  # NodeGraphQt id -> canvas id
+        self._items: dict[str, object] = {}  # frame or note canvas id -> NodeGraphQt backdrop
+        self._item_cids: dict[str, str] = {}  # NodeGraphQt id -> frame or note canvas id
         self._syncing = False
         self._edges_pending = False
         self._selection: list[str] = []
@@ -86,6 +95,10 @@ class GraphAdapter(QtCore.QObject):
         v.node_name_changed.connect(self._on_title_edited)
         v.search_triggered.disconnect(g._on_search_triggered)
         v.moved_nodes.connect(self._on_nodes_moved)
+        # resizing a frame or note becomes one Document edit instead of NodeGraphQt's own
+        v.node_backdrop_updated.disconnect(g._on_node_backdrop_updated)
+        v.node_backdrop_updated.connect(self._on_item_resized)
+        v.node_double_clicked.connect(self._on_double_clicked)
         g.port_connected.connect(self._on_ports_changed)
         g.port_disconnected.connect(self._on_ports_changed)
         v.scene().selectionChanged.connect(self._on_scene_selection)
@@ -113,7 +126,7 @@ class GraphAdapter(QtCore.QObject):
         return item
 
     def place_hint(self) -> None:
-        empty = not self._nodes
+        empty = not (self._nodes or self._items)
         self._hint.setVisible(empty)
         if empty:
             center = self.viewer.mapToScene(self.viewer.viewport().rect().center())
@@ -163,6 +176,18 @@ class GraphAdapter(QtCore.QObject):
     def node_ids(self) -> list[str]:
         return list(self._nodes)
 
+    def item(self, cid: str):
+        """The NodeGraphQt backdrop showing frame or note ``cid``."""
+        return self._items[cid]
+
+    def item_ids(self) -> list[str]:
+        """Canvas ids of the frames and notes drawn."""
+        return list(self._items)
+
+    def selected_item_ids(self) -> list[str]:
+        """Canvas ids of the selected frames and notes."""
+        return sorted(cid for cid, node in self._items.items() if node.view.isSelected())
+
     def view_edges(self) -> set[tuple[tuple[str, str], tuple[str, str]]]:
         """Wires currently drawn, as ((src_id, port), (dst_id, port))."""
         edges = set()
@@ -207,6 +232,7 @@ class GraphAdapter(QtCore.QObject):
                 title = n.title or cid
                 if view_node.view.name != title:
                     view_node.view.name = title
+            self._sync_items(canvas)
             want = {(tuple(e.src), tuple(e.dst)) for e in canvas.edges}
             have = self.view_edges()
             for src, dst in have - want:
@@ -222,6 +248,34 @@ class GraphAdapter(QtCore.QObject):
         self.place_hint()
         self._emit_selection()
         self.synced.emit()
+
+    def _sync_items(self, canvas) -> None:
+        """Frames and notes: add, remove and update backdrops to match the canvas."""
+        tables = {"frame": canvas.frames, "note": canvas.notes}
+        for cid in list(self._items):
+            kind = self._item_kind(self._items[cid])
+            if cid not in tables[kind]:
+                node = self._items.pop(cid)
+                self._item_cids.pop(node.id, None)
+                self.graph.remove_node(node, push_undo=False)
+        for kind, table in tables.items():
+            cls = annotation_items.FrameNode if kind == "frame" else annotation_items.NoteNode
+            for cid, item in table.items():
+                node = self._items.get(cid)
+                if node is not None and self._item_kind(node) != kind:
+                    self._item_cids.pop(node.id, None)
+                    self.graph.remove_node(node, push_undo=False)
+                    node = None
+                if node is None:
+                    node = self.graph.create_node(cls.type_, name=cid, selected=False,
+                                                  pos=tuple(item.pos), push_undo=False)
+                    self._items[cid] = node
+                    self._item_cids[node.id] = cid
+                annotation_items.show(node, item, kind)
+
+    @staticmethod
+    def _item_kind(node) -> str:
+        return "note" if isinstance(node, annotation_items.NoteNode) else "frame"
 
     def _port(self, ref: tuple[str, str], out: bool):
         node = self._nodes[ref[0]]
@@ -271,22 +325,53 @@ class GraphAdapter(QtCore.QObject):
         self._try_edit(label, mutate)
 
     def _on_nodes_moved(self, moved: dict) -> None:
-        positions = {}
+        """One edit for a drag: blocks, and frames or notes (a frame drags what it holds)."""
+        positions, item_positions = {}, {}
         for view in moved:
-            cid = self._cids.get(view.id)
-            if cid is not None:
-                x, y = view.xy_pos
-                positions[cid] = (float(x), float(y))
-        if not positions:
+            x, y = (float(v) for v in view.xy_pos)
+            if view.id in self._cids:
+                positions[self._cids[view.id]] = (x, y)
+            elif view.id in self._item_cids:
+                item_positions[self._item_cids[view.id]] = (x, y)
+        if not positions and not item_positions:
             return
 
         def mutate(canvas):
             for cid, pos in positions.items():
                 if cid in canvas.nodes:
                     set_node_field(canvas, cid, pos=pos)
+            for cid, pos in item_positions.items():
+                if canvas.has_id(cid):
+                    canvas.move_item(cid, pos)
 
-        self._try_edit("Move" if len(positions) == 1 else f"Move {len(positions)} blocks",
-                       mutate)
+        count = len(positions) + len(item_positions)
+        if item_positions and count == 1:
+            label = f"Move {next(iter(item_positions))}"
+        elif item_positions:
+            label = f"Move {', '.join(sorted(item_positions))} with {len(positions)} block(s)"
+        else:
+            label = "Move" if count == 1 else f"Move {count} blocks"
+        self._try_edit(label, mutate)
+
+    def _on_item_resized(self, ngqt_id: str, what: str, value) -> None:
+        """The resize handle of a frame or note was released (or double-clicked: fit a frame
+        around the blocks it touches): one edit of its position and size."""
+        cid = self._item_cids.get(ngqt_id)
+        if cid is None or what not in ("sizer_mouse_release", "sizer_double_clicked"):
+            return
+        pos = tuple(float(round(v)) for v in value["pos"])
+        size = (float(round(value["width"])), float(round(value["height"])))
+
+        def mutate(canvas):
+            canvas.move_item(cid, pos)
+            canvas.resize_item(cid, size)
+
+        self._try_edit(f"Resize {cid}", mutate)
+
+    def _on_double_clicked(self, ngqt_id: str) -> None:
+        cid = self._item_cids.get(ngqt_id)
+        if cid is not None:
+            self.item_activated.emit(cid)
 
     def _on_title_edited(self, ngqt_id: str, title: str) -> None:
         cid = self._cids.get(ngqt_id)
@@ -353,14 +438,16 @@ class GraphAdapter(QtCore.QObject):
 
     # --- selection -------------------------------------------------------------------------
     def select(self, cids: list[str]) -> None:
+        """Select exactly these blocks, frames and notes."""
         scene = self.viewer.scene()
         scene.blockSignals(True)
         try:
             for item in scene.selectedItems():
                 item.setSelected(False)
             for cid in cids:
-                if cid in self._nodes:
-                    self._nodes[cid].view.setSelected(True)
+                node = self._nodes.get(cid) or self._items.get(cid)
+                if node is not None:
+                    node.view.setSelected(True)
         finally:
             scene.blockSignals(False)
         self._emit_selection()
@@ -378,7 +465,7 @@ class GraphAdapter(QtCore.QObject):
     def fit_to_view(self) -> None:
         """Zoom so every block is visible (never magnified beyond 100 %)."""
         rect = QtCore.QRectF()
-        for node in self._nodes.values():
+        for node in [*self._nodes.values(), *self._items.values()]:
             view = node.view
             rect = rect.united(view.sceneBoundingRect())
             rect = rect.united(view.mapRectToScene(view.childrenBoundingRect()))

@@ -13,6 +13,7 @@ from pathlib import Path
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app import dialog_folders
+from app.annotation_actions import AnnotationActions
 from app.attribute_panel import AttributePanel
 from app.document import Document
 from app.editing import EditActions
@@ -60,6 +61,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.adapter = GraphAdapter(self.doc, self)
         self.session = Session(self.doc, self.adapter, parent=self)
         self.edits = EditActions(self.doc, self.adapter, self)
+        self.annotations = AnnotationActions(self.doc, self.adapter, self)
         self.files = FileController(self, self.doc, self.settings, recovery_dir,
                                     autosave=autosave)
         dialog_folders.bind(self.settings,
@@ -195,7 +197,7 @@ class MainWindow(QtWidgets.QMainWindow):
         m.addAction(self.act_quit)
         self._fill_recent()
         self._fill_examples()
-        m = bar.addMenu("&Edit")
+        m = self.edit_menu = bar.addMenu("&Edit")
         m.addActions([self.act_undo, self.act_redo])
         m.addSeparator()
         m.addActions([self.act_cut, self.act_copy, self.act_paste, self.act_duplicate,
@@ -222,6 +224,7 @@ class MainWindow(QtWidgets.QMainWindow):
                          self.act_delete])
         menu.addSeparator()
         menu.addActions([self.act_fit, self.act_run])
+        self.annotations.install(self.edit_menu, menu)  # Add Frame, Add Note, colours
 
     def _build_toolbar(self) -> None:
         tb = self.addToolBar("Main")
@@ -245,6 +248,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.files.recent_changed.connect(self._fill_recent)
         self.files.message.connect(lambda text, level: self.log.add(text, level))
         self.edits.message.connect(lambda text, level: self.log.add(text, level))
+        self.annotations.message.connect(lambda text, level: self.log.add(text, level))
         self.adapter.selection_changed.connect(self._on_selection)
         self.adapter.files_dropped.connect(self.handle_files)
         self.adapter.edit_failed.connect(lambda msg: self.log.add(msg, "error"))

@@ -1,11 +1,19 @@
-"""The canvas model and its file format (``.gbc.json``, version 1).
+"""The canvas model and its file format (``.gbc.json``, version 2).
 
 ::
 
-    {"format": "gradblocks.canvas", "version": 1,
+    {"format": "gradblocks.canvas", "version": 2,
      "nodes": [{"id": "x", "type": "Tensor", "title": "x", "pos": [0, 0],
                 "attrs": {"shape": [1, 5, 5, 2], "dtype": "float32"}}, ...],
-     "edges": [{"src": ["x", "output"], "dst": ["grad", "input"]}, ...]}
+     "edges": [{"src": ["x", "output"], "dst": ["grad", "input"]}, ...],
+     "frames": [{"id": "frame_1", "title": "Inputs", "colour": "#3465a4", "pos": [-40, -40],
+                 "size": [400, 260]}, ...],
+     "notes": [{"id": "note_1", "text": "plain text", "colour": "#fce94f", "pos": [0, 300],
+                "size": [220, 120]}, ...]}
+
+Version 1 files (no frames or notes) still load (migrated in memory); saving always writes
+version 2; a newer version is refused with a message saying to update GradBlocks. Frames and
+notes (:mod:`engine.annotations`) carry no computation.
 
 Node ids are stable across save and load and follow :mod:`engine.names` (1-64 characters from
 ``A-Z a-z 0-9 _ -``); titles are at most 200 printable characters. Attributes left out take their
@@ -30,13 +38,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from blocks.registry import REGISTRY, get_spec
-from engine import strict_json
+from engine import annotations, strict_json
+from engine.annotations import Frame, Note
 from engine.atomic import write_bytes_atomically
 from engine.errors import InvalidArgumentError
 from engine.names import MAX_TITLE, id_problem, shown, text_problem
 
 FORMAT = "gradblocks.canvas"
-VERSION = 1
+VERSION = 2
+#: The format versions this GradBlocks reads (older ones are migrated in memory).
+READS = (1, 2)
 SUFFIX = ".gbc.json"
 #: Canvas files larger than this are refused before reading (``load_canvas(max_bytes=...)``).
 MAX_FILE_BYTES = 256 * 2**20
@@ -77,14 +88,18 @@ class Edge:
 
 
 class Canvas:
-    """Nodes (in insertion order) and edges. At most one edge enters an input port.
+    """Nodes (in insertion order), edges, frames and notes. At most one edge enters an input
+    port; ids are unique across nodes, frames and notes.
 
     ``edges`` lists the edges in the order they were made; they are indexed by input port and by
     node, so every query is proportional to its answer. Change the canvas through its methods.
     """
 
-    def __init__(self, nodes: dict[str, Node] | None = None, edges: list[Edge] | None = None):
+    def __init__(self, nodes: dict[str, Node] | None = None, edges: list[Edge] | None = None,
+                 frames: dict[str, Frame] | None = None, notes: dict[str, Note] | None = None):
         self.nodes: dict[str, Node] = dict(nodes or {})
+        self.frames: dict[str, Frame] = dict(frames or {})
+        self.notes: dict[str, Note] = dict(notes or {})
         self._by_dst: dict[PortRef, Edge] = {}
         self._into: dict[str, dict[str, Edge]] = {}
         self._out_of: dict[str, dict[PortRef, Edge]] = {}
@@ -99,10 +114,12 @@ class Canvas:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Canvas):
             return NotImplemented
-        return self.nodes == other.nodes and self.edges == other.edges
+        return (self.nodes == other.nodes and self.edges == other.edges
+                and self.frames == other.frames and self.notes == other.notes)
 
     def __repr__(self) -> str:
-        return f"Canvas({len(self.nodes)} nodes, {len(self._by_dst)} edges)"
+        return (f"Canvas({len(self.nodes)} nodes, {len(self._by_dst)} edges, "
+                f"{len(self.frames)} frames, {len(self.notes)} notes)")
 
     def _add_edge(self, e: Edge) -> None:
         self._by_dst[e.dst] = e
@@ -116,12 +133,17 @@ class Canvas:
 
     # -- editing ---------------------------------------------------------------------------
     def new_id(self, type_id: str) -> str:
-        """A fresh id ``<type in lower case>_<k>`` with the smallest unused ``k``."""
+        """A fresh id ``<type in lower case>_<k>`` with the smallest unused ``k`` (unused by
+        nodes, frames and notes)."""
         stem = re.sub(r"[^a-z0-9]+", "_", type_id.lower()).strip("_")[:50] or "node"
         k = 1
-        while f"{stem}_{k}" in self.nodes:
+        while self.has_id(f"{stem}_{k}"):
             k += 1
         return f"{stem}_{k}"
+
+    def has_id(self, item_id: str) -> bool:
+        """Whether a node, frame or note has ``item_id``."""
+        return item_id in self.nodes or item_id in self.frames or item_id in self.notes
 
     def add_node(self, type_id: str, pos: tuple[float, float] = (0.0, 0.0),
                  attrs: dict[str, Any] | None = None, id: str | None = None,
@@ -132,7 +154,7 @@ class Canvas:
         problem = id_problem(node_id)
         if problem:
             raise InvalidArgumentError(problem, argument="id")
-        if node_id in self.nodes:
+        if self.has_id(node_id):
             raise InvalidArgumentError(f"node id {node_id!r} is already on the canvas",
                                        argument="id")
         title = node_id if title is None else title
@@ -222,6 +244,77 @@ class Canvas:
         """Put a block at ``pos`` (two finite numbers)."""
         self._node(node_id).pos = _position(pos)
 
+    # -- frames and notes ------------------------------------------------------------------
+    def add_frame(self, pos: tuple[float, float], size: tuple[float, float] = annotations.
+                  FRAME_SIZE, title: str = "Frame", colour: str = annotations.FRAME_COLOUR,
+                  id: str | None = None) -> Frame:
+        """Add a frame (all fields validated; a fresh ``frame_<k>`` id unless given)."""
+        frame = Frame(self._fresh(id, "frame"), annotations.title(title),
+                      annotations.colour(colour), annotations.position(pos),
+                      annotations.size(size))
+        self.frames[frame.id] = frame
+        return frame
+
+    def add_note(self, pos: tuple[float, float], text: str = "",
+                 size: tuple[float, float] = annotations.NOTE_SIZE,
+                 colour: str = annotations.NOTE_COLOUR, id: str | None = None) -> Note:
+        """Add a note of plain ``text`` (all fields validated; a fresh ``note_<k>`` id unless
+        given)."""
+        note = Note(self._fresh(id, "note"), annotations.note_text(text),
+                    annotations.colour(colour), annotations.position(pos),
+                    annotations.size(size))
+        self.notes[note.id] = note
+        return note
+
+    def remove_item(self, item_id: str) -> None:
+        """Remove a frame or note (the blocks a frame holds stay)."""
+        self._item(item_id)
+        self.frames.pop(item_id, None)
+        self.notes.pop(item_id, None)
+
+    def move_item(self, item_id: str, pos: tuple[float, float]) -> None:
+        """Put a frame or note's top-left corner at ``pos``."""
+        self._item(item_id).pos = annotations.position(pos)
+
+    def resize_item(self, item_id: str, size: tuple[float, float]) -> None:
+        """Give a frame or note ``size`` [width, height]."""
+        self._item(item_id).size = annotations.size(size)
+
+    def recolour_item(self, item_id: str, colour: str) -> None:
+        """Give a frame or note a ``#rrggbb`` colour."""
+        self._item(item_id).colour = annotations.colour(colour)
+
+    def retitle_frame(self, frame_id: str, title: str) -> None:
+        """Rename a frame (the title rule of blocks)."""
+        if frame_id not in self.frames:
+            raise InvalidArgumentError(f"no frame {shown(frame_id)} on the canvas")
+        self.frames[frame_id].title = annotations.title(title)
+
+    def set_note_text(self, note_id: str, text: str) -> None:
+        """Replace a note's plain text (:func:`engine.annotations.note_text_problem`)."""
+        if note_id not in self.notes:
+            raise InvalidArgumentError(f"no note {shown(note_id)} on the canvas")
+        self.notes[note_id].text = annotations.note_text(text)
+
+    def _item(self, item_id: str) -> Frame | Note:
+        item = (self.frames.get(item_id) or self.notes.get(item_id)
+                if isinstance(item_id, str) else None)
+        if item is None:
+            raise InvalidArgumentError(f"no frame or note {shown(item_id)} on the canvas")
+        return item
+
+    def _fresh(self, item_id: str | None, stem: str) -> str:
+        """``item_id`` checked (valid and unused), or a fresh ``<stem>_<k>``."""
+        if item_id is None:
+            return self.new_id(stem)
+        problem = id_problem(item_id)
+        if problem:
+            raise InvalidArgumentError(problem, argument="id")
+        if self.has_id(item_id):
+            raise InvalidArgumentError(f"id {item_id!r} is already on the canvas",
+                                       argument="id")
+        return item_id
+
     def _node(self, node_id: str) -> Node:
         try:
             return self.nodes[node_id]
@@ -253,18 +346,20 @@ class Canvas:
 
     # -- JSON --------------------------------------------------------------------------------
     def to_json(self) -> dict:
-        """The v1 document (attrs as set on each node)."""
+        """The version 2 document (attrs as set on each node)."""
         return {
             "format": FORMAT,
             "version": VERSION,
             "nodes": [{"id": n.id, "type": n.type, "title": n.title, "pos": list(n.pos),
                        "attrs": copy.deepcopy(n.attrs)} for n in self.nodes.values()],
             "edges": [{"src": list(e.src), "dst": list(e.dst)} for e in self.edges],
+            "frames": [annotations.frame_json(f) for f in self.frames.values()],
+            "notes": [annotations.note_json(n) for n in self.notes.values()],
         }
 
     @classmethod
     def from_json(cls, data: Any, source: str | None = None) -> Canvas:
-        """Validate a v1 document; a :class:`CanvasError` lists every problem."""
+        """Validate a version 1 or 2 document; a :class:`CanvasError` lists every problem."""
         problems: list[tuple[str, str]] = []
         canvas = _parse(data, problems)
         if problems:
@@ -300,13 +395,21 @@ def _parse(data: Any, problems: list[tuple[str, str]]) -> Canvas:
     version = data.get("version")
     if not isinstance(version, int) or isinstance(version, bool):
         problems.append(("$.version", f"expected an integer, got {shown(version)}"))
+        version = VERSION
     elif version > VERSION:
-        problems.append(("$.version", (f"version {shown(version)} is newer than this "
-                                      f"GradBlocks supports ({VERSION}): update GradBlocks")))
+        problems.append(("$.version", (f"this canvas was written by a newer GradBlocks "
+                                      f"(format {shown(version)}); this version reads formats "
+                                      f"{READS[0]}-{READS[-1]}: update GradBlocks")))
+        return canvas  # its fields may mean something else: report only the version
     elif version < 1:
         problems.append(("$.version", f"unknown version {version}: versions start at 1"))
-    for key in sorted(set(data) - {"format", "version", "nodes", "edges"}):
-        problems.append((strict_json.key_path("$", key), "unknown key"))
+        version = VERSION  # the rest is still checked, as the current version
+    keys = {"format", "version", "nodes", "edges"} | ({"frames", "notes"} if version >= 2
+                                                     else set())
+    for key in sorted(set(data) - keys):
+        problems.append((strict_json.key_path("$", key),
+                         "unknown key" + (" (frames and notes need version 2)"
+                                          if key in ("frames", "notes") else "")))
     nodes, edges = data.get("nodes", []), data.get("edges", [])
     if not isinstance(nodes, list):
         problems.append(("$.nodes", "expected a list"))
@@ -320,7 +423,26 @@ def _parse(data: Any, problems: list[tuple[str, str]]) -> Canvas:
         _parse_edge(canvas, raw, f"$.edges[{i}]", problems)
     for cycle_node in _cycle_nodes(canvas):
         problems.append(("$.edges", f"cycle through node {cycle_node!r}"))
+    if version >= 2:
+        _parse_items(canvas, data, problems)
     return canvas
+
+
+def _parse_items(canvas: Canvas, data: dict, problems: list) -> None:
+    """The frames and notes of a version 2 document (both lists optional)."""
+    taken = set(canvas.nodes)
+    for key, kind, table in (("frames", "frame", canvas.frames),
+                             ("notes", "note", canvas.notes)):
+        raw_items = data.get(key, [])
+        if not isinstance(raw_items, list):
+            problems.append((f"$.{key}", "expected a list"))
+            continue
+        for i, raw in enumerate(raw_items):
+            item = annotations.parse_item(kind, raw, f"$.{key}[{i}]", taken, problems)
+            if isinstance(raw, dict) and isinstance(raw.get("id"), str):
+                taken.add(raw["id"])
+            if item is not None:
+                table[item.id] = item
 
 
 NODE_KEYS = ("id", "type", "title", "pos", "attrs")

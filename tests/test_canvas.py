@@ -99,8 +99,10 @@ def test_not_json_and_missing_file(tmp_path):
 def test_wrong_format_and_newer_version():
     assert _problems({"format": "x", "version": 1, "nodes": [], "edges": []}) == [
         ("$.format", "expected 'gradblocks.canvas', got 'x'")]
-    (path, msg), = _problems(_doc(version=2))
-    assert path == "$.version" and "newer than this GradBlocks supports (1)" in msg
+    (path, msg), = _problems(_doc(version=3))
+    assert path == "$.version" and msg == (
+        "this canvas was written by a newer GradBlocks (format 3); this version reads "
+        "formats 1-2: update GradBlocks")
 
 
 def test_every_problem_is_reported_with_its_json_path():

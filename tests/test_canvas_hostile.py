@@ -74,6 +74,25 @@ def test_hostile_bytes_are_one_problem_at_their_json_path(tmp_path, data, path, 
     assert words in problems[path], problems
 
 
+FRAMED = (Path(__file__).parents[1] / "assets" / "examples" / "training_step.gbc.json"
+          ).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("old, new, path, words", [
+    ('"pos": [\n        -30.0', '"pos": [\n        -3e400', "$.frames[0].pos[0]",
+     "overflows a float"),
+    ('"size": [\n        250.0', '"size": [\n        1' + "0" * 5000, "$.frames[0].size[0]",
+     "integer literal of 5001 digits is too long"),
+    ('"text": "Compare', '"text": "\\ud800Compare', "$.notes[0].text", "surrogate"),
+    ('"colour": "#3465a4"', '"colour": "#3465a4\\u0000"', "$.frames[0].colour", "#rrggbb"),
+    ('"id": "about_note"', '"id": "x"', "$.notes[0].id", "duplicate id 'x'"),
+])
+def test_hostile_frame_and_note_bytes_are_refused_at_their_path(tmp_path, old, new, path, words):
+    assert FRAMED.count(old) == 1
+    problems = problems_of(tmp_path, FRAMED.replace(old, new))
+    assert words in problems[path], problems
+
+
 def test_a_byte_order_mark_is_skipped(tmp_path):
     path = tmp_path / "bom.gbc.json"
     path.write_bytes(b"\xef\xbb\xbf" + EXAMPLE.read_bytes())

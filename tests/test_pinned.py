@@ -49,7 +49,7 @@ def test_versions_below_one_are_refused_at_version(version):
         Canvas.from_json(doc)
     assert [p for p, _ in err.value.problems] == ["$.version"]
     assert f"unknown version {version}" in err.value.problems[0][1]
-    doc["version"] = 1
+    doc["version"] = 2
     Canvas.from_json(doc)
 
 
