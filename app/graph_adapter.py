@@ -341,6 +341,27 @@ class GraphAdapter(QtCore.QObject):
             return list(created)
         return []
 
+    def add_wired_block(self, type_id: str, pos: tuple[float, float], port: str, *,
+                        src: tuple[str, str] | None = None,
+                        dst: tuple[str, str] | None = None) -> str | None:
+        """Add a ``type_id`` block near ``pos`` wired either from output ``src`` into its
+        input ``port`` or from its output ``port`` into input ``dst`` (replacing that input's
+        wire): one undo step. Selects and returns the new block's id (None if refused)."""
+        created: list[str] = []
+        pos = self.free_position([type_id], pos)
+
+        def mutate(canvas):
+            created[:] = [canvas.add_node(type_id, pos=pos).id]
+            if src is not None:
+                canvas.connect(src, (created[0], port))
+            else:
+                canvas.connect((created[0], port), dst)
+
+        if self._try_edit(f"Add {type_id}", mutate):
+            self.select(created)
+            return created[0]
+        return None
+
     def scene_pos_at_cursor(self) -> tuple[float, float]:
         """Scene position under the mouse (or the view centre when the mouse is outside)."""
         from PySide6 import QtGui

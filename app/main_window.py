@@ -30,6 +30,7 @@ from app.log_panel import LogPanel
 from app.palette import BlockPalette, BlockSearchPopup, TabKeyFilter
 from app.session import Session
 from app.viewer_dock import ViewerDock
+from app.wire_drop import WireDrop
 from engine.version import version
 
 APP_NAME = "GradBlocks"
@@ -71,6 +72,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.log = LogPanel(self)
         self.search_popup = BlockSearchPopup(self)
         self.tab_filter = TabKeyFilter(self.adapter.viewer, self.search_popup)
+        self.wire_drop = WireDrop(self.adapter, self.session, self)
 
         self.palette_dock = self._dock("Blocks", "dock_blocks", self.palette,
                                        QtCore.Qt.LeftDockWidgetArea)
