@@ -17,6 +17,7 @@ import re
 from NodeGraphQt import NodeGraph
 from PySide6 import QtCore
 
+from app import view_zoom
 from app.document import Document
 from app.node_classes import node_class, node_type
 from app.placement import DEFAULT_SIZE, free_offset
@@ -185,6 +186,8 @@ class GraphAdapter(QtCore.QObject):
     # --- canvas -> view --------------------------------------------------------------------
     def _on_doc_changed(self, change) -> None:
         self.sync()
+        if change.reloaded:  # an opened (or new) canvas starts fitted to the view
+            self.fit_to_view()
 
     def sync(self) -> None:
         """Make the view equal to the document's canvas."""
@@ -396,18 +399,45 @@ class GraphAdapter(QtCore.QObject):
             self._selection = ids
             self.selection_changed.emit(ids)
 
-    def fit_to_view(self) -> None:
-        """Zoom so every block is visible (never magnified beyond 100 %)."""
+    # --- zoom ------------------------------------------------------------------------------
+    def blocks_rect(self, cids: list[str] | None = None) -> QtCore.QRectF:
+        """Scene rectangle covering the blocks ``cids`` (all blocks when None) as drawn."""
         rect = QtCore.QRectF()
-        for node in self._nodes.values():
+        for cid, node in self._nodes.items():
+            if cids is not None and cid not in cids:
+                continue
             view = node.view
             rect = rect.united(view.sceneBoundingRect())
             rect = rect.united(view.mapRectToScene(view.childrenBoundingRect()))
+        return rect
+
+    def readable_scale(self) -> float:
+        """The smallest zoom at which node titles stay readable (view_zoom.MIN_TITLE_PX)."""
+        node = next(iter(self._nodes.values()), None)
+        font = node.view.text_item.font() if node is not None else self.viewer.font()
+        return view_zoom.readable_scale(font)
+
+    def fit_to_view(self) -> None:
+        """Zoom so every block is visible, between the readable zoom and 100 %."""
+        self._frame(None)
+
+    def frame_selected(self) -> None:
+        """Zoom to the selected blocks (every block when none is selected)."""
+        self._frame(self.selected_ids() or None)
+
+    def _frame(self, cids: list[str] | None) -> None:
+        rect = self.blocks_rect(cids)
         if rect.isNull():
             self.viewer.reset_zoom()
-            self.place_hint()
-            return
-        rect.adjust(-40.0, -40.0, 40.0, 40.0)
-        self.viewer.set_scene_rect([rect.x(), rect.y(), rect.width(), rect.height()])
-        if self.viewer.get_zoom() > 0.0:
-            self.viewer.reset_zoom(rect.center())
+        else:
+            view_zoom.frame(self.viewer, rect, self.readable_scale())
+        self.place_hint()
+
+    def zoom_in(self) -> None:
+        view_zoom.zoom_by(self.viewer, view_zoom.ZOOM_STEP)
+
+    def zoom_out(self) -> None:
+        view_zoom.zoom_by(self.viewer, 1.0 / view_zoom.ZOOM_STEP)
+
+    def zoom_actual_size(self) -> None:
+        view_zoom.actual_size(self.viewer)
