@@ -19,6 +19,7 @@ from PySide6 import QtCore
 
 from app import view_zoom
 from app.document import Document
+from app.key_state import ModifierReset
 from app.node_classes import node_class, node_type
 from app.placement import DEFAULT_SIZE, free_offset
 from blocks.registry import REGISTRY, get_spec
@@ -97,6 +98,7 @@ class GraphAdapter(QtCore.QObject):
                 v.context_menus()["graph"].removeAction(action)
         g.set_pipe_collision(False)
         g.set_acyclic(True)
+        self._modifier_reset = ModifierReset(v)  # no stale "CTRL: Deselect Nodes" after dialogs
 
     def _make_hint(self):
         """Text shown on an empty canvas."""
