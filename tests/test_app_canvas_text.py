@@ -63,3 +63,71 @@ def test_ctrl_hint_is_cleared_on_focus_out_and_deactivation(qtbot, grad_window, 
              if event_type == QtCore.QEvent.FocusOut else QtCore.QEvent(event_type))
     QtWidgets.QApplication.sendEvent(v, event)
     assert not v.CTRL_state and not hint(v).isVisible()
+
+
+def narrow_canvas(long_title: str = "s"):
+    from engine.canvas import Canvas
+
+    c = Canvas()
+    c.add_node("Tensor", pos=(0, 0), id="x", attrs={"shape": [1, 5, 5, 2]})
+    c.add_node("ShapeOf", pos=(400, 0), id="s", title=long_title)
+    c.add_node("Output", pos=(400, 200), id="o")  # unconnected: short port labels
+    c.connect(("x", "output"), ("s", "input"))
+    return c
+
+
+def paint(w) -> None:
+    """Draw the canvas the way the screen would (NodeGraphQt decides what text to hide while
+    painting)."""
+    w.adapter.viewer.viewport().grab()
+
+
+def test_narrow_blocks_keep_their_title_when_zoomed_out(qtbot, window):
+    from app import view_zoom
+    from app.node_item import HIDE_TEXT_PX, MIN_WIDTH
+
+    window.doc.load(narrow_canvas(), None)
+    views = {cid: window.adapter.node(cid).view for cid in ("x", "s", "o")}
+    for view in views.values():
+        assert view.boundingRect().width() >= MIN_WIDTH
+    focus_canvas(qtbot, window)
+    for _ in range(4):  # 1 / 1.25^4 = 41 %: titles ~5 px, the narrowest blocks ~65 px wide
+        QtTest.QTest.keyClick(window.adapter.viewer, QtCore.Qt.Key_Minus,
+                              QtCore.Qt.ControlModifier)
+    paint(window)
+    assert view_zoom.view_scale(window.adapter.viewer) < 0.42
+    assert min(v.sceneBoundingRect().width() for v in views.values()) * 0.42 < 70
+    assert all(view.text_item.isVisible() for view in views.values())
+    assert all(view.text_item.toPlainText() for view in views.values())
+    # far out, where no title is legible, every block hides its text at the same zoom
+    for _ in range(12):
+        QtTest.QTest.keyClick(window.adapter.viewer, QtCore.Qt.Key_Minus,
+                              QtCore.Qt.ControlModifier)
+    paint(window)
+    px = view_zoom.font_px(views["s"].text_item.font()) * view_zoom.view_scale(
+        window.adapter.viewer)
+    assert px < HIDE_TEXT_PX
+    assert not any(view.text_item.isVisible() for view in views.values())
+
+
+def test_long_titles_are_elided_and_edited_in_full(qtbot, window):
+    from app.node_item import MAX_TITLE_WIDTH
+
+    long_title = "filter gradient of the second layer, float64 reference " * 3
+    window.doc.load(narrow_canvas(long_title.strip()), None)
+    view = window.adapter.node("s").view
+    shown = view.text_item.toPlainText()
+    assert shown.endswith("…") and long_title.startswith(shown[:-1])
+    assert view.text_item.boundingRect().width() <= MAX_TITLE_WIDTH + 12  # document margins
+    assert view.boundingRect().width() < MAX_TITLE_WIDTH + 60
+    assert long_title.strip() in view.text_item.toolTip()  # the full title on hover
+    # double-click the title: the editor starts from the full title
+    viewer = window.adapter.viewer
+    pos = viewer.mapFromScene(view.text_item.sceneBoundingRect().center())
+    QtTest.QTest.mouseDClick(viewer.viewport(), QtCore.Qt.LeftButton, pos=pos)
+    assert view.text_item.toPlainText() == long_title.strip()
+    # leaving the editor unchanged keeps the title (not its elided form) and elides again
+    view.text_item.clearFocus()
+    view.text_item.set_editable(False)
+    assert window.doc.canvas.nodes["s"].title == long_title.strip()
+    assert view.text_item.toPlainText() == shown
