@@ -362,7 +362,7 @@ class GraphAdapter(QtCore.QObject):
             else:
                 canvas.connect((created[0], port), dst)
 
-        if self._try_edit(f"Add {type_id}", mutate):
+        if self._try_edit(f"Add {type_id} and connect", mutate):
             self.select(created)
             return created[0]
         return None
