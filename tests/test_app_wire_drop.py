@@ -110,3 +110,17 @@ def test_pulling_a_wire_off_an_input_still_just_disconnects(qtbot, grad_window):
     drag(w, start, start + QtCore.QPoint(-40, 160))
     qtbot.waitUntil(lambda: (("fs", "output"), ("grad", "filter_sizes")) not in edges(w))
     assert not w.wire_drop.popup.isVisible()
+
+
+def test_an_output_of_unknown_type_offers_every_block_with_inputs(qtbot, grad_window):
+    """An Output block with nothing wired in: its type is unknown, so any input may fit."""
+    w = grad_window
+    w.adapter.add_blocks(["Output"], (900.0, 500.0))
+    oid = w.adapter.selected_ids()[0]
+    assert (oid, "output") not in w.session.plan.specs
+    popup = drop_wire_from(qtbot, w, w.adapter.node(oid).outputs()["output"].view,
+                           empty_spot_right_of(w, oid))
+    from blocks.registry import REGISTRY
+
+    assert sorted(popup.shown_types()) == sorted(t for t, s in REGISTRY.items() if s.inputs)
+    QtTest.QTest.keyClick(popup.edit, QtCore.Qt.Key_Escape)
