@@ -103,6 +103,10 @@ class WireDrop(QtCore.QObject):
         if wire.node_id not in self.adapter.doc.canvas.nodes:
             return
         self.wire = wire
+        node = self.adapter.doc.canvas.nodes[wire.node_id]
+        end = f"{node.title or node.id}.{wire.port}"
+        self.popup.edit.setPlaceholderText(
+            f"Add a block fed by {end}…" if wire.is_output else f"Add a block feeding {end}…")
         types = [t for t in REGISTRY if self.fitting_port(t, wire) is not None]
         self.popup.open_at(global_pos, wire.scene_pos, types)
 

@@ -34,6 +34,7 @@ def test_dropping_an_output_wire_adds_a_fitting_block_wired_in_one_undo_step(qtb
     n_undo = w.doc.undo_stack.count()
     end = empty_spot_right_of(w, "grad")
     popup = drop_wire_from(qtbot, w, w.adapter.node("grad").outputs()["output"].view, end)
+    assert popup.edit.placeholderText() == "Add a block fed by grad.output…"
     shown = popup.shown_types()
     # a float tensor fits Compare, Output, ShapeOf, Transpose and the float ports of convs,
     # never blocks without inputs
@@ -90,6 +91,7 @@ def test_dropping_a_free_input_wire_adds_a_block_feeding_it(qtbot, grad_window):
     r = w.adapter.node("grad").view.sceneBoundingRect()
     end = w.adapter.viewer.mapFromScene(QtCore.QPointF(r.left() - 60, r.bottom() + 120))
     popup = drop_wire_from(qtbot, w, port, end)
+    assert popup.edit.placeholderText() == "Add a block feeding grad.filter_sizes…"
     shown = popup.shown_types()
     assert set(shown) >= {"IntVector", "ShapeOf", "Output", "Transpose"}
     assert "Tensor" not in shown and "Conv2D" not in shown
