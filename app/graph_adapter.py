@@ -21,8 +21,9 @@ import re
 from NodeGraphQt import NodeGraph
 from PySide6 import QtCore
 
-from app import annotation_items
+from app import annotation_items, view_zoom
 from app.document import Document
+from app.key_state import ModifierReset
 from app.node_classes import node_class, node_type
 from app.placement import DEFAULT_SIZE, free_offset
 from blocks.registry import REGISTRY, get_spec
@@ -109,6 +110,7 @@ class GraphAdapter(QtCore.QObject):
                 v.context_menus()["graph"].removeAction(action)
         g.set_pipe_collision(False)
         g.set_acyclic(True)
+        self._modifier_reset = ModifierReset(v)  # no stale "CTRL: Deselect Nodes" after dialogs
 
     def _make_hint(self):
         """Text shown on an empty canvas."""
@@ -210,6 +212,8 @@ class GraphAdapter(QtCore.QObject):
     # --- canvas -> view --------------------------------------------------------------------
     def _on_doc_changed(self, change) -> None:
         self.sync()
+        if change.reloaded:  # an opened (or new) canvas starts fitted to the view
+            self.fit_to_view()
 
     def sync(self) -> None:
         """Make the view equal to the document's canvas."""
@@ -426,6 +430,27 @@ class GraphAdapter(QtCore.QObject):
             return list(created)
         return []
 
+    def add_wired_block(self, type_id: str, pos: tuple[float, float], port: str, *,
+                        src: tuple[str, str] | None = None,
+                        dst: tuple[str, str] | None = None) -> str | None:
+        """Add a ``type_id`` block near ``pos`` wired either from output ``src`` into its
+        input ``port`` or from its output ``port`` into input ``dst`` (replacing that input's
+        wire): one undo step. Selects and returns the new block's id (None if refused)."""
+        created: list[str] = []
+        pos = self.free_position([type_id], pos)
+
+        def mutate(canvas):
+            created[:] = [canvas.add_node(type_id, pos=pos).id]
+            if src is not None:
+                canvas.connect(src, (created[0], port))
+            else:
+                canvas.connect((created[0], port), dst)
+
+        if self._try_edit(f"Add {type_id} and connect", mutate):
+            self.select(created)
+            return created[0]
+        return None
+
     def scene_pos_at_cursor(self) -> tuple[float, float]:
         """Scene position under the mouse (or the view centre when the mouse is outside)."""
         from PySide6 import QtGui
@@ -462,18 +487,46 @@ class GraphAdapter(QtCore.QObject):
             self._selection = ids
             self.selection_changed.emit(ids)
 
-    def fit_to_view(self) -> None:
-        """Zoom so every block is visible (never magnified beyond 100 %)."""
+    # --- zoom ------------------------------------------------------------------------------
+    def blocks_rect(self, cids: list[str] | None = None) -> QtCore.QRectF:
+        """Scene rectangle covering the blocks, frames and notes ``cids`` (all when None) as
+        drawn."""
         rect = QtCore.QRectF()
-        for node in [*self._nodes.values(), *self._items.values()]:
+        for cid, node in [*self._nodes.items(), *self._items.items()]:
+            if cids is not None and cid not in cids:
+                continue
             view = node.view
             rect = rect.united(view.sceneBoundingRect())
             rect = rect.united(view.mapRectToScene(view.childrenBoundingRect()))
+        return rect
+
+    def readable_scale(self) -> float:
+        """The smallest zoom at which node titles stay readable (view_zoom.MIN_TITLE_PX)."""
+        node = next(iter(self._nodes.values()), None)
+        font = node.view.text_item.font() if node is not None else self.viewer.font()
+        return view_zoom.readable_scale(font)
+
+    def fit_to_view(self) -> None:
+        """Zoom so every block is visible, between the readable zoom and 100 %."""
+        self._frame(None)
+
+    def frame_selected(self) -> None:
+        """Zoom to the selected blocks (every block when none is selected)."""
+        self._frame([*self.selected_ids(), *self.selected_item_ids()] or None)
+
+    def _frame(self, cids: list[str] | None) -> None:
+        rect = self.blocks_rect(cids)
         if rect.isNull():
             self.viewer.reset_zoom()
-            self.place_hint()
-            return
-        rect.adjust(-40.0, -40.0, 40.0, 40.0)
-        self.viewer.set_scene_rect([rect.x(), rect.y(), rect.width(), rect.height()])
-        if self.viewer.get_zoom() > 0.0:
-            self.viewer.reset_zoom(rect.center())
+        else:
+            view_zoom.frame(self.viewer, rect, self.readable_scale())
+        self.place_hint()
+
+    def zoom_in(self) -> None:
+        view_zoom.zoom_by(self.viewer, view_zoom.ZOOM_STEP)
+
+    def zoom_out(self) -> None:
+        view_zoom.zoom_by(self.viewer, 1.0 / view_zoom.ZOOM_STEP)
+
+    def zoom_actual_size(self) -> None:
+        view_zoom.actual_size(self.viewer)

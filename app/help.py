@@ -10,6 +10,7 @@ GESTURES = (
     ("Drag a block from the palette", "add it where it is dropped"),
     ("Tab over the canvas", "search a block and add it at the cursor"),
     ("Drag from an output port to an input port", "connect (replaces the input's wire)"),
+    ("Drag a wire from a port onto empty canvas", "add a fitting block there, wired to it"),
     ("Drag a wire end away from a port", "disconnect"),
     ("Alt+Shift+drag across wires", "cut those wires"),
     ("Double-click a block title", "rename the block"),

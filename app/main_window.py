@@ -32,6 +32,7 @@ from app.log_panel import LogPanel
 from app.palette import BlockPalette, BlockSearchPopup, TabKeyFilter
 from app.session import Session
 from app.viewer_dock import ViewerDock
+from app.wire_drop import WireDrop
 from engine.version import version
 
 APP_NAME = "GradBlocks"
@@ -74,6 +75,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.log = LogPanel(self)
         self.search_popup = BlockSearchPopup(self)
         self.tab_filter = TabKeyFilter(self.adapter.viewer, self.search_popup)
+        self.wire_drop = WireDrop(self.adapter, self.session, self)
 
         self.palette_dock = self._dock("Blocks", "dock_blocks", self.palette,
                                        QtCore.Qt.LeftDockWidgetArea)
@@ -172,8 +174,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.act_add_block = self._action("Add &Block…", self.tab_filter.open, "Tab",
                                           "Search a block and add it at the cursor")
         self.act_add_block.setShortcutContext(QtCore.Qt.WidgetShortcut)
-        self.act_fit = self._action("&Fit to View", self.adapter.fit_to_view, "F",
-                                    "Zoom to show every block (or the selection)", "fit")
+        self._build_view_actions()
         self.act_reset_layout = self._action("&Reset Layout", self.reset_layout, None,
                                              "Put the panels back where they started")
         self.act_run = self._action("&Run", self.run, "F5",
@@ -184,6 +185,20 @@ class MainWindow(QtWidgets.QMainWindow):
         self.act_shortcuts = self._action("&Keyboard Shortcuts", self.show_shortcuts, K.HelpContents,
                                           "List the keyboard shortcuts")
         self.act_about = self._action("&About GradBlocks", self.show_about, None, "About")
+
+    def _build_view_actions(self) -> None:
+        """View menu: zoom in / out, 100 %, fit all, frame selected (app.view_zoom)."""
+        a = self.adapter
+        self.act_zoom_in = self._action("Zoom &In", a.zoom_in, ["Ctrl++", "Ctrl+="],
+                                        "Magnify the canvas")
+        self.act_zoom_out = self._action("Zoom &Out", a.zoom_out, "Ctrl+-",
+                                         "Show more of the canvas")
+        self.act_zoom_100 = self._action("&Actual Size (100%)", a.zoom_actual_size, "Ctrl+0",
+                                         "Zoom to 100 %")
+        self.act_fit = self._action("&Fit All", a.fit_to_view, "F",
+                                    "Zoom to show every block (text stays readable)", "fit")
+        self.act_frame_selected = self._action("Frame &Selected", a.frame_selected, "Shift+F",
+                                               "Zoom to the selected blocks")
 
     def _build_menus(self) -> None:
         bar = self.menuBar()
@@ -205,7 +220,9 @@ class MainWindow(QtWidgets.QMainWindow):
         m.addSeparator()
         m.addActions([self.act_select_all, self.act_add_block])
         m = bar.addMenu("&View")
-        m.addAction(self.act_fit)
+        m.addActions([self.act_zoom_in, self.act_zoom_out, self.act_zoom_100])
+        m.addSeparator()
+        m.addActions([self.act_fit, self.act_frame_selected])
         m.addSeparator()
         for dock in (self.palette_dock, self.attributes_dock, self.viewer_dock_widget,
                      self.log_dock):

@@ -11,6 +11,8 @@ import hashlib
 
 from NodeGraphQt import BaseNode
 
+from app.node_item import BlockItem
+
 IDENTIFIER = "gradblocks"
 
 #: Muted node colours by category keyword (first match wins); others get a stable hashed hue.
@@ -63,7 +65,7 @@ def node_class(spec) -> type[BaseNode]:
     outputs = tuple(p.name for p in spec.outputs)
 
     def __init__(self):
-        BaseNode.__init__(self)
+        BaseNode.__init__(self, qgraphics_item=BlockItem)
         for name in inputs:
             self.add_input(name, multi_input=False)
         for name in outputs:

@@ -147,12 +147,17 @@ class BlockSearchPopup(QtWidgets.QFrame):
         lay.addWidget(self.edit)
         lay.addWidget(self.list)
         self.resize(260, 300)
-        self._specs = [s for specs in categories().values() for s in specs]
+        self._all_specs = [s for specs in categories().values() for s in specs]
+        self._specs = list(self._all_specs)
         self._scene_pos: tuple[float, float] = (0.0, 0.0)
         self._filter("")
 
-    def open_at(self, global_pos: QtCore.QPoint, scene_pos: tuple[float, float]) -> None:
+    def open_at(self, global_pos: QtCore.QPoint, scene_pos: tuple[float, float],
+                type_ids: list[str] | None = None) -> None:
+        """Show the popup at ``global_pos``, offering every block, or only ``type_ids``."""
         self._scene_pos = scene_pos
+        allowed = None if type_ids is None else set(type_ids)
+        self._specs = [s for s in self._all_specs if allowed is None or s.type_id in allowed]
         self.edit.clear()
         self._filter("")
         self.move(global_pos)
@@ -186,6 +191,10 @@ class BlockSearchPopup(QtWidgets.QFrame):
                 self.hide()
                 return True
         return super().eventFilter(obj, event)
+
+    def shown_types(self) -> list[str]:
+        """Type ids listed now, in the list's order."""
+        return [self.list.item(i).data(TYPE_ROLE) for i in range(self.list.count())]
 
     def _choose_item(self, item: QtWidgets.QListWidgetItem) -> None:
         type_id = item.data(TYPE_ROLE)

@@ -185,8 +185,10 @@ def _conv_block(type_id: str, op: str, title: str, category: str, doc: str, kind
     names = {a.name for a in attrs} | set(ports)
     return BlockSpec(
         type_id=type_id, title=title, category=category, op=op, doc=doc,
-        inputs=tuple(PortSpec(p, port_docs[p], port_axes.get(p)) for p in ports),
-        outputs=(PortSpec("output", "The result, in the input's dtype."),),
+        inputs=tuple(PortSpec(p, port_docs[p], port_axes.get(p),
+                              kind="int_vector" if p in SIZE_PORTS else "float")
+                     for p in ports),
+        outputs=(PortSpec("output", "The result, in the input's dtype.", kind="float"),),
         attrs=attrs, infer=infer, run=run, emit=emit,
         imports=("from engine import kernels",), workspace=workspace,
     )

@@ -176,11 +176,15 @@ class AttrSpec:
 @dataclass(frozen=True)
 class PortSpec:
     """An input or output port. ``axes(attrs)`` (inputs only, optional) names the axes this
-    port expects, e.g. N, H, W, C for an NHWC input; viewers use it for unnamed sources."""
+    port expects, e.g. N, H, W, C for an NHWC input; viewers use it for unnamed sources.
+    ``kind`` (one of :data:`blocks.port_kinds.PORT_KINDS`) is what an input takes or an output
+    gives: "float" tensor, "int_vector", "bool", or "any" (any tensor / same as the input);
+    the editor offers only fitting blocks when a wire is dropped on empty canvas."""
 
     name: str
     doc: str = ""
     axes: Callable[[dict], tuple[str, ...]] | None = field(default=None, compare=False)
+    kind: str = "any"
 
 
 @dataclass(frozen=True)

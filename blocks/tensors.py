@@ -94,7 +94,7 @@ TENSOR = BlockSpec(
     doc="A source tensor: zeros, ones, arange (1, 2, ..., n in row-major order), seeded "
         "random values, literal values, or a .npy file.",
     inputs=(),
-    outputs=(PortSpec("output", "The tensor."),),
+    outputs=(PortSpec("output", "The tensor.", kind="float"),),
     attrs=(
         AttrSpec("shape", "shape", [1, 5, 5, 2], visible_if=("fill", _SHAPED),
                  doc="The tensor's shape, e.g. [batch, height, width, channels]."),
@@ -128,7 +128,7 @@ INT_VECTOR = BlockSpec(
     type_id="IntVector", title="IntVector", category="Tensors", op="",
     doc="A 1-D int32 vector, e.g. filter_sizes or input_sizes.",
     inputs=(),
-    outputs=(PortSpec("output", "The int32 vector."),),
+    outputs=(PortSpec("output", "The int32 vector.", kind="int_vector"),),
     attrs=(AttrSpec("values", "int_list", [3, 3, 2, 2], minimum=INT32_MIN, maximum=INT32_MAX,
                     doc="The integers, e.g. filter_sizes [height, width, in, out]."),),
     infer=_intvector_infer,
@@ -149,7 +149,7 @@ SHAPE_OF = BlockSpec(
     type_id="ShapeOf", title="ShapeOf", category="Tensors", op="Shape",
     doc="tf.shape: the shape of its input as an int32 vector (known before running).",
     inputs=(PortSpec("input", "Any tensor."),),
-    outputs=(PortSpec("output", "int32 shape vector."),),
+    outputs=(PortSpec("output", "int32 shape vector.", kind="int_vector"),),
     attrs=(),
     infer=_shapeof_infer,
     run=lambda attrs, inputs: {"output": np.asarray(inputs["input"].shape, np.int32)},
