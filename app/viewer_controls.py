@@ -1,0 +1,131 @@
+"""The viewer's controls bar: view mode, row/column axis pickers, montage scale, index spin boxes,
+the compare side ("Acts on: Left | Right | Difference") and the Save / Copy buttons.
+
+It holds widgets only; :class:`app.tensor_viewer.TensorViewer` connects them to its ViewState.
+"""
+
+from __future__ import annotations
+
+from PySide6 import QtCore, QtWidgets
+
+from engine.tensor_view import SIDES
+
+
+class ViewerControls(QtWidgets.QWidget):
+    """Combo boxes, spin boxes, the side choice and the export buttons in one row."""
+
+    #: the user chose the side Table / Save / Copy / histogram act on ("left", ...)
+    side_picked = QtCore.Signal(str)
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None):
+        super().__init__(parent)
+        self.mode_combo = QtWidgets.QComboBox(self)
+        self.mode_combo.addItems(["slice", "montage"])
+        self.mode_combo.setToolTip("slice: one 2-D slice; montage: a 4-D filter as an in x out "
+                                   "grid of kh x kw tiles (filters only)")
+        self.row_combo = QtWidgets.QComboBox(self)
+        self.col_combo = QtWidgets.QComboBox(self)
+        self.row_combo.setToolTip("Axis shown down the image")
+        self.col_combo.setToolTip("Axis shown across the image")
+        self.scale_combo = QtWidgets.QComboBox(self)
+        self.scale_combo.addItems(["global", "tile"])
+        self.scale_combo.setToolTip("Montage colours: global = value / max |w| of the whole "
+                                    "filter; tile = value / max |w| of its own tile")
+        self.index_box = QtWidgets.QHBoxLayout()
+        self.index_box.setSpacing(4)
+        self.index_spins: dict[int, QtWidgets.QSpinBox] = {}
+
+        self.side_label = QtWidgets.QLabel("Acts on:", self)
+        self.side_buttons: dict[str, QtWidgets.QToolButton] = {}
+        self.side_group = QtWidgets.QButtonGroup(self)
+        self.side_group.setExclusive(True)
+        for side in SIDES:
+            b = QtWidgets.QToolButton(self)
+            b.setText(side.capitalize())
+            b.setCheckable(True)
+            b.setAutoRaise(False)
+            b.clicked.connect(lambda _on=False, s=side: self.side_picked.emit(s))
+            self.side_group.addButton(b)
+            self.side_buttons[side] = b
+        self.side_buttons["left"].setChecked(True)
+
+        self.npy_button = QtWidgets.QPushButton("Save .npy", self)
+        self.png_button = QtWidgets.QPushButton("Save .png", self)
+        self.png_button.setToolTip("Save the picture as a PNG image")
+        self.copy_button = QtWidgets.QPushButton("Copy values", self)
+
+        lay = QtWidgets.QHBoxLayout(self)
+        lay.setContentsMargins(8, 0, 0, 2)
+        lay.setSpacing(4)
+        self._labelled(lay, "view", self.mode_combo)
+        self._labelled(lay, "rows", self.row_combo)
+        self._labelled(lay, "cols", self.col_combo)
+        self._labelled(lay, "scale", self.scale_combo)
+        lay.addLayout(self.index_box)
+        lay.addSpacing(12)
+        lay.addWidget(self.side_label)
+        for b in self.side_buttons.values():
+            lay.addWidget(b)
+        for b in (self.npy_button, self.png_button, self.copy_button):
+            lay.addWidget(b)
+        self.show_side(None, "")
+
+    def _labelled(self, lay: QtWidgets.QHBoxLayout, text: str, w: QtWidgets.QWidget) -> None:
+        lab = QtWidgets.QLabel(text, self)
+        lay.addWidget(lab)
+        lay.addWidget(w)
+        w.setProperty("label_widget", lab)
+
+    def set_shown(self, w: QtWidgets.QWidget, show: bool) -> None:
+        """Show or hide a control together with its label."""
+        w.setVisible(show)
+        w.property("label_widget").setVisible(show)
+
+    def show_side(self, side: str | None, title: str) -> None:
+        """The side acted on (None: one tensor, no choice) in the buttons' texts and tooltips;
+        ``title`` names the tensor of that side."""
+        for s, b in self.side_buttons.items():
+            b.setVisible(side is not None)
+            b.setChecked(s == side)
+        self.side_label.setVisible(side is not None)
+        of = f" of {title}" if title else ""
+        which = f"{side} " if side else ""
+        self.npy_button.setText(f"Save {which}.npy")
+        self.npy_button.setToolTip(f"Save the whole tensor{of} as a NumPy .npy file")
+        self.copy_button.setText(f"Copy {which}values")
+        self.copy_button.setToolTip(f"Copy the numbers of the current slice{of} (tab-separated)")
+        if side is not None:
+            self.side_label.setToolTip("Table, Save .npy, Copy and the histogram act on this "
+                                       f"side: {title}")
+
+    def set_enabled(self, on: bool) -> None:
+        for w in (self.mode_combo, self.scale_combo, self.row_combo, self.col_combo,
+                  self.npy_button, self.png_button, self.copy_button):
+            w.setEnabled(on)
+
+    def fill_axes(self, names: tuple[str, ...], shape: tuple[int, ...],
+                  view_axes: tuple[int, int], on_index) -> None:
+        """New axis pickers and one index spin box per axis (``on_index`` on every change)."""
+        labels = [f"{n} ({s})" for n, s in zip(names, shape, strict=True)]
+        for combo in (self.row_combo, self.col_combo):
+            combo.clear()
+            combo.addItems(labels)
+        self.row_combo.setCurrentIndex(view_axes[0])
+        self.col_combo.setCurrentIndex(view_axes[1])
+        while self.index_box.count():
+            item = self.index_box.takeAt(0)
+            if item.widget():
+                item.widget().deleteLater()
+        self.index_spins = {}
+        for ax, (name, size) in enumerate(zip(names, shape, strict=True)):
+            lab = QtWidgets.QLabel(name, self)
+            spin = QtWidgets.QSpinBox(self)
+            top = max(0, size - 1)
+            spin.setRange(0, top)
+            spin.setSuffix(f" / {top}")
+            spin.setToolTip(f"index along {name} (0..{top})")
+            spin.valueChanged.connect(on_index)
+            spin.setProperty("label_widget", lab)
+            self.index_box.addWidget(lab)
+            self.index_box.addWidget(spin)
+            self.index_spins[ax] = spin
