@@ -18,12 +18,12 @@ from PySide6 import QtCore, QtWidgets
 
 from app import dialog_folders
 from app.message_label import MessageLabel
-from app.viewer_controls import ViewerControls
+from app.viewer_controls import SideChoice, ViewerControls
 from app.viewer_histogram import HistogramPlot
 from app.viewer_image import ImagePanel
 from app.viewer_table import MUTED, TABLE_LIMIT, TablePage
 from engine.tensor_stats import DiffStats, TensorStats, diff_stats, exact_text, tensor_stats
-from engine.tensor_view import ViewState
+from engine.tensor_view import SIDES, ViewState
 
 __all__ = ["TABLE_LIMIT", "TensorViewer"]
 
@@ -70,7 +70,8 @@ class TensorViewer(QtWidgets.QWidget):
         self.mode_combo, self.row_combo, self.col_combo = c.mode_combo, c.row_combo, c.col_combo
         self.scale_combo, self.npy_button = c.scale_combo, c.npy_button
         self.png_button, self.copy_button = c.png_button, c.copy_button
-        self.side_buttons = c.side_buttons
+        self.side_choice = SideChoice(self)
+        self.side_buttons = self.side_choice.buttons
 
         # image page: a caption line (what is shown | value under the mouse) over 1 or 3 panels
         self.image_page = QtWidgets.QWidget(self)
@@ -128,7 +129,11 @@ class TensorViewer(QtWidgets.QWidget):
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(4, 2, 4, 2)
         lay.setSpacing(2)
-        lay.addWidget(self.stats_label)
+        top = QtWidgets.QHBoxLayout()
+        top.setContentsMargins(0, 0, 0, 0)
+        top.addWidget(self.stats_label, 1)
+        top.addWidget(self.side_choice, 0, QtCore.Qt.AlignTop)
+        lay.addLayout(top)
         lay.addLayout(bar)
         lay.addWidget(self.pages, 1)
 
@@ -136,7 +141,7 @@ class TensorViewer(QtWidgets.QWidget):
         c.scale_combo.currentTextChanged.connect(self._on_scale)
         c.row_combo.currentIndexChanged.connect(lambda i: self._on_axis_picked("row", i))
         c.col_combo.currentIndexChanged.connect(lambda i: self._on_axis_picked("col", i))
-        c.side_picked.connect(self.set_side)
+        self.side_choice.side_picked.connect(self.set_side)
         c.npy_button.clicked.connect(self._ask_npy)
         c.png_button.clicked.connect(self._ask_png)
         c.copy_button.clicked.connect(self.copy_values)
@@ -153,6 +158,7 @@ class TensorViewer(QtWidgets.QWidget):
         self.hover_label.setText("")
         self.controls.set_enabled(False)
         self.controls.show_side(None, "")
+        self.side_choice.show_side(None, {})
         for p in self.panels:
             p.clear_image()
         self.panels[1].hide()
@@ -357,7 +363,9 @@ class TensorViewer(QtWidgets.QWidget):
         """Table, histogram and button texts follow the side acted on."""
         st = self.state
         title = st.side_title()
-        self.controls.show_side(st.side if st.comparing else None, title)
+        side = st.side if st.comparing else None
+        self.controls.show_side(side, title)
+        self.side_choice.show_side(side, {s: st.side_title(s) for s in SIDES})
         values, blank = st.values()
         t = st.side_tensor()
         self.table_page.show_values(values, t.dtype, blank, title if st.comparing else "")

@@ -1,5 +1,6 @@
-"""The viewer's controls bar: view mode, row/column axis pickers, montage scale, index spin boxes,
-the compare side ("Acts on: Left | Right | Difference") and the Save / Copy buttons.
+"""The viewer's controls: a bar with view mode, row/column axis pickers, montage scale, index spin
+boxes and the Save / Copy buttons, and the compare side choice ("Acts on: Left | Right |
+Difference") shown beside the statistics while comparing.
 
 It holds widgets only; :class:`app.tensor_viewer.TensorViewer` connects them to its ViewState.
 """
@@ -12,10 +13,7 @@ from engine.tensor_view import SIDES
 
 
 class ViewerControls(QtWidgets.QWidget):
-    """Combo boxes, spin boxes, the side choice and the export buttons in one row."""
-
-    #: the user chose the side Table / Save / Copy / histogram act on ("left", ...)
-    side_picked = QtCore.Signal(str)
+    """Combo boxes, spin boxes and the export buttons in one row."""
 
     def __init__(self, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
@@ -35,20 +33,6 @@ class ViewerControls(QtWidgets.QWidget):
         self.index_box.setSpacing(4)
         self.index_spins: dict[int, QtWidgets.QSpinBox] = {}
 
-        self.side_label = QtWidgets.QLabel("Acts on:", self)
-        self.side_buttons: dict[str, QtWidgets.QToolButton] = {}
-        self.side_group = QtWidgets.QButtonGroup(self)
-        self.side_group.setExclusive(True)
-        for side in SIDES:
-            b = QtWidgets.QToolButton(self)
-            b.setText(side.capitalize())
-            b.setCheckable(True)
-            b.setAutoRaise(False)
-            b.clicked.connect(lambda _on=False, s=side: self.side_picked.emit(s))
-            self.side_group.addButton(b)
-            self.side_buttons[side] = b
-        self.side_buttons["left"].setChecked(True)
-
         self.npy_button = QtWidgets.QPushButton("Save .npy", self)
         self.png_button = QtWidgets.QPushButton("Save .png", self)
         self.png_button.setToolTip("Save the picture as a PNG image")
@@ -63,9 +47,6 @@ class ViewerControls(QtWidgets.QWidget):
         self._labelled(lay, "scale", self.scale_combo)
         lay.addLayout(self.index_box)
         lay.addSpacing(12)
-        lay.addWidget(self.side_label)
-        for b in self.side_buttons.values():
-            lay.addWidget(b)
         for b in (self.npy_button, self.png_button, self.copy_button):
             lay.addWidget(b)
         self.show_side(None, "")
@@ -82,21 +63,14 @@ class ViewerControls(QtWidgets.QWidget):
         w.property("label_widget").setVisible(show)
 
     def show_side(self, side: str | None, title: str) -> None:
-        """The side acted on (None: one tensor, no choice) in the buttons' texts and tooltips;
-        ``title`` names the tensor of that side."""
-        for s, b in self.side_buttons.items():
-            b.setVisible(side is not None)
-            b.setChecked(s == side)
-        self.side_label.setVisible(side is not None)
+        """Name the side acted on (None: one tensor) and its tensor ``title`` in the Save and
+        Copy buttons."""
         of = f" of {title}" if title else ""
         which = f"{side} " if side else ""
         self.npy_button.setText(f"Save {which}.npy")
         self.npy_button.setToolTip(f"Save the whole tensor{of} as a NumPy .npy file")
         self.copy_button.setText(f"Copy {which}values")
         self.copy_button.setToolTip(f"Copy the numbers of the current slice{of} (tab-separated)")
-        if side is not None:
-            self.side_label.setToolTip("Table, Save .npy, Copy and the histogram act on this "
-                                       f"side: {title}")
 
     def set_enabled(self, on: bool) -> None:
         for w in (self.mode_combo, self.scale_combo, self.row_combo, self.col_combo,
@@ -129,3 +103,43 @@ class ViewerControls(QtWidgets.QWidget):
             self.index_box.addWidget(lab)
             self.index_box.addWidget(spin)
             self.index_spins[ax] = spin
+
+
+class SideChoice(QtWidgets.QWidget):
+    """"Acts on: Left | Right | Difference": segmented buttons choosing the tensor that Table,
+    Save .npy, Copy and the histogram act on while comparing."""
+
+    #: the user chose a side ("left", "right" or "difference")
+    side_picked = QtCore.Signal(str)
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None):
+        super().__init__(parent)
+        self.label = QtWidgets.QLabel("Acts on:", self)
+        self.buttons: dict[str, QtWidgets.QToolButton] = {}
+        self.group = QtWidgets.QButtonGroup(self)
+        self.group.setExclusive(True)
+        lay = QtWidgets.QHBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(0)
+        lay.addWidget(self.label)
+        lay.addSpacing(4)
+        for side in SIDES:
+            b = QtWidgets.QToolButton(self)
+            b.setText(side.capitalize())
+            b.setCheckable(True)
+            b.clicked.connect(lambda _on=False, s=side: self.side_picked.emit(s))
+            self.group.addButton(b)
+            self.buttons[side] = b
+            lay.addWidget(b)
+        self.buttons["left"].setChecked(True)
+
+    def show_side(self, side: str | None, titles: dict[str, str]) -> None:
+        """Check ``side`` (None: hide the choice); ``titles`` name each side's tensor."""
+        self.setVisible(side is not None)
+        if side is None:
+            return
+        for s, b in self.buttons.items():
+            b.setChecked(s == side)
+            b.setToolTip(f"Table, Save .npy, Copy and the histogram act on {titles[s]}")
+        self.label.setToolTip(f"Table, Save .npy, Copy and the histogram act on the {side} "
+                              f"tensor: {titles[side]}")
