@@ -370,7 +370,8 @@ class TensorViewer(QtWidgets.QWidget):
         t = st.side_tensor()
         self.table_page.show_values(values, t.dtype, blank, title if st.comparing else "")
         self.histogram.show_values(t, f"values of {title or 'the tensor'}")
-        self.tabs.setTabText(2, f"Table ({st.side})" if st.comparing else "Table")
+        self.tabs.setTabToolTip(2, f"The numbers of the {st.side} tensor, {title}" if st.comparing
+                                else "The numbers of the current slice")
 
     def _show_placeholder(self, text: str | None) -> None:
         """Show ``text`` instead of the image panels (None: show the panels)."""
