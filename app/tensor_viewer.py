@@ -2,8 +2,8 @@
 
 What is shown (tensors, axes, slice, mode, compare side, pictures, ticks) is an
 :class:`engine.tensor_view.ViewState`; the numbers come from :mod:`engine.tensor_stats`; the
-widgets are :mod:`app.viewer_image`, :mod:`app.viewer_controls`, :mod:`app.viewer_table` and
-:mod:`app.viewer_histogram`. This module connects them.
+widgets are in ``app.viewer_*`` (stats line, controls, pictures, histogram, table, export).
+This module connects them.
 
 Public API (for the window that docks it): ``show_tensor(array, axes=None, title="", source="")``,
 ``compare(a, b, title_a, title_b, axes=None, sources=("", ""))``, ``clear()``; ``set_side``,
@@ -16,13 +16,13 @@ from __future__ import annotations
 import numpy as np
 from PySide6 import QtCore, QtWidgets
 
-from app import dialog_folders
-from app.message_label import MessageLabel
 from app.viewer_controls import SideChoice, ViewerControls
+from app.viewer_export import ask_save_npy, ask_save_png, save_npy, save_png
 from app.viewer_histogram import HistogramPlot
-from app.viewer_image import ImagePanel
-from app.viewer_table import MUTED, TABLE_LIMIT, TablePage
-from engine.tensor_stats import DiffStats, TensorStats, diff_stats, exact_text, tensor_stats
+from app.viewer_pictures import ImagePage
+from app.viewer_stats_line import StatsLine
+from app.viewer_table import TABLE_LIMIT, TablePage
+from engine.tensor_stats import DiffStats, TensorStats, diff_stats, tensor_stats
 from engine.tensor_view import SIDES, ViewState
 
 __all__ = ["TABLE_LIMIT", "TensorViewer"]
@@ -64,8 +64,7 @@ class TensorViewer(QtWidgets.QWidget):
 
     # -- layout --------------------------------------------------------------------------------
     def _build(self) -> None:
-        self.stats_label = MessageLabel("", self)
-        self.stats_label.setObjectName("stats")
+        self.stats_label = StatsLine(self)
         c = self.controls = ViewerControls(self)
         self.mode_combo, self.row_combo, self.col_combo = c.mode_combo, c.row_combo, c.col_combo
         self.scale_combo, self.npy_button = c.scale_combo, c.npy_button
@@ -73,36 +72,11 @@ class TensorViewer(QtWidgets.QWidget):
         self.side_choice = SideChoice(self)
         self.side_buttons = self.side_choice.buttons
 
-        # image page: a caption line (what is shown | value under the mouse) over 1 or 3 panels
-        self.image_page = QtWidgets.QWidget(self)
-        self.info_label = QtWidgets.QLabel(self.image_page)
-        self.info_label.setStyleSheet(MUTED)
-        self.hover_label = QtWidgets.QLabel(self.image_page)
-        self.hover_label.setTextInteractionFlags(QtCore.Qt.TextSelectableByMouse)
-        for lab in (self.info_label, self.hover_label):  # long text must not widen the viewer
-            lab.setSizePolicy(QtWidgets.QSizePolicy.Ignored, QtWidgets.QSizePolicy.Preferred)
-        self.hover_label.setAlignment(QtCore.Qt.AlignRight | QtCore.Qt.AlignVCenter)
-        head = QtWidgets.QHBoxLayout()
-        head.setContentsMargins(4, 0, 4, 0)
-        head.addWidget(self.info_label, 3)
-        head.addWidget(self.hover_label, 2)
-        self.placeholder = QtWidgets.QLabel(self.image_page)
-        self.placeholder.setAlignment(QtCore.Qt.AlignCenter)
-        self.placeholder.setStyleSheet(MUTED)
-        self.panel_row = QtWidgets.QWidget(self.image_page)
-        row = QtWidgets.QHBoxLayout(self.panel_row)
-        row.setContentsMargins(0, 0, 0, 0)
-        row.setSpacing(2)
-        self.panels = [ImagePanel(self.panel_row) for _ in range(3)]
+        page = self.image_page = ImagePage(self)
+        self.info_label, self.hover_label = page.info_label, page.hover_label
+        self.placeholder, self.panels = page.placeholder, page.panels
         for p in self.panels:
-            row.addWidget(p, 1)
             p.hovered.connect(self._on_hover)
-        page_lay = QtWidgets.QVBoxLayout(self.image_page)
-        page_lay.setContentsMargins(0, 2, 0, 0)
-        page_lay.setSpacing(2)
-        page_lay.addLayout(head)
-        page_lay.addWidget(self.panel_row, 1)
-        page_lay.addWidget(self.placeholder, 1)
 
         self.histogram = HistogramPlot(self)
         self.table_page = TablePage(self)
@@ -152,21 +126,14 @@ class TensorViewer(QtWidgets.QWidget):
         self.state.clear()
         self.stats = self.other_stats = self.diff = None
         self.sources = ("", "")
-        self.stats_label.setText("No tensor selected.")
-        self.stats_label.setToolTip("")
-        self.info_label.setText("")
-        self.hover_label.setText("")
+        self.stats_label.show_nothing("No tensor selected.")
         self.controls.set_enabled(False)
         self.controls.show_side(None, "")
         self.side_choice.show_side(None, {})
-        for p in self.panels:
-            p.clear_image()
-        self.panels[1].hide()
-        self.panels[2].hide()
-        self._show_placeholder("No tensor selected.")
+        self.image_page.clear("No tensor selected.")
         self.histogram.show_values(np.zeros(0), "")
         self.table_page.clear()
-        self._update_visibility()
+        self.controls.show_for(self.state)
 
     def show_tensor(self, array: np.ndarray, axes: tuple[str, ...] | None = None,
                     title: str = "", source: str = "") -> None:
@@ -177,7 +144,7 @@ class TensorViewer(QtWidgets.QWidget):
         self.diff = self.other_stats = None
         self.stats = tensor_stats(self.state.array)
         self._setup_controls(new)
-        self._set_stats_text((f"{title}:  " if title else "") + self.stats.summary())
+        self.stats_label.show_one(title, self.stats, source)
         self._redraw()
 
     def compare(self, a: np.ndarray, b: np.ndarray, title_a: str = "a", title_b: str = "b",
@@ -187,18 +154,16 @@ class TensorViewer(QtWidgets.QWidget):
         a, b = np.asarray(a), np.asarray(b)
         if a.shape != b.shape:
             self.show_tensor(a, axes, title_a, sources[0])
-            self._set_stats_text(f"{title_a} shape {list(a.shape)} and {title_b} shape "
-                                 f"{list(b.shape)} differ: showing {title_a} only.  "
-                                 + self.stats.summary())
+            self.stats_label.show_mismatch((title_a, title_b), (a.shape, b.shape), self.stats,
+                                           sources)
             return
         new = self.state.compare(a, b, title_a, title_b, axes)
         self.sources = tuple(sources)
         self.stats, self.other_stats = tensor_stats(a), tensor_stats(b)
         self.diff = diff_stats(a, b)
         self._setup_controls(new)
-        self._set_stats_text(f"{title_a}:  {self.stats.summary()}\n"
-                             f"{title_b}:  {self.other_stats.summary()}\n"
-                             f"{title_a} − {title_b}:  {self.diff.summary()}")
+        self.stats_label.show_pair((title_a, title_b), (self.stats, self.other_stats), self.diff,
+                                   self.sources)
         self._redraw()
 
     def set_side(self, side: str) -> None:
@@ -240,9 +205,7 @@ class TensorViewer(QtWidgets.QWidget):
         a = self.state.side_tensor()
         if a is None:
             raise ValueError("no tensor to save")
-        if a.dtype.name == "bfloat16":
-            a = a.astype(np.float32)
-        np.save(path, a, allow_pickle=False)
+        save_npy(path, a)
 
     def export_png(self, path: str) -> bool:
         """Save the picture (image page: caption, image(s), colour bars) as a PNG."""
@@ -250,20 +213,12 @@ class TensorViewer(QtWidgets.QWidget):
         if not page.isVisible():  # another tab is current: lay the page out at the tab's size
             page.resize(self.pages.currentWidget().size())
             page.layout().activate()
-        return page.grab().save(path, "PNG")
+        return save_png(path, page.grab())
 
     def copy_values(self) -> str:
         """Copy the current view's numbers of the side acted on to the clipboard (tab-separated
         rows, exact values of the tensor's dtype, empty cells on montage separators)."""
-        values, blank = self.current_values()
-        t = self.state.side_tensor()
-        dtype = t.dtype if t is not None else np.float64
-        lines = []
-        for r, row in enumerate(values):
-            cells = ["" if blank is not None and blank[r, c] else exact_text(v, dtype)
-                     for c, v in enumerate(row.tolist())]
-            lines.append("\t".join(cells))
-        text = "\n".join(lines)
+        text = self.state.values_text()
         QtWidgets.QApplication.clipboard().setText(text)
         return text
 
@@ -276,24 +231,9 @@ class TensorViewer(QtWidgets.QWidget):
         return self.state.describe_pixel(row, col)
 
     # -- internals -----------------------------------------------------------------------------
-    def _set_stats_text(self, text: str) -> None:
-        self.stats_label.setText(text)
-        ids = [f"{t}: {s}" for t, s in zip(self.state.titles, self.sources, strict=True) if s]
-        tip = "\n".join(ids)
-        if len(text) > 60:
-            tip = text + ("\n\n" + tip if tip else "")
-        self.stats_label.setToolTip(tip)
-
     def _setup_controls(self, new_layout: bool) -> None:
-        """Fill the pickers for a new layout (the same layout keeps the user's view)."""
-        st = self.state
         self._updating = True
-        self.controls.set_enabled(True)
-        self.mode_combo.model().item(1).setEnabled(st.is_filter)
-        self.mode_combo.setCurrentText(st.mode)
-        self.scale_combo.setCurrentText(st.scale)
-        if new_layout:
-            self.controls.fill_axes(st.axes, st.array.shape, st.view_axes, self._on_index)
+        self.controls.setup(self.state, new_layout, self._on_index)
         self._updating = False
 
     def _on_mode(self, mode: str) -> None:
@@ -322,41 +262,21 @@ class TensorViewer(QtWidgets.QWidget):
         self._updating = False
         self._redraw()
 
-    def _update_visibility(self) -> None:
-        st, c = self.state, self.controls
-        slicing = not st.montage_mode and st.array is not None and st.array.ndim >= 2
-        c.set_shown(self.mode_combo, st.is_filter)
-        c.set_shown(self.scale_combo, st.montage_mode)
-        c.set_shown(self.row_combo, slicing)
-        c.set_shown(self.col_combo, slicing)
-        fixed = st.fixed_axes()
-        for ax, spin in self.index_spins.items():
-            c.set_shown(spin, ax in fixed)
-
     def _redraw(self) -> None:
         st = self.state
-        self._update_visibility()
+        self.controls.show_for(self.state)
         if st.array is None:
             return
-        pictures = st.pictures()
-        for panel, pic in zip(self.panels, pictures, strict=False):
-            panel.set_picture(pic)
-        for i, panel in enumerate(self.panels[1:], start=1):
-            panel.setVisible(i < len(pictures))
-        labels = st.axis_labels()
-        for panel in self.panels[:len(pictures)]:
-            panel.set_axes(*labels)
         top = None
         if self.stats is not None and self.stats.min is not None:
             top = max(abs(self.stats.min), abs(self.stats.max))
-        self.info_label.setText(st.caption(top))
+        self.image_page.show_pictures(st.pictures(), st.axis_labels(), st.caption(top))
+        empty = None
         if st.array.size == 0:
-            self._show_placeholder(f"{self.title or 'The tensor'} is empty (shape "
-                                   f"{list(st.array.shape)}): nothing to draw.")
-        else:
-            self._show_placeholder(None)
+            empty = (f"{self.title or 'The tensor'} is empty (shape {list(st.array.shape)}): "
+                     "nothing to draw.")
+        self.image_page.show_placeholder(empty)
         self._show_side()
-        self.hover_label.setText("")
         self.view_changed.emit()
 
     def _show_side(self) -> None:
@@ -373,32 +293,11 @@ class TensorViewer(QtWidgets.QWidget):
         self.tabs.setTabToolTip(2, f"The numbers of the {st.side} tensor, {title}" if st.comparing
                                 else "The numbers of the current slice")
 
-    def _show_placeholder(self, text: str | None) -> None:
-        """Show ``text`` instead of the image panels (None: show the panels)."""
-        self.placeholder.setText(text or "")
-        self.placeholder.setVisible(text is not None)
-        self.panel_row.setVisible(text is None)
-
     def _on_hover(self, row: int, col: int) -> None:
         self.hover_label.setText(self.describe_pixel(row, col) if row >= 0 else "")
 
     def _ask_npy(self) -> None:
-        which = f"{self.state.side} " if self.state.comparing else ""
-        path, _ = QtWidgets.QFileDialog.getSaveFileName(
-            self, f"Save {which}tensor", dialog_folders.start("tensor", "tensor.npy"),
-            "NumPy array (*.npy)")
-        if path:
-            dialog_folders.remember("tensor", path)
-            try:
-                self.export_npy(path)
-            except (OSError, ValueError) as e:
-                QtWidgets.QMessageBox.warning(self, "Save tensor", f"Could not write {path}: {e}")
+        ask_save_npy(self, f"{self.state.side} tensor" if self.state.comparing else "tensor")
 
     def _ask_png(self) -> None:
-        path, _ = QtWidgets.QFileDialog.getSaveFileName(
-            self, "Save picture", dialog_folders.start("image", "tensor.png"),
-            "PNG image (*.png)")
-        if path:
-            dialog_folders.remember("image", path)
-        if path and not self.export_png(path):
-            QtWidgets.QMessageBox.warning(self, "Save picture", f"Could not write {path}.")
+        ask_save_png(self)

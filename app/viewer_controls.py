@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
-from engine.tensor_view import SIDES
+from engine.tensor_view import SIDES, ViewState
 
 
 class ViewerControls(QtWidgets.QWidget):
@@ -76,6 +76,28 @@ class ViewerControls(QtWidgets.QWidget):
         for w in (self.mode_combo, self.scale_combo, self.row_combo, self.col_combo,
                   self.npy_button, self.png_button, self.copy_button):
             w.setEnabled(on)
+
+    def setup(self, st: ViewState, new_layout: bool, on_index) -> None:
+        """Controls for what ``st`` shows; a new layout gets new axis pickers and spin boxes
+        (``on_index`` on every index change), the same layout keeps the user's."""
+        self.set_enabled(True)
+        self.mode_combo.model().item(1).setEnabled(st.is_filter)
+        self.mode_combo.setCurrentText(st.mode)
+        self.scale_combo.setCurrentText(st.scale)
+        if new_layout:
+            self.fill_axes(st.axes, st.array.shape, st.view_axes, on_index)
+
+    def show_for(self, st: ViewState) -> None:
+        """Show the controls that apply: mode for filters, scale for montages, axis pickers and
+        the spin boxes of the fixed axes for slices."""
+        slicing = not st.montage_mode and st.array is not None and st.array.ndim >= 2
+        self.set_shown(self.mode_combo, st.is_filter)
+        self.set_shown(self.scale_combo, st.montage_mode)
+        self.set_shown(self.row_combo, slicing)
+        self.set_shown(self.col_combo, slicing)
+        fixed = st.fixed_axes()
+        for ax, spin in self.index_spins.items():
+            self.set_shown(spin, ax in fixed)
 
     def fill_axes(self, names: tuple[str, ...], shape: tuple[int, ...],
                   view_axes: tuple[int, int], on_index) -> None:

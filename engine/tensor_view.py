@@ -16,6 +16,7 @@ from engine.tensor_stats import (
     colour_levels,
     default_axes,
     default_view_axes,
+    exact_text,
     finite_range,
     montage,
     montage_index,
@@ -241,6 +242,17 @@ class ViewState:
         if self.montage_mode:
             return montage(t, "none"), montage_separators(t.shape)
         return self.slice(t), None
+
+    def values_text(self, side: str | None = None) -> str:
+        """:meth:`values` as text for the clipboard: tab-separated rows of exact values of the
+        tensor's dtype (True/False for booleans), empty cells on montage separators."""
+        values, blank = self.values(side)
+        t = self.side_tensor(side)
+        dtype = t.dtype if t is not None else np.dtype(np.float64)
+        return "\n".join(
+            "\t".join("" if blank is not None and blank[r, c] else exact_text(v, dtype)
+                      for c, v in enumerate(row.tolist()))
+            for r, row in enumerate(values))
 
     def axis_labels(self) -> tuple[str, str, Ticks, Ticks]:
         """(row label, column label, row ticks, column ticks) of the pictures."""
