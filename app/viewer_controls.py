@@ -127,6 +127,12 @@ class ViewerControls(QtWidgets.QWidget):
             self.index_spins[ax] = spin
 
 
+#: the chosen side reads as pressed in the dark theme too (Fusion's checked tool button is faint)
+SIDE_STYLE = ("QToolButton { padding: 2px 8px; border: 1px solid #4a5058; }"
+              "QToolButton:checked { background: #2f78a0; color: white; "
+              "border-color: #6ab0d8; }")
+
+
 class SideChoice(QtWidgets.QWidget):
     """"Acts on: Left | Right | Difference": segmented buttons choosing the tensor that Table,
     Save .npy, Copy and the histogram act on while comparing."""
@@ -140,6 +146,7 @@ class SideChoice(QtWidgets.QWidget):
         self.buttons: dict[str, QtWidgets.QToolButton] = {}
         self.group = QtWidgets.QButtonGroup(self)
         self.group.setExclusive(True)
+        self.setStyleSheet(SIDE_STYLE)
         lay = QtWidgets.QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(0)
