@@ -41,7 +41,6 @@ class TensorViewer(QtWidgets.QWidget):
         self.other_stats: TensorStats | None = None
         self.diff: DiffStats | None = None
         self.sources: tuple[str, str] = ("", "")
-        self._updating = False
         self._build()
         self.clear()
 
@@ -111,10 +110,7 @@ class TensorViewer(QtWidgets.QWidget):
         lay.addLayout(bar)
         lay.addWidget(self.pages, 1)
 
-        c.mode_combo.currentTextChanged.connect(self._on_mode)
-        c.scale_combo.currentTextChanged.connect(self._on_scale)
-        c.row_combo.currentIndexChanged.connect(lambda i: self._on_axis_picked("row", i))
-        c.col_combo.currentIndexChanged.connect(lambda i: self._on_axis_picked("col", i))
+        c.bind(self.state, self._redraw)
         self.side_choice.side_picked.connect(self.set_side)
         c.npy_button.clicked.connect(self._ask_npy)
         c.png_button.clicked.connect(self._ask_png)
@@ -143,7 +139,7 @@ class TensorViewer(QtWidgets.QWidget):
         self.sources = (source, "")
         self.diff = self.other_stats = None
         self.stats = tensor_stats(self.state.array)
-        self._setup_controls(new)
+        self.controls.setup(new)
         self.stats_label.show_one(title, self.stats, source)
         self._redraw()
 
@@ -161,7 +157,7 @@ class TensorViewer(QtWidgets.QWidget):
         self.sources = tuple(sources)
         self.stats, self.other_stats = tensor_stats(a), tensor_stats(b)
         self.diff = diff_stats(a, b)
-        self._setup_controls(new)
+        self.controls.setup(new)
         self.stats_label.show_pair((title_a, title_b), (self.stats, self.other_stats), self.diff,
                                    self.sources)
         self._redraw()
@@ -189,10 +185,7 @@ class TensorViewer(QtWidgets.QWidget):
     def set_view_axes(self, row_axis: int, col_axis: int) -> None:
         """Show ``row_axis`` down and ``col_axis`` across (as if picked in the combo boxes)."""
         self.state.set_view_axes(row_axis, col_axis)
-        self._updating = True
-        self.row_combo.setCurrentIndex(row_axis)
-        self.col_combo.setCurrentIndex(col_axis)
-        self._updating = False
+        self.controls.show_view_axes()
         self._redraw()
 
     def set_index(self, axis: int, value: int) -> None:
@@ -231,37 +224,6 @@ class TensorViewer(QtWidgets.QWidget):
         return self.state.describe_pixel(row, col)
 
     # -- internals -----------------------------------------------------------------------------
-    def _setup_controls(self, new_layout: bool) -> None:
-        self._updating = True
-        self.controls.setup(self.state, new_layout, self._on_index)
-        self._updating = False
-
-    def _on_mode(self, mode: str) -> None:
-        if not self._updating and self.state.array is not None:
-            self.state.set_mode(mode)
-            self._redraw()
-
-    def _on_scale(self, scale: str) -> None:
-        self.state.scale = scale
-        if not self._updating and self.state.array is not None:
-            self._redraw()
-
-    def _on_index(self, *_args) -> None:
-        if not self._updating and self.state.array is not None:
-            self.state.index = {ax: s.value() for ax, s in self.index_spins.items()}
-            self._redraw()
-
-    def _on_axis_picked(self, which: str, axis: int) -> None:
-        """A picked axis that the other picker shows swaps the two (rows and cols differ)."""
-        if self._updating or self.state.array is None or axis < 0:
-            return
-        r, c = self.state.pick_axis(which, axis)
-        self._updating = True
-        self.row_combo.setCurrentIndex(r)
-        self.col_combo.setCurrentIndex(c)
-        self._updating = False
-        self._redraw()
-
     def _redraw(self) -> None:
         st = self.state
         self.controls.show_for(self.state)

@@ -2,7 +2,8 @@
 boxes and the Save / Copy buttons, and the compare side choice ("Acts on: Left | Right |
 Difference") shown beside the statistics while comparing.
 
-It holds widgets only; :class:`app.tensor_viewer.TensorViewer` connects them to its ViewState.
+The bar edits the viewer's :class:`engine.tensor_view.ViewState` (:meth:`ViewerControls.bind`)
+and asks for a redraw; the buttons and the side choice are connected by the viewer.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ class ViewerControls(QtWidgets.QWidget):
         self.index_box = QtWidgets.QHBoxLayout()
         self.index_box.setSpacing(4)
         self.index_spins: dict[int, QtWidgets.QSpinBox] = {}
+        self.state = ViewState()
+        self._changed = lambda: None
+        self._updating = False
 
         self.npy_button = QtWidgets.QPushButton("Save .npy", self)
         self.png_button = QtWidgets.QPushButton("Save .png", self)
@@ -77,15 +81,59 @@ class ViewerControls(QtWidgets.QWidget):
                   self.npy_button, self.png_button, self.copy_button):
             w.setEnabled(on)
 
-    def setup(self, st: ViewState, new_layout: bool, on_index) -> None:
-        """Controls for what ``st`` shows; a new layout gets new axis pickers and spin boxes
-        (``on_index`` on every index change), the same layout keeps the user's."""
+    def bind(self, state: ViewState, changed) -> None:
+        """Edit ``state`` from the mode, scale, axis and index controls; ``changed()`` after."""
+        self.state, self._changed = state, changed
+        self.mode_combo.currentTextChanged.connect(self._on_mode)
+        self.scale_combo.currentTextChanged.connect(self._on_scale)
+        self.row_combo.currentIndexChanged.connect(lambda i: self._on_axis_picked("row", i))
+        self.col_combo.currentIndexChanged.connect(lambda i: self._on_axis_picked("col", i))
+
+    def setup(self, new_layout: bool) -> None:
+        """Controls for what the state shows; a new layout gets new axis pickers and spin
+        boxes, the same layout keeps the user's."""
+        st = self.state
+        self._updating = True
         self.set_enabled(True)
         self.mode_combo.model().item(1).setEnabled(st.is_filter)
         self.mode_combo.setCurrentText(st.mode)
         self.scale_combo.setCurrentText(st.scale)
         if new_layout:
-            self.fill_axes(st.axes, st.array.shape, st.view_axes, on_index)
+            self.fill_axes(st.axes, st.array.shape, st.view_axes)
+        self._updating = False
+
+    def show_view_axes(self) -> None:
+        """The axis pickers show the state's (row, col) axes."""
+        self._updating = True
+        self.row_combo.setCurrentIndex(self.state.view_axes[0])
+        self.col_combo.setCurrentIndex(self.state.view_axes[1])
+        self._updating = False
+
+    def _live(self) -> bool:
+        return not self._updating and self.state.array is not None
+
+    def _on_mode(self, mode: str) -> None:
+        if self._live():
+            self.state.set_mode(mode)
+            self._changed()
+
+    def _on_scale(self, scale: str) -> None:
+        self.state.scale = scale
+        if self._live():
+            self._changed()
+
+    def _on_index(self, *_args) -> None:
+        if self._live():
+            self.state.index = {ax: s.value() for ax, s in self.index_spins.items()}
+            self._changed()
+
+    def _on_axis_picked(self, which: str, axis: int) -> None:
+        """A picked axis that the other picker shows swaps the two (rows and cols differ)."""
+        if not self._live() or axis < 0:
+            return
+        self.state.pick_axis(which, axis)
+        self.show_view_axes()
+        self._changed()
 
     def show_for(self, st: ViewState) -> None:
         """Show the controls that apply: mode for filters, scale for montages, axis pickers and
@@ -100,8 +148,8 @@ class ViewerControls(QtWidgets.QWidget):
             self.set_shown(spin, ax in fixed)
 
     def fill_axes(self, names: tuple[str, ...], shape: tuple[int, ...],
-                  view_axes: tuple[int, int], on_index) -> None:
-        """New axis pickers and one index spin box per axis (``on_index`` on every change)."""
+                  view_axes: tuple[int, int]) -> None:
+        """New axis pickers and one index spin box per axis."""
         labels = [f"{n} ({s})" for n, s in zip(names, shape, strict=True)]
         for combo in (self.row_combo, self.col_combo):
             combo.clear()
@@ -120,7 +168,7 @@ class ViewerControls(QtWidgets.QWidget):
             spin.setRange(0, top)
             spin.setSuffix(f" / {top}")
             spin.setToolTip(f"index along {name} (0..{top})")
-            spin.valueChanged.connect(on_index)
+            spin.valueChanged.connect(self._on_index)
             spin.setProperty("label_widget", lab)
             self.index_box.addWidget(lab)
             self.index_box.addWidget(spin)
