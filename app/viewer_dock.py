@@ -58,6 +58,7 @@ class ViewerDock(QtWidgets.QWidget):
         self.pinned: tuple[str, str, np.ndarray, tuple | None] | None = None
         #: node_id.port of what is shown (the pinned one first)
         self.shown: tuple[str, ...] = ()
+        self._titles_shown: dict[str, str] = {}  # node id -> title used in what is shown
         self._show_pin_state()
         session.results_changed.connect(self.update_view)
         session.doc.changed.connect(self._on_doc_changed)
@@ -95,10 +96,11 @@ class ViewerDock(QtWidgets.QWidget):
         node = self.session.doc.canvas.nodes.get(node_id)
         if node is None:
             return f"{node_id}.{port}"
-        title = node.title or node_id
+        title = self._titles_shown[node_id] = node.title or node_id
         return title if len(get_spec(node.type).outputs) <= 1 else f"{title} · {port}"
 
     def update_view(self) -> None:
+        self._titles_shown = {}
         sel = [n for n in self.selection if n in self.session.doc.canvas.nodes]
         if self.pinned is not None and len(sel) <= 1:
             label, source, pinned, axes = self.pinned
@@ -127,7 +129,7 @@ class ViewerDock(QtWidgets.QWidget):
         nid = sel[0]
         port, arr = self._current(nid)
         node = self.session.doc.canvas.nodes[nid]
-        name = node.title or nid
+        name = self._titles_shown[nid] = node.title or nid
         if arr is None:
             errors = self.session.node_errors(nid)
             self._empty(f"{name}: " + (errors[0] if errors else "no output yet — press F5 to run."),
@@ -146,13 +148,13 @@ class ViewerDock(QtWidgets.QWidget):
 
     def _empty(self, text: str, source: str = "") -> None:
         self.viewer.clear()
-        self._caption(text, ())
-        if source:
-            self.caption.setToolTip(source)
+        self._caption(text, (source,) if source else ())
+        self.shown = ()
 
     def _caption(self, text: str, shown: tuple[str, ...]) -> None:
         self.caption.setText(text)
-        self.caption.setToolTip(", ".join(shown))
+        ids = ", ".join(shown)
+        self.caption.setToolTip(text + ("\n" + ids if ids else "") if len(text) > 60 else ids)
         self.shown = shown
 
     def _pin_toggled(self, on: bool) -> None:
@@ -183,6 +185,12 @@ class ViewerDock(QtWidgets.QWidget):
             self.pin_button.setToolTip(f"Pinned: {label} ({source}); click to unpin")
 
     def _on_doc_changed(self, change: Change) -> None:
-        """Another canvas (open, new, restore) drops the pin: it belongs to the old canvas."""
-        if change.reloaded and self.pinned is not None:
-            self.pin_button.setChecked(False)
+        """Another canvas (open, new, restore) drops the pin: it belongs to the old canvas. A
+        renamed block shown here shows its new title (a rename changes no result)."""
+        if change.reloaded:
+            if self.pinned is not None:
+                self.pin_button.setChecked(False)
+            return
+        nodes = self.session.doc.canvas.nodes
+        if any(n in nodes and nodes[n].title != t for n, t in self._titles_shown.items()):
+            self.update_view()

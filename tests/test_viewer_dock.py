@@ -34,14 +34,17 @@ def test_viewer_names_blocks_by_title_with_the_id_in_tooltips(qtbot, grad_window
     assert "upstream grad: H down × W across" in viewer.info_label.text()
     assert w.viewer_dock.caption.text().startswith("upstream grad · ")
     assert w.viewer_dock.caption.toolTip() == "dy.output"
+    w.doc.edit("rename", lambda c: c.set_title("dy", "dL/dy"))  # renaming reruns nothing
+    assert viewer.stats_label.text().startswith("dL/dy:  shape")
+    assert w.viewer_dock.caption.text().startswith("dL/dy · ")
     w.adapter.select(["x", "dy"])
     shown = w.viewer_dock.shown
-    titles = {"x.output": "x", "dy.output": "upstream grad"}
+    titles = {"x.output": "x", "dy.output": "dL/dy"}
     heads = [p.plot.titleLabel.text for p in viewer.panels]
     assert heads == [titles[shown[0]], titles[shown[1]],
                      f"{titles[shown[0]]} − {titles[shown[1]]}"]
     text = viewer.stats_label.text()
-    assert "upstream grad:  shape" in text and "dy.output" not in text
+    assert "dL/dy:  shape" in text and "dy.output" not in text
     assert "dy.output" in viewer.stats_label.toolTip()
     assert w.viewer_dock.caption.text() == (f"Comparing {titles[shown[0]]} (left) with "
                                             f"{titles[shown[1]]} (right)")
