@@ -158,7 +158,8 @@ class ViewerControls(QtWidgets.QWidget):
         self.col_combo.setCurrentIndex(view_axes[1])
         while self.index_box.count():
             item = self.index_box.takeAt(0)
-            if item.widget():
+            if item.widget():  # hidden now: deleted only when the event loop runs again
+                item.widget().hide()
                 item.widget().deleteLater()
         self.index_spins = {}
         for ax, (name, size) in enumerate(zip(names, shape, strict=True)):

@@ -432,3 +432,13 @@ def test_compare_side_choice_drives_table_copy_save_and_histogram(qtbot, viewer,
     assert "g.output" in viewer.stats_label.toolTip()  # the ids, for who needs them
     viewer.show_tensor(a, None, "one")  # one tensor: no choice to make
     assert not viewer.side_choice.isVisible() and viewer.npy_button.text() == "Save .npy"
+
+
+def test_a_new_layout_leaves_no_old_spin_box_on_screen(viewer):
+    viewer.show_tensor(np.zeros((2, 4, 4, 3)), NHWC)
+    old = [s for s in viewer.index_spins.values() if s.isVisible()]
+    assert len(old) == 2  # N and C
+    viewer.show_tensor(np.zeros((3, 3, 2, 2)), FILTER)  # a montage: no index to pick
+    assert not any(s.isVisible() for s in old)
+    spins = viewer.controls.findChildren(QtWidgets.QSpinBox)
+    assert not any(s.isVisible() for s in spins)
