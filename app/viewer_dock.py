@@ -1,8 +1,10 @@
 """The bottom dock around the tensor viewer: shows the selected node's output, or compares two.
 
 One selected node shows its output port (a port picker appears for blocks with several outputs).
-Two selected nodes are compared side by side. "Pin" keeps the current tensor so that the same
-node after an attribute change (or another node) is compared against it.
+Two selected nodes are compared side by side. "Pin" (a toggle) keeps the current tensor so that the
+same node after an attribute change (or another node) is compared against it; opening another
+canvas drops the pin. Captions, statistics and compare headers name blocks by their titles; the
+internal ``node_id.port`` is in tooltips, and in :attr:`ViewerDock.shown`.
 """
 
 from __future__ import annotations
@@ -10,9 +12,15 @@ from __future__ import annotations
 import numpy as np
 from PySide6 import QtWidgets
 
+from app.document import Change
 from app.message_label import MessageLabel
 from app.tensor_viewer import TensorViewer
 from blocks.registry import get_spec
+
+#: a pressed Pin reads as pressed in the dark theme too
+PIN_STYLE = ("QToolButton#pin_button { padding: 2px 8px; }"
+             "QToolButton#pin_button:checked { background: #2f78a0; color: white; "
+             "border: 1px solid #6ab0d8; border-radius: 3px; }")
 
 
 class ViewerDock(QtWidgets.QWidget):
@@ -31,10 +39,9 @@ class ViewerDock(QtWidgets.QWidget):
         self.port_combo.hide()
         self.port_combo.activated.connect(lambda _i: self.update_view())
         self.pin_button = QtWidgets.QToolButton(self)
-        self.pin_button.setText("Pin for compare")
+        self.pin_button.setObjectName("pin_button")
         self.pin_button.setCheckable(True)
-        self.pin_button.setToolTip("Keep the shown tensor and compare what is selected next "
-                                   "(or the same block after an edit) against it")
+        self.pin_button.setStyleSheet(PIN_STYLE)
         self.pin_button.toggled.connect(self._pin_toggled)
         head = QtWidgets.QHBoxLayout()
         head.setContentsMargins(4, 2, 4, 0)
@@ -47,9 +54,14 @@ class ViewerDock(QtWidgets.QWidget):
         lay.addLayout(head)
         lay.addWidget(self.viewer, 1)
         self.selection: list[str] = []
-        self.pinned: tuple[str, np.ndarray, tuple | None] | None = None
+        #: (title, node_id.port, tensor, axes) of the pinned tensor
+        self.pinned: tuple[str, str, np.ndarray, tuple | None] | None = None
+        #: node_id.port of what is shown (the pinned one first)
         self.shown: tuple[str, ...] = ()
+        self._titles_shown: dict[str, str] = {}  # node id -> title used in what is shown
+        self._show_pin_state()
         session.results_changed.connect(self.update_view)
+        session.doc.changed.connect(self._on_doc_changed)
 
     def show_selection(self, node_ids: list[str]) -> None:
         self.selection = list(node_ids)
@@ -78,22 +90,34 @@ class ViewerDock(QtWidgets.QWidget):
         port, arr = self.session.output(node_id, port or None)
         return port, arr
 
+    def _title(self, node_id: str, port: str) -> str:
+        """What a person reads for a node's output: its title (and the port when it has
+        several)."""
+        node = self.session.doc.canvas.nodes.get(node_id)
+        if node is None:
+            return f"{node_id}.{port}"
+        title = self._titles_shown[node_id] = node.title or node_id
+        return title if len(get_spec(node.type).outputs) <= 1 else f"{title} · {port}"
+
     def update_view(self) -> None:
+        self._titles_shown = {}
         sel = [n for n in self.selection if n in self.session.doc.canvas.nodes]
         if self.pinned is not None and len(sel) <= 1:
-            label, pinned, axes = self.pinned
+            label, source, pinned, axes = self.pinned
             if sel:
                 port, arr = self._current(sel[0])
                 if arr is not None:
-                    self._compare(label, pinned, f"{sel[0]}.{port}", arr, axes)
+                    self._compare((label, source, pinned),
+                                  (self._title(sel[0], port), f"{sel[0]}.{port}", arr), axes)
                     return
-            self.viewer.show_tensor(pinned, axes=axes, title=label)
-            self._caption(f"Pinned {label}: select a block to compare against it.", (label,))
+            self.viewer.show_tensor(pinned, axes=axes, title=label, source=source)
+            self._caption(f"Pinned {label}: select a block to compare against it.", (source,))
             return
         if len(sel) == 2:
             (pa, a), (pb, b) = self._current(sel[0]), self._current(sel[1])
             if a is not None and b is not None:
-                self._compare(f"{sel[0]}.{pa}", a, f"{sel[1]}.{pb}", b,
+                self._compare((self._title(sel[0], pa), f"{sel[0]}.{pa}", a),
+                              (self._title(sel[1], pb), f"{sel[1]}.{pb}", b),
                               self._axes(sel[0], pa))
                 return
             self._empty("Run the canvas to compare the outputs of the two selected blocks.")
@@ -104,41 +128,69 @@ class ViewerDock(QtWidgets.QWidget):
             return
         nid = sel[0]
         port, arr = self._current(nid)
+        node = self.session.doc.canvas.nodes[nid]
+        name = self._titles_shown[nid] = node.title or nid
         if arr is None:
             errors = self.session.node_errors(nid)
-            self._empty(f"{nid}: " + (errors[0] if errors else "no output yet — press F5 to run."))
+            self._empty(f"{name}: " + (errors[0] if errors else "no output yet — press F5 to run."),
+                        f"{nid}.{port}")
             return
-        title = f"{nid}.{port}"
-        self.viewer.show_tensor(arr, axes=self._axes(nid, port), title=title)
-        node = self.session.doc.canvas.nodes[nid]
-        name = node.title if node.title and node.title != nid else nid
-        self._caption(f"{name} · {get_spec(node.type).title} · port {port}", (title,))
+        source = f"{nid}.{port}"
+        self.viewer.show_tensor(arr, axes=self._axes(nid, port), title=self._title(nid, port),
+                                source=source)
+        self._caption(f"{name} · {get_spec(node.type).title} · port {port}", (source,))
 
-    def _compare(self, ta: str, a, tb: str, b, axes) -> None:
-        self.viewer.compare(a, b, ta, tb, axes)
-        self._caption(f"Comparing {ta} (left) with {tb} (right)", (ta, tb))
+    def _compare(self, left: tuple, right: tuple, axes) -> None:
+        """Compare ``left`` and ``right``, each (title, node_id.port, tensor)."""
+        (ta, sa, a), (tb, sb, b) = left, right
+        self.viewer.compare(a, b, ta, tb, axes, sources=(sa, sb))
+        self._caption(f"Comparing {ta} (left) with {tb} (right)", (sa, sb))
 
-    def _empty(self, text: str) -> None:
+    def _empty(self, text: str, source: str = "") -> None:
         self.viewer.clear()
-        self._caption(text, ())
+        self._caption(text, (source,) if source else ())
+        self.shown = ()
 
     def _caption(self, text: str, shown: tuple[str, ...]) -> None:
         self.caption.setText(text)
+        ids = ", ".join(shown)
+        self.caption.setToolTip(text + ("\n" + ids if ids else "") if len(text) > 60 else ids)
         self.shown = shown
 
     def _pin_toggled(self, on: bool) -> None:
         if not on:
             self.pinned = None
+            self._show_pin_state()
             self.update_view()
             return
         sel = [n for n in self.selection if n in self.session.doc.canvas.nodes]
-        if len(sel) != 1:
+        port, arr = self._current(sel[0]) if len(sel) == 1 else (None, None)
+        if arr is None:  # nothing (or two blocks) shown: nothing to pin
             self.pin_button.setChecked(False)
             return
-        port, arr = self._current(sel[0])
-        if arr is None:
-            self.pin_button.setChecked(False)
-            return
-        self.pinned = (f"{sel[0]}.{port} (pinned)", np.array(arr, copy=True),
-                       self._axes(sel[0], port))
+        self.pinned = (f"{self._title(sel[0], port)} (pinned)", f"{sel[0]}.{port}",
+                       np.array(arr, copy=True), self._axes(sel[0], port))
+        self._show_pin_state()
         self.update_view()
+
+    def _show_pin_state(self) -> None:
+        """The pin button says whether a tensor is pinned, and which."""
+        if self.pinned is None:
+            self.pin_button.setText("Pin for compare")
+            self.pin_button.setToolTip("Keep the shown tensor and compare what is selected next "
+                                       "(or the same block after an edit) against it")
+        else:
+            label, source = self.pinned[:2]
+            self.pin_button.setText("Pinned")
+            self.pin_button.setToolTip(f"Pinned: {label} ({source}); click to unpin")
+
+    def _on_doc_changed(self, change: Change) -> None:
+        """Another canvas (open, new, restore) drops the pin: it belongs to the old canvas. A
+        renamed block shown here shows its new title (a rename changes no result)."""
+        if change.reloaded:
+            if self.pinned is not None:
+                self.pin_button.setChecked(False)
+            return
+        nodes = self.session.doc.canvas.nodes
+        if any(n in nodes and nodes[n].title != t for n, t in self._titles_shown.items()):
+            self.update_view()

@@ -226,3 +226,79 @@ def montage_separators(shape: tuple[int, ...]) -> np.ndarray:
     rows = np.arange(max(0, cin * (kh + 1) - 1)) % (kh + 1) == kh
     cols = np.arange(max(0, cout * (kw + 1) - 1)) % (kw + 1) == kw
     return rows[:, None] | cols[None, :]
+
+
+def finite_range(*arrays: np.ndarray) -> tuple[float, float] | None:
+    """(min, max) over the finite values of all ``arrays``; None when there are none."""
+    lo, hi = np.inf, -np.inf
+    for a in arrays:
+        a = np.asarray(a)
+        if a.size == 0:
+            continue
+        if a.dtype.kind not in "fc":
+            a = _float64(a)
+        with np.errstate(invalid="ignore"):
+            amin, amax = float(np.min(a)), float(np.max(a))
+        if not (np.isfinite(amin) and np.isfinite(amax)):  # NaN or Inf inside: mask them
+            f = a[np.isfinite(a)]
+            if not f.size:
+                continue
+            amin, amax = float(f.min()), float(f.max())
+        lo, hi = min(lo, amin), max(hi, amax)
+    return (lo, hi) if lo <= hi else None
+
+
+def colour_levels(diverging: bool, *arrays: np.ndarray) -> tuple[float, float]:
+    """Colour range of ``arrays``: symmetric around 0 for a diverging map (+-max |value|), else
+    the finite range (a constant c gets c +- 0.5; no finite value gets (0, 1))."""
+    rng = finite_range(*arrays) or (0.0, 1.0)
+    if diverging:
+        m = max(abs(rng[0]), abs(rng[1])) or 1.0
+        return -m, m
+    lo, hi = rng
+    return (lo, hi) if hi > lo else (lo - 0.5, lo + 0.5)
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """Counts of the finite values in ``len(counts)`` equal bins between ``edges``; ``left_out``
+    NaN/Inf values are not counted. No finite value: empty ``counts`` and ``edges``."""
+
+    counts: np.ndarray
+    edges: np.ndarray
+    finite: int
+    left_out: int
+
+
+def histogram(a: np.ndarray, max_bins: int = 100) -> Histogram:
+    """Histogram of the finite values of ``a``: about sqrt(n) bins (1..``max_bins``) over their
+    range (a constant c over c +- 0.5, as NumPy does)."""
+    v = np.asarray(a).reshape(-1)
+    if v.dtype not in (np.float32, np.float64):
+        v = v.astype(np.float64)
+    rng = finite_range(v)
+    if rng is None:
+        return Histogram(np.zeros(0, np.int64), np.zeros(0), 0, int(v.size))
+    n_finite = int(np.count_nonzero(np.isfinite(v)))
+    bins = int(np.clip(np.sqrt(n_finite), 1, max_bins))
+    if rng[0] == rng[1]:
+        rng = (rng[0] - 0.5, rng[1] + 0.5)
+    try:  # values outside the range (NaN, Inf) are not counted
+        counts, edges = np.histogram(v, bins=bins, range=rng)
+    except ValueError:  # a range of a few ulps cannot hold that many float64 bins
+        counts, edges = np.histogram(v, bins=1, range=rng)
+    return Histogram(counts, edges, n_finite, int(v.size) - n_finite)
+
+
+def exact_text(v: float, dtype: np.dtype) -> str:
+    """The shortest text that reads back as the same ``dtype`` value (``4`` not ``4.0``,
+    ``True``/``False`` for booleans)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "b":
+        return str(bool(v))
+    if dtype.kind in "iu":
+        return str(int(v))
+    if dtype.kind != "f" and dtype.name != "bfloat16":
+        dtype = np.dtype(np.float64)
+    s = str(dtype.type(v))
+    return s.removesuffix(".0")

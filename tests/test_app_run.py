@@ -64,11 +64,12 @@ def test_pinned_output_is_compared_with_the_same_block_after_an_edit(qtbot, grad
     w.viewer_dock.pin_button.click()
     compared = []
     monkeypatch.setattr(w.viewer_dock.viewer, "compare",
-                        lambda a, b, ta, tb, axes=None: compared.append((a, b, ta, tb, axes)))
+                        lambda a, b, ta, tb, axes=None, sources=("", ""):
+                        compared.append((a, b, ta, tb, axes)))
     w.doc.edit("dy seed", lambda c: c.set_attr("dy", "seed", 9))
     wait_run(qtbot, w)
     a, b, ta, tb, axes = compared[-1]
-    assert (ta, tb) == ("grad.output (pinned)", "grad.output")
+    assert (ta, tb) == ("grad (pinned)", "grad")
     np.testing.assert_array_equal(a, before)
     np.testing.assert_array_equal(b, w.session.outputs[("grad", "output")])
     assert not np.array_equal(a, b)

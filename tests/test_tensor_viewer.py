@@ -353,3 +353,92 @@ def test_screenshot_of_a_filter_gradient(qtbot, viewer):
     w = np.random.default_rng(14).standard_normal((3, 3, 8, 16)).astype(np.float32)
     viewer.show_tensor(w, FILTER, "grad.output")
     assert viewer.grab().save("/tmp/viewer.png")
+
+
+def test_3x3_slice_has_integer_ticks_at_cell_centres_and_no_empty_border(qtbot, viewer):
+    a = np.arange(9.0).reshape(3, 3) - 4
+    viewer.show_tensor(a, None, "s")
+    plot = viewer.panels[0].plot
+    assert plot.vb.viewRange() == [[-0.5, 2.5], [-0.5, 2.5]]
+    for side in ("left", "bottom"):
+        assert plot.getAxis(side)._tickLevels == [[(0.0, "0"), (1.0, "1"), (2.0, "2")]]
+    hover(qtbot, viewer.panels[0], 2.4, 0.45)  # inside cell (row 0, col 2), near its edge
+    assert viewer.hover_label.text() == "[d0 0, d1 2] = -2"
+    viewer.show_tensor(np.zeros((2, 7)))  # a new shape shows exactly the new image
+    assert plot.vb.viewRange() == [[-0.5, 6.5], [-0.5, 1.5]]
+
+
+def test_boolean_tensor_shows_two_colours_and_a_false_true_legend(qtbot, viewer):
+    m = np.array([[True, False, True], [False, False, True]])
+    viewer.show_tensor(m, None, "mask")
+    panel = viewer.panels[0]
+    assert panel.legend_text() == "False\nTrue" and not panel.bar.isVisible()
+    rgba = panel.image.getPixmap().toImage()
+    colours = {(rgba.pixelColor(c, r).red(), rgba.pixelColor(c, r).green()) for r in range(2)
+               for c in range(3)}
+    assert len(colours) == 2  # exactly two colours: False and True
+    assert rgba.pixelColor(0, 0) == rgba.pixelColor(2, 1) != rgba.pixelColor(1, 0)
+    assert viewer.copy_values().splitlines() == ["True\tFalse\tTrue", "False\tFalse\tTrue"]
+    assert viewer.table_model.data(viewer.table_model.index(0, 1)) == "False"
+    viewer.show_tensor(np.arange(6.0).reshape(2, 3))  # numbers again: the colour bar is back
+    assert panel.legend_text() == "" and panel.bar.isVisible()
+    assert viewer.grab().save("/tmp/viewer_bool.png")
+
+
+def test_colour_bar_labels_fit_in_the_bar_axis(qtbot, viewer):
+    viewer.show_tensor(np.linspace(-6.5e-5, 6.5e-5, 12).reshape(3, 4), None, "small")
+    qtbot.wait(10)
+    axis = viewer.panels[0].bar.axis
+    lo, hi = viewer.panels[0].levels
+    metrics = QtGui.QFontMetrics(axis.style.get("tickFont") or axis.font())
+    widest = 0
+    for spacing, values in axis.tickValues(lo, hi, axis.height() or 200):
+        for text in axis.tickStrings(values, axis.scale, spacing):
+            widest = max(widest, metrics.horizontalAdvance(text))
+    assert widest > 0
+    assert widest + axis.style["tickTextOffset"][0] + abs(axis.style["tickLength"]) <= \
+        axis.width()
+    assert viewer.grab().save("/tmp/viewer_small_values.png")
+
+
+def test_compare_side_choice_drives_table_copy_save_and_histogram(qtbot, viewer, tmp_path,
+                                                                    monkeypatch):
+    rng = np.random.default_rng(15)
+    a = rng.standard_normal((4, 5)).astype(np.float32)
+    b = rng.standard_normal((4, 5)).astype(np.float32)
+    viewer.compare(a, b, "pinned", "now", sources=("g.output", "g.output"))
+    buttons = viewer.side_buttons
+    assert viewer.side_choice.isVisible() and buttons["left"].isChecked()
+    assert viewer.npy_button.text() == "Save left .npy"
+    assert "pinned" in viewer.npy_button.toolTip()
+    qtbot.mouseClick(buttons["right"], Qt.LeftButton)
+    assert buttons["right"].isChecked() and not buttons["left"].isChecked()
+    assert viewer.copy_button.text() == "Copy right values"
+    qtbot.mouseClick(viewer.copy_button, Qt.LeftButton)
+    rows = QtWidgets.QApplication.clipboard().text().splitlines()
+    np.testing.assert_array_equal(np.array([r.split("\t") for r in rows], np.float32), b)
+    assert np.float32(viewer.table_model.data(viewer.table_model.index(1, 2), Qt.ToolTipRole)) \
+        == b[1, 2]
+    assert "of now" in viewer.table_info.text() and "right" in viewer.tabs.tabToolTip(2)
+    np.testing.assert_array_equal(viewer.hist_counts,
+                                  np.histogram(b.astype(np.float64), len(viewer.hist_counts))[0])
+    monkeypatch.setattr(QtWidgets.QFileDialog, "getSaveFileName",
+                        lambda *args, **kw: (str(tmp_path / "side.npy"), ""))
+    qtbot.mouseClick(buttons["difference"], Qt.LeftButton)
+    assert viewer.npy_button.text() == "Save difference .npy"
+    qtbot.mouseClick(viewer.npy_button, Qt.LeftButton)
+    np.testing.assert_array_equal(np.load(tmp_path / "side.npy"),
+                                  a.astype(np.float64) - b.astype(np.float64))
+    assert "g.output" in viewer.stats_label.toolTip()  # the ids, for who needs them
+    viewer.show_tensor(a, None, "one")  # one tensor: no choice to make
+    assert not viewer.side_choice.isVisible() and viewer.npy_button.text() == "Save .npy"
+
+
+def test_a_new_layout_leaves_no_old_spin_box_on_screen(viewer):
+    viewer.show_tensor(np.zeros((2, 4, 4, 3)), NHWC)
+    old = [s for s in viewer.index_spins.values() if s.isVisible()]
+    assert len(old) == 2  # N and C
+    viewer.show_tensor(np.zeros((3, 3, 2, 2)), FILTER)  # a montage: no index to pick
+    assert not any(s.isVisible() for s in old)
+    spins = viewer.controls.findChildren(QtWidgets.QSpinBox)
+    assert not any(s.isVisible() for s in spins)
