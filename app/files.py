@@ -2,6 +2,10 @@
 autosave to a recovery file and the restore offer after a crash, examples, dropped files.
 
 A file that fails to load shows the loader's messages and leaves the current canvas untouched.
+Save over a file that another program changed (or deleted) since it was opened or saved asks
+first (Reload / Overwrite / Save As / Cancel); when the window regains focus a changed file is
+reloaded (undoably), silently if the canvas has no unsaved edits, else after asking once per
+disk state (app.disk_watch).
 """
 
 from __future__ import annotations
@@ -15,11 +19,14 @@ from pathlib import Path
 import numpy as np
 from PySide6 import QtCore, QtWidgets
 
-from app import dialog_folders
+from app import dialog_folders, disk_watch
+from app.disk_watch import DiskWatch
 from app.document import Document
+from engine.atomic import write_bytes_atomically
 from engine.canvas import Canvas, CanvasError, load_canvas, save_canvas
 from engine.dtypes import DTYPES, dtype_name
 from engine.errors import InvalidArgumentError
+from engine.file_stamp import FileStamp
 
 CANVAS_SUFFIX = ".gbc.json"
 FILE_FILTER = "GradBlocks canvas (*.gbc.json);;All files (*)"
@@ -94,9 +101,8 @@ def npy_tensor_attrs(path: Path, base_dir: Path | None) -> tuple[dict, str | Non
 
 
 def _write_json_atomic(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    write_bytes_atomically(path, text.encode("utf-8"))
 
 
 class Recovery:
@@ -177,6 +183,9 @@ class FileController(QtCore.QObject):
             self.autosave_timer.start()
         self._autosaved_snapshot: dict | None = None
         self.example_name: str | None = None  # the example open, for Save As's suggestion
+        self.disk = DiskWatch()
+        self._checking_disk = False
+        window.installEventFilter(self)  # focus regained -> check the file on disk
 
     # --- prompts ---------------------------------------------------------------------------
     def maybe_save(self) -> bool:
@@ -207,6 +216,7 @@ class FileController(QtCore.QObject):
             return False
         self.doc.load(Canvas(nodes={}, edges=[]), None)
         self.example_name = None
+        self.disk.remember(None, None)
         self._after_load()
         return True
 
@@ -225,7 +235,8 @@ class FileController(QtCore.QObject):
         if ask and not self.maybe_save():
             return False
         try:
-            canvas = load_canvas(path)
+            canvas = load_canvas(path)  # refuses huge files and FIFOs before reading them
+            stamp = FileStamp.of(path)
         except (CanvasError, InvalidArgumentError, OSError, ValueError) as exc:
             summary, details = load_error_text(path, exc)
             self._error("Cannot open canvas", summary, details)
@@ -233,12 +244,15 @@ class FileController(QtCore.QObject):
         except Exception as exc:  # noqa: BLE001 - a loader bug must not cost the open canvas
             self._error("Cannot open canvas", internal_error_text(path, exc))
             return False
-        before = (self.doc.canvas, self.doc.path, self.doc.example_dir, self.example_name)
+        before = (self.doc.canvas, self.doc.path, self.doc.example_dir, self.example_name,
+                  self.disk.path, self.disk.stamp)
         try:
             self._show_loaded(canvas, path, as_example)
+            self.disk.remember(None if as_example else path.resolve(), stamp)
         except Exception as exc:  # noqa: BLE001 - keep what was open, say what happened
             self.doc.load(before[0], before[1], example_dir=before[2])
             self.example_name = before[3]
+            self.disk.remember(before[4], before[5])
             self._error("Cannot open canvas", internal_error_text(path, exc))
             return False
         self._after_load()
@@ -257,8 +271,19 @@ class FileController(QtCore.QObject):
         return True
 
     def save(self) -> bool:
+        """Save to the document's file, asking first when another program changed it."""
         if self.doc.path is None:
             return self.save_as()
+        changed, now = self.disk.changed(self.doc.path)
+        if changed:
+            answer = disk_watch.ask_save_conflict(self.window, self.doc.path, now is None)
+            if answer == disk_watch.RELOAD:
+                self.reload_from_disk()
+                return False
+            if answer == disk_watch.SAVE_AS:
+                return self.save_as()
+            if answer != disk_watch.OVERWRITE:
+                return False
         return self.save_to(self.doc.path)
 
     def save_as(self) -> bool:
@@ -283,12 +308,58 @@ class FileController(QtCore.QObject):
             self._error("Cannot save canvas", f"Cannot save {path}: {exc}")
             return False
         self.doc.mark_saved(Path(path).resolve())
+        self.disk.remember_now(Path(path).resolve())
         self.add_recent(Path(path).resolve())
         if self.recovery is not None:
             self.recovery.discard()
             self._autosaved_snapshot = None
         self.message.emit(f"saved {path}", "ok")
         return True
+
+    # --- changes on disk -------------------------------------------------------------------
+    def reload_from_disk(self) -> bool:
+        """Show the file's version on disk as one undoable step; a file that no longer loads
+        shows the loader's messages and keeps the canvas."""
+        path = self.doc.path
+        if path is None:
+            return False
+        try:
+            canvas = load_canvas(path)
+            stamp = FileStamp.of(path)
+        except (CanvasError, InvalidArgumentError, OSError, ValueError) as exc:
+            summary, details = load_error_text(path, exc)
+            self._error("Cannot reload canvas", summary, details)
+            return False
+        self.doc.reload(canvas)
+        self.disk.remember(path, stamp)
+        self.message.emit(f"reloaded {path} (changed on disk; Undo brings back the canvas "
+                          "it replaced)", "info")
+        return True
+
+    def check_disk(self) -> None:
+        """The window regained focus: reload a file changed on disk (asking first when the
+        canvas has unsaved edits), once per disk state; a deleted file is only reported."""
+        if self._checking_disk:
+            return
+        self._checking_disk = True
+        try:
+            path = self.doc.path
+            changed, now = self.disk.changed(path)
+            if not changed or not self.disk.first_time(now):
+                return
+            if now is None:
+                self.message.emit(f"{path} was deleted or moved on disk; Save writes it again",
+                                  "warning")
+            elif (not self.doc.modified
+                  or disk_watch.ask_reload(self.window, path) == disk_watch.RELOAD):
+                self.reload_from_disk()
+        finally:
+            self._checking_disk = False
+
+    def eventFilter(self, watched: QtCore.QObject, event: QtCore.QEvent) -> bool:
+        if watched is self.window and event.type() == QtCore.QEvent.WindowActivate:
+            QtCore.QTimer.singleShot(0, self.check_disk)  # not inside the activation itself
+        return False
 
     def _after_load(self) -> None:
         if self.recovery is not None:
@@ -352,6 +423,7 @@ class FileController(QtCore.QObject):
                 self._error("Cannot restore", summary, details)
             else:
                 self.doc.load(canvas, Path(original) if original else None, modified=True)
+                self.disk.remember(None, None)  # what the file held then is unknown
                 self.message.emit(f"restored unsaved work of {what}", "ok")
                 restored = True
         for path, _meta in orphans:
