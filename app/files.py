@@ -66,6 +66,18 @@ def load_error_text(path: Path, exc: Exception) -> tuple[str, str]:
     return f"Cannot open {path.name}: {exc}", str(exc)
 
 
+def load_error_line(path: Path, exc: Exception, shown: int = 3) -> str:
+    """One line for a canvas that failed to load: its first problems, and how to see the rest."""
+    problems = getattr(exc, "problems", None)
+    if not problems:
+        return " ".join(load_error_text(path, exc)[0].split())
+    parts = [f"{where}: {msg}" if where else msg for where, msg in problems]
+    line = f"{path.name}: " + "; ".join(" ".join(p.split()) for p in parts[:shown])
+    if len(parts) > shown:
+        line += f" (and {len(parts) - shown} more: `gradblocks check {path}` lists them)"
+    return line
+
+
 def internal_error_text(path: Path, exc: Exception) -> str:
     """The message for an unexpected failure while opening ``path`` (a GradBlocks bug)."""
     return (f"Cannot open {path.name}: internal error ({type(exc).__name__}: {exc}). The canvas "

@@ -429,6 +429,9 @@ def _read_regular(path: str | os.PathLike, max_bytes: int, source: str) -> bytes
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
+        if os.path.islink(path):
+            raise refuse(f"a symbolic link to {shown(os.readlink(path))}, which does not "
+                         "exist") from None
         raise refuse("no such file") from None
     except IsADirectoryError:
         raise refuse("is a folder, not a canvas file") from None

@@ -118,15 +118,20 @@ def drag(window, start: QtCore.QPoint, end: QtCore.QPoint, steps: int = 8) -> No
 
 def drop_mime(window, mime: QtCore.QMimeData, pos: QtCore.QPoint) -> None:
     """Deliver a drop of ``mime`` at viewport position ``pos`` (what a finished drag does)."""
-    vp = window.adapter.viewer.viewport()
+    drop_on(window.adapter.viewer.viewport(), mime, pos)
+
+
+def drop_on(widget: QtWidgets.QWidget, mime: QtCore.QMimeData, pos: QtCore.QPoint) -> None:
+    """Drag enter, move and drop ``mime`` at ``pos`` of ``widget`` (Qt delivers a drop only to
+    the widget a drag entered)."""
     for kind in (QtCore.QEvent.DragEnter, QtCore.QEvent.DragMove):
         cls = QtGui.QDragEnterEvent if kind == QtCore.QEvent.DragEnter else QtGui.QDragMoveEvent
         ev = cls(pos, QtCore.Qt.CopyAction, mime, QtCore.Qt.LeftButton, QtCore.Qt.NoModifier)
         ev.acceptProposedAction()
-        QtWidgets.QApplication.sendEvent(vp, ev)
+        QtWidgets.QApplication.sendEvent(widget, ev)
     ev = QtGui.QDropEvent(QtCore.QPointF(pos), QtCore.Qt.CopyAction, mime,
                           QtCore.Qt.LeftButton, QtCore.Qt.NoModifier)
-    QtWidgets.QApplication.sendEvent(vp, ev)
+    QtWidgets.QApplication.sendEvent(widget, ev)
     QtWidgets.QApplication.processEvents()
 
 
