@@ -288,6 +288,7 @@ class FileController(QtCore.QObject):
             return self.save_as()
         changed, now = self.disk.changed(self.doc.path)
         if changed:
+            self.disk.first_time(now)  # answered here: regaining focus does not ask again
             answer = disk_watch.ask_save_conflict(self.window, self.doc.path, now is None)
             if answer == disk_watch.RELOAD:
                 self.reload_from_disk()
@@ -317,7 +318,9 @@ class FileController(QtCore.QObject):
         try:
             save_canvas(self.doc.canvas, path)
         except (OSError, ValueError) as exc:
-            self._error("Cannot save canvas", f"Cannot save {path}: {exc}")
+            why = getattr(exc, "strerror", None) or exc
+            self._error("Cannot save canvas", f"Cannot save {path}: {why} (the file on disk, "
+                        "if any, is unchanged)")
             return False
         self.doc.mark_saved(Path(path).resolve())
         self.disk.remember_now(Path(path).resolve())
@@ -329,9 +332,9 @@ class FileController(QtCore.QObject):
         return True
 
     # --- changes on disk -------------------------------------------------------------------
-    def reload_from_disk(self) -> bool:
+    def reload_from_disk(self, *, quiet: bool = False) -> bool:
         """Show the file's version on disk as one undoable step; a file that no longer loads
-        shows the loader's messages and keeps the canvas."""
+        shows the loader's messages (in the log only when ``quiet``) and keeps the canvas."""
         path = self.doc.path
         if path is None:
             return False
@@ -340,7 +343,10 @@ class FileController(QtCore.QObject):
             stamp = FileStamp.of(path)
         except (CanvasError, InvalidArgumentError, OSError, ValueError) as exc:
             summary, details = load_error_text(path, exc)
-            self._error("Cannot reload canvas", summary, details)
+            if quiet:
+                self.message.emit(f"not reloaded (it changed on disk): {details}", "warning")
+            else:
+                self._error("Cannot reload canvas", summary, details)
             return False
         self.doc.reload(canvas)
         self.disk.remember(path, stamp)
@@ -362,8 +368,9 @@ class FileController(QtCore.QObject):
             if now is None:
                 self.message.emit(f"{path} was deleted or moved on disk; Save writes it again",
                                   "warning")
-            elif (not self.doc.modified
-                  or disk_watch.ask_reload(self.window, path) == disk_watch.RELOAD):
+            elif not self.doc.modified:
+                self.reload_from_disk(quiet=True)  # perhaps half-written: no dialog for it
+            elif disk_watch.ask_reload(self.window, path) == disk_watch.RELOAD:
                 self.reload_from_disk()
         finally:
             self._checking_disk = False

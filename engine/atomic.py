@@ -60,11 +60,11 @@ def resolve_target(path: str | os.PathLike) -> Path:
         return path
     target = Path(os.path.realpath(path))
     if target.is_symlink():  # realpath stops where the links go round in a circle
-        raise OSError(errno.ELOOP, f"cannot write {path}: too many levels of symbolic links "
-                      f"(a loop through {os.readlink(path)})")
+        raise OSError(errno.ELOOP, "too many levels of symbolic links (a loop through "
+                      f"{os.readlink(path)})", str(path))
     if not target.parent.is_dir():
-        raise FileNotFoundError(errno.ENOENT, f"cannot write {path}: it is a symbolic link to "
-                                f"{target}, whose folder does not exist")
+        raise FileNotFoundError(errno.ENOENT, f"a symbolic link to {target}, whose folder "
+                                "does not exist", str(path))
     return target
 
 
