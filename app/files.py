@@ -198,6 +198,9 @@ class FileController(QtCore.QObject):
         self.disk = DiskWatch()
         self._checking_disk = False
         window.installEventFilter(self)  # focus regained -> check the file on disk
+        app = QtWidgets.QApplication.instance()
+        if app is not None:  # back from another program while a floating panel has the focus
+            app.applicationStateChanged.connect(self._on_application_state)
 
     # --- prompts ---------------------------------------------------------------------------
     def maybe_save(self) -> bool:
@@ -375,9 +378,13 @@ class FileController(QtCore.QObject):
         finally:
             self._checking_disk = False
 
+    def _on_application_state(self, state: QtCore.Qt.ApplicationState) -> None:
+        if state == QtCore.Qt.ApplicationActive:
+            QtCore.QTimer.singleShot(0, self, self.check_disk)
+
     def eventFilter(self, watched: QtCore.QObject, event: QtCore.QEvent) -> bool:
         if watched is self.window and event.type() == QtCore.QEvent.WindowActivate:
-            QtCore.QTimer.singleShot(0, self.check_disk)  # not inside the activation itself
+            QtCore.QTimer.singleShot(0, self, self.check_disk)  # not inside the activation itself
         return False
 
     def _after_load(self) -> None:

@@ -116,8 +116,23 @@ def test_regaining_focus_reloads_an_unmodified_canvas_silently_and_undoably(tmp_
     save_canvas(_other_canvas(), path)
     _activate(window)  # no_dialogs: a question fails the test
     assert set(window.doc.canvas.nodes) == {"theirs"} and not window.doc.modified
+    assert set(window.adapter.node_ids()) == {"theirs"}  # the view shows it
     window.doc.undo_stack.undo()
-    assert set(window.doc.canvas.nodes) == set(grad_canvas().nodes)
+    assert set(window.doc.canvas.nodes) == set(grad_canvas().nodes) == set(
+        window.adapter.node_ids())
+    assert window.windowTitle().startswith("mine*")
+
+
+def test_coming_back_from_another_program_checks_too(tmp_path, window):
+    """A floating panel may be the active window: the application's state counts as well."""
+    path = tmp_path / "mine.gbc.json"
+    save_canvas(grad_canvas(), path)
+    assert window.files.open_path(path, ask=False)
+    save_canvas(_other_canvas(), path)
+    app = QtWidgets.QApplication.instance()
+    app.applicationStateChanged.emit(QtCore.Qt.ApplicationActive)
+    QtWidgets.QApplication.processEvents()
+    assert set(window.doc.canvas.nodes) == {"theirs"}
 
 
 def test_regaining_focus_with_unsaved_edits_asks_once_per_disk_state(tmp_path, window,
