@@ -17,6 +17,7 @@ from PySide6 import QtCore, QtWidgets
 
 from app import dialog_folders
 from app.message_label import MessageLabel
+from engine.atomic import write_atomically, write_bytes_atomically
 from engine.tensor_stats import (
     DiffStats,
     TensorStats,
@@ -457,22 +458,35 @@ class TensorViewer(QtWidgets.QWidget):
         self.index_spins[axis].setValue(value)
 
     def export_npy(self, path: str) -> None:
-        """Save the whole (first) tensor; bfloat16 is saved exactly as float32 (.npy has no
-        bfloat16). Raises OSError when the file cannot be written."""
+        """Save the whole (first) tensor atomically (``.npy`` added to a name without it);
+        bfloat16 is saved exactly as float32 (.npy has no bfloat16). Raises OSError when the
+        file cannot be written (the file there, if any, is then unchanged)."""
         a = self.array
         if a is None:
             raise ValueError("no tensor to save")
         if a.dtype.name == "bfloat16":
             a = a.astype(np.float32)
-        np.save(path, a, allow_pickle=False)
+        if not str(path).lower().endswith(".npy"):
+            path = f"{path}.npy"
+        write_atomically(path, lambda f: np.save(f, a, allow_pickle=False))
 
     def export_png(self, path: str) -> bool:
-        """Save the picture (image page: caption, image(s), colour bars) as a PNG."""
+        """Save the picture (image page: caption, image(s), colour bars) as a PNG, atomically;
+        False when it cannot be written (the file there, if any, is then unchanged)."""
         page = self.image_page
         if not page.isVisible():  # another tab is current: lay the page out at the tab's size
             page.resize(self.pages.currentWidget().size())
             page.layout().activate()
-        return page.grab().save(path, "PNG")
+        data = QtCore.QByteArray()
+        buffer = QtCore.QBuffer(data)
+        buffer.open(QtCore.QIODevice.WriteOnly)
+        if not page.grab().save(buffer, "PNG"):
+            return False
+        try:
+            write_bytes_atomically(path, bytes(data))
+        except OSError:
+            return False
+        return True
 
     def copy_values(self) -> str:
         """Copy the current view's numbers to the clipboard (tab-separated rows, exact values of
