@@ -117,6 +117,26 @@ def _write_json_atomic(path: Path, data: dict) -> None:
     write_bytes_atomically(path, text.encode("utf-8"))
 
 
+def _read_meta(path: Path) -> dict:
+    """An autosave's note: {"path": str | None, "saved_at": str}, whatever the file holds."""
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        meta = None
+    meta = meta if isinstance(meta, dict) else {}
+    original, when = meta.get("path"), meta.get("saved_at")
+    return {"path": original if isinstance(original, str) and original
+            and "\x00" not in original else None,
+            "saved_at": when if isinstance(when, str) else ""}
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # gone meanwhile (another session cleaned up): last
+        return 0.0
+
+
 class Recovery:
     """This session's autosave file, guarded by a lock file so other sessions see it is alive.
 
@@ -161,13 +181,8 @@ class Recovery:
             if not lock.tryLock(0):
                 continue  # that session is still running
             lock.unlock()
-            meta_path = self.folder / (stem + ".json")
-            try:
-                meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                meta = {}
-            found.append((canvas_path, meta))
-        found.sort(key=lambda item: item[0].stat().st_mtime, reverse=True)
+            found.append((canvas_path, _read_meta(self.folder / (stem + ".json"))))
+        found.sort(key=lambda item: _mtime(item[0]), reverse=True)
         return found
 
     @staticmethod
@@ -447,6 +462,8 @@ class FileController(QtCore.QObject):
             except (CanvasError, InvalidArgumentError, OSError, ValueError) as exc:
                 summary, details = load_error_text(canvas_path, exc)
                 self._error("Cannot restore", summary, details)
+            except Exception as exc:  # noqa: BLE001 - a loader bug must not stop start-up
+                self._error("Cannot restore", internal_error_text(canvas_path, exc))
             else:
                 self.doc.load(canvas, Path(original) if original else None, modified=True)
                 self.disk.remember(None, None)  # what the file held then is unknown

@@ -18,7 +18,7 @@ from tests.app_support import drop_mime, drop_on, grad_canvas, url_mime
 QtCore = pytest.importorskip("PySide6.QtCore")
 from PySide6 import QtWidgets
 
-from engine.canvas import MAX_FILE_BYTES
+from engine.canvas import MAX_FILE_BYTES, save_canvas
 
 EXAMPLE = Path(__file__).parents[1] / "assets" / "examples" / "enuspace_style.gbc.json"
 
@@ -256,3 +256,28 @@ def test_screenshot_mode_on_a_bad_file_exits_2_with_one_line(tmp_path):
         assert len(lines) == 1 and lines[0].startswith("gradblocks: "), err
         assert path.name in lines[0] and WHY[name] in lines[0], lines[0]
         assert "EXIT: 2" in out and "DIALOG:" not in out and not shot.exists(), out
+
+
+@pytest.mark.parametrize("meta", [b"[1, 2]", b'{"path": 5, "saved_at": []}', b'"text"',
+                                  b"\xff\xfe", b'{"path": "a\\u0000b"}'])
+def test_a_bad_recovery_file_at_start_up_never_raises(qtbot, tmp_path, monkeypatch, meta):
+    """An orphaned autosave whose note is not what we wrote (another version, a broken disk)
+    is still offered, as an untitled canvas, instead of crashing start-up."""
+    from tests.app_support import close_window, make_window
+
+    recovery = tmp_path / "recovery"
+    recovery.mkdir()
+    save_canvas(grad_canvas(), recovery / "session-1-dead.gbc.json")
+    (recovery / "session-1-dead.json").write_bytes(meta)
+    asked = []
+    monkeypatch.setattr(QtWidgets.QMessageBox, "question",
+                        staticmethod(lambda _p, _t, text, *a, **k: asked.append(text)
+                                     or QtWidgets.QMessageBox.Yes))
+    w = make_window(qtbot, tmp_path)
+    try:
+        assert w.files.offer_recovery()
+        assert "an untitled canvas" in asked[0]
+        assert w.doc.path is None and w.doc.modified
+        assert set(w.doc.canvas.nodes) == set(grad_canvas().nodes)
+    finally:
+        close_window(w)
