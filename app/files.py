@@ -409,10 +409,14 @@ class FileController(QtCore.QObject):
 
     # --- recent files ----------------------------------------------------------------------
     def recent(self) -> list[Path]:
+        """The recent files, newest first; values that are not a path (a hand-edited or older
+        settings file) are left out."""
         value = self.settings.value(RECENT_KEY, [])
         if isinstance(value, str):
             value = [value]
-        return [Path(p) for p in (value or [])]
+        if not isinstance(value, (list, tuple)):
+            return []
+        return [Path(p) for p in value if isinstance(p, str) and p and "\x00" not in p]
 
     def add_recent(self, path: Path) -> None:
         items = [str(path)] + [str(p) for p in self.recent() if str(p) != str(path)]

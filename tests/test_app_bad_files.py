@@ -281,3 +281,23 @@ def test_a_bad_recovery_file_at_start_up_never_raises(qtbot, tmp_path, monkeypat
         assert set(w.doc.canvas.nodes) == set(grad_canvas().nodes)
     finally:
         close_window(w)
+
+
+@pytest.mark.parametrize("value", [5, [1, None, "/x/a.gbc.json"], "", ["", "a\x00b"],
+                                   QtCore.QByteArray(b"\xff")])
+def test_a_bad_recent_files_setting_at_start_up_never_raises(qtbot, tmp_path, value):
+    """The settings file is the user's too (edited, from another version): odd values in the
+    recent list are left out instead of stopping start-up."""
+    from tests.app_support import close_window, make_window
+
+    settings = QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.IniFormat)
+    settings.setValue("files/recent", value)
+    settings.sync()
+    del settings
+    w = make_window(qtbot, tmp_path)
+    try:
+        expected = ["/x/a.gbc.json"] if isinstance(value, list) and None in value else []
+        assert [str(p) for p in w.files.recent()] == expected
+        assert w.recent_menu.isEnabled() == bool(expected)
+    finally:
+        close_window(w)
