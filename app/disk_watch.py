@@ -30,9 +30,6 @@ class DiskWatch:
         """``path`` is now in step with the canvas, as ``stamp`` (None: unknown, no checks)."""
         self.path, self.stamp, self._told = (Path(path) if path else None), stamp, None
 
-    def remember_now(self, path: Path) -> None:
-        self.remember(path, FileStamp.of(path))
-
     def changed(self, path: Path | None) -> tuple[bool, FileStamp | None]:
         """(whether ``path`` differs on disk from what the canvas was read from or saved to,
         its stamp now); False when it is not the file we know."""

@@ -334,14 +334,14 @@ class FileController(QtCore.QObject):
     def save_to(self, path: Path) -> bool:
         """Write the canvas atomically; the document becomes clean on success."""
         try:
-            save_canvas(self.doc.canvas, path)
+            data = save_canvas(self.doc.canvas, path)
         except (OSError, ValueError) as exc:
             why = getattr(exc, "strerror", None) or exc
             self._error("Cannot save canvas", f"Cannot save {path}: {why} (the file on disk, "
                         "if any, is unchanged)")
             return False
         self.doc.mark_saved(Path(path).resolve())
-        self.disk.remember_now(Path(path).resolve())
+        self.disk.remember(Path(path).resolve(), FileStamp.written(path, data))
         self.add_recent(Path(path).resolve())
         if self.recovery is not None:
             self.recovery.discard()

@@ -64,6 +64,16 @@ class FileStamp:
         finally:
             os.close(fd)
 
+    @classmethod
+    def written(cls, path: str | os.PathLike, data: bytes) -> FileStamp | None:
+        """The stamp of ``path`` just after we wrote ``data`` to it: size and mtime from the
+        disk, the hash of ``data`` (so a change made right after our write is still seen)."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return cls(st.st_size, st.st_mtime_ns, hashlib.sha256(data).hexdigest())
+
     def differs(self, now: FileStamp | None) -> bool:
         """True when ``now`` (a later stamp, None = deleted) has other content than this one."""
         return now is None or now.sha256 != self.sha256 or now.size != self.size

@@ -53,3 +53,13 @@ def test_a_big_file_with_the_same_size_and_mtime_is_not_read_again(tmp_path, mon
     before = FileStamp.of(path)
     monkeypatch.setattr(file_stamp.os, "read", lambda *a: (_ for _ in ()).throw(AssertionError))
     assert FileStamp.of(path, previous=before) is before
+
+
+def test_the_stamp_of_a_write_holds_the_bytes_written_not_a_later_change(tmp_path):
+    path = tmp_path / "a.txt"
+    path.write_bytes(b"ours")
+    stamp = FileStamp.written(path, b"ours")
+    assert stamp == FileStamp.of(path)
+    path.write_bytes(b"xxxx")  # someone else, right after our write
+    assert FileStamp.written(path, b"ours").differs(FileStamp.of(path))
+    assert FileStamp.written(tmp_path / "gone", b"") is None
