@@ -177,6 +177,17 @@ class Document(QtCore.QObject):
         self.path_changed.emit()
         self._emit_modified()
 
+    def reload(self, canvas: Canvas) -> None:
+        """Show ``canvas`` (the file's version on disk) as one undoable step; the document is then
+        clean, and Undo brings back the canvas it replaced (unsaved)."""
+        after = canvas.to_json()
+        if after != self._snapshot:
+            self.undo_stack.push(_SnapshotCommand(self, "Reload from disk", self._snapshot, after,
+                                                  canvas))
+        self._unsaved_origin = False
+        self.undo_stack.setClean()
+        self._emit_modified()
+
     def mark_saved(self, path: Path) -> None:
         self.path = Path(path)
         self.example_dir = None

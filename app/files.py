@@ -2,6 +2,10 @@
 autosave to a recovery file and the restore offer after a crash, examples, dropped files.
 
 A file that fails to load shows the loader's messages and leaves the current canvas untouched.
+Save over a file that another program changed (or deleted) since it was opened or saved asks
+first (Reload / Overwrite / Save As / Cancel); when the window regains focus a changed file is
+reloaded (undoably), silently if the canvas has no unsaved edits, else after asking once per
+disk state (app.disk_watch).
 """
 
 from __future__ import annotations
@@ -15,11 +19,14 @@ from pathlib import Path
 import numpy as np
 from PySide6 import QtCore, QtWidgets
 
-from app import dialog_folders
+from app import dialog_folders, disk_watch
+from app.disk_watch import DiskWatch
 from app.document import Document
+from engine.atomic import write_bytes_atomically
 from engine.canvas import Canvas, CanvasError, load_canvas, save_canvas
 from engine.dtypes import DTYPES, dtype_name
 from engine.errors import InvalidArgumentError
+from engine.file_stamp import FileStamp
 
 CANVAS_SUFFIX = ".gbc.json"
 FILE_FILTER = "GradBlocks canvas (*.gbc.json);;All files (*)"
@@ -59,6 +66,18 @@ def load_error_text(path: Path, exc: Exception) -> tuple[str, str]:
     return f"Cannot open {path.name}: {exc}", str(exc)
 
 
+def load_error_line(path: Path, exc: Exception, shown: int = 3) -> str:
+    """One line for a canvas that failed to load: its first problems, and how to see the rest."""
+    problems = getattr(exc, "problems", None)
+    if not problems:
+        return " ".join(load_error_text(path, exc)[0].split())
+    parts = [f"{where}: {msg}" if where else msg for where, msg in problems]
+    line = f"{path.name}: " + "; ".join(" ".join(p.split()) for p in parts[:shown])
+    if len(parts) > shown:
+        line += f" (and {len(parts) - shown} more: `gradblocks check {path}` lists them)"
+    return line
+
+
 def internal_error_text(path: Path, exc: Exception) -> str:
     """The message for an unexpected failure while opening ``path`` (a GradBlocks bug)."""
     return (f"Cannot open {path.name}: internal error ({type(exc).__name__}: {exc}). The canvas "
@@ -94,9 +113,28 @@ def npy_tensor_attrs(path: Path, base_dir: Path | None) -> tuple[dict, str | Non
 
 
 def _write_json_atomic(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    write_bytes_atomically(path, text.encode("utf-8"))
+
+
+def _read_meta(path: Path) -> dict:
+    """An autosave's note: {"path": str | None, "saved_at": str}, whatever the file holds."""
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        meta = None
+    meta = meta if isinstance(meta, dict) else {}
+    original, when = meta.get("path"), meta.get("saved_at")
+    return {"path": original if isinstance(original, str) and original
+            and "\x00" not in original else None,
+            "saved_at": when if isinstance(when, str) else ""}
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # gone meanwhile (another session cleaned up): last
+        return 0.0
 
 
 class Recovery:
@@ -143,13 +181,8 @@ class Recovery:
             if not lock.tryLock(0):
                 continue  # that session is still running
             lock.unlock()
-            meta_path = self.folder / (stem + ".json")
-            try:
-                meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                meta = {}
-            found.append((canvas_path, meta))
-        found.sort(key=lambda item: item[0].stat().st_mtime, reverse=True)
+            found.append((canvas_path, _read_meta(self.folder / (stem + ".json"))))
+        found.sort(key=lambda item: _mtime(item[0]), reverse=True)
         return found
 
     @staticmethod
@@ -177,6 +210,12 @@ class FileController(QtCore.QObject):
             self.autosave_timer.start()
         self._autosaved_snapshot: dict | None = None
         self.example_name: str | None = None  # the example open, for Save As's suggestion
+        self.disk = DiskWatch()
+        self._checking_disk = False
+        window.installEventFilter(self)  # focus regained -> check the file on disk
+        app = QtWidgets.QApplication.instance()
+        if app is not None:  # back from another program while a floating panel has the focus
+            app.applicationStateChanged.connect(self._on_application_state)
 
     # --- prompts ---------------------------------------------------------------------------
     def maybe_save(self) -> bool:
@@ -207,6 +246,7 @@ class FileController(QtCore.QObject):
             return False
         self.doc.load(Canvas(nodes={}, edges=[]), None)
         self.example_name = None
+        self.disk.remember(None, None)
         self._after_load()
         return True
 
@@ -225,7 +265,8 @@ class FileController(QtCore.QObject):
         if ask and not self.maybe_save():
             return False
         try:
-            canvas = load_canvas(path)
+            canvas = load_canvas(path)  # refuses huge files and FIFOs before reading them
+            stamp = FileStamp.of(path)
         except (CanvasError, InvalidArgumentError, OSError, ValueError) as exc:
             summary, details = load_error_text(path, exc)
             self._error("Cannot open canvas", summary, details)
@@ -233,12 +274,15 @@ class FileController(QtCore.QObject):
         except Exception as exc:  # noqa: BLE001 - a loader bug must not cost the open canvas
             self._error("Cannot open canvas", internal_error_text(path, exc))
             return False
-        before = (self.doc.canvas, self.doc.path, self.doc.example_dir, self.example_name)
+        before = (self.doc.canvas, self.doc.path, self.doc.example_dir, self.example_name,
+                  self.disk.path, self.disk.stamp)
         try:
             self._show_loaded(canvas, path, as_example)
+            self.disk.remember(None if as_example else path.resolve(), stamp)
         except Exception as exc:  # noqa: BLE001 - keep what was open, say what happened
             self.doc.load(before[0], before[1], example_dir=before[2])
             self.example_name = before[3]
+            self.disk.remember(before[4], before[5])
             self._error("Cannot open canvas", internal_error_text(path, exc))
             return False
         self._after_load()
@@ -257,8 +301,20 @@ class FileController(QtCore.QObject):
         return True
 
     def save(self) -> bool:
+        """Save to the document's file, asking first when another program changed it."""
         if self.doc.path is None:
             return self.save_as()
+        changed, now = self.disk.changed(self.doc.path)
+        if changed:
+            self.disk.first_time(now)  # answered here: regaining focus does not ask again
+            answer = disk_watch.ask_save_conflict(self.window, self.doc.path, now is None)
+            if answer == disk_watch.RELOAD:
+                self.reload_from_disk()
+                return False
+            if answer == disk_watch.SAVE_AS:
+                return self.save_as()
+            if answer != disk_watch.OVERWRITE:
+                return False
         return self.save_to(self.doc.path)
 
     def save_as(self) -> bool:
@@ -278,17 +334,73 @@ class FileController(QtCore.QObject):
     def save_to(self, path: Path) -> bool:
         """Write the canvas atomically; the document becomes clean on success."""
         try:
-            save_canvas(self.doc.canvas, path)
+            data = save_canvas(self.doc.canvas, path)
         except (OSError, ValueError) as exc:
-            self._error("Cannot save canvas", f"Cannot save {path}: {exc}")
+            why = getattr(exc, "strerror", None) or exc
+            self._error("Cannot save canvas", f"Cannot save {path}: {why} (the file on disk, "
+                        "if any, is unchanged)")
             return False
         self.doc.mark_saved(Path(path).resolve())
+        self.disk.remember(Path(path).resolve(), FileStamp.written(path, data))
         self.add_recent(Path(path).resolve())
         if self.recovery is not None:
             self.recovery.discard()
             self._autosaved_snapshot = None
         self.message.emit(f"saved {path}", "ok")
         return True
+
+    # --- changes on disk -------------------------------------------------------------------
+    def reload_from_disk(self, *, quiet: bool = False) -> bool:
+        """Show the file's version on disk as one undoable step; a file that no longer loads
+        shows the loader's messages (in the log only when ``quiet``) and keeps the canvas."""
+        path = self.doc.path
+        if path is None:
+            return False
+        try:
+            canvas = load_canvas(path)
+            stamp = FileStamp.of(path)
+        except (CanvasError, InvalidArgumentError, OSError, ValueError) as exc:
+            summary, details = load_error_text(path, exc)
+            if quiet:
+                self.message.emit(f"not reloaded (it changed on disk): {details}", "warning")
+            else:
+                self._error("Cannot reload canvas", summary, details)
+            return False
+        self.doc.reload(canvas)
+        self.disk.remember(path, stamp)
+        self.message.emit(f"reloaded {path} (changed on disk; Undo brings back the canvas "
+                          "it replaced)", "info")
+        return True
+
+    def check_disk(self) -> None:
+        """The window regained focus: reload a file changed on disk (asking first when the
+        canvas has unsaved edits), once per disk state; a deleted file is only reported."""
+        if self._checking_disk:
+            return
+        self._checking_disk = True
+        try:
+            path = self.doc.path
+            changed, now = self.disk.changed(path)
+            if not changed or not self.disk.first_time(now):
+                return
+            if now is None:
+                self.message.emit(f"{path} was deleted or moved on disk; Save writes it again",
+                                  "warning")
+            elif not self.doc.modified:
+                self.reload_from_disk(quiet=True)  # perhaps half-written: no dialog for it
+            elif disk_watch.ask_reload(self.window, path) == disk_watch.RELOAD:
+                self.reload_from_disk()
+        finally:
+            self._checking_disk = False
+
+    def _on_application_state(self, state: QtCore.Qt.ApplicationState) -> None:
+        if state == QtCore.Qt.ApplicationActive:
+            QtCore.QTimer.singleShot(0, self, self.check_disk)
+
+    def eventFilter(self, watched: QtCore.QObject, event: QtCore.QEvent) -> bool:
+        if watched is self.window and event.type() == QtCore.QEvent.WindowActivate:
+            QtCore.QTimer.singleShot(0, self, self.check_disk)  # not inside the activation itself
+        return False
 
     def _after_load(self) -> None:
         if self.recovery is not None:
@@ -297,10 +409,14 @@ class FileController(QtCore.QObject):
 
     # --- recent files ----------------------------------------------------------------------
     def recent(self) -> list[Path]:
+        """The recent files, newest first; values that are not a path (a hand-edited or older
+        settings file) are left out."""
         value = self.settings.value(RECENT_KEY, [])
         if isinstance(value, str):
             value = [value]
-        return [Path(p) for p in (value or [])]
+        if not isinstance(value, (list, tuple)):
+            return []
+        return [Path(p) for p in value if isinstance(p, str) and p and "\x00" not in p]
 
     def add_recent(self, path: Path) -> None:
         items = [str(path)] + [str(p) for p in self.recent() if str(p) != str(path)]
@@ -350,8 +466,11 @@ class FileController(QtCore.QObject):
             except (CanvasError, InvalidArgumentError, OSError, ValueError) as exc:
                 summary, details = load_error_text(canvas_path, exc)
                 self._error("Cannot restore", summary, details)
+            except Exception as exc:  # noqa: BLE001 - a loader bug must not stop start-up
+                self._error("Cannot restore", internal_error_text(canvas_path, exc))
             else:
                 self.doc.load(canvas, Path(original) if original else None, modified=True)
+                self.disk.remember(None, None)  # what the file held then is unknown
                 self.message.emit(f"restored unsaved work of {what}", "ok")
                 restored = True
         for path, _meta in orphans:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
-from app.files import internal_error_text, load_error_text
+from app.files import internal_error_text, load_error_line
 from app.main_window import APP_NAME, MainWindow
 from app.theme import apply_dark_theme
 from engine.canvas import CanvasError, load_canvas
@@ -109,10 +109,11 @@ def _shoot(window: MainWindow, args: argparse.Namespace) -> int:
             canvas = load_canvas(args.canvas)
             window.doc.load(canvas, Path(args.canvas).resolve())
         except (CanvasError, InvalidArgumentError, OSError, ValueError) as exc:
-            print(f"gradblocks: {load_error_text(Path(args.canvas), exc)[0]}", file=sys.stderr)
+            print(f"gradblocks: {load_error_line(Path(args.canvas), exc)}", file=sys.stderr)
             return 2
         except Exception as exc:  # noqa: BLE001 - a bug: say so in one message, exit 2
-            print(f"gradblocks: {internal_error_text(Path(args.canvas), exc)}", file=sys.stderr)
+            print(f"gradblocks: {' '.join(internal_error_text(Path(args.canvas), exc).split())}",
+                  file=sys.stderr)
             return 2
     if args.run:
         window.run()

@@ -201,7 +201,8 @@ class TensorViewer(QtWidgets.QWidget):
         save_npy(path, a)
 
     def export_png(self, path: str) -> bool:
-        """Save the picture (image page: caption, image(s), colour bars) as a PNG."""
+        """Save the picture (image page: caption, image(s), colour bars) as a PNG, atomically;
+        False when it cannot be written (the file there, if any, is then unchanged)."""
         page = self.image_page
         if not page.isVisible():  # another tab is current: lay the page out at the tab's size
             page.resize(self.pages.currentWidget().size())

@@ -14,9 +14,12 @@ from engine.atomic import write_atomically, write_bytes_atomically
 
 
 def save_npy(path: str, tensor: np.ndarray) -> None:
-    """Save ``tensor``; bfloat16 is saved exactly as float32 (.npy has no bfloat16). Raises
-    OSError when the file cannot be written."""
+    """Save ``tensor`` (``.npy`` added to a name without it, as ``np.save`` would); bfloat16 is
+    saved exactly as float32 (.npy has no bfloat16). Raises OSError when the file cannot be
+    written (the file there, if any, is then unchanged)."""
     a = tensor.astype(np.float32) if tensor.dtype.name == "bfloat16" else tensor
+    if not str(path).lower().endswith(".npy"):
+        path = f"{path}.npy"
     write_atomically(path, lambda f: np.save(f, a, allow_pickle=False))
 
 

@@ -550,10 +550,12 @@ def dumps(canvas: Canvas) -> str:
     return json.dumps(canvas.to_json(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def save_canvas(canvas: Canvas, path: str | os.PathLike) -> None:
+def save_canvas(canvas: Canvas, path: str | os.PathLike) -> bytes:
     """Write atomically: a temporary file in the same folder, flushed, then renamed over
-    (:func:`engine.atomic.write_atomically`)."""
-    write_bytes_atomically(path, dumps(canvas).encode("utf-8"))
+    (:func:`engine.atomic.write_atomically`); returns the bytes written."""
+    data = dumps(canvas).encode("utf-8")
+    write_bytes_atomically(path, data)
+    return data
 
 
 def load_canvas(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES) -> Canvas:
@@ -578,6 +580,9 @@ def _read_regular(path: str | os.PathLike, max_bytes: int, source: str) -> bytes
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
+        if os.path.islink(path):
+            raise refuse(f"a symbolic link to {shown(os.readlink(path))}, which does not "
+                         "exist") from None
         raise refuse("no such file") from None
     except IsADirectoryError:
         raise refuse("is a folder, not a canvas file") from None

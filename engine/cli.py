@@ -14,13 +14,17 @@ or every output under its block's title), the same keys an exported script saves
 
 Tables and messages name blocks by title (:mod:`engine.labels`); the tables' last column is the
 node id, for commands and files that take ids.
+
+SIGTERM unwinds like Ctrl+C (temporary files removed) and exits 143.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
@@ -250,6 +254,14 @@ def open_app(argv: list[str]) -> int:
     return int(app_main(argv) or 0)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is so that files being written are cleaned up."""
+
+
+def _raise_terminated(_signum, _frame) -> NoReturn:
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help")):
@@ -259,15 +271,22 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit_:
         return int(exit_.code or 0)
     executor = Executor(memory_limit=opts.memory_limit)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None
     try:
         if opts.command == "check":
             return cmd_check(opts.canvas, executor)
         if opts.command == "run":
             return cmd_run(opts.canvas, executor, opts.out)
         return cmd_export(opts.canvas, executor, opts.output)
-    except KeyboardInterrupt:
-        _err("interrupted (files being written are left as they were)")
-        return 130
+    except KeyboardInterrupt as stop:
+        terminated = isinstance(stop, Terminated)
+        _err(f"{'terminated' if terminated else 'interrupted'} (files being written are left as "
+             "they were)")
+        return 143 if terminated else 130
+    finally:
+        if main_thread:  # None: a handler not set from Python, taken as the default
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 if __name__ == "__main__":

@@ -75,6 +75,7 @@ def no_dialogs(monkeypatch) -> list:
     box = QtWidgets.QMessageBox
     for kind in ("question", "critical", "warning", "information"):
         monkeypatch.setattr(box, kind, fail(kind))
+    monkeypatch.setattr(box, "exec", lambda self: fail("message box")(self, self.text()))
     monkeypatch.setattr(QtWidgets.QFileDialog, "getOpenFileName", fail("open file"))
     monkeypatch.setattr(QtWidgets.QFileDialog, "getSaveFileName", fail("save file"))
     return calls
@@ -117,15 +118,20 @@ def drag(window, start: QtCore.QPoint, end: QtCore.QPoint, steps: int = 8) -> No
 
 def drop_mime(window, mime: QtCore.QMimeData, pos: QtCore.QPoint) -> None:
     """Deliver a drop of ``mime`` at viewport position ``pos`` (what a finished drag does)."""
-    vp = window.adapter.viewer.viewport()
+    drop_on(window.adapter.viewer.viewport(), mime, pos)
+
+
+def drop_on(widget: QtWidgets.QWidget, mime: QtCore.QMimeData, pos: QtCore.QPoint) -> None:
+    """Drag enter, move and drop ``mime`` at ``pos`` of ``widget`` (Qt delivers a drop only to
+    the widget a drag entered)."""
     for kind in (QtCore.QEvent.DragEnter, QtCore.QEvent.DragMove):
         cls = QtGui.QDragEnterEvent if kind == QtCore.QEvent.DragEnter else QtGui.QDragMoveEvent
         ev = cls(pos, QtCore.Qt.CopyAction, mime, QtCore.Qt.LeftButton, QtCore.Qt.NoModifier)
         ev.acceptProposedAction()
-        QtWidgets.QApplication.sendEvent(vp, ev)
+        QtWidgets.QApplication.sendEvent(widget, ev)
     ev = QtGui.QDropEvent(QtCore.QPointF(pos), QtCore.Qt.CopyAction, mime,
                           QtCore.Qt.LeftButton, QtCore.Qt.NoModifier)
-    QtWidgets.QApplication.sendEvent(vp, ev)
+    QtWidgets.QApplication.sendEvent(widget, ev)
     QtWidgets.QApplication.processEvents()
 
 
@@ -140,3 +146,19 @@ def wait_run(qtbot, window, timeout: int = 60_000) -> None:
     with qtbot.waitSignal(window.session.results_changed, timeout=timeout):
         assert window.run()
     qtbot.waitUntil(lambda: not window.session.runner.running, timeout=timeout)
+
+
+def choose_button(monkeypatch, label: str) -> list[str]:
+    """Answer every QMessageBox run by ``exec`` by clicking its button ``label``; returns the
+    texts of the boxes shown."""
+    shown: list[str] = []
+
+    def exec_(box) -> int:
+        shown.append(box.text())
+        labels = [b.text() for b in box.buttons()]
+        assert label in labels, f"no button {label!r} in {labels}: {box.text()}"
+        next(b for b in box.buttons() if b.text() == label).click()
+        return 0
+
+    monkeypatch.setattr(QtWidgets.QMessageBox, "exec", exec_)
+    return shown

@@ -272,3 +272,29 @@ def test_usage_errors_are_one_line(tmp_path):
     assert proc.returncode == 2
     assert err_lines(proc) == [("gradblocks export: error: the following arguments are "
                                "required: -o/--output (see gradblocks export --help)")]
+
+
+def test_terminated_run_removes_its_temporary_file(tmp_path):
+    """SIGTERM (kill, a CI timeout) while the .npz is written unwinds like Ctrl+C: the old file
+    stays, the temporary file goes, one line says so, exit status 143."""
+    c = Canvas()
+    c.add_node("Tensor", attrs={"fill": "ones", "shape": [64, 1024, 1024]}, id="big")
+    canvas = tmp_path / "big.gbc.json"
+    save_canvas(c, canvas)
+    out = tmp_path / "results.npz"
+    before = _previous(out)
+    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "run", str(canvas), "--out",
+                             str(out)], env={**os.environ, "PYTHONPATH": str(REPO)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        while not _leftovers(tmp_path) and proc.poll() is None:
+            time.sleep(0.001)
+        assert _leftovers(tmp_path), "the run ended before its write could be interrupted"
+        proc.terminate()
+        _out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 143, err
+    assert out.read_bytes() == before and _leftovers(tmp_path) == []
+    assert "Traceback" not in err and "terminated" in err
