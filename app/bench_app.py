@@ -5,7 +5,10 @@ Measures (medians, wall clock, offscreen unless QT_QPA_PLATFORM says otherwise):
 - open: loading a canvas of N blocks from disk into the window, building its nodes and finishing
   shape inference (target < 2 s for 200 blocks);
 - edit: one attribute edit made through the attribute panel, including the re-inference of the
-  whole canvas and the node updates (target < 50 ms).
+  whole canvas and the node updates (target < 50 ms);
+- with ``--thumbnail``: a node preview (engine.thumbnail, pixmap, tooltip) of a 64x128x128x64
+  float32 tensor as an NHWC activation (signed, and all-positive, which scans the whole tensor
+  for a negative value) and as a (kh, kw, in, out) filter montage (target < 50 ms each).
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--blocks", type=int, default=200)
     p.add_argument("--repeat", type=int, default=5, help="window opens to time")
     p.add_argument("--edits", type=int, default=30, help="attribute edits to time")
+    p.add_argument("--thumbnail", action="store_true",
+                   help="also time canvas thumbnails of a 64x128x128x64 float32 tensor")
     args = p.parse_args(argv)
 
     from PySide6 import QtCore, QtWidgets
@@ -108,7 +113,31 @@ def main(argv: list[str] | None = None) -> int:
           f"(min {min(edit_times) * 1000:.1f}, n={len(edit_times)})   target < 50 ms")
     window.doc.undo_stack.setClean()
     window.close()
+    if args.thumbnail:
+        bench_thumbnails(args.repeat)
     return 0
+
+
+def bench_thumbnails(repeat: int) -> None:
+    """Median time of one node preview (engine picture, QPixmap, tooltip's range) of a
+    64x128x128x64 float32 tensor."""
+    import numpy as np
+
+    from app.node_previews import THUMB_SIZE, preview_content
+
+    big = np.random.default_rng(0).standard_normal((64, 128, 128, 64), dtype=np.float32)
+    cases = (("NHWC activation, signed", big, ("N", "H", "W", "C")),
+             ("NHWC activation, >= 0", np.abs(big), ("N", "H", "W", "C")),
+             ("filter (kh, kw, in, out)", big, ("kh", "kw", "in", "out")))
+    for name, a, axes in cases:
+        times = []
+        for _ in range(max(repeat, 3) + 1):
+            t0 = time.perf_counter()
+            preview_content(a, axes, THUMB_SIZE)
+            times.append(time.perf_counter() - t0)
+        times = times[1:]  # the first call warms caches up
+        print(f"thumbnail {name:26s}: median {statistics.median(times) * 1000:8.1f} ms "
+              f"(min {min(times) * 1000:.1f}, n={len(times)})   target < 50 ms")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from NodeGraphQt.qgraphics.node_base import NodeItem
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from blocks.registry import get_spec
-from engine.thumbnail import finite_range, thumbnail
+from engine.thumbnail import thumbnail, value_range
 
 SETTINGS_KEY = "view/show_previews"
 #: Largest thumbnail (width, height) on a node: small enough for canvases laid out without one.
@@ -43,15 +43,27 @@ def pixmap_rgba(pixmap: QtGui.QPixmap) -> np.ndarray:
         h, img.bytesPerLine() // 4, 4)[:, :w].copy()
 
 
-def range_text(a: np.ndarray) -> str:
-    """``min .. max, shape [..] dtype`` of the finite values (the preview's tooltip)."""
-    rng = finite_range(a) if a.size else None
+def range_text(a: np.ndarray, scan) -> str:
+    """``min .. max, shape [..] dtype`` of the finite values (the preview's tooltip); ``scan``
+    is ``value_range(a)``."""
+    rng, nonfinite = scan
     values = f"{rng[0]:.6g} .. {rng[1]:.6g}" if rng else "no finite values"
-    n_bad = 0
-    if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
-        n_bad = int(a.size - np.count_nonzero(np.isfinite(a.astype(np.float32, copy=False))))
-    bad = f"  ({n_bad} NaN/Inf, magenta)" if n_bad else ""
+    bad = "  (holds NaN/Inf: magenta)" if nonfinite else ""
     return f"{values}, shape {list(a.shape)} {a.dtype.name}{bad}"
+
+
+def preview_content(a: np.ndarray, axes: tuple[str, ...] | None, size: tuple[int, int]
+                    ) -> tuple[QtGui.QPixmap | None, str | None, str]:
+    """(thumbnail pixmap or None, value text of a 0-D tensor or None, tooltip) of a result;
+    one pass over the values serves the colours and the tooltip."""
+    a = np.asarray(a)
+    if not a.size:
+        return None, None, f"empty, shape {list(a.shape)} {a.dtype.name}"
+    values = a.view(np.uint8) if a.dtype == np.bool_ else a
+    scan = value_range(values)
+    if a.ndim == 0:
+        return None, scalar_text(a), range_text(a, scan)
+    return rgba_pixmap(thumbnail(a, axes, size, scan)), None, range_text(a, scan)
 
 
 def scalar_text(a: np.ndarray) -> str:
@@ -234,12 +246,8 @@ class NodePreviews(QtCore.QObject):
             pixmap = value = badge = None
             tips = []
             if arr is not None:
-                a = np.asarray(arr)
-                if a.ndim == 0:
-                    value = scalar_text(a)
-                elif a.size:
-                    pixmap = rgba_pixmap(thumbnail(a, self._axes(cid, port), self.size))
-                tips.append(f"{cid}.{port}: {range_text(a)}")
+                pixmap, value, tip = preview_content(arr, self._axes(cid, port), self.size)
+                tips.append(f"{cid}.{port}: {tip}")
             if verdict is not None:
                 passed = bool(np.asarray(verdict))
                 badge = ("PASS", PASS_COLOR) if passed else ("FAIL", FAIL_COLOR)

@@ -54,25 +54,32 @@ def is_filter(shape: tuple[int, ...], axes: tuple[str, ...]) -> bool:
     return len(shape) == 4 and tuple(axes[:2]) == ("kh", "kw")
 
 
-def finite_range(a: np.ndarray) -> tuple[float, float] | None:
-    """(min, max) over the finite values of ``a`` (None when there are none), in chunks of
-    CHUNK elements of a contiguous array; only chunks holding NaN/Inf are masked."""
+def value_range(a: np.ndarray) -> tuple[tuple[float, float] | None, bool]:
+    """((min, max) over the finite values of ``a`` or None when there are none, whether ``a``
+    holds a NaN or an infinity), in chunks of CHUNK elements of a contiguous array; only
+    chunks holding NaN/Inf are masked."""
     a = np.asarray(a)
     if a.size == 0:
-        return None
+        return None, False
     flat = a.reshape(-1) if a.flags.c_contiguous else None
-    parts = [a] if flat is None else [flat[i:i + CHUNK] for i in range(0, flat.size, CHUNK)]
-    lo, hi = math.inf, -math.inf
+    parts = [a] if flat is None else (flat[i:i + CHUNK] for i in range(0, flat.size, CHUNK))
+    lo, hi, nonfinite = math.inf, -math.inf, False
     for part in parts:
         with np.errstate(invalid="ignore"):
             pmin, pmax = float(np.min(part)), float(np.max(part))
         if not (math.isfinite(pmin) and math.isfinite(pmax)):
+            nonfinite = True
             good = part[np.isfinite(part)]
             if not good.size:
                 continue
             pmin, pmax = float(good.min()), float(good.max())
         lo, hi = min(lo, pmin), max(hi, pmax)
-    return (lo, hi) if lo <= hi else None
+    return ((lo, hi) if lo <= hi else None), nonfinite
+
+
+def finite_range(a: np.ndarray) -> tuple[float, float] | None:
+    """(min, max) over the finite values of ``a``; None when there are none."""
+    return value_range(a)[0]
 
 
 def has_negative(a: np.ndarray) -> bool:
@@ -121,8 +128,14 @@ def _as_2d(a: np.ndarray, view_axes: tuple[int, int]) -> np.ndarray:
     return s if r < c else s.T
 
 
-def thumbnail_view(array: np.ndarray, axes: tuple[str, ...] | None = None) -> ThumbView:
-    """The view, colour map and levels the viewer shows first for ``array`` (see module doc)."""
+#: What :func:`value_range` returns: (finite (min, max) or None, holds NaN/Inf).
+Scan = tuple[tuple[float, float] | None, bool]
+
+
+def thumbnail_view(array: np.ndarray, axes: tuple[str, ...] | None = None,
+                   scan: Scan | None = None) -> ThumbView:
+    """The view, colour map and levels the viewer shows first for ``array`` (see module doc);
+    ``scan`` is ``value_range(array)`` when the caller has it (saves a pass)."""
     a = np.asarray(array)
     names = _axes_of(a, axes)
     if a.size == 0:
@@ -135,7 +148,10 @@ def thumbnail_view(array: np.ndarray, axes: tuple[str, ...] | None = None) -> Th
     s = _as_2d(a, view_axes)
     if a.dtype == np.bool_:
         return ThumbView("slice", SEQUENTIAL, (0.0, 1.0), s.shape, view_axes)
-    diverging = has_negative(s) or has_negative(a)  # the viewer: the tensor's min < 0
+    if scan is not None:  # the viewer: the tensor's finite min < 0
+        diverging = scan[0] is not None and scan[0][0] < 0
+    else:
+        diverging = has_negative(s) or has_negative(a)
     return ThumbView("slice", DIVERGING if diverging else SEQUENTIAL,
                      colour_levels(diverging, finite_range(s)), s.shape, view_axes)
 
@@ -222,11 +238,12 @@ def _upscale(img: np.ndarray, h: int, w: int) -> np.ndarray:
 
 
 def thumbnail(array: np.ndarray, axes: tuple[str, ...] | None = None,
-              size: tuple[int, int] = SIZE) -> np.ndarray:
+              size: tuple[int, int] = SIZE, scan: Scan | None = None) -> np.ndarray:
     """The (height, width, 4) uint8 RGBA picture of ``array``'s default view within ``size``
-    (width, height) pixels (see the module doc); (0, 0, 4) for an empty tensor."""
+    (width, height) pixels (see the module doc); (0, 0, 4) for an empty tensor. ``scan`` is
+    ``value_range(array)`` when the caller has it (saves a pass over a large tensor)."""
     a = np.asarray(array)
-    view = thumbnail_view(a, axes)
+    view = thumbnail_view(a, axes, scan)
     if view.kind == "empty":
         return np.zeros((0, 0, 4), np.uint8)
     h, w = picture_size(view.cells, size)
@@ -238,7 +255,7 @@ def thumbnail(array: np.ndarray, axes: tuple[str, ...] | None = None,
             img = colourise(np.where(np.isfinite(raw), values, np.nan), view.levels, view.cmap)
             img[montage_separators(a.shape)] = SEPARATOR
         else:
-            rng = finite_range(a)
+            rng = finite_range(a) if scan is None else scan[0]
             m = max(abs(rng[0]), abs(rng[1])) if rng else 0.0
             scaled = values / (m or 1.0)
             img = colourise(np.where(np.isfinite(scaled), np.clip(scaled, -1, 1), np.nan),

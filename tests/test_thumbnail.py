@@ -159,3 +159,18 @@ def test_picture_size_fits_the_box_and_keeps_square_cells_when_it_can(shape):
     assert MIN_SIDE <= h <= 72 and MIN_SIDE <= w <= 96
     img = thumbnail(np.arange(np.prod(shape), dtype=float).reshape(shape))
     assert img.shape == (h, w, 4)
+
+
+@pytest.mark.parametrize(("shape", "axes"), [((2, 30, 40, 3), NHWC), ((5, 5, 40, 60), FILTER),
+                                             ((3, 3, 2, 2), FILTER), ((700,), None)])
+@pytest.mark.parametrize("sign", [1.0, -1.0, 0.0])
+def test_a_callers_value_range_scan_gives_the_same_picture(shape, axes, sign):
+    from engine.thumbnail import value_range
+
+    a = np.abs(np.random.default_rng(5).standard_normal(shape)) * sign
+    a.reshape(-1)[-1] = -np.inf  # the only negative when sign >= 0: not finite, not diverging
+    a.reshape(-1)[0] = np.nan
+    scan = value_range(a)
+    assert scan[1] is True
+    assert (thumbnail(a, axes, scan=scan) == thumbnail(a, axes)).all()
+    assert thumbnail_view(a, axes, scan) == thumbnail_view(a, axes)
