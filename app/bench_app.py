@@ -118,26 +118,36 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _median_ms(fn, repeat: int) -> tuple[float, float, int]:
+    """(median, min) in ms of ``repeat`` timed calls after one warm-up call, and the count."""
+    times = []
+    for _ in range(max(repeat, 3) + 1):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    times = times[1:]
+    return statistics.median(times) * 1000, min(times) * 1000, len(times)
+
+
 def bench_thumbnails(repeat: int) -> None:
-    """Median time of one node preview (engine picture, QPixmap, tooltip's range) of a
-    64x128x128x64 float32 tensor."""
+    """Median times of the engine thumbnail, and of a whole node preview (thumbnail, QPixmap,
+    the tooltip's min .. max over the tensor), of a 64x128x128x64 float32 tensor."""
     import numpy as np
 
     from app.node_previews import THUMB_SIZE, preview_content
+    from engine.thumbnail import thumbnail
 
     big = np.random.default_rng(0).standard_normal((64, 128, 128, 64), dtype=np.float32)
     cases = (("NHWC activation, signed", big, ("N", "H", "W", "C")),
              ("NHWC activation, >= 0", np.abs(big), ("N", "H", "W", "C")),
              ("filter (kh, kw, in, out)", big, ("kh", "kw", "in", "out")))
     for name, a, axes in cases:
-        times = []
-        for _ in range(max(repeat, 3) + 1):
-            t0 = time.perf_counter()
-            preview_content(a, axes, THUMB_SIZE)
-            times.append(time.perf_counter() - t0)
-        times = times[1:]  # the first call warms caches up
-        print(f"thumbnail {name:26s}: median {statistics.median(times) * 1000:8.1f} ms "
-              f"(min {min(times) * 1000:.1f}, n={len(times)})   target < 50 ms")
+        for what, fn in (("thumbnail", lambda a=a, axes=axes: thumbnail(a, axes, THUMB_SIZE)),
+                         ("node preview", lambda a=a, axes=axes: preview_content(a, axes,
+                                                                                 THUMB_SIZE))):
+            med, low, n = _median_ms(fn, repeat)
+            print(f"{what:12s} {name:24s}: median {med:8.1f} ms (min {low:.1f}, n={n})"
+                  + ("   target < 50 ms" if what == "thumbnail" else ""))
 
 
 if __name__ == "__main__":
