@@ -219,9 +219,13 @@ def colourise(values: np.ndarray, levels: tuple[float, float], cmap: str) -> np.
     lut = LUTS[cmap]
     lo, hi = levels
     finite = np.isfinite(values)
+    # halved operands: the same products as pyqtgraph's (powers of 2 scale exactly), without
+    # overflow for levels near the float64 limits; a zero span maps everything to index 0
+    span = hi * 0.5 - lo * 0.5
+    scale = 256.0 / span if span > 0 else 0.0
     with np.errstate(invalid="ignore", over="ignore"):
-        idx = np.floor((np.where(finite, values, lo) - lo) * (256.0 / (hi - lo)))
-    idx = np.clip(idx, 0, 255).astype(np.intp)
+        idx = np.floor((np.where(finite, values, lo) * 0.5 - lo * 0.5) * scale)
+    idx = np.clip(np.nan_to_num(idx, nan=0.0), 0, 255).astype(np.intp)
     out = np.empty((*values.shape, 4), np.uint8)
     out[..., :3] = lut[idx]
     out[..., 3] = 255

@@ -174,3 +174,17 @@ def test_a_callers_value_range_scan_gives_the_same_picture(shape, axes, sign):
     assert scan[1] is True
     assert (thumbnail(a, axes, scan=scan) == thumbnail(a, axes)).all()
     assert thumbnail_view(a, axes, scan) == thumbnail_view(a, axes)
+
+
+def test_extreme_and_degenerate_levels_give_valid_colours():
+    big = np.finfo(np.float64).max
+    img = thumbnail(np.array([[big, -big, 0.0]]), size=(30, 10))
+    assert cell(img, 0, 0, 10) == rgba(DIVERGING, 255)
+    assert cell(img, 0, 1, 10) == rgba(DIVERGING, 0)
+    assert cell(img, 0, 2, 10) == rgba(DIVERGING, 128)
+    const = thumbnail(np.full((2, 2), 1e20), size=(20, 20))  # 1e20 +- 0.5 is 1e20: no span
+    assert (const[..., 3] == 255).all() and (const == const[0, 0]).all()
+    assert (thumbnail(np.full((3, 3), np.nan)) == NONFINITE).all()
+    for dtype in (np.int32, np.int64, np.uint8, np.bool_):
+        a = (np.random.default_rng(1).standard_normal((1, 300, 200, 2)) * 100).astype(dtype)
+        assert thumbnail(a, NHWC).shape == (72, 48, 4)
