@@ -204,8 +204,9 @@ class NodePreviews(QtCore.QObject):
         self.action.setStatusTip("Show a thumbnail of each block's result and PASS / FAIL on "
                                  "checks")
         self.action.toggled.connect(self._toggled)
+        # not adapter.synced: during a reload the session still holds the old canvas's results
+        session.plan_changed.connect(lambda _plan: self.update())
         session.results_changed.connect(self.update)
-        self.adapter.synced.connect(self.update)
         self.update()
 
     @property

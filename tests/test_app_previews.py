@@ -179,3 +179,25 @@ def test_scalar_main_output_is_shown_as_its_value(qtbot, window):
     view = view_of(w, "s")
     assert view.preview_value.isVisible() and view.preview_value.text() == "1"
     assert preview_of(view) is None
+
+
+def test_reopening_a_canvas_drops_previews_without_drawing_the_old_results(qtbot, grad_window,
+                                                                          monkeypatch):
+    from app import node_previews
+    from tests.app_support import grad_canvas
+
+    w = grad_window
+    press_f5(qtbot, w)
+    assert preview_of(view_of(w, "grad")) is not None
+    drawn = []
+    real = node_previews.thumbnail
+    monkeypatch.setattr(node_previews, "thumbnail",
+                        lambda *a, **k: drawn.append(1) or real(*a, **k))
+    w.doc.load(grad_canvas(), None)  # the same ids, new node items, no results yet
+    QtWidgets.QApplication.processEvents()
+    assert drawn == []
+    for nid in ("x", "fs", "dy", "grad"):
+        assert preview_of(view_of(w, nid)) is None
+    press_f5(qtbot, w)
+    assert len(drawn) == 4
+    np.testing.assert_array_equal(preview_of(view_of(w, "grad")), expected(w, "grad"))
