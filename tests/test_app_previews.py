@@ -201,3 +201,19 @@ def test_reopening_a_canvas_drops_previews_without_drawing_the_old_results(qtbot
     press_f5(qtbot, w)
     assert len(drawn) == 4
     np.testing.assert_array_equal(preview_of(view_of(w, "grad")), expected(w, "grad"))
+
+
+def test_a_node_is_selected_and_moved_by_dragging_its_preview(qtbot, grad_window):
+    from tests.app_support import drag, view_point
+
+    w = grad_window
+    press_f5(qtbot, w)
+    grad = view_of(w, "grad")
+    before = w.doc.canvas.nodes["grad"].pos
+    start = view_point(w, grad.preview_pixmap)
+    drag(w, start, start + QtCore.QPoint(60, 40))
+    after = w.doc.canvas.nodes["grad"].pos
+    assert after[0] > before[0] + 20 and after[1] > before[1] + 10
+    assert grad.isSelected()
+    # the move is a canvas edit, not a change of results: the preview stays
+    np.testing.assert_array_equal(preview_of(grad), expected(w, "grad"))
