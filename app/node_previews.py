@@ -148,12 +148,12 @@ class PreviewNodeItem(NodeItem):
     def _preview_boxes(self) -> list[tuple[QtWidgets.QGraphicsItem, QtCore.QSizeF]]:
         """The visible parts, left to right, with their sizes."""
         boxes = []
-        if self.preview_pixmap.isVisible():
+        if self.preview_pixmap.isVisibleTo(self):  # shown by set_preview (the node may be not)
             p = self.preview_pixmap.pixmap()
             boxes.append((self.preview_pixmap, QtCore.QSizeF(p.width(), p.height())))
-        if self.preview_value.isVisible():
+        if self.preview_value.isVisibleTo(self):
             boxes.append((self.preview_value, self.preview_value.boundingRect().size()))
-        if self.preview_badge.isVisible():
+        if self.preview_badge.isVisibleTo(self):
             boxes.append((self.preview_badge, self.preview_badge.boundingRect().size()))
         return boxes
 
@@ -179,8 +179,8 @@ class PreviewNodeItem(NodeItem):
         if not boxes:
             return
         pw, ph = self.preview_size()
-        x = (self._width - pw) / 2
-        top = self._height - PAD - ph
+        x = (self.width - pw) / 2
+        top = self.height - PAD - ph
         for item, size in boxes:
             item.setPos(x, top + (ph - size.height()) / 2)
             if item is self.preview_pixmap:
