@@ -247,7 +247,10 @@ class NodePreviews(QtCore.QObject):
             pixmap = value = badge = None
             tips = []
             if arr is not None:
-                pixmap, value, tip = preview_content(arr, self._axes(cid, port), self.size)
+                try:
+                    pixmap, value, tip = preview_content(arr, self._axes(cid, port), self.size)
+                except (TypeError, ValueError, MemoryError) as exc:  # a result no view draws
+                    tip = f"no preview: {exc}"
                 tips.append(f"{cid}.{port}: {tip}")
             if verdict is not None:
                 passed = bool(np.asarray(verdict))
