@@ -217,3 +217,15 @@ def test_a_node_is_selected_and_moved_by_dragging_its_preview(qtbot, grad_window
     assert grad.isSelected()
     # the move is a canvas edit, not a change of results: the preview stays
     np.testing.assert_array_equal(preview_of(grad), expected(w, "grad"))
+
+
+def test_a_result_no_thumbnail_can_draw_says_so_in_the_tooltip(qtbot, grad_window):
+    w = grad_window
+    press_f5(qtbot, w)
+    # a future block whose main output is text: no picture, no traceback, the reason on hover
+    w.session.outputs[("grad", "output")] = np.array([["a", "b"]])
+    w.previews.update()
+    grad = view_of(w, "grad")
+    assert preview_of(grad) is None
+    assert grad.preview_pixmap.toolTip().startswith("grad.output: no preview: ")
+    assert preview_of(view_of(w, "x")) is not None
