@@ -250,7 +250,7 @@ class NodePreviews(QtCore.QObject):
                 try:
                     pixmap, value, tip = preview_content(arr, self._axes(cid, port), self.size)
                 except (TypeError, ValueError, MemoryError) as exc:  # a result no view draws
-                    tip = f"no preview: {exc}"
+                    value, tip = "no preview", f"no preview: {exc}"
                 tips.append(f"{cid}.{port}: {tip}")
             if verdict is not None:
                 passed = bool(np.asarray(verdict))

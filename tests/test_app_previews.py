@@ -227,5 +227,6 @@ def test_a_result_no_thumbnail_can_draw_says_so_in_the_tooltip(qtbot, grad_windo
     w.previews.update()
     grad = view_of(w, "grad")
     assert preview_of(grad) is None
-    assert grad.preview_pixmap.toolTip().startswith("grad.output: no preview: ")
+    assert grad.preview_value.isVisible() and grad.preview_value.text() == "no preview"
+    assert grad.preview_value.toolTip().startswith("grad.output: no preview: ")
     assert preview_of(view_of(w, "x")) is not None
