@@ -5,7 +5,10 @@ Measures (medians, wall clock, offscreen unless QT_QPA_PLATFORM says otherwise):
 - open: loading a canvas of N blocks from disk into the window, building its nodes and finishing
   shape inference (target < 2 s for 200 blocks);
 - edit: one attribute edit made through the attribute panel, including the re-inference of the
-  whole canvas and the node updates (target < 50 ms).
+  whole canvas and the node updates (target < 50 ms);
+- with ``--thumbnail``: drawing the previews of every block after a run, and a node preview (engine.thumbnail, pixmap, tooltip) of a 64x128x128x64
+  float32 tensor as an NHWC activation (signed, and all-positive, which scans the whole tensor
+  for a negative value) and as a (kh, kw, in, out) filter montage (target < 50 ms each).
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--blocks", type=int, default=200)
     p.add_argument("--repeat", type=int, default=5, help="window opens to time")
     p.add_argument("--edits", type=int, default=30, help="attribute edits to time")
+    p.add_argument("--thumbnail", action="store_true",
+                   help="also time canvas thumbnails of a 64x128x128x64 float32 tensor")
     args = p.parse_args(argv)
 
     from PySide6 import QtCore, QtWidgets
@@ -106,9 +111,61 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  of which compile     : median {med(compile_times) * 1000:8.1f} ms")
     print(f"attribute edit + infer : median {med(edit_times) * 1000:8.1f} ms "
           f"(min {min(edit_times) * 1000:.1f}, n={len(edit_times)})   target < 50 ms")
+    if args.thumbnail:
+        bench_canvas_previews(window, args.repeat)
     window.doc.undo_stack.setClean()
     window.close()
+    if args.thumbnail:
+        bench_thumbnails(args.repeat)
     return 0
+
+
+def bench_canvas_previews(window, repeat: int) -> None:
+    """Median time to draw the previews of every block of the open canvas after a run."""
+    window.run()
+    window.wait_for_run()
+    previews = window.previews
+    n = sum(1 for key in window.session.outputs if key[1] == "output")
+
+    def redraw() -> None:
+        previews._shown.clear()  # forget what is drawn: every node is drawn again
+        previews.update()
+
+    med, low, count = _median_ms(redraw, repeat)
+    print(f"previews of {n} blocks after a run: median {med:8.1f} ms (min {low:.1f}, "
+          f"n={count})")
+
+
+def _median_ms(fn, repeat: int) -> tuple[float, float, int]:
+    """(median, min) in ms of ``repeat`` timed calls after one warm-up call, and the count."""
+    times = []
+    for _ in range(max(repeat, 3) + 1):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    times = times[1:]
+    return statistics.median(times) * 1000, min(times) * 1000, len(times)
+
+
+def bench_thumbnails(repeat: int) -> None:
+    """Median times of the engine thumbnail, and of a whole node preview (thumbnail, QPixmap,
+    the tooltip's min .. max over the tensor), of a 64x128x128x64 float32 tensor."""
+    import numpy as np
+
+    from app.node_previews import THUMB_SIZE, preview_content
+    from engine.thumbnail import thumbnail
+
+    big = np.random.default_rng(0).standard_normal((64, 128, 128, 64), dtype=np.float32)
+    cases = (("NHWC activation, signed", big, ("N", "H", "W", "C")),
+             ("NHWC activation, >= 0", np.abs(big), ("N", "H", "W", "C")),
+             ("filter (kh, kw, in, out)", big, ("kh", "kw", "in", "out")))
+    for name, a, axes in cases:
+        for what, fn in (("thumbnail", lambda a=a, axes=axes: thumbnail(a, axes, THUMB_SIZE)),
+                         ("node preview", lambda a=a, axes=axes: preview_content(a, axes,
+                                                                                 THUMB_SIZE))):
+            med, low, n = _median_ms(fn, repeat)
+            print(f"{what:12s} {name:24s}: median {med:8.1f} ms (min {low:.1f}, n={n})"
+                  + ("   target < 50 ms" if what == "thumbnail" else ""))
 
 
 if __name__ == "__main__":

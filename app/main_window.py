@@ -29,6 +29,7 @@ from app.graph_adapter import GraphAdapter
 from app.help import shortcuts_html
 from app.icons import icon
 from app.log_panel import LogPanel
+from app.node_previews import NodePreviews
 from app.palette import BlockPalette, BlockSearchPopup, TabKeyFilter
 from app.session import Session
 from app.viewer_dock import ViewerDock
@@ -61,6 +62,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.doc = Document(self)
         self.adapter = GraphAdapter(self.doc, self)
         self.session = Session(self.doc, self.adapter, parent=self)
+        self.previews = NodePreviews(self.session, self.settings, self)
         self.edits = EditActions(self.doc, self.adapter, self)
         self.annotations = AnnotationActions(self.doc, self.adapter, self)
         self.files = FileController(self, self.doc, self.settings, recovery_dir,
@@ -223,6 +225,8 @@ class MainWindow(QtWidgets.QMainWindow):
         m.addActions([self.act_zoom_in, self.act_zoom_out, self.act_zoom_100])
         m.addSeparator()
         m.addActions([self.act_fit, self.act_frame_selected])
+        m.addSeparator()
+        m.addAction(self.previews.action)
         m.addSeparator()
         for dock in (self.palette_dock, self.attributes_dock, self.viewer_dock_widget,
                      self.log_dock):

@@ -1,8 +1,9 @@
 """NodeGraphQt node classes generated from the block specs: one generator, no per-block code.
 
 A generated class is named after the spec's ``type_id`` (node type
-``gradblocks.<type_id>``), has one input port per PortSpec of ``spec.inputs`` (one connection
-each) and one output port per PortSpec of ``spec.outputs``, and a colour per category.
+``gradblocks.<type_id>``), draws a :class:`~app.node_previews.PreviewNodeItem`, has one
+input port per PortSpec of ``spec.inputs`` (one connection each) and one output port per
+PortSpec of ``spec.outputs``, and a colour per category.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import hashlib
 
 from NodeGraphQt import BaseNode
 
-from app.node_item import BlockItem
+from app.node_previews import PreviewNodeItem
 
 IDENTIFIER = "gradblocks"
 
@@ -65,7 +66,7 @@ def node_class(spec) -> type[BaseNode]:
     outputs = tuple(p.name for p in spec.outputs)
 
     def __init__(self):
-        BaseNode.__init__(self, qgraphics_item=BlockItem)
+        BaseNode.__init__(self, qgraphics_item=PreviewNodeItem)  # a node item with a preview
         for name in inputs:
             self.add_input(name, multi_input=False)
         for name in outputs:

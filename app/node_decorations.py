@@ -185,8 +185,14 @@ class Decorator:
         badge.setText(look.badge)
         badge.setBrush(BADGE_COLORS.get(look.badge_state, BADGE_COLORS[""]))
         badge.setToolTip(look.tooltip)
-        badge.setPos(4.0, view.boundingRect().height() + 2.0)
         badge.setVisible(bool(look.badge))
+        self.place_badge(cid)
+
+    def place_badge(self, cid: str) -> None:
+        """Put a node's run badge under the node again (after its height changed)."""
+        badge = self._badges.get(cid)
+        if badge is not None and badge.parentItem() is not None:
+            badge.setPos(4.0, badge.parentItem().boundingRect().height() + 2.0)
 
     def _pipe_tooltips(self, looks: dict[str, NodeLook]) -> None:
         for cid, look in looks.items():

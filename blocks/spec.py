@@ -245,6 +245,17 @@ class BlockSpec:
     size_attr: Callable[[dict], str | None] = field(default=lambda attrs: None, compare=False)
     #: The text attribute naming this block's (single) output in results files, or None.
     result_name: str | None = None
+    #: The output a block is pictured by (canvas previews); None: the first output.
+    main_output: str | None = None
+    #: A boolean scalar output that says whether a check passed (a PASS / FAIL badge); None:
+    #: the block is no check.
+    verdict: str | None = None
+
+    def main_output_name(self) -> str | None:
+        """The output pictured for this block: ``main_output``, else the first (None: none)."""
+        if self.main_output is not None:
+            return self.main_output
+        return self.outputs[0].name if self.outputs else None
 
     def defaults(self) -> dict[str, Any]:
         """Every attribute at its default (lists copied)."""

@@ -141,3 +141,16 @@ def test_shapeof_transpose_and_compare():
     assert not bool(out["agree"]) and float(out["max_rel_error"]) == pytest.approx(1 / 4)
     with pytest.raises(AttrError, match=r"b shape \[2\] does not match a shape \[3\]"):
         cmp.infer({}, {"a": TensorSpec((3,), "float32"), "b": TensorSpec((2,), "float32")})
+
+
+def test_main_output_and_verdict_name_outputs_and_a_verdict_is_a_bool_scalar():
+    for spec in REGISTRY.values():
+        names = spec.output_names()
+        assert spec.main_output_name() == (spec.main_output or (names[0] if names else None))
+        assert spec.main_output_name() in names or not names, spec.type_id
+        assert spec.verdict is None or spec.verdict in names, spec.type_id
+    cmp = get_spec("Compare")
+    assert (cmp.main_output_name(), cmp.verdict) == ("output", "agree")
+    a = TensorSpec((2, 3), "float32")
+    assert cmp.infer({}, {"a": a, "b": a})[cmp.verdict] == TensorSpec((), "bool")
+    assert get_spec("Conv2DBackpropFilter").verdict is None
