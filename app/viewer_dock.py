@@ -2,7 +2,9 @@
 
 One selected node shows its output port (a port picker appears for blocks with several outputs).
 Two selected nodes are compared side by side. "Pin" keeps the current tensor so that the same
-node after an attribute change (or another node) is compared against it.
+node after an attribute change (or another node) is compared against it. A result that is no
+longer current (:meth:`Session.stale_reason`) stays shown, greyed, its caption starting with
+"stale: <why>" (:attr:`ViewerDock.stale`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,12 @@ class ViewerDock(QtWidgets.QWidget):
         self.selection: list[str] = []
         self.pinned: tuple[str, np.ndarray, tuple | None] | None = None
         self.shown: tuple[str, ...] = ()
+        #: Why the shown result is stale ("" when it is current or nothing is shown).
+        self.stale = ""
+        self._grey = QtWidgets.QGraphicsOpacityEffect(self.viewer)
+        self._grey.setOpacity(0.45)
+        self._grey.setEnabled(False)
+        self.viewer.setGraphicsEffect(self._grey)
         session.results_changed.connect(self.update_view)
 
     def show_selection(self, node_ids: list[str]) -> None:
@@ -95,6 +103,7 @@ class ViewerDock(QtWidgets.QWidget):
             if a is not None and b is not None:
                 self._compare(f"{sel[0]}.{pa}", a, f"{sel[1]}.{pb}", b,
                               self._axes(sel[0], pa))
+                self._mark_stale(*sel)
                 return
             self._empty("Run the canvas to compare the outputs of the two selected blocks.")
             return
@@ -113,6 +122,16 @@ class ViewerDock(QtWidgets.QWidget):
         node = self.session.doc.canvas.nodes[nid]
         name = node.title if node.title and node.title != nid else nid
         self._caption(f"{name} · {get_spec(node.type).title} · port {port}", (title,))
+        self._mark_stale(nid)
+
+    def _mark_stale(self, *node_ids: str) -> None:
+        """Grey the viewer and prefix the caption when a shown result is not current."""
+        reasons = [f"{n} {r}" if len(node_ids) > 1 else r
+                   for n in node_ids if (r := self.session.stale_reason(n))]
+        self.stale = "; ".join(reasons)
+        if self.stale:
+            self.caption.setText(f"stale: {self.stale} — {self.caption.text()}")
+        self._grey.setEnabled(bool(self.stale))
 
     def _compare(self, ta: str, a, tb: str, b, axes) -> None:
         self.viewer.compare(a, b, ta, tb, axes)
@@ -125,6 +144,8 @@ class ViewerDock(QtWidgets.QWidget):
     def _caption(self, text: str, shown: tuple[str, ...]) -> None:
         self.caption.setText(text)
         self.shown = shown
+        self.stale = ""
+        self._grey.setEnabled(False)
 
     def _pin_toggled(self, on: bool) -> None:
         if not on:
