@@ -406,15 +406,18 @@ class MainWindow(QtWidgets.QMainWindow):
     # --- closing ---------------------------------------------------------------------------
     def closeEvent(self, event: QtGui.QCloseEvent) -> None:
         """Close (after the save prompt); a run is cancelled first. The worker normally stops
-        within a batch chunk; if it has not after 1 s, the window hides and closes when it
-        has (a QThread must never be destroyed while it runs)."""
+        within a batch chunk; if it has not after 1 s, the window is disabled and closes when
+        it has (a QThread must never be destroyed while it runs)."""
         if not self.files.maybe_save():
             event.ignore()
             return
         runner = self.session.runner
         if runner.running and not runner.shutdown(1000):
+            # a block without cancel checkpoints: close once it ends (a hidden window would
+            # not quit the application when it finally closes)
             event.ignore()
-            self.hide()
+            self.setEnabled(False)
+            self.statusBar().showMessage("Closing when the running block stops…")
             runner.running_changed.connect(lambda running: running or self.close())
             return
         if not self.quiet:
