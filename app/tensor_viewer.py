@@ -3,7 +3,9 @@ slice's numbers, export, copy, and a side-by-side comparison of two tensors.
 
 All numbers come from :mod:`engine.tensor_stats`; this module only lays them out.
 
-Public API (for the window that docks it): ``show_tensor(array, axes=None, title="")``,
+Public API (for the window that docks it): ``show_tensor(array, axes=None, title="",
+summary=None)`` (``summary``: :func:`summarize` of the array, computed off the GUI thread for
+big tensors),
 ``compare(a, b, title_a, title_b, axes=None)``, ``clear()``; ``export_npy(path)``,
 ``export_png(path)``, ``copy_values()``; signal ``view_changed`` after every redraw. ``array``,
 ``other`` and ``axes`` hold what is shown.
@@ -70,6 +72,47 @@ def _finite_range(*arrays: np.ndarray) -> tuple[float, float] | None:
             amin, amax = float(f.min()), float(f.max())
         lo, hi = min(lo, amin), max(hi, amax)
     return (lo, hi) if lo <= hi else None
+
+
+class Summary:
+    """The whole-tensor numbers the viewer shows (statistics and histogram); pure NumPy, so a
+    window can compute it on a worker thread for big tensors (:func:`summarize`)."""
+
+    def __init__(self, stats: TensorStats, counts: np.ndarray, edges: np.ndarray, bins: int,
+                 n_finite: int, size: int):
+        self.stats, self.counts, self.edges = stats, counts, edges
+        self.bins, self.n_finite, self.size = bins, n_finite, size
+
+
+def _histogram(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, int] | None:
+    """(counts, edges, bins, finite count) of ``a``'s finite values (at most 100 equal bins
+    over their range); None when there are none."""
+    v = np.asarray(a).reshape(-1)
+    if v.dtype not in (np.float32, np.float64):
+        v = v.astype(np.float64)
+    rng = _finite_range(v)
+    if rng is None:
+        return None
+    n_finite = int(np.count_nonzero(np.isfinite(v)))
+    bins = int(np.clip(np.sqrt(n_finite), 1, 100))
+    if rng[0] == rng[1]:
+        rng = (rng[0] - 0.5, rng[1] + 0.5)  # NumPy's choice for a constant
+    try:  # values outside the range (NaN, Inf) are not counted
+        counts, edges = np.histogram(v, bins=bins, range=rng)
+    except ValueError:  # a range of a few ulps cannot hold that many float64 bins
+        bins = 1
+        counts, edges = np.histogram(v, bins=bins, range=rng)
+    return counts, edges, bins, n_finite
+
+
+def summarize(array: np.ndarray) -> Summary:
+    """Statistics and histogram of ``array`` as :meth:`TensorViewer.show_tensor` shows them."""
+    a = np.asarray(array)
+    hist = _histogram(a)
+    if hist is None:
+        return Summary(tensor_stats(a), np.zeros(0, np.int64), np.zeros(0), 0, 0, a.size)
+    counts, edges, bins, n_finite = hist
+    return Summary(tensor_stats(a), counts, edges, bins, n_finite, a.size)
 
 
 def _levels(diverging: bool, *arrays: np.ndarray) -> tuple[float, float]:
@@ -383,16 +426,18 @@ class TensorViewer(QtWidgets.QWidget):
         self._update_visibility()
 
     def show_tensor(self, array: np.ndarray, axes: tuple[str, ...] | None = None,
-                    title: str = "") -> None:
-        """Show one tensor; ``axes`` names its axes (N, H, W, C / kh, kw, in, out ...)."""
+                    title: str = "", summary: Summary | None = None) -> None:
+        """Show one tensor; ``axes`` names its axes (N, H, W, C / kh, kw, in, out ...);
+        ``summary`` (of this array) saves computing its statistics and histogram here."""
         a = np.asarray(array)
         self.array, self.other, self._difference, self.title = a, None, None, title
         self.diff = self.other_stats = self.max_abs_error = self.max_rel_error = None
-        self.stats = tensor_stats(a)
+        summary = summary if summary is not None else summarize(a)
+        self.stats = summary.stats
         self._diverging = self.stats.min is not None and self.stats.min < 0
         self._setup_axes(a, axes)
         self.stats_label.setText((f"{title}:  " if title else "") + self.stats.summary())
-        self._draw_histogram(a, f"values of {title or 'the tensor'}")
+        self._draw_histogram(a, f"values of {title or 'the tensor'}", summary)
         self._redraw()
 
     def compare(self, a: np.ndarray, b: np.ndarray, title_a: str = "a", title_b: str = "b",
@@ -708,31 +753,26 @@ class TensorViewer(QtWidgets.QWidget):
                       f"(Copy values copies all)")
         self.table_info.setText(f"{what}: {h} × {w}{capped}")
 
-    def _draw_histogram(self, a: np.ndarray, what: str) -> None:
-        """Histogram of the finite values of ``a`` (at most 100 equal bins over their range)."""
+    def _draw_histogram(self, a: np.ndarray, what: str, summary: Summary | None = None) -> None:
+        """Histogram of the finite values of ``a`` (at most 100 equal bins over their range;
+        from ``summary`` when given)."""
         self.histogram.clear()
         self.hist_counts, self.hist_edges = np.zeros(0, np.int64), np.zeros(0)
-        v = np.asarray(a).reshape(-1)
-        if v.dtype not in (np.float32, np.float64):
-            v = v.astype(np.float64)
-        rng = _finite_range(v)
-        n_finite = int(np.count_nonzero(np.isfinite(v))) if rng else 0
-        if rng is None:
+        if summary is not None:
+            hist = (summary.counts, summary.edges, summary.bins, summary.n_finite) \
+                if summary.bins else None
+            size = summary.size
+        else:
+            hist, size = _histogram(a), np.asarray(a).size
+        if hist is None:
             self.histogram.setTitle(f"{what}: no finite values" if what else None,
                                     color=TITLE_COLOR, size="9pt")
             return
-        bins = int(np.clip(np.sqrt(n_finite), 1, 100))
-        if rng[0] == rng[1]:
-            rng = (rng[0] - 0.5, rng[1] + 0.5)  # NumPy's choice for a constant
-        try:  # values outside the range (NaN, Inf) are not counted
-            self.hist_counts, self.hist_edges = np.histogram(v, bins=bins, range=rng)
-        except ValueError:  # a range of a few ulps cannot hold that many float64 bins
-            bins = 1
-            self.hist_counts, self.hist_edges = np.histogram(v, bins=bins, range=rng)
+        self.hist_counts, self.hist_edges, bins, n_finite = hist
         self.histogram.addItem(pg.BarGraphItem(x0=self.hist_edges[:-1], x1=self.hist_edges[1:],
                                                height=self.hist_counts, brush="#5a9bd4",
                                                pen=None))
-        left_out = v.size - n_finite
+        left_out = size - n_finite
         note = f" ({left_out} NaN/Inf not shown)" if left_out else ""
         self.histogram.setTitle(f"{what}: {n_finite} finite values, {bins} bins{note}",
                                 color=TITLE_COLOR, size="9pt")

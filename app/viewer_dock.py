@@ -4,17 +4,27 @@ One selected node shows its output port (a port picker appears for blocks with s
 Two selected nodes are compared side by side. "Pin" keeps the current tensor so that the same
 node after an attribute change (or another node) is compared against it. A result that is no
 longer current (:meth:`Session.stale_reason`) stays shown, greyed, its caption starting with
-"stale: <why>" (:attr:`ViewerDock.stale`).
+"stale: <why>" (:attr:`ViewerDock.stale`). The statistics and histogram of a tensor of more than
+:data:`BACKGROUND_ELEMENTS` elements are computed on a worker thread (seconds for a 256 MiB
+tensor), so the window stays responsive; the tensor appears when they are ready.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
+
 import numpy as np
-from PySide6 import QtWidgets
+from PySide6 import QtCore, QtWidgets
 
 from app.message_label import MessageLabel
-from app.tensor_viewer import TensorViewer
+from app.tensor_viewer import Summary, TensorViewer, summarize
 from blocks.registry import get_spec
+
+#: Tensors with more elements than this are summarized on a worker thread.
+BACKGROUND_ELEMENTS = 1 << 22
+#: Summaries kept (by array identity), so reselecting a big tensor shows it at once.
+SUMMARIES_KEPT = 4
+_pool = ThreadPoolExecutor(1, thread_name_prefix="gradblocks-summary")
 
 
 class ViewerDock(QtWidgets.QWidget):
@@ -57,6 +67,11 @@ class ViewerDock(QtWidgets.QWidget):
         self._grey.setOpacity(0.45)
         self._grey.setEnabled(False)
         self.viewer.setGraphicsEffect(self._grey)
+        self._summaries: list[tuple[np.ndarray, Summary]] = []
+        self._pending: tuple[np.ndarray, Future] | None = None
+        self._poll = QtCore.QTimer(self)
+        self._poll.setInterval(20)
+        self._poll.timeout.connect(self._check_summary)
         session.results_changed.connect(self.update_view)
 
     def show_selection(self, node_ids: list[str]) -> None:
@@ -118,11 +133,44 @@ class ViewerDock(QtWidgets.QWidget):
             self._empty(f"{nid}: " + (errors[0] if errors else "no output yet — press F5 to run."))
             return
         title = f"{nid}.{port}"
-        self.viewer.show_tensor(arr, axes=self._axes(nid, port), title=title)
         node = self.session.doc.canvas.nodes[nid]
         name = node.title if node.title and node.title != nid else nid
-        self._caption(f"{name} · {get_spec(node.type).title} · port {port}", (title,))
+        caption = f"{name} · {get_spec(node.type).title} · port {port}"
+        summary = self._summary(arr)
+        if summary is None and arr.size > BACKGROUND_ELEMENTS:
+            self.viewer.clear()
+            self._caption(f"{caption} · computing the statistics of {arr.size:,} values…",
+                          (title,))
+            self._mark_stale(nid)
+            return
+        self.viewer.show_tensor(arr, axes=self._axes(nid, port), title=title, summary=summary)
+        self._caption(caption, (title,))
         self._mark_stale(nid)
+
+    def _summary(self, arr: np.ndarray) -> Summary | None:
+        """The summary of ``arr`` if known; a big array's is started on the worker thread."""
+        for known, summary in self._summaries:
+            if known is arr:
+                return summary
+        if arr.size <= BACKGROUND_ELEMENTS:
+            return None
+        if self._pending is None or self._pending[0] is not arr:
+            self._pending = (arr, _pool.submit(summarize, arr))
+            self._poll.start()
+        return None
+
+    def _check_summary(self) -> None:
+        """Poll the worker (no signal crosses threads); show the tensor when it is done."""
+        if self._pending is None:
+            self._poll.stop()
+            return
+        arr, future = self._pending
+        if not future.done():
+            return
+        self._pending = None
+        self._poll.stop()
+        self._summaries = [*self._summaries, (arr, future.result())][-SUMMARIES_KEPT:]
+        self.update_view()
 
     def _mark_stale(self, *node_ids: str) -> None:
         """Grey the viewer and prefix the caption when a shown result is not current."""
