@@ -103,8 +103,13 @@ def latency(window, canvas: Canvas, select: str, tick_ms: int = 10) -> tuple[lis
     assert window.run()
     window.wait_for_run(600_000)
     output = window.session.output(select)[1]
-    while window.viewer_dock.viewer.array is not output:  # shown (big ones: after a summary)
-        qapp.processEvents(QtCore.QEventLoop.AllEvents, 10)
+    loop = QtCore.QEventLoop()
+    check = QtCore.QTimer()
+    check.timeout.connect(lambda: window.viewer_dock.viewer.array is output and loop.quit())
+    check.start(5)
+    loop.exec()  # until shown (a big tensor: after its summary on a worker thread)
+    check.stop()
+    qapp.processEvents()
     wall = time.perf_counter() - t0
     timer.stop()
     return late, wall
