@@ -6,9 +6,11 @@ it. A failing block is recorded and its dependents are skipped; independent bloc
 
 The cache is a byte-bounded LRU (:class:`OutputCache`, default :data:`DEFAULT_CACHE_BYTES`):
 outputs the current plan does not use stay cached, so undoing an edit and running again is
-served from the cache. Least recently used entries go when the cache passes its byte budget,
-and before a run when the plan's memory estimate (which counts every output the plan keeps,
-:mod:`engine.memory`) plus the entries the plan does not use would pass the memory limit.
+served from the cache. Least recently used entries go when the cache passes its byte budget
+(the outputs of the last plan run always stay: the plan's memory estimate already bounds them,
+and running it again is then free), and before a run when the plan's memory estimate (which
+counts every output the plan keeps, :mod:`engine.memory`) plus the entries the plan does not
+use would pass the memory limit.
 
 Cancel is honoured between blocks and inside long blocks (:mod:`engine.cancel`: kernels and
 source generation check between batch chunks); a block stopped that way is not an error, the
@@ -118,7 +120,8 @@ class OutputCache:
 
 class Executor:
     """Runs plans, keeping each step's outputs by cache key across runs (an LRU of at most
-    ``cache_bytes`` bytes; outputs of the plan being run are kept whatever their size)."""
+    ``cache_bytes`` bytes besides the outputs of the last plan run, which are kept whatever
+    their size)."""
 
     def __init__(self, memory_limit: int = DEFAULT_MEMORY_LIMIT,
                  cache_bytes: int = DEFAULT_CACHE_BYTES):
@@ -176,8 +179,8 @@ class Executor:
                 break
             if progress is not None:
                 progress(step.node_id, index + 1, total)
-        with self._lock:
-            self._cache.evict(self._cache.max_bytes)
+        with self._lock:  # the plan's own outputs stay: its next run is free
+            self._cache.evict(self._cache.max_bytes, keep=live)
         return result
 
     def _make_room(self, plan: Plan, live: frozenset[str]) -> None:

@@ -47,14 +47,20 @@ def test_the_cache_evicts_least_recently_used_entries_by_bytes():
 
 
 def test_the_cache_budget_is_configurable_and_checked():
-    ex = Executor(cache_bytes=0)
-    c = grad_canvas()
-    ex.run(ex.compile(c))
-    assert ex.cached_keys() == [] and ex.cache_bytes == 0
-    assert ex.run(ex.compile(c)).computed  # nothing was kept: recomputed
-    ex.cache_bytes = 2**30
-    ex.run(ex.compile(c))
-    assert len(ex.cached_keys()) == len(c.nodes) and ex.cached_bytes() > 0
+    """With no budget only the last plan's outputs stay (running it again is free); undoing
+    an edit then recomputes what the edit changed. With the default budget it does not."""
+    for budget, recomputed in ((0, {"x", "y", "grad"}), (2**30, set())):
+        ex = Executor(cache_bytes=budget)
+        c = grad_canvas()
+        ex.run(ex.compile(c))
+        assert len(ex.cached_keys()) == len(c.nodes) and ex.cache_bytes == budget
+        assert ex.run(ex.compile(c)).computed == set()
+        c.set_attr("x", "seed", 7)
+        ex.run(ex.compile(c))
+        c.set_attr("x", "seed", 1)
+        assert ex.run(ex.compile(c)).computed == recomputed, budget
+    ex.cache_bytes = 0  # shrinking the budget evicts at once
+    assert ex.cached_bytes() == 0
     with pytest.raises(ValueError, match="cache size"):
         Executor(cache_bytes=-1)
 
