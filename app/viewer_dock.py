@@ -11,6 +11,7 @@ tensor), so the window stays responsive; the tensor appears when they are ready.
 
 from __future__ import annotations
 
+import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -67,7 +68,8 @@ class ViewerDock(QtWidgets.QWidget):
         self._grey.setOpacity(0.45)
         self._grey.setEnabled(False)
         self.viewer.setGraphicsEffect(self._grey)
-        self._summaries: list[tuple[np.ndarray, Summary]] = []
+        # (weak reference to the array, its summary): never keeps a dropped result alive
+        self._summaries: list[tuple[weakref.ref, Summary]] = []
         self._pending: tuple[np.ndarray, Future] | None = None
         self._poll = QtCore.QTimer(self)
         self._poll.setInterval(20)
@@ -150,7 +152,7 @@ class ViewerDock(QtWidgets.QWidget):
     def _summary(self, arr: np.ndarray) -> Summary | None:
         """The summary of ``arr`` if known; a big array's is started on the worker thread."""
         for known, summary in self._summaries:
-            if known is arr:
+            if known() is arr:
                 return summary
         if arr.size <= BACKGROUND_ELEMENTS:
             return None
@@ -169,7 +171,8 @@ class ViewerDock(QtWidgets.QWidget):
             return
         self._pending = None
         self._poll.stop()
-        self._summaries = [*self._summaries, (arr, future.result())][-SUMMARIES_KEPT:]
+        kept = [(ref, s) for ref, s in self._summaries if ref() is not None]
+        self._summaries = [*kept, (weakref.ref(arr), future.result())][-SUMMARIES_KEPT:]
         self.update_view()
 
     def _mark_stale(self, *node_ids: str) -> None:

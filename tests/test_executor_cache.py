@@ -126,3 +126,23 @@ def test_a_cancel_during_a_long_kernel_stops_it_between_chunks(monkeypatch):
     monkeypatch.undo()
     again = ex.run(plan, cancel=threading.Event())
     assert not again.cancelled and again.computed == {"grad"}
+
+
+def test_a_cancelled_source_stops_between_its_chunks(monkeypatch):
+    from engine import sources
+
+    monkeypatch.setattr(sources, "CHUNK", 1000)
+    made = []
+    real = sources._float32_values
+
+    def chunk(*args):
+        made.append(1)
+        if len(made) == 3:
+            event.set()
+        return real(*args)
+
+    monkeypatch.setattr(sources, "_float32_values", chunk)
+    event = threading.Event()
+    with cancel.scope(event), pytest.raises(cancel.Cancelled):
+        sources.generate("random_normal", (100, 1000), "float32", seed=0)
+    assert len(made) == 3  # of 100 chunks
