@@ -182,8 +182,16 @@ class MainWindow(QtWidgets.QMainWindow):
         self.act_run = self._action("&Run", self.run, "F5",
                                     "Run the canvas (only changed blocks are recomputed)", "run")
         self.act_cancel = self._action("&Cancel Run", self.session.cancel, "Shift+F5",
-                                       "Stop the run before the next block", "cancel")
+                                       "Stop the run (a long block stops at its next batch chunk)", "cancel")
         self.act_cancel.setEnabled(False)
+        self.act_auto_run = self._action(
+            "&Auto-run", lambda: None, None,
+            "After an edit, re-run what changed when it last ran in under 200 ms (larger "
+            "canvases wait for F5)")
+        self.act_auto_run.setCheckable(True)
+        self.act_auto_run.setChecked(_setting_bool(self.settings, "run/auto_run", True))
+        self.session.auto_run = self.act_auto_run.isChecked()
+        self.act_auto_run.toggled.connect(self._auto_run_toggled)
         self.act_shortcuts = self._action("&Keyboard Shortcuts", self.show_shortcuts, K.HelpContents,
                                           "List the keyboard shortcuts")
         self.act_about = self._action("&About GradBlocks", self.show_about, None, "About")
@@ -235,6 +243,8 @@ class MainWindow(QtWidgets.QMainWindow):
         m.addAction(self.act_reset_layout)
         m = bar.addMenu("&Run")
         m.addActions([self.act_run, self.act_cancel])
+        m.addSeparator()
+        m.addAction(self.act_auto_run)
         m = bar.addMenu("&Help")
         m.addActions([self.act_shortcuts, self.act_about])
 
@@ -382,6 +392,10 @@ class MainWindow(QtWidgets.QMainWindow):
     def run(self) -> bool:
         return self.session.run()
 
+    def _auto_run_toggled(self, on: bool) -> None:
+        self.session.auto_run = on
+        self.settings.setValue("run/auto_run", on)
+
     def _on_run_started(self, total: int) -> None:
         self.progress.setMaximum(max(total, 1))
         self.progress.setValue(0)
@@ -417,16 +431,33 @@ class MainWindow(QtWidgets.QMainWindow):
 
     # --- closing ---------------------------------------------------------------------------
     def closeEvent(self, event: QtGui.QCloseEvent) -> None:
+        """Close (after the save prompt); a run is cancelled first. The worker normally stops
+        within a batch chunk; if it has not after 1 s, the window is disabled and closes when
+        it has (a QThread must never be destroyed while it runs)."""
         if not self.files.maybe_save():
             event.ignore()
             return
-        if self.session.runner.running:
-            self.session.runner.cancel()
-            self.session.runner.wait()
+        runner = self.session.runner
+        if runner.running and not runner.shutdown(1000):
+            # a block without cancel checkpoints: close once it ends (a hidden window would
+            # not quit the application when it finally closes)
+            event.ignore()
+            self.setEnabled(False)
+            self.statusBar().showMessage("Closing when the running block stops…")
+            runner.running_changed.connect(lambda running: running or self.close())
+            return
         if not self.quiet:
             self.save_layout()
         self.files.shutdown()
         event.accept()
+
+
+def _setting_bool(settings: QtCore.QSettings, key: str, default: bool) -> bool:
+    """A boolean setting (INI files give back the strings "true"/"false")."""
+    value = settings.value(key, default)
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    return bool(value)
 
 
 def about_text() -> str:

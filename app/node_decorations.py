@@ -20,6 +20,7 @@ BADGE_COLORS = {
     "failed": QtGui.QColor(250, 120, 110),
     "error": QtGui.QColor(250, 120, 110),
     "running": QtGui.QColor(240, 200, 100),
+    "stale": QtGui.QColor(150, 150, 150),
     "": QtGui.QColor(160, 160, 160),
 }
 
@@ -55,8 +56,10 @@ def node_messages(node_id: str, plan, pending: dict[str, str]) -> list[str]:
 
 
 def compute_look(node, plan, pending: dict[str, str], run: RunInfo | None,
-                 incoming: dict[str, tuple[str, str]], running: bool = False) -> NodeLook:
-    """The look of canvas ``node``; ``incoming`` maps its input ports to their sources."""
+                 incoming: dict[str, tuple[str, str]], running: bool = False,
+                 stale: str | None = None) -> NodeLook:
+    """The look of canvas ``node``; ``incoming`` maps its input ports to their sources;
+    ``stale`` says why its last result is no longer current (badge and port labels say so)."""
     spec = get_spec(node.type)
     specs = plan.specs if plan is not None else {}
     out_labels = []
@@ -67,6 +70,9 @@ def compute_look(node, plan, pending: dict[str, str], run: RunInfo | None,
         else:
             tip = spec_tooltip(p.name, ts) + (f"\n{p.doc}" if p.doc else "")
             out_labels.append((p.name, f"{p.name}  {spec_label(ts)}", tip))
+    if stale is not None:  # the port's value (last run) is not the current one
+        out_labels = [(port, f"{text}  (stale)", f"{tip}\nlast result is stale: {stale}")
+                      for port, text, tip in out_labels]
     in_tips = []
     for p in spec.inputs:
         src = incoming.get(p.name)
@@ -80,6 +86,8 @@ def compute_look(node, plan, pending: dict[str, str], run: RunInfo | None,
     errors = tuple(node_messages(node.id, plan, pending))
     if running:
         badge, state = "running…", "running"
+    elif stale is not None:
+        badge, state = f"stale: {_short(stale)}", "stale"
     elif run is not None and run.error:
         badge, state = "✗ failed", "failed"
     elif run is not None and run.seconds is not None:
@@ -96,12 +104,20 @@ def compute_look(node, plan, pending: dict[str, str], run: RunInfo | None,
         parts.append(html.escape(spec.doc.strip().splitlines()[0]))
     for msg in errors:
         parts.append(f"<span style='color:#f07060'>{html.escape(msg)}</span>")
+    if stale is not None:
+        parts.append(f"<span style='color:#999'>last result is stale: "
+                     f"{html.escape(stale)}</span>")
     if run is not None and run.error:
         parts.append(f"<span style='color:#f07060'>run failed: {html.escape(run.error)}</span>")
     elif run is not None and run.seconds is not None:
         parts.append(f"last run: {ms_text(run.seconds)}" + (" (cached)" if run.cached else ""))
     return NodeLook(tuple(out_labels), tuple(in_tips), errors, badge, state,
                     "<br/>".join(parts))
+
+
+def _short(reason: str, limit: int = 40) -> str:
+    """A stale reason short enough for a badge under a node."""
+    return reason if len(reason) <= limit else reason[: limit - 1] + "…"
 
 
 class Decorator:

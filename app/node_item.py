@@ -62,6 +62,11 @@ class BlockItem(NodeItem):
             self.draw_node()  # the width follows the title
         self.update()
 
+    def _tooltip_disable(self, state):
+        """Keep the tooltip the node decorations set. NodeGraphQt calls this private method from
+        every ``draw_node`` (a relayout after a rename or a preview) to put back its own rich
+        text tooltip (the title unescaped, and the type id); there is no public switch."""
+
     def _calc_size_horizontal(self):
         width, height = super()._calc_size_horizontal()
         return max(width, MIN_WIDTH), height

@@ -120,10 +120,10 @@ class PreviewNodeItem(BlockItem):
         self.preview_value = QtWidgets.QGraphicsSimpleTextItem(self)
         self.preview_value.setBrush(VALUE_COLOR)
         self.preview_badge = BadgeItem(self)
-        for item in self._preview_parts():
+        for item in self.preview_parts():
             item.setVisible(False)
 
-    def _preview_parts(self):
+    def preview_parts(self):
         return (self.preview_pixmap, self.preview_frame, self.preview_value, self.preview_badge)
 
     def set_preview(self, pixmap: QtGui.QPixmap | None, value: str | None,
@@ -142,7 +142,7 @@ class PreviewNodeItem(BlockItem):
         self.preview_badge.setVisible(badge is not None)
         if badge is not None:
             self.preview_badge.set(*badge)
-        for item in self._preview_parts():
+        for item in self.preview_parts():
             item.setToolTip(tooltip)
         self.draw_node()
 
@@ -189,6 +189,10 @@ class PreviewNodeItem(BlockItem):
             x += size.width() + GAP
 
 
+#: Opacity of the preview of a stale result (greyed like the viewer).
+STALE_OPACITY = 0.35
+
+
 class NodePreviews(QtCore.QObject):
     """Keeps every node's preview equal to the session's current results (and the toggle)."""
 
@@ -197,7 +201,8 @@ class NodePreviews(QtCore.QObject):
         super().__init__(parent)
         self.session, self.adapter, self.settings = session, session.adapter, settings
         self.size = THUMB_SIZE
-        self._shown: dict[str, tuple] = {}  # node id -> (view, array, verdict, visible)
+        # node id -> (view, array, verdict, visible, why stale or None)
+        self._shown: dict[str, tuple] = {}
         shown = settings.value(SETTINGS_KEY, True)
         self.action = QtGui.QAction("Show &Previews", parent)
         self.action.setCheckable(True)
@@ -221,6 +226,7 @@ class NodePreviews(QtCore.QObject):
     def update(self) -> None:
         """Redraw the previews of nodes whose result, view item or visibility changed."""
         canvas = self.session.doc.canvas
+        stale = self.session.stale_nodes()
         for cid in [c for c in self._shown if c not in canvas.nodes]:
             del self._shown[cid]
         for cid, node in canvas.nodes.items():
@@ -234,14 +240,17 @@ class NodePreviews(QtCore.QObject):
             port = spec.main_output_name()
             arr = self.session.outputs.get((cid, port)) if port else None
             verdict = self.session.outputs.get((cid, spec.verdict)) if spec.verdict else None
-            state = (view, arr, verdict, self.visible)
+            state = (view, arr, verdict, self.visible, stale.get(cid))
             old = self._shown.get(cid)
-            if old is not None and all(a is b for a, b in zip(old, state, strict=True)):
+            if old is not None and all(a is b for a, b in zip(old[:3], state[:3], strict=True)) \
+                    and old[3:] == state[3:]:
                 continue
             self._shown[cid] = state
-            self._draw(cid, view, spec, port, arr, verdict)
+            self._draw(cid, view, spec, port, arr, verdict, stale.get(cid))
 
-    def _draw(self, cid: str, view: PreviewNodeItem, spec, port, arr, verdict) -> None:
+    def _draw(self, cid: str, view: PreviewNodeItem, spec, port, arr, verdict,
+              stale: str | None = None) -> None:
+        """Show the preview; a stale one (``stale``: why) is greyed, the reason in its tooltip."""
         if not self.visible or (arr is None and verdict is None):
             view.set_preview(None, None, None, "")
         else:
@@ -257,7 +266,11 @@ class NodePreviews(QtCore.QObject):
                 passed = bool(np.asarray(verdict))
                 badge = ("PASS", PASS_COLOR) if passed else ("FAIL", FAIL_COLOR)
                 tips.append(f"{spec.verdict} = {str(passed).lower()}")
+            if stale:
+                tips.insert(0, f"stale: {stale}")
             view.set_preview(pixmap, value, badge, "\n".join(tips))
+        for item in view.preview_parts():
+            item.setOpacity(STALE_OPACITY if stale else 1.0)
         self.session.decorator.place_badge(cid)
 
     def _axes(self, cid: str, port: str):

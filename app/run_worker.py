@@ -2,7 +2,7 @@
 
 The executor (with its cache) lives as long as the window: a second run recomputes only nodes
 whose type, attributes or inputs changed. Progress arrives node by node; Cancel sets an event
-the executor checks between nodes.
+the executor checks between nodes and the kernels check between batch chunks.
 """
 
 from __future__ import annotations
@@ -80,6 +80,15 @@ class RunController(QtCore.QObject):
         """Block until the worker thread ends (used on close)."""
         thread = self._thread
         return thread.wait(msecs) if thread is not None else True
+
+    def shutdown(self, msecs: int = 1000) -> bool:
+        """Cancel the run and wait at most ``msecs`` for the worker to stop (kernels check
+        for cancellation between batch chunks, :mod:`engine.cancel`); True when no worker
+        thread is left running."""
+        if self._thread is None:
+            return True
+        self.cancel()
+        return self._thread.wait(msecs)
 
     def _end(self) -> None:
         if self._thread is not None:

@@ -1,23 +1,38 @@
 """Live state of the open canvas: the compiled plan (shapes, errors), pending invalid edits,
 the last run's outputs, times and errors; pushes all of it onto the nodes.
 
-After every Document change the canvas is recompiled (shape inference, no running) and the
-outputs of changed nodes and everything downstream are dropped, so a stale result is never shown.
+After every Document change the canvas is recompiled (shape inference, no running). Results are
+kept with the cache key of the plan step that made them; a result whose node's current key
+differs (an attribute the run reads changed, an input changed, a file it reads changed) or whose
+node is now invalid is *stale*: still shown, greyed and labelled, until the block runs again. The
+key is the executor's cache key, so the app and the engine share one rule (an inactive
+attribute changes nothing; a rewritten .npy file does). Files the plan reads are watched, so a
+rewritten file is noticed without an edit.
 
 Log messages name blocks by title (:mod:`engine.labels`); the node id travels with each message
 as data (the ``log`` signal's third argument: the log entry's click target and tooltip).
+
+Auto-run (:attr:`Session.auto_run`): after a change, when every block to recompute ran before in
+under :data:`AUTO_RUN_SECONDS` in total, a run starts by itself after :data:`AUTO_RUN_DELAY_MS`.
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from PySide6 import QtCore
 
 from app.document import Change, Document
 from app.node_decorations import Decorator, RunInfo, compute_look
 from app.run_worker import RunController
+from blocks.registry import get_spec
 from engine.labels import block_labels, label_list
+
+#: Auto-run re-runs what changed when those blocks' last runs took less than this in total.
+AUTO_RUN_SECONDS = 0.2
+#: Auto-run waits this long after the last edit (typing in a cell, dragging a value).
+AUTO_RUN_DELAY_MS = 150
 
 
 class Session(QtCore.QObject):
@@ -40,9 +55,19 @@ class Session(QtCore.QObject):
         self.pending: dict[str, dict[str, tuple[str, str]]] = {}  # node -> attr -> (raw, msg)
         self.outputs: dict[tuple[str, str], object] = {}
         self.run_info: dict[str, RunInfo] = {}
+        #: Cache key of the plan step each node's shown result (or run error) came from.
+        self.result_keys: dict[str, str] = {}
+        #: The last computed (not cached) run time of each node, for auto-run.
+        self.last_seconds: dict[str, float] = {}
+        self.auto_run = False
+        self._auto_timer = QtCore.QTimer(self)
+        self._auto_timer.setSingleShot(True)
+        self._auto_timer.setInterval(AUTO_RUN_DELAY_MS)
+        self._auto_timer.timeout.connect(self._auto_run_now)
+        self._watcher = QtCore.QFileSystemWatcher(self)
+        self._watcher.fileChanged.connect(self._on_file_changed)
         self._known_errors: set[str] = set()
         self._running_node: str | None = None
-        self._dirty_during_run: set[str] = set()
         self._run_started = 0.0
         self._run_plan = None
         self._run_order: list[str] = []
@@ -57,31 +82,112 @@ class Session(QtCore.QObject):
         if change.reloaded:
             self.outputs.clear()
             self.run_info.clear()
+            self.result_keys.clear()
+            self.last_seconds.clear()
             self.pending.clear()
             self._known_errors.clear()
-            dirty = set(self.doc.canvas.nodes)
         else:
-            dirty = change.dirty_nodes()
-            for key in [k for k in self.outputs if k[0] in dirty]:
+            alive = self.doc.canvas.nodes
+            for key in [k for k in self.outputs if k[0] not in alive]:
                 del self.outputs[key]
-            for nid in dirty:
-                self.run_info.pop(nid, None)
-            for nid in [n for n in self.pending if n not in self.doc.canvas.nodes]:
-                del self.pending[nid]
-        if self.runner.running:
-            self._dirty_during_run |= dirty
+            for table in (self.run_info, self.result_keys, self.last_seconds, self.pending):
+                for nid in [n for n in table if n not in alive]:
+                    del table[nid]
+        self._recompile_and_show()
+
+    def _recompile_and_show(self) -> None:
+        before = self.stale_nodes()
         self.recompile()
-        if dirty:
+        if self.stale_nodes() != before or not self.outputs:
             self.results_changed.emit()
+        self._schedule_auto_run()
 
     def recompile(self) -> None:
         """Infer shapes and errors of the whole canvas and update every node's look."""
         t0 = time.perf_counter()
         self.plan = self.runner.executor.compile(self.doc.canvas, base_dir=self.doc.base_dir)
         self.compile_seconds = time.perf_counter() - t0
+        self._watch_files()
         self._log_new_errors()
         self.refresh()
         self.plan_changed.emit(self.plan)
+
+    # --- staleness -------------------------------------------------------------------------
+    def plan_keys(self) -> dict[str, str]:
+        """The current cache key of every node the plan can run."""
+        return {step.node_id: step.key for step in self.plan.steps} if self.plan else {}
+
+    def stale_reason(self, node_id: str, keys: dict[str, str] | None = None) -> str | None:
+        """Why the node's shown result (or run error) is not current, or None when it is (or
+        there is none): ``"invalid: <problem>"`` or ``"changed since it ran"``. ``keys``:
+        :meth:`plan_keys`, when the caller has them."""
+        held = self.result_keys.get(node_id)
+        if held is None or self.plan is None:
+            return None
+        if node_id in self.pending or node_id in self.plan.errors:
+            errors = self.node_errors(node_id)
+            return "invalid: " + (errors[0] if errors else "the block has a problem")
+        key = (self.plan_keys() if keys is None else keys).get(node_id)
+        if key == held:
+            return None
+        return "changed since it ran" if key is not None else "not in the current run"
+
+    def stale_nodes(self) -> dict[str, str]:
+        """Node -> why its shown result is stale, for every node with a stale result."""
+        keys = self.plan_keys()
+        out = {}
+        for nid, held in self.result_keys.items():
+            if keys.get(nid) != held or nid in self.pending:
+                reason = self.stale_reason(nid, keys)
+                if reason is not None:
+                    out[nid] = reason
+        return out
+
+    def _watch_files(self) -> None:
+        """Watch the files the plan reads (a rewritten .npy makes its reader stale)."""
+        wanted = set()
+        for step in self.plan.steps if self.plan else ():
+            for attr in step.spec.attrs:
+                path = step.attrs.get(attr.name)
+                if attr.kind == "path" and path and attr.is_active(step.attrs) and \
+                        Path(path).is_file():
+                    wanted.add(str(path))
+        watched = set(self._watcher.files())
+        if watched - wanted:
+            self._watcher.removePaths(sorted(watched - wanted))
+        if wanted - watched:
+            self._watcher.addPaths(sorted(wanted - watched))
+
+    def _on_file_changed(self, path: str) -> None:
+        """A read file changed (or was replaced: watch it again): recompile, keys follow."""
+        self._watcher.removePath(path)
+        self._recompile_and_show()
+
+    # --- auto-run --------------------------------------------------------------------------
+    def to_compute(self) -> list[str]:
+        """Nodes of the current plan whose outputs are not in the executor's cache."""
+        cached = set(self.runner.executor.cached_keys())
+        return [s.node_id for s in self.plan.steps if s.key not in cached] if self.plan else []
+
+    def auto_run_due(self) -> bool:
+        """True when auto-run should run now: something to compute, every such block ran
+        before (its time known) and their times add up to under AUTO_RUN_SECONDS."""
+        nodes = self.to_compute()
+        if not nodes or any(n not in self.last_seconds for n in nodes):
+            return False
+        return sum(self.last_seconds[n] for n in nodes) < AUTO_RUN_SECONDS
+
+    def _schedule_auto_run(self) -> None:
+        if self.auto_run and self.auto_run_due():
+            self._auto_timer.start()  # restarts: debounced
+
+    def _auto_run_now(self) -> None:
+        if not self.auto_run:
+            return
+        if self.runner.running:  # try again when this run ends
+            return
+        if self.auto_run_due():
+            self.run(auto=True)
 
     def _log_new_errors(self) -> None:
         current = set()
@@ -100,30 +206,38 @@ class Session(QtCore.QObject):
         for e in canvas.edges:
             incoming.setdefault(e.dst[0], {})[e.dst[1]] = tuple(e.src)
         looks = {}
+        stale = self.stale_nodes()
         for nid, node in canvas.nodes.items():
             pending = {a: msg for a, (_raw, msg) in self.pending.get(nid, {}).items()}
             looks[nid] = compute_look(node, self.plan, pending, self.run_info.get(nid),
-                                      incoming.get(nid, {}), running=nid == self._running_node)
+                                      incoming.get(nid, {}), running=nid == self._running_node,
+                                      stale=stale.get(nid))
         self.decorator.apply(looks)
 
     # --- pending invalid edits -------------------------------------------------------------
     def set_pending(self, node_id: str, attr: str, raw: str, message: str) -> None:
         """Remember an invalid value typed into the panel: the node shows it as an error."""
         old = self.pending.get(node_id, {}).get(attr)
+        stale = self.stale_nodes()
         self.pending.setdefault(node_id, {})[attr] = (raw, message)
         if old is None or old[1] != message:
             self.log.emit(message, "error", node_id)
         self.refresh()
         self.pending_changed.emit(node_id)
+        if self.stale_nodes() != stale:
+            self.results_changed.emit()
 
     def clear_pending(self, node_id: str, attr: str) -> None:
         attrs = self.pending.get(node_id)
         if attrs and attr in attrs:
+            stale = self.stale_nodes()
             del attrs[attr]
             if not attrs:
                 del self.pending[node_id]
             self.refresh()
             self.pending_changed.emit(node_id)
+            if self.stale_nodes() != stale:
+                self.results_changed.emit()
 
     def pending_for(self, node_id: str) -> dict[str, tuple[str, str]]:
         return dict(self.pending.get(node_id, {}))
@@ -138,16 +252,16 @@ class Session(QtCore.QObject):
         return msgs
 
     # --- running ---------------------------------------------------------------------------
-    def run(self) -> bool:
+    def run(self, auto: bool = False) -> bool:
         """Run the canvas in the background (False when a run is already going)."""
         if self.runner.running:
             return False
+        self._auto_timer.stop()
         plan = self.runner.executor.compile(self.doc.canvas, base_dir=self.doc.base_dir)
         for nid, attrs in self.pending.items():
             for attr in attrs:
                 self.log.emit(f"{plan.label(nid)}.{attr} has an invalid edit; running with the "
                               f"last valid value", "warning", nid)
-        self._dirty_during_run = set()
         self._run_started = time.perf_counter()
         self._run_order = [step.node_id for step in plan.steps]
         self._run_plan = plan
@@ -155,13 +269,14 @@ class Session(QtCore.QObject):
             return False
         self._running_node = self._run_order[0] if self._run_order else None
         self.refresh()
-        self.log.emit(f"run started: {len(plan.steps)} block(s)", "info", None)
+        self.log.emit(f"{'auto-run' if auto else 'run'} started: {len(plan.steps)} block(s)",
+                      "info", None)
         return True
 
     def cancel(self) -> None:
         if self.runner.running:
             self.runner.cancel()
-            self.log.emit("cancelling after the current block…", "warning", None)
+            self.log.emit("cancelling…", "warning", None)
 
     def _on_progress(self, node_id: str, done: int, total: int) -> None:
         """``node_id`` finished (the ``done``-th of ``total``): mark the next one as running."""
@@ -172,8 +287,14 @@ class Session(QtCore.QObject):
     def _on_run_finished(self, result) -> None:
         self._running_node = None
         alive = self.doc.canvas.nodes
-        skip = self._dirty_during_run | {nid for nid in result.times if nid not in alive} | {
+        ran_keys = {s.node_id: s.key for s in self._run_plan.steps} if self._run_plan else {}
+        skip = {nid for nid in result.times if nid not in alive} | {
             nid for nid in result.errors if nid not in alive}
+        for nid in (set(result.times) | set(result.errors)) - skip:
+            # a new result replaces the old one (and is stale itself if edited meanwhile)
+            for key in [k for k in self.outputs if k[0] == nid]:
+                del self.outputs[key]
+            self.result_keys[nid] = ran_keys.get(nid, "")
         for key, value in result.outputs.items():
             if key[0] not in skip:
                 self.outputs[key] = value
@@ -181,6 +302,8 @@ class Session(QtCore.QObject):
         for nid, seconds in result.times.items():
             if nid not in skip:
                 self.run_info[nid] = RunInfo(seconds=seconds, cached=nid not in computed)
+                if nid in computed:
+                    self.last_seconds[nid] = seconds
         for nid, message in result.errors.items():
             if nid not in skip:
                 self.run_info[nid] = RunInfo(error=message)
@@ -197,6 +320,8 @@ class Session(QtCore.QObject):
         self.run_summary.emit("cancelled" if result.cancelled else summary, result.cancelled)
         self.refresh()
         self.results_changed.emit()
+        if not result.cancelled:
+            self._schedule_auto_run()  # edits made during the run
 
     def _on_run_crashed(self, message: str) -> None:
         self._running_node = None
@@ -215,8 +340,6 @@ class Session(QtCore.QObject):
         node = self.doc.canvas.nodes.get(node_id)
         if node is None:
             return None, None
-        from blocks.registry import get_spec
-
         for p in get_spec(node.type).outputs:
             if (node_id, p.name) in self.outputs:
                 return p.name, self.outputs[(node_id, p.name)]

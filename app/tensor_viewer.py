@@ -7,11 +7,15 @@ This module connects them.
 
 Public API (for the window that docks it): ``show_tensor(array, axes=None, title="", source="")``,
 ``compare(a, b, title_a, title_b, axes=None, sources=("", ""))``, ``clear()``; ``set_side``,
+``show_tensor(..., summary=)`` takes a :func:`summarize` computed off the GUI thread for big
+tensors;
 ``export_npy(path)``, ``export_png(path)``, ``copy_values()``; signal ``view_changed`` after every
 redraw. Titles are what a person reads (block titles); ``source`` ids go into tooltips.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 from PySide6 import QtCore, QtWidgets
@@ -22,10 +26,33 @@ from app.viewer_histogram import HistogramPlot
 from app.viewer_pictures import ImagePage
 from app.viewer_stats_line import StatsLine
 from app.viewer_table import TABLE_LIMIT, TablePage
-from engine.tensor_stats import DiffStats, TensorStats, diff_stats, tensor_stats
+from engine.tensor_stats import (
+    DiffStats,
+    Histogram,
+    TensorStats,
+    diff_stats,
+    histogram,
+    tensor_stats,
+)
 from engine.tensor_view import SIDES, ViewState
 
-__all__ = ["TABLE_LIMIT", "TensorViewer"]
+__all__ = ["TABLE_LIMIT", "Summary", "TensorViewer", "summarize"]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The whole-tensor numbers the viewer shows (statistics and histogram); pure NumPy, so a
+    window can compute them on a worker thread for big tensors."""
+
+    stats: TensorStats
+    hist: Histogram
+
+
+def summarize(array: np.ndarray) -> Summary:
+    """Statistics and histogram of ``array`` exactly as :meth:`TensorViewer.show_tensor` shows
+    them."""
+    a = np.asarray(array)
+    return Summary(tensor_stats(a), histogram(a))
 
 
 class TensorViewer(QtWidgets.QWidget):
@@ -41,6 +68,8 @@ class TensorViewer(QtWidgets.QWidget):
         self.other_stats: TensorStats | None = None
         self.diff: DiffStats | None = None
         self.sources: tuple[str, str] = ("", "")
+        #: (tensor, its histogram): the histogram is computed once per tensor shown
+        self._hist_of: tuple[np.ndarray | None, Histogram | None] = (None, None)
         self._build()
         self.clear()
 
@@ -132,13 +161,17 @@ class TensorViewer(QtWidgets.QWidget):
         self.controls.show_for(self.state)
 
     def show_tensor(self, array: np.ndarray, axes: tuple[str, ...] | None = None,
-                    title: str = "", source: str = "") -> None:
+                    title: str = "", source: str = "", summary: Summary | None = None) -> None:
         """Show one tensor; ``axes`` names its axes (N, H, W, C / kh, kw, in, out ...);
-        ``title`` is what a person reads, ``source`` (e.g. ``node_id.port``) goes in tooltips."""
+        ``title`` is what a person reads, ``source`` (e.g. ``node_id.port``) goes in tooltips;
+        ``summary`` (:func:`summarize` of ``array``) saves computing its numbers here."""
         new = self.state.show(array, axes, title)
         self.sources = (source, "")
         self.diff = self.other_stats = None
-        self.stats = tensor_stats(self.state.array)
+        if summary is None:
+            summary = summarize(self.state.array)
+        self.stats = summary.stats
+        self._hist_of = (self.state.array, summary.hist)
         self.controls.setup(new)
         self.stats_label.show_one(title, self.stats, source)
         self._redraw()
@@ -252,9 +285,17 @@ class TensorViewer(QtWidgets.QWidget):
         values, blank = st.values()
         t = st.side_tensor()
         self.table_page.show_values(values, t.dtype, blank, title if st.comparing else "")
-        self.histogram.show_values(t, f"values of {title or 'the tensor'}")
+        self.histogram.show_values(t, f"values of {title or 'the tensor'}", self._histogram(t))
         self.tabs.setTabToolTip(2, f"The numbers of the {st.side} tensor, {title}" if st.comparing
                                 else "The numbers of the current slice")
+
+    def _histogram(self, t: np.ndarray) -> Histogram:
+        """The histogram of ``t``, computed once per tensor shown (not on every slice change)."""
+        known, hist = self._hist_of
+        if known is not t:
+            hist = histogram(t)
+            self._hist_of = (t, hist)
+        return hist
 
     def _on_hover(self, row: int, col: int) -> None:
         self.hover_label.setText(self.describe_pixel(row, col) if row >= 0 else "")

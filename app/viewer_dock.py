@@ -5,22 +5,35 @@ Two selected nodes are compared side by side. "Pin" (a toggle) keeps the current
 same node after an attribute change (or another node) is compared against it; opening another
 canvas drops the pin. Captions, statistics and compare headers name blocks by their titles; the
 internal ``node_id.port`` is in tooltips, and in :attr:`ViewerDock.shown`.
+
+A result that is no longer current (:meth:`Session.stale_reason`) stays shown, greyed, its caption
+starting with "stale: <why>" (:attr:`ViewerDock.stale`). The statistics and histogram of a tensor
+of more than :data:`BACKGROUND_ELEMENTS` elements are computed on a worker thread (seconds for a
+256 MiB tensor), so the window stays responsive; the tensor appears when they are ready.
 """
 
 from __future__ import annotations
 
+import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
+
 import numpy as np
-from PySide6 import QtWidgets
+from PySide6 import QtCore, QtWidgets
 
 from app.document import Change
 from app.message_label import MessageLabel
-from app.tensor_viewer import TensorViewer
+from app.tensor_viewer import Summary, TensorViewer, summarize
 from blocks.registry import get_spec
 
 #: a pressed Pin reads as pressed in the dark theme too
 PIN_STYLE = ("QToolButton#pin_button { padding: 2px 8px; }"
              "QToolButton#pin_button:checked { background: #2f78a0; color: white; "
              "border: 1px solid #6ab0d8; border-radius: 3px; }")
+#: Tensors with more elements than this are summarized on a worker thread.
+BACKGROUND_ELEMENTS = 1 << 22
+#: Summaries kept (by array identity), so reselecting a big tensor shows it at once.
+SUMMARIES_KEPT = 4
+_pool = ThreadPoolExecutor(1, thread_name_prefix="gradblocks-summary")
 
 
 class ViewerDock(QtWidgets.QWidget):
@@ -60,6 +73,18 @@ class ViewerDock(QtWidgets.QWidget):
         self.shown: tuple[str, ...] = ()
         self._titles_shown: dict[str, str] = {}  # node id -> title used in what is shown
         self._show_pin_state()
+        #: Why the shown result is stale ("" when it is current or nothing is shown).
+        self.stale = ""
+        self._grey = QtWidgets.QGraphicsOpacityEffect(self.viewer)
+        self._grey.setOpacity(0.45)
+        self._grey.setEnabled(False)
+        self.viewer.setGraphicsEffect(self._grey)
+        # (weak reference to the array, its summary): never keeps a dropped result alive
+        self._summaries: list[tuple[weakref.ref, Summary]] = []
+        self._pending: tuple[np.ndarray, Future] | None = None
+        self._poll = QtCore.QTimer(self)
+        self._poll.setInterval(20)
+        self._poll.timeout.connect(self._check_summary)
         session.results_changed.connect(self.update_view)
         session.doc.changed.connect(self._on_doc_changed)
 
@@ -119,6 +144,7 @@ class ViewerDock(QtWidgets.QWidget):
                 self._compare((self._title(sel[0], pa), f"{sel[0]}.{pa}", a),
                               (self._title(sel[1], pb), f"{sel[1]}.{pb}", b),
                               self._axes(sel[0], pa))
+                self._mark_stale(*sel)
                 return
             self._empty("Run the canvas to compare the outputs of the two selected blocks.")
             return
@@ -136,9 +162,53 @@ class ViewerDock(QtWidgets.QWidget):
                         f"{nid}.{port}")
             return
         source = f"{nid}.{port}"
+        caption = f"{name} · {get_spec(node.type).title} · port {port}"
+        summary = self._summary(arr)
+        if summary is None and arr.size > BACKGROUND_ELEMENTS:
+            self.viewer.clear()
+            self._caption(f"{caption} · computing the statistics of {arr.size:,} values…",
+                          (source,))
+            self._mark_stale(nid)
+            return
         self.viewer.show_tensor(arr, axes=self._axes(nid, port), title=self._title(nid, port),
-                                source=source)
-        self._caption(f"{name} · {get_spec(node.type).title} · port {port}", (source,))
+                                source=source, summary=summary)
+        self._caption(caption, (source,))
+        self._mark_stale(nid)
+
+    def _summary(self, arr: np.ndarray) -> Summary | None:
+        """The summary of ``arr`` if known; a big array's is started on the worker thread."""
+        for known, summary in self._summaries:
+            if known() is arr:
+                return summary
+        if arr.size <= BACKGROUND_ELEMENTS:
+            return None
+        if self._pending is None or self._pending[0] is not arr:
+            self._pending = (arr, _pool.submit(summarize, arr))
+            self._poll.start()
+        return None
+
+    def _check_summary(self) -> None:
+        """Poll the worker (no signal crosses threads); show the tensor when it is done."""
+        if self._pending is None:
+            self._poll.stop()
+            return
+        arr, future = self._pending
+        if not future.done():
+            return
+        self._pending = None
+        self._poll.stop()
+        kept = [(ref, s) for ref, s in self._summaries if ref() is not None]
+        self._summaries = [*kept, (weakref.ref(arr), future.result())][-SUMMARIES_KEPT:]
+        self.update_view()
+
+    def _mark_stale(self, *node_ids: str) -> None:
+        """Grey the viewer and prefix the caption when a shown result is not current."""
+        reasons = [f"{self.session.label(n)} {r}" if len(node_ids) > 1 else r
+                   for n in node_ids if (r := self.session.stale_reason(n))]
+        self.stale = "; ".join(reasons)
+        if self.stale:
+            self.caption.setText(f"stale: {self.stale} — {self.caption.text()}")
+        self._grey.setEnabled(bool(self.stale))
 
     def _compare(self, left: tuple, right: tuple, axes) -> None:
         """Compare ``left`` and ``right``, each (title, node_id.port, tensor)."""
@@ -156,6 +226,8 @@ class ViewerDock(QtWidgets.QWidget):
         ids = ", ".join(shown)
         self.caption.setToolTip(text + ("\n" + ids if ids else "") if len(text) > 60 else ids)
         self.shown = shown
+        self.stale = ""
+        self._grey.setEnabled(False)
 
     def _pin_toggled(self, on: bool) -> None:
         if not on:

@@ -20,10 +20,11 @@ class HistogramPlot(pg.PlotWidget):
         self.setLabel("left", "count")
         self.hist = Histogram(np.zeros(0, np.int64), np.zeros(0), 0, 0)
 
-    def show_values(self, a: np.ndarray, what: str) -> None:
-        """Draw the histogram of ``a`` titled ``what`` ("" and an empty ``a``: nothing)."""
+    def show_values(self, a: np.ndarray, what: str, hist: Histogram | None = None) -> None:
+        """Draw the histogram of ``a`` (``hist`` when already computed) titled ``what`` ("" and
+        an empty ``a``: nothing)."""
         self.clear()
-        h = self.hist = histogram(a)
+        h = self.hist = histogram(a) if hist is None else hist
         if not h.counts.size:
             self.setTitle(f"{what}: no finite values" if what else None, color=TITLE_COLOR,
                           size="9pt")

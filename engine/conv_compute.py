@@ -18,7 +18,8 @@ input gradient skip the phase layout: one einsum per tile of output rows over a 
 (:func:`_depthwise_tiles`). Batches are processed in chunks so extra memory stays bounded
 whatever the batch size. Python loops run only over
 taps, stride phases, batch chunks and cache blocks/tiles of positions (each a large vectorized
-call), never element by element.
+call), never element by element. Each chunk, tap and block/tile starts with
+:func:`engine.cancel.checkpoint`, so a cancelled run stops within one of them.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from engine import parallel
+from engine.cancel import checkpoint
 from engine.conv_layout import PhaseLayout
 from engine.gemm import gemm_acc
 from engine.parallel import map_ranges
@@ -47,6 +49,7 @@ def _chunks(batch: int, per_image_bytes: int):
     """Batch slices whose buffers stay within :data:`CHUNK_BYTES`."""
     step = max(1, CHUNK_BYTES // max(1, per_image_bytes))
     for start in range(0, batch, step):
+        checkpoint()
         yield slice(start, min(batch, start + step))
 
 
@@ -117,6 +120,7 @@ def _conv2d_chunk(lay: PhaseLayout, pf: np.ndarray, wc: np.ndarray, few: bool) -
         map_ranges(part, t)
     else:  # one product per tap on shifted views, accumulated in place by BLAS
         for tap in lay.taps:
+            checkpoint()
             a = pf[tap.phase_row, tap.phase_col, tap.offset : tap.offset + t]
             gemm_acc(acc[:t], a, wc[tap.row, tap.col])
     return acc
@@ -154,6 +158,7 @@ def _filter_grad_per_tap(lay, pf, e, lo, hi, shape) -> np.ndarray:
     out = np.zeros(shape, e.dtype)
     tmp = np.empty(shape[2:], e.dtype)
     for b0 in range(lo, hi, FILTER_GRAD_BLOCK):
+        checkpoint()
         b1 = min(hi, b0 + FILTER_GRAD_BLOCK)
         for tap in lay.taps:
             a = pf[tap.phase_row, tap.phase_col, tap.offset + b0 : tap.offset + b1]
@@ -168,6 +173,7 @@ def _filter_grad_im2col(lay, pf, e, lo, hi, shape) -> np.ndarray:
     acc = np.zeros((taps * shape[2], co), e.dtype)
     tmp = np.empty_like(acc)
     for b0 in range(lo, hi, FILTER_GRAD_BLOCK):
+        checkpoint()
         b1 = min(hi, b0 + FILTER_GRAD_BLOCK)
         acc += np.matmul(_cols_t(lay, pf, b0, b1), e[b0:b1], out=tmp)
     out = np.empty((taps, shape[2], co), e.dtype)
@@ -211,6 +217,7 @@ def _backprop_input_chunk(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray, few: 
         d = into if into is not None else np.zeros(
             (g.stride_rows, g.stride_cols, length, ci), e.dtype)
         for tap in lay.taps:
+            checkpoint()
             dst = d[tap.phase_row, tap.phase_col, tap.offset : tap.offset + t]
             gemm_acc(dst, e, wt[tap.row, tap.col])
         return d
@@ -290,6 +297,7 @@ def _depthwise_tiles(g, x: np.ndarray, ctype: np.dtype, repeat: int, tile, zero=
         rows = _window_rows(g, min(step, g.out_rows))  # no tile has more output rows
         buf = np.empty((rows, cols, x.shape[3], repeat), ctype)
         for i, r0, r1 in tiles[lo:hi]:
+            checkpoint()
             xt = _fill_padded_rows(g, x[i], r0 * g.stride_rows, buf[: _window_rows(g, r1 - r0)],
                                    spread)
             res = tile(i, r0, r1, _windows(g, xt, r1 - r0))

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.cancel import checkpoint
 from engine.conv_shapes import ConvGeometry
 
 #: Extra memory one batch chunk's copies may use.
@@ -143,6 +144,7 @@ def _pairs(rows: Spans, cols: Spans):
 def _chunks(batch: int, per_image: int):
     step = max(1, CHUNK_BYTES // max(1, per_image))
     for start in range(0, batch, step):
+        checkpoint()
         yield slice(start, min(batch, start + step))
 
 

@@ -5,20 +5,31 @@ read), so running again after one attribute edit recomputes only that node and w
 it. A failing block is recorded and its dependents are skipped (``skipped: input x (dy) failed``,
 naming the failed block by its label, :mod:`engine.labels`); independent blocks still run.
 ``RunResult`` is keyed by node id; its messages name blocks by label.
-Cancel is honoured between blocks. A run first drops the cached outputs the plan cannot reuse,
-so that memory is free before anything is computed (the plan's memory estimate counts every
-output it keeps, :mod:`engine.memory`).
+
+The cache is a byte-bounded LRU (:class:`OutputCache`, default :data:`DEFAULT_CACHE_BYTES`):
+outputs the current plan does not use stay cached, so undoing an edit and running again is
+served from the cache. Least recently used entries go when the cache passes its byte budget
+(the outputs of the last plan run always stay: the plan's memory estimate already bounds them,
+and running it again is then free), and before a run when the plan's memory estimate (which
+counts every output the plan keeps, :mod:`engine.memory`) plus the entries the plan does not
+use would pass the memory limit.
+
+Cancel is honoured between blocks and inside long blocks (:mod:`engine.cancel`: kernels and
+source generation check between batch chunks); a block stopped that way is not an error, the
+result is just ``cancelled``.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine import cancel as cancellation
 from engine.compiler import DEFAULT_MEMORY_LIMIT, Plan, PortKey, compile_canvas
 from engine.dtypes import dtype_name
 from engine.errors import InvalidArgumentError
@@ -38,19 +49,107 @@ class RunResult:
     cancelled: bool = False
 
 
+#: Default byte budget of the executor's output cache: 1 GiB.
+DEFAULT_CACHE_BYTES = 2**30
+
+
 @dataclass
 class _Entry:
     outputs: dict[str, np.ndarray]
     seconds: float
+    nbytes: int = 0
+
+
+class OutputCache:
+    """Step outputs by cache key, least recently used first, bounded in bytes (not
+    thread-safe by itself: the executor holds its lock)."""
+
+    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES):
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+            raise ValueError(f"the cache size must be a number of bytes >= 0, got "
+                             f"{max_bytes!r}")
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self.bytes = 0
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def keys(self) -> list[str]:
+        """Keys from least to most recently used."""
+        return list(self._entries)
+
+    def get(self, key: str) -> _Entry | None:
+        """The entry (now the most recently used) or None."""
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries.move_to_end(key)
+        return entry
+
+    def put(self, key: str, entry: _Entry, keep: frozenset[str] = frozenset()) -> None:
+        """Store ``entry`` as the most recently used, then evict down to the byte budget
+        (never an entry in ``keep``, the plan being run)."""
+        entry.nbytes = sum(int(np.asarray(v).nbytes) for v in entry.outputs.values())
+        old = self._entries.pop(key, None)
+        self.bytes -= old.nbytes if old is not None else 0
+        self._entries[key] = entry
+        self.bytes += entry.nbytes
+        self.evict(self.max_bytes, keep)
+
+    def evict(self, max_bytes: int, keep: frozenset[str] = frozenset(),
+              count: Callable[[str], bool] | None = None) -> None:
+        """Drop least recently used entries not in ``keep`` until the bytes of the entries
+        ``count`` selects (default all) are at most ``max_bytes``."""
+        counted = (lambda _k: True) if count is None else count
+        total = sum(e.nbytes for k, e in self._entries.items() if counted(k))
+        for key in list(self._entries):
+            if total <= max_bytes:
+                break
+            if key in keep:
+                continue
+            entry = self._entries.pop(key)
+            self.bytes -= entry.nbytes
+            if counted(key):
+                total -= entry.nbytes
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.bytes = 0
 
 
 class Executor:
-    """Runs plans, keeping each step's outputs by cache key across runs."""
+    """Runs plans, keeping each step's outputs by cache key across runs (an LRU of at most
+    ``cache_bytes`` bytes besides the outputs of the last plan run, which are kept whatever
+    their size)."""
 
-    def __init__(self, memory_limit: int = DEFAULT_MEMORY_LIMIT):
+    def __init__(self, memory_limit: int = DEFAULT_MEMORY_LIMIT,
+                 cache_bytes: int = DEFAULT_CACHE_BYTES):
         self.memory_limit = limit_bytes(memory_limit)
-        self._cache: dict[str, _Entry] = {}
+        self._cache = OutputCache(cache_bytes)
         self._lock = threading.Lock()
+
+    @property
+    def cache_bytes(self) -> int:
+        """The cache's byte budget."""
+        return self._cache.max_bytes
+
+    @cache_bytes.setter
+    def cache_bytes(self, value: int) -> None:
+        with self._lock:
+            self._cache.max_bytes = OutputCache(value).max_bytes
+            self._cache.evict(self._cache.max_bytes)
+
+    def cached_keys(self) -> list[str]:
+        """Cache keys held, least recently used first."""
+        with self._lock:
+            return self._cache.keys()
+
+    def cached_bytes(self) -> int:
+        with self._lock:
+            return self._cache.bytes
 
     def clear_cache(self) -> None:
         with self._lock:
@@ -62,9 +161,12 @@ class Executor:
 
     def run(self, plan: Plan, progress: Progress | None = None,
             cancel: threading.Event | None = None) -> RunResult:
-        """Run every step of ``plan`` in order; ``progress(node_id, done, total)`` after each."""
+        """Run every step of ``plan`` in order; ``progress(node_id, done, total)`` after each.
+        With ``cancel`` set, the run stops before the next block or inside the current one
+        (``result.cancelled``; the stopped block has no output and no error)."""
         result = RunResult()
-        self._keep_only(plan)
+        live = frozenset(s.key for s in plan.steps)
+        self._make_room(plan, live)
         total = len(plan.steps)
         for index, step in enumerate(plan.steps):
             if cancel is not None and cancel.is_set():
@@ -74,47 +176,56 @@ class Executor:
                       if src[0] in result.errors]
             if failed:
                 result.errors[step.node_id] = f"skipped: input {', '.join(failed)} failed"
-            else:
-                self._run_step(step, plan, result)
+            elif not self._run_step(step, plan, result, live, cancel):
+                result.cancelled = True
+                break
             if progress is not None:
                 progress(step.node_id, index + 1, total)
-        self._keep_only(plan)
+        with self._lock:  # the plan's own outputs stay: its next run is free
+            self._cache.evict(self._cache.max_bytes, keep=live)
         return result
 
-    def _keep_only(self, plan: Plan) -> None:
-        """Drop the cached outputs ``plan`` cannot reuse."""
+    def _make_room(self, plan: Plan, live: frozenset[str]) -> None:
+        """Evict cached outputs ``plan`` does not use (least recently used first) until they
+        and the plan's peak estimate fit the memory limit together."""
+        room = max(0, self.memory_limit - plan.peak_bytes)
         with self._lock:
-            live = {s.key for s in plan.steps}
-            self._cache = {k: v for k, v in self._cache.items() if k in live}
+            self._cache.evict(room, keep=live, count=lambda k: k not in live)
 
-    def _run_step(self, step, plan: Plan, result: RunResult) -> None:
+    def _run_step(self, step, plan: Plan, result: RunResult, live: frozenset[str],
+                  cancel: threading.Event | None) -> bool:
+        """Run (or fetch from the cache) one step; False when it was cancelled."""
         with self._lock:
             entry = self._cache.get(step.key)
         if entry is None:
             inputs = {p: result.outputs[src] for p, src in step.inputs.items()}
             t0 = time.perf_counter()
             try:
-                outputs = step.spec.run(step.attrs, inputs)
+                with cancellation.scope(cancel):
+                    outputs = step.spec.run(step.attrs, inputs)
                 _check_outputs(step, plan, outputs)
+            except cancellation.Cancelled:
+                return False
             except InvalidArgumentError as err:
                 result.errors[step.node_id] = str(err)
-                return
+                return True
             except MemoryError:
                 result.errors[step.node_id] = (
                     f"out of memory while running this block: the machine had less free memory "
                     f"than the run's memory limit {gib(self.memory_limit)}; lower the limit or "
                     f"free memory")
-                return
+                return True
             except Exception as err:  # noqa: BLE001 - a bug in a block: report, keep the app alive
                 result.errors[step.node_id] = internal_error(step.spec.type_id, err)
-                return
+                return True
             entry = _Entry(outputs, time.perf_counter() - t0)
             with self._lock:
-                self._cache[step.key] = entry
+                self._cache.put(step.key, entry, keep=live)
             result.computed.add(step.node_id)
         result.times[step.node_id] = entry.seconds
         for port, value in entry.outputs.items():
             result.outputs[(step.node_id, port)] = value
+        return True
 
 
 def internal_error(type_id: str, err: BaseException) -> str:

@@ -19,6 +19,8 @@ from typing import TypeVar
 
 from threadpoolctl import ThreadpoolController
 
+from engine import cancel
+
 T = TypeVar("T")
 
 #: Below this many positions per range, threads cost more than they give.
@@ -72,6 +74,7 @@ def map_ranges(
     if len(spans) <= 1:
         return [fn(lo, hi) for lo, hi in spans]
     pool, controller = _resources()
+    fn = cancel.bound(fn)  # a cancelled run stops in every worker thread too
     with controller.limit(limits=1, user_api="blas"):
         futures = [pool.submit(fn, lo, hi) for lo, hi in spans]
         return [f.result() for f in futures]

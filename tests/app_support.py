@@ -38,6 +38,8 @@ def make_window(qtbot, tmp_path: Path, canvas: Canvas | None = None, **kwargs):
     from app.main_window import MainWindow
 
     settings = QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.IniFormat)
+    # runs start only when a test asks (auto_run=True for the tests of auto-run itself)
+    settings.setValue("run/auto_run", kwargs.pop("auto_run", False))
     kwargs.setdefault("recovery_dir", tmp_path / "recovery")
     kwargs.setdefault("autosave", False)
     window = MainWindow(settings=settings, **kwargs)

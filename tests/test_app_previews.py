@@ -12,7 +12,7 @@ from tests.app_support import close_window, focus_canvas, make_window, no_dialog
 QtCore = pytest.importorskip("PySide6.QtCore")
 from PySide6 import QtWidgets
 
-from app.node_previews import SETTINGS_KEY, THUMB_SIZE, preview_of
+from app.node_previews import SETTINGS_KEY, STALE_OPACITY, THUMB_SIZE, preview_of
 from engine.canvas import Canvas
 from engine.thumbnail import thumbnail, thumbnail_view
 
@@ -122,15 +122,21 @@ def test_compare_shows_pass_for_agreeing_inputs_and_fail_after_an_edit_makes_the
     assert cmp.preview_badge.isVisible() and cmp.preview_badge.text == "PASS"
     assert "agree = true" in cmp.preview_badge.toolTip()
     np.testing.assert_array_equal(preview_of(cmp), expected(w, "cmp"))  # a - b = 0
-    # the user gives b another seed in the attribute panel: b and Compare lose their previews
+    # the user gives b another seed in the attribute panel: b's and Compare's previews stay,
+    # greyed and labelled stale, until they run again; a's stays as it was
     w.adapter.select(["b"])
     type_into(qtbot, w.attributes.rows["seed"].editor.edit, "2")
     assert w.doc.canvas.nodes["b"].attrs["seed"] == 2
-    assert not cmp.preview_badge.isVisible() and preview_of(cmp) is None
-    assert preview_of(view_of(w, "b")) is None
-    assert preview_of(view_of(w, "a")) is not None  # a did not change
+    for nid in ("b", "cmp"):
+        view = view_of(w, nid)
+        assert view.preview_pixmap.isVisible()
+        assert view.preview_pixmap.opacity() == pytest.approx(STALE_OPACITY)
+        assert view.preview_pixmap.toolTip().startswith("stale: ")
+    assert cmp.preview_badge.opacity() == pytest.approx(STALE_OPACITY)
+    assert view_of(w, "a").preview_pixmap.opacity() == 1.0  # a did not change
     press_f5(qtbot, w)
     assert cmp.preview_badge.isVisible() and cmp.preview_badge.text == "FAIL"
+    assert cmp.preview_badge.opacity() == 1.0 and cmp.preview_pixmap.opacity() == 1.0
     assert not bool(w.session.outputs[("cmp", "agree")])
     np.testing.assert_array_equal(preview_of(cmp), expected(w, "cmp"))
     # badge and thumbnail sit side by side under the ports, inside the node

@@ -83,11 +83,13 @@ def test_window_stays_responsive_and_only_changed_blocks_rerun(qtbot, grad_windo
     wait_run(qtbot, w)
     first = w.session.outputs[("grad", "output")].copy()
     w.doc.edit("dy seed", lambda c: c.set_attr("dy", "seed", 7))
-    # the edit dropped the stale results of dy and everything downstream, not the others
-    assert ("dy", "output") not in w.session.outputs
-    assert ("grad", "output") not in w.session.outputs
-    assert ("x", "output") in w.session.outputs
+    # the edit made the results of dy and everything downstream stale (still held, marked),
+    # not the others
+    assert set(w.session.stale_nodes()) == {"dy", "grad"}
+    assert w.session.decorator._badges["grad"].text() == "stale: changed since it ran"
+    assert w.session.decorator._badges["x"].text().startswith("✓")
     wait_run(qtbot, w)
+    assert w.session.stale_nodes() == {}
     info = w.session.run_info
     assert info["x"].cached and info["fs"].cached
     assert not info["dy"].cached and not info["grad"].cached

@@ -113,21 +113,30 @@ def test_cli_takes_a_huge_limit_and_refuses_a_non_positive_one(tmp_path):
     assert proc.returncode == 2 and "t1: the run would need about 0.84 GiB" in proc.stderr
 
 
-def test_a_run_drops_stale_cached_outputs_before_computing(monkeypatch):
-    ex = Executor()
+def test_a_run_evicts_unused_cached_outputs_before_computing_when_memory_needs_the_room(
+        monkeypatch):
+    """Outputs the plan does not use stay cached (undo is free) unless they and the plan's
+    estimate would pass the memory limit: then they go before anything is computed."""
     c = Canvas()
-    c.add_node("Tensor", attrs={"shape": [4], "seed": 1}, id="x")
-    ex.run(compile_canvas(c))
-    stale = set(ex._cache)
-    c.set_attr("x", "seed", 2)
+    c.add_node("Tensor", attrs={"shape": [1024], "seed": 1}, id="x")  # 4 KiB
     seen = []
     spec = get_spec("Tensor")
     real_run = spec.run
-    monkeypatch.setattr(type(spec), "run", property(lambda self: (
-        lambda attrs, inputs: seen.append(set(ex._cache)) or real_run(attrs, inputs))),
-        raising=False)
-    ex.run(compile_canvas(c))
-    assert seen == [set()] and stale and not stale & set(ex._cache)
+    peak = compile_canvas(c).peak_bytes  # 4 KiB of output and the source's workspace
+    for limit, kept in ((2**30, True), (peak + 100, False)):
+        ex = Executor(memory_limit=limit)
+        ex.run(compile_canvas(c))
+        stale = set(ex.cached_keys())
+        c.set_attr("x", "seed", 2)
+        seen.clear()
+        monkeypatch.setattr(type(spec), "run", property(lambda self, ex=ex: (
+            lambda attrs, inputs: seen.append(set(ex.cached_keys()))
+            or real_run(attrs, inputs))), raising=False)
+        ex.run(ex.compile(c))
+        monkeypatch.undo()
+        assert stale and seen == [stale if kept else set()], limit
+        assert (stale <= set(ex.cached_keys())) == kept
+        c.set_attr("x", "seed", 1)
 
 
 def _conv_canvas(kind: str, depthwise: bool, dtype: str, nan: bool, attrs: dict) -> Canvas:

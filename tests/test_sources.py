@@ -10,9 +10,14 @@ from engine.dtypes import DTYPES
 
 
 def one_shot(fill: str, shape: tuple[int, ...], dtype: str, seed: int) -> np.ndarray:
-    """The definition before chunking: the whole shape in float64, then cast."""
+    """The definition without chunks: the whole shape in float64 (random values of the
+    narrower dtypes drawn in float32), then cast."""
     rng = np.random.default_rng(seed)
     n = int(np.prod(shape))
+    if dtype != "float64" and fill != "arange":
+        f32 = (rng.standard_normal(shape, dtype=np.float32) if fill == "random_normal"
+               else rng.random(shape, dtype=np.float32) * np.float32(2) - np.float32(1))
+        return np.ascontiguousarray(f32, dtype=DTYPES[dtype])
     full = {"arange": lambda: np.arange(1, n + 1, dtype=np.float64).reshape(shape),
             "random_normal": lambda: rng.standard_normal(shape),
             "random_uniform": lambda: rng.uniform(-1.0, 1.0, shape)}[fill]()
@@ -65,3 +70,18 @@ def test_a_literal_beyond_the_dtype_range_is_an_error_on_values_not_a_silent_inf
     assert err.attr == "values" and "1e+308" in err.message and "65504" in err.message
     c.set_attr("x", "values", [1.0, float("inf"), 65504.0])  # Infinity is said on purpose
     assert compile_canvas(c).ok
+
+
+def test_a_64x128x128x64_float32_normal_source_is_drawn_in_float32_not_through_float64(
+        monkeypatch):
+    """The big source is made in its dtype: no float64 draw happens (the slower path); its values are still deterministic per seed and in the normal range."""
+    calls = []
+    real = sources._float64_values
+    monkeypatch.setattr(sources, "_float64_values",
+                        lambda *a: calls.append(a) or real(*a))
+    a = sources.generate("random_normal", (4, 128, 128, 64), "float32", seed=3)
+    assert not calls and a.dtype == np.float32
+    assert a.tobytes() == sources.generate("random_normal", (4, 128, 128, 64), "float32",
+                                           seed=3).tobytes()
+    assert abs(float(a.mean())) < 0.01 and abs(float(a.std()) - 1) < 0.01
+    assert float(np.abs(a).max()) < 16.0

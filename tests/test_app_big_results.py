@@ -1,0 +1,44 @@
+"""A big result's statistics and histogram are computed off the GUI thread: the viewer says so,
+then shows exactly what it shows for a small tensor computed on the spot."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from tests.test_app_stale import press_run
+
+QtCore = pytest.importorskip("PySide6.QtCore")
+
+from app import tensor_viewer, viewer_dock
+
+
+def test_a_big_result_is_summarized_on_a_worker_thread_then_shown(qtbot, grad_window,
+                                                                   monkeypatch):
+    w = grad_window
+    press_run(qtbot, w)
+    w.adapter.select(["x"])
+    direct = (w.viewer_dock.viewer.stats_label.text(),
+              w.viewer_dock.viewer.hist_counts.copy(), w.viewer_dock.viewer.hist_edges.copy())
+    w.adapter.select([])
+    monkeypatch.setattr(viewer_dock, "BACKGROUND_ELEMENTS", 10)  # x (50 values) counts as big
+    threads = []
+    real = tensor_viewer.summarize
+    monkeypatch.setattr(viewer_dock, "summarize",
+                        lambda a: threads.append(threading.current_thread()) or real(a))
+    w.adapter.select(["x"])
+    assert "computing the statistics of 50 values" in w.viewer_dock.caption.text()
+    assert w.viewer_dock.viewer.array is None
+    x = w.session.outputs[("x", "output")]
+    qtbot.waitUntil(lambda: w.viewer_dock.viewer.array is x, timeout=10_000)
+    assert threads and threads[0] is not threading.main_thread()
+    viewer = w.viewer_dock.viewer
+    assert viewer.stats_label.text() == direct[0]
+    np.testing.assert_array_equal(viewer.hist_counts, direct[1])
+    np.testing.assert_array_equal(viewer.hist_edges, direct[2])
+    assert w.viewer_dock.caption.text() == "x · Tensor · port output"
+    w.adapter.select(["fs"])
+    w.adapter.select(["x"])  # reselected: the kept summary shows it at once
+    assert viewer.array is x and len(threads) == 1
