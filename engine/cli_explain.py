@@ -23,7 +23,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
+import sys
 from dataclasses import replace
 from fractions import Fraction
 
@@ -226,8 +228,9 @@ def cmd_explain(opts: argparse.Namespace, executor: Executor) -> int:
         _err(str(err))
         return 2
     result = executor.run(_ancestors(plan, node_id))
-    if node_id in result.errors:
-        _err(f"{_path(path)}: {label} failed: {result.errors[node_id]}")
+    if node_id in result.errors:  # its own error, or a "skipped" after the blocks that failed
+        _err(f"{_path(path)}: {label} failed:",
+             [f"{plan.label(n)}: {m}" for n, m in result.errors.items()])
         return 1
     step = next(s for s in plan.steps if s.node_id == node_id)
     inputs = {p: result.outputs[src] for p, src in step.inputs.items()}
@@ -238,7 +241,13 @@ def cmd_explain(opts: argparse.Namespace, executor: Executor) -> int:
         return 1
     value = np.asarray(result.outputs[(node_id, port)])[index]
     if opts.json:
-        _say(json.dumps(as_json(node_id, port, float(value), e), allow_nan=False))
+        text = json.dumps(as_json(node_id, port, float(value), e), allow_nan=False)
     else:
-        _say(as_text(label, node_id, port, value, e, opts.limit))
+        text = as_text(label, node_id, port, value, e, opts.limit)
+    try:
+        _say(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader stopped early (| head): say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return 0
