@@ -1,6 +1,7 @@
 """``gradblocks explain``, run as a user runs it (a subprocess): text, JSON, NCHW, errors."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -209,3 +210,21 @@ def test_a_reader_that_stops_early_gets_no_traceback(tmp_path):
     assert proc.wait(timeout=300) == 1
     assert head.startswith(b'{"node": "dw", "port": "output", "index": [0, 0, 0, 0]')
     assert err == ""
+
+
+def test_readme_example_is_what_explain_prints():
+    """The README's explain example, run again (the block's value and its distance from the
+    sum may differ in the last digit with another BLAS; every other line is exact)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("$ gradblocks explain ", 1)[1].split("```", 1)[0]
+    command, *shown_lines = block.rstrip("\n").split("\n")
+    proc = explain(*command.split())
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.rstrip("\n").split("\n")
+    assert len(lines) == len(shown_lines)
+    for got, want in zip(lines, shown_lines, strict=True):
+        if want.startswith(("value of the block", "|sum - value|")):
+            head = lambda line: re.split(r"[:=]", line)[0]
+            assert head(got) == head(want)
+        else:
+            assert got == want
