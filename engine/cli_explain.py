@@ -72,7 +72,7 @@ def protect_index(argv: list[str]) -> list[str]:
     argparse takes a negative index (``-1,2,0,3``) as the positional it is and the index parser
     reports it, instead of calling it an unknown option (argparse itself treats words
     containing a space as positionals)."""
-    return [f" {a}" if re.match(r"-\d", a) else a for a in argv]
+    return [f" {a}" if re.fullmatch(r"-\d[\d\s,+-]*", a) else a for a in argv]
 
 
 def _count(text: str) -> int:

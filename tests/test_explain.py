@@ -137,6 +137,33 @@ def test_listed_terms_are_the_defining_sum_of_the_element(case):
     assert abs(e.sum - float(out[index])) <= RTOL[dtype] * bound + tiny
 
 
+@given(explained_cases(), st.data())
+def test_nonfinite_values_follow_from_the_listed_terms(case, data):
+    """NaN and infinities sprinkled over the inputs: the block's element is NaN, +Inf or -Inf
+    exactly when the float64 sum of the listed terms is (padding contributes nothing), and
+    otherwise agrees with it as above."""
+    type_id, g, attrs, dtype, seed, index = case
+    rng = np.random.default_rng(seed)
+    specials = np.array([np.nan, np.inf, -np.inf, 0.0])
+
+    def rand(shape):
+        a = rng.standard_normal(shape)
+        hit = rng.random(shape) < data.draw(st.sampled_from([0.05, 0.3]))
+        a[hit] = rng.choice(specials, size=int(hit.sum()))
+        return a.astype(DTYPES[dtype])
+
+    x, w, dy = rand(g.input_shape), rand(g.filter_shape), rand(g.output_shape)
+    out, inputs = _run(type_id, g, attrs, x, w, dy)
+    e = explain_element(type_id, attrs, inputs, index)
+    value, total = float(out[index]), e.sum
+    if not np.isfinite(total):
+        assert np.isnan(value) if np.isnan(total) else value == total
+    else:
+        bound = float(np.sum(np.abs(e.products)))
+        tiny = float(ml_dtypes.finfo(DTYPES[dtype]).smallest_subnormal)
+        assert abs(total - value) <= RTOL[dtype] * bound + tiny
+
+
 def test_ops_table_agrees_with_the_conv_blocks():
     assert set(OPS) == {s.type_id for s in SPECS}
     for spec in SPECS:
