@@ -121,10 +121,14 @@ class Explanation:
 
     @property
     def sum(self) -> float:
-        """The float64 sum of the products (correctly rounded when they are all finite)."""
+        """The float64 sum of the products: correctly rounded when they are all finite and it is
+        within float64's range, else IEEE's (NaN, or an infinity)."""
         p = self.products
         if np.all(np.isfinite(p)):
-            return math.fsum(p.tolist())
+            try:
+                return math.fsum(p.tolist())
+            except OverflowError:  # a partial sum beyond float64: np.sum gives the infinity
+                pass
         with np.errstate(invalid="ignore", over="ignore"):
             return float(np.sum(p))
 

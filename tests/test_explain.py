@@ -293,6 +293,13 @@ def test_padding_terms_carry_no_nan():
     assert e.terms == 4 and e.padding_terms == 5
 
 
+def test_a_sum_beyond_float64_is_infinite_not_an_error():
+    x = np.full((1, 1, 2, 1), 1e308)
+    e = explain_element("Conv2D", conv_attrs("NHWC", (1, 1), (1, 1), "VALID", []),
+                        {"input": x, "filter": np.full((1, 2, 1, 1), 1.5)}, (0, 0, 0, 0))
+    assert e.sum == np.inf and e.products.tolist() == [1.5e308, 1.5e308]
+
+
 def test_a_64_channel_element_has_thousands_of_terms():
     rng = np.random.default_rng(1)
     x, w = rng.standard_normal((1, 8, 8, 64)), rng.standard_normal((5, 5, 64, 3))
