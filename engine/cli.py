@@ -1,4 +1,5 @@
-"""The ``gradblocks`` command: ``check``, ``run`` and ``export`` a canvas headless, or open the app.
+"""The ``gradblocks`` command: ``check``, ``run``, ``export`` or ``explain`` (one output element
+of a conv block, :mod:`engine.cli_explain`) a canvas headless, or open the app.
 
 Exit status: 0 success; 1 a block failed at run time or an output could not be written; 2 an
 invalid canvas or usage (a bad option value, an output path that cannot work such as a folder, a
@@ -44,7 +45,7 @@ from engine.result_names import result_keys
 from engine.targets import target_problem
 from engine.tensor_stats import format_value, tensor_stats
 
-SUBCOMMANDS = ("check", "run", "export")
+SUBCOMMANDS = ("check", "run", "export", "explain")
 #: Problems listed per error message, and characters per line.
 MAX_PROBLEMS = 20
 MAX_LINE = 300
@@ -108,6 +109,9 @@ def _parser() -> argparse.ArgumentParser:
         if name == "export":
             p.add_argument("-o", "--output", required=True,
                            help="the script to write (replaced atomically)")
+    from engine import cli_explain  # imports this module: loaded once cli is complete
+
+    cli_explain.add_parser(sub)
     return ap
 
 
@@ -266,6 +270,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help")):
         return open_app(argv)
+    if argv[0] == "explain":
+        from engine.cli_explain import protect_index
+
+        argv = protect_index(argv)
     try:
         opts = _parser().parse_args(argv)
     except SystemExit as exit_:
@@ -278,6 +286,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_check(opts.canvas, executor)
         if opts.command == "run":
             return cmd_run(opts.canvas, executor, opts.out)
+        if opts.command == "explain":
+            from engine.cli_explain import cmd_explain
+
+            return cmd_explain(opts, executor)
         return cmd_export(opts.canvas, executor, opts.output)
     except KeyboardInterrupt as stop:
         terminated = isinstance(stop, Terminated)

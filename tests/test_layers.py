@@ -34,7 +34,8 @@ def qt_modules(names: set[str]) -> list[str]:
     return sorted(n for n in names if n.split(".")[0] in QT)
 
 
-@pytest.mark.parametrize("command", [["check"], ["run"], ["export", "-o", "out.py"]])
+@pytest.mark.parametrize("command", [["check"], ["run"], ["export", "-o", "out.py"],
+                                     ["explain", "grad_filter", "0,0,0,0", "--json"]])
 def test_cli_subcommands_never_import_qt(command, tmp_path):
     args = ["-m", "engine.cli", command[0], str(EXAMPLE), *command[1:]]
     code, names = imported_modules(args, tmp_path)
