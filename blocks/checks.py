@@ -78,6 +78,7 @@ COMPARE = BlockSpec(
     emit=_compare_emit,
     imports=("from blocks.checks import compare",),
     workspace=_compare_workspace,
+    verdict="agree",
 )
 
 OUTPUT = BlockSpec(
