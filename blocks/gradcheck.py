@@ -230,7 +230,8 @@ def _workspace(attrs: dict, inputs: dict[str, TensorSpec],
         cropped = conv2d_geometry((g.batch, rows, cols, g.in_depth), g.filter_shape,
                                   [1, g.stride_rows, g.stride_cols, 1], "VALID", [], "NHWC",
                                   [1, g.dilation_rows, g.dilation_cols, 1], g.depthwise)
-        kernel = conv_workspace(cropped, "forward", "float64", True)
+        finite = all(inputs[p].finite for p in ("input", "filter", "out_backprop"))
+        kernel = conv_workspace(cropped, "forward", "float64", finite)
     samples = sizes["gradient"] if attrs["samples"] == 0 else min(attrs["samples"],
                                                                    sizes["gradient"])
     return SLACK + 8 * (sum(sizes.values()) + 2 * padded + 2 * out + 6 * samples) + kernel
