@@ -24,6 +24,10 @@ besides its outputs (default 0), whether its outputs are its inputs' arrays (``p
 they add no memory), and ``size_attr(attrs)``, the attribute that sets its outputs' sizes (named
 when an output is over the limit).
 
+A block that checks something (Compare, GradCheck, AdjointCheck) names the output port holding
+its bool verdict in ``verdict``: the canvas badge and ``gradblocks run``'s table show it as
+PASS or FAIL.
+
 A block that names a result (Output) declares ``result_name``, the text attribute holding the
 name its output is stored under in results files (``gradblocks run --out``, an exported
 script): the compiler checks it follows :func:`engine.result_names.result_name_problem` and is

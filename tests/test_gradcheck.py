@@ -296,3 +296,19 @@ def test_a_broken_gradient_block_is_caught(monkeypatch):
     _, out = run(check_canvas("Conv2D", "float64", {}))
     assert not bool(out[("gc_input", "ok")])
     assert bool(out[("gc_filter", "ok")])
+
+
+def test_a_nan_in_the_gradient_or_the_inputs_fails_the_check_without_raising():
+    c = check_canvas("Conv2D", "float32", {}, samples=0)
+    plan, out = run(c)
+    gradient = out[("dw", "output")].copy()
+    gradient.reshape(-1)[7] = np.nan
+    result = rerun_with(plan, out, "gc_filter", gradient)
+    assert not bool(result["ok"]) and np.isnan(float(result["max_abs_error"]))
+    assert np.isnan(result["error"].reshape(-1)[7])
+    assert np.isfinite(np.delete(result["error"].reshape(-1), 7)).all()
+    step = next(s for s in plan.steps if s.node_id == "gc_filter")
+    arrays = {p: out[src] for p, src in step.inputs.items()}
+    x = arrays["input"].copy()
+    x[0, 2, 2, 1] = np.nan
+    assert not bool(step.spec.run(step.attrs, {**arrays, "input": x})["ok"])
