@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
 
 from blocks.check_support import CHECK_TOLERANCE
+from blocks.gradcheck import grad_check
 from blocks.registry import get_spec
 from engine.canvas import Canvas
 from engine.compiler import compile_canvas
 from engine.conv_shapes import conv2d_geometry
 from engine.executor import Executor
+from tests import reference
+from tests.test_kernels_properties import _arrays, conv_cases
 
 OPS = {  # op: forward block, filter-gradient block, input-gradient block, filter shape
     "Conv2D": ("Conv2D", "Conv2DBackpropFilter", "Conv2DBackpropInput", [3, 2, 4, 3]),
@@ -312,3 +316,33 @@ def test_a_nan_in_the_gradient_or_the_inputs_fails_the_check_without_raising():
     x = arrays["input"].copy()
     x[0, 2, 2, 1] = np.nan
     assert not bool(step.spec.run(step.attrs, {**arrays, "input": x})["ok"])
+
+
+def _matches_the_definition(case, op: str) -> None:
+    g, attrs, dtype, seed = case
+    x, w, dy = (a.astype(np.float64) for a in _arrays(g, dtype, seed))
+    kw = {"explicit_paddings": [], **attrs, "epsilon": 1e-3, "samples": 0, "seed": 0}
+    for wrt, exact, bound in (
+            ("filter", reference.backprop_filter(x, dy, g),
+             reference.backprop_filter(abs(x), abs(dy), g)),
+            ("input", reference.backprop_input(w, dy, g),
+             reference.backprop_input(abs(w), abs(dy), g))):
+        result = grad_check(x, w, dy, exact, op, wrt, **kw)
+        assert result["numeric"].shape == exact.shape
+        # rounding: float64 eps times the window's sum of |terms| over the step (1e-3)
+        scale = float(np.max(bound, initial=0.0)) + 1.0
+        assert np.all(np.abs(result["numeric"] - exact) <= 1e-10 * scale), wrt
+        assert bool(result["ok"]), (wrt, float(result["max_rel_error"]))
+
+
+@given(conv_cases())
+def test_conv2d_numeric_gradients_equal_the_definition_on_random_geometries(case):
+    """Any layout, padding, stride, dilation and group count (empty tensors included):
+    GradCheck's finite differences of both arguments equal the slow reference's float64
+    gradients, and the reference's gradients pass."""
+    _matches_the_definition(case, "Conv2D")
+
+
+@given(conv_cases(depthwise=True))
+def test_depthwise_numeric_gradients_equal_the_definition_on_random_geometries(case):
+    _matches_the_definition(case, "DepthwiseConv2dNative")
