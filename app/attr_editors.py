@@ -32,6 +32,20 @@ def parse_int(attr: str, text: str) -> int:
             else f"{attr} must be an integer, got an empty field") from None
 
 
+def parse_float(attr: str, text: str) -> float:
+    """'1e-3', '0.001', '2' -> a float; anything else (an empty field included) is a message
+    naming the attribute. Range and finiteness are the spec's to check."""
+    text = text.strip()
+    if not text:
+        raise InvalidArgumentError(f"{attr} must be a number (e.g. 0.001 or 1e-3), got an "
+                                   "empty field")
+    try:
+        return float(text)
+    except ValueError:
+        raise InvalidArgumentError(
+            f"{attr} must be a number (e.g. 0.001 or 1e-3), got {text[:40]!r}") from None
+
+
 def parse_int_list(attr: str, text: str) -> list[int]:
     """'1, 2, 3' or '[1, 2, 3]' -> [1, 2, 3]."""
     body = text.strip()
@@ -225,6 +239,20 @@ class IntEditor(LineEditor):
 
     def parse(self):
         return parse_int(self.spec.name, self.edit.text())
+
+
+class FloatEditor(LineEditor):
+    """A float typed as text ('0.001', '1e-3'); shown as Python writes it (round-trips)."""
+
+    def __init__(self, spec, parent=None):
+        super().__init__(spec, parent, "number, e.g. 1e-3")
+        self.edit.setMaximumWidth(160)
+
+    def format(self, value) -> str:
+        return "" if value is None else repr(float(value))
+
+    def parse(self):
+        return parse_float(self.spec.name, self.edit.text())
 
 
 class IntListLineEditor(LineEditor):
@@ -431,6 +459,8 @@ def make_editor(spec, parent=None, base_dir=None) -> AttrEditor:
         return CheckEditor(spec, parent)
     if kind == "int":
         return IntEditor(spec, parent)
+    if kind == "float":
+        return FloatEditor(spec, parent)
     if cells_length(spec) is not None:
         return IntCellsEditor(spec, parent)
     if kind in ("int_list", "shape"):

@@ -24,6 +24,10 @@ besides its outputs (default 0), whether its outputs are its inputs' arrays (``p
 they add no memory), and ``size_attr(attrs)``, the attribute that sets its outputs' sizes (named
 when an output is over the limit).
 
+A block that checks something (Compare, GradCheck, AdjointCheck) names the output port holding
+its bool verdict in ``verdict``: the canvas badge and ``gradblocks run``'s table show it as
+PASS or FAIL.
+
 A block that names a result (Output) declares ``result_name``, the text attribute holding the
 name its output is stored under in results files (``gradblocks run --out``, an exported
 script): the compiler checks it follows :func:`engine.result_names.result_name_problem` and is
@@ -45,7 +49,8 @@ from engine.dtypes import DTYPES
 from engine.errors import InvalidArgumentError
 from engine.names import shown, text_problem
 
-ATTR_KINDS = ("enum", "int_list", "int", "bool", "dtype", "shape", "path", "text", "values")
+ATTR_KINDS = ("enum", "int_list", "int", "float", "bool", "dtype", "shape", "path", "text",
+              "values")
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MAX = 2**63 - 1
 #: Longest path a ``path`` attribute may hold.
@@ -93,7 +98,10 @@ FLOAT_MAX_INT = int(np.finfo(np.float64).max)
 class AttrSpec:
     """One attribute: its kind, default, allowed values and documentation.
 
-    ``length`` (int_list) is the tuple of allowed lengths (None: any). ``visible_if`` is
+    ``length`` (int_list) is the tuple of allowed lengths (None: any). ``minimum`` and
+    ``maximum`` bound int, int_list and float values (inclusive); a float is finite (an int
+    given for it is taken as a float), and without a ``minimum`` only finiteness limits it
+    from below. ``visible_if`` is
     ``(other_attr, allowed_values)``: the attribute only matters, and is only shown, while the
     other attribute has one of those values; otherwise it is ignored.
     """
@@ -104,9 +112,9 @@ class AttrSpec:
     doc: str = ""
     choices: tuple = ()
     length: tuple[int, ...] | None = None
-    minimum: int | None = None
+    minimum: float | None = None
     visible_if: tuple[str, tuple] | None = None
-    maximum: int = INT64_MAX
+    maximum: float = INT64_MAX
 
     def _check_range(self, name: str, values: list[int], listed: bool = False) -> None:
         """Every value within ``[minimum, maximum]`` (the minimum defaults to int64's)."""
@@ -119,6 +127,22 @@ class AttrSpec:
             if self.maximum == INT32_MAX and v > INT32_MAX:
                 bound += " (TensorFlow's int32 range)"
             raise AttrError(name, f"{what} must be {bound}, got {shown(v)}")
+
+    def _float(self, name: str, value: Any) -> float:
+        """A finite float within ``[minimum, maximum]`` (ints accepted, booleans not)."""
+        if isinstance(value, (bool, np.bool_)) or not isinstance(
+                value, (int, float, np.integer, np.floating)):
+            raise AttrError(name, f"{name} must be a number, got {shown(value)}")
+        if _is_int(value) and abs(int(value)) > FLOAT_MAX_INT:
+            raise AttrError(name, f"{name}: {shown(value)} is beyond the float range")
+        number = float(value)
+        if not math.isfinite(number):
+            raise AttrError(name, f"{name} must be a finite number, got {shown(value)}")
+        if self.minimum is not None and number < self.minimum:
+            raise AttrError(name, f"{name} must be >= {self.minimum!r}, got {number!r}")
+        if number > self.maximum:
+            raise AttrError(name, f"{name} must be <= {self.maximum!r}, got {number!r}")
+        return number
 
     def is_active(self, attrs: Mapping[str, Any]) -> bool:
         """Whether this attribute matters given the other attribute values."""
@@ -145,6 +169,8 @@ class AttrSpec:
                 raise AttrError(name, f"{name} must be an integer, got {shown(value)}")
             self._check_range(name, [int(value)])
             return int(value)
+        if kind == "float":
+            return self._float(name, value)
         if kind in ("int_list", "shape"):
             if not isinstance(value, (list, tuple)) or not all(_is_int(v) for v in value):
                 raise AttrError(name, f"{name} must be a list of integers, got {shown(value)}")

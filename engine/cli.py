@@ -14,7 +14,9 @@ bytes, say) can make printing fail.
 or every output under its block's title), the same keys an exported script saves.
 
 Tables and messages name blocks by title (:mod:`engine.labels`); the tables' last column is the
-node id, for commands and files that take ids.
+node id, for commands and files that take ids. When a canvas has check blocks (a spec with a
+``verdict`` port: Compare, GradCheck, AdjointCheck), ``run``'s table has a verdict column: PASS or
+FAIL on each such block's verdict row.
 
 SIGTERM unwinds like Ctrl+C (temporary files removed) and exits 143.
 """
@@ -151,6 +153,11 @@ def _stats(a: np.ndarray) -> tuple[str, str, str]:
     return format_value(s.min), format_value(s.max), format_value(s.mean)
 
 
+def _verdict(value: np.ndarray) -> str:
+    """PASS or FAIL for a check block's bool verdict (:attr:`blocks.spec.BlockSpec.verdict`)."""
+    return "PASS" if bool(np.all(value)) else "FAIL"
+
+
 def cmd_check(path: str, executor: Executor) -> int:
     compiled = _compile(path, executor)
     if compiled is None:
@@ -194,16 +201,19 @@ def cmd_run(path: str, executor: Executor, out: str | None) -> int:
         return 2
     plan = compiled[1]
     result = executor.run(plan)
-    rows = [["block", "type", "port", "shape", "dtype", "min", "max", "mean", "ms", "id"]]
+    checks = any(step.spec.verdict for step in plan.steps)
+    rows = [["block", "type", "port", "shape", "dtype", "min", "max", "mean",
+             *(["verdict"] if checks else []), "ms", "id"]]
     for step in plan.steps:
         for port in step.spec.output_names():
             value = result.outputs.get((step.node_id, port))
             if value is None:
                 continue
             ms = f"{1e3 * result.times.get(step.node_id, 0.0):.2f}"
+            mark = [_verdict(value) if port == step.spec.verdict else ""] if checks else []
             rows.append([plan.label(step.node_id), step.spec.type_id, port,
                          str(list(np.shape(value))), dtype_name(np.asarray(value).dtype),
-                         *_stats(value), ms, step.node_id])
+                         *_stats(value), *mark, ms, step.node_id])
     _say(_table(rows))
     status = 0
     if out is not None:

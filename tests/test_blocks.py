@@ -14,7 +14,7 @@ def test_registry_has_every_block_of_the_issue():
     assert set(REGISTRY) == {"Conv2DBackpropFilter", "Conv2DBackpropInput",
                              "DepthwiseBackpropFilter", "Conv2D", "DepthwiseConv2D",
                              "DepthwiseBackpropInput", "Tensor", "IntVector", "ShapeOf",
-                             "Transpose", "Compare", "Output"}
+                             "Transpose", "Compare", "Output", "GradCheck", "AdjointCheck"}
     assert next(iter(categories())) == "Gradients"
     for type_id in MAIN:
         spec = get_spec(type_id)
