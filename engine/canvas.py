@@ -36,10 +36,15 @@ from engine.errors import InvalidArgumentError
 from engine.names import id_problem, shown, text_problem
 
 FORMAT = "gradblocks.canvas"
+#: ``format`` of a copied group of blocks (the clipboard): nodes and edges as in a canvas file.
+FRAGMENT_FORMAT = "gradblocks.fragment"
 VERSION = 1
 SUFFIX = ".gbc.json"
 #: Canvas files larger than this are refused before reading (``load_canvas(max_bytes=...)``).
 MAX_FILE_BYTES = 256 * 2**20
+#: A block position is at most this far from the origin on either axis (scene units): beyond,
+#: the view can no longer place, hit-test or fit blocks.
+MAX_COORD = 1e9
 
 PortRef = tuple[str, str]
 
@@ -195,6 +200,49 @@ class Canvas:
         """Put a block at ``pos`` (two finite numbers)."""
         self._node(node_id).pos = _position(pos)
 
+    def fragment(self, node_ids: Any) -> dict:
+        """The nodes ``node_ids`` and the edges between them as a fragment (the canvas file
+        format with ``format`` :data:`FRAGMENT_FORMAT`), what :meth:`paste` takes."""
+        ids = set(node_ids)
+        data = self.to_json()
+        return {
+            "format": FRAGMENT_FORMAT,
+            "version": VERSION,
+            "nodes": [n for n in data["nodes"] if n["id"] in ids],
+            "edges": [e for e in data["edges"] if e["src"][0] in ids and e["dst"][0] in ids],
+        }
+
+    def paste(self, fragment: Any, offset: tuple[float, float] = (0.0, 0.0),
+              source: str | None = None) -> list[str]:
+        """Add a fragment's blocks shifted by ``offset``, with fresh ids and its inner edges
+        rewired to them; returns the new ids in the fragment's order.
+
+        The fragment is validated by the canvas file loader (:func:`parse_fragment`); any
+        problem raises a :class:`CanvasError` naming its JSON path and leaves the canvas as it
+        was (``source`` names where the fragment came from in that error). A block keeps its
+        title unless the title was its old id (it then takes the new id).
+        """
+        part = parse_fragment(fragment, source)
+        dx, dy = _position(offset)
+        problems, spots = [], {}
+        for i, node in enumerate(part.nodes.values()):
+            try:
+                spots[node.id] = _position((node.pos[0] + dx, node.pos[1] + dy))
+            except InvalidArgumentError as err:
+                where = f"pasted at an offset of {shown([dx, dy])}"
+                problems.append((f"$.nodes[{i}].pos", f"{where}: {err}"))
+        if problems:
+            raise CanvasError(problems, source)
+        fresh: dict[str, str] = {}
+        for node in part.nodes.values():
+            new_id = self.new_id(node.type)
+            title = new_id if node.title == node.id else node.title
+            self.add_node(node.type, spots[node.id], node.attrs, id=new_id, title=title)
+            fresh[node.id] = new_id
+        for e in part.edges:
+            self.connect((fresh[e.src[0]], e.src[1]), (fresh[e.dst[0]], e.dst[1]))
+        return list(fresh.values())
+
     def _node(self, node_id: str) -> Node:
         try:
             return self.nodes[node_id]
@@ -246,9 +294,13 @@ class Canvas:
 
 
 def _position(pos: Any) -> tuple[float, float]:
-    """``pos`` as two finite floats, or an error naming it."""
+    """``pos`` as two finite floats within :data:`MAX_COORD`, or an error naming it."""
     if isinstance(pos, (list, tuple)) and len(pos) == 2 and all(_is_finite(v) for v in pos):
-        return float(pos[0]), float(pos[1])
+        x, y = float(pos[0]), float(pos[1])
+        if abs(x) <= MAX_COORD and abs(y) <= MAX_COORD:
+            return x, y
+        raise InvalidArgumentError(f"pos must lie within {MAX_COORD:g} of the origin on each "
+                                   f"axis, got {shown(pos)}", argument="pos")
     raise InvalidArgumentError(f"pos must be [x, y] finite numbers, got {shown(pos)}",
                                argument="pos")
 
@@ -293,6 +345,33 @@ def _parse(data: Any, problems: list[tuple[str, str]]) -> Canvas:
         _parse_edge(canvas, raw, f"$.edges[{i}]", problems)
     for cycle_node in _cycle_nodes(canvas):
         problems.append(("$.edges", f"cycle through node {cycle_node!r}"))
+    return canvas
+
+
+def parse_fragment(data: Any, source: str | None = None) -> Canvas:
+    """The blocks and edges of a fragment, validated exactly as a canvas file's (a whole canvas
+    document is a fragment too); a :class:`CanvasError` lists every problem with its JSON path.
+
+    A fragment is ``{"format": "gradblocks.fragment", "nodes": [...], "edges": [...]}``
+    (``version`` optional, as in a file); it needs at least one node, and its edges may only
+    join its own nodes.
+    """
+    problems: list[tuple[str, str]] = []
+    if not isinstance(data, dict):
+        raise CanvasError([("$", f"expected a JSON object, got {type(data).__name__}")], source)
+    if data.get("format") == FORMAT:
+        canvas = _parse(data, problems)
+    else:
+        if data.get("format") != FRAGMENT_FORMAT:
+            problems.append(("$.format", (f"expected {FRAGMENT_FORMAT!r} (or {FORMAT!r}), got "
+                                          f"{shown(data.get('format'))}")))
+        # the file loader checks everything else; the fragment's version defaults to ours
+        canvas = _parse({**data, "format": FORMAT, "version": data.get("version", VERSION)},
+                        problems)
+    if not problems and not canvas.nodes:
+        problems.append(("$.nodes", "no blocks to paste"))
+    if problems:
+        raise CanvasError(problems, source)
     return canvas
 
 
