@@ -71,6 +71,8 @@ def get() -> Any:
     elif mime is not None and mime.hasText():
         raw = mime.text()
     else:
+        raw = ""
+    if not raw.strip():
         raise NoBlocks("the clipboard is empty")
     if len(raw) > MAX_FILE_BYTES:
         if ours:

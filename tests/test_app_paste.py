@@ -62,3 +62,61 @@ def test_undo_redo_of_a_paste_gives_back_the_pasted_blocks(qtbot, window):
     window.act_redo.trigger()
     assert dumps(window.doc.canvas) == after
     assert window.adapter.node_ids() == [nid]
+
+
+@pytest.mark.parametrize("text", ["hello world", "{}", "[1, 2]", '{"format": "other"}', ""])
+def test_pasting_plain_text_says_so_and_changes_nothing(qtbot, grad_window, text):
+    w = grad_window
+    put_text(text, mime_type=None)
+    before = dumps(w.doc.canvas)
+    ctrl_v(qtbot, w)
+    assert dumps(w.doc.canvas) == before and w.doc.undo_stack.count() == 0
+    assert not w.log.messages("error")
+    warning = w.log.messages("warning")[-1]
+    assert "nothing to paste" in warning
+    assert ("empty" if not text else "not GradBlocks blocks") in warning
+
+
+def test_our_clipboard_type_with_broken_json_is_an_error_with_its_path(qtbot, window):
+    put_text('{"format": "gradblocks.fragment", "nodes": [], "nodes": []}')
+    ctrl_v(qtbot, window)
+    assert window.doc.canvas.nodes == {} and window.doc.undo_stack.count() == 0
+    assert "$.nodes: duplicate key" in window.log.messages("error")[-1]
+
+
+@pytest.mark.parametrize(("node_fields", "path"), [
+    ({"pos": [1e300, 0]}, "$.nodes[0].pos"),
+    ({"type": "Conv9D"}, "$.nodes[0].type"),
+    ({"attrs": {"shape": [-1]}}, "$.nodes[0].attrs.shape"),
+])
+def test_a_fragment_the_loader_refuses_is_an_error_naming_the_field(qtbot, window, node_fields,
+                                                                     path):
+    put_text(json.dumps(tensor_fragment(**node_fields)), mime_type=None)  # text, as if typed
+    ctrl_v(qtbot, window)
+    assert window.doc.canvas.nodes == {} and window.doc.undo_stack.count() == 0
+    assert path in window.log.messages("error")[-1]
+
+
+def test_the_text_of_a_fragment_pastes_with_fresh_ids_and_inner_wires(qtbot, grad_window):
+    w = grad_window
+    frag = w.doc.canvas.fragment(["x", "grad"])
+    put_text(json.dumps(frag), mime_type=None)  # e.g. copied from a text editor
+    ctrl_v(qtbot, w)
+    assert w.doc.undo_stack.count() == 1
+    new = sorted(set(w.doc.canvas.nodes) - {"x", "fs", "dy", "grad"})
+    assert new == ["conv2dbackpropfilter_1", "tensor_1"]
+    assert w.doc.canvas.inputs_of("conv2dbackpropfilter_1") == {"input": ("tensor_1", "output")}
+    assert sorted(w.adapter.selected_ids()) == new
+
+
+def test_a_title_the_canvas_refuses_in_the_panel_is_a_message_not_a_change(grad_window):
+    w = grad_window
+    w.adapter.select(["grad"])
+    before = dumps(w.doc.canvas)
+    w.attributes.title_edit.setText("bell\x07")
+    w.attributes.title_edit.editingFinished.emit()
+    assert dumps(w.doc.canvas) == before and w.doc.undo_stack.count() == 0
+    assert "control character" in w.attributes.errors_label.text()
+    assert w.attributes.title_edit.text() == "grad"
+    w.attributes.title_edit.setText("t" * 300)  # the field takes at most 200 characters
+    assert len(w.attributes.title_edit.text()) == 200
