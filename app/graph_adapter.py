@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from NodeGraphQt import NodeGraph
-from PySide6 import QtCore
+from PySide6 import QtCore, QtWidgets
 
 from app.document import Document
 from app.node_classes import node_class, node_type
@@ -93,10 +93,14 @@ class GraphAdapter(QtCore.QObject):
                 v.context_menus()["graph"].removeAction(action)
         g.set_pipe_collision(False)
         g.set_acyclic(True)
+        # NodeGraphQt resizes block items (titles, port labels) without prepareGeometryChange, so
+        # a BSP index keeps them under stale rectangles: deleted blocks stayed in it, were painted
+        # after removal and freed under it (a segfault). No index is exact and fast enough here.
+        v.scene().setItemIndexMethod(QtWidgets.QGraphicsScene.NoIndex)
 
     def _make_hint(self):
         """Text shown on an empty canvas."""
-        from PySide6 import QtGui, QtWidgets
+        from PySide6 import QtGui
 
         item = QtWidgets.QGraphicsSimpleTextItem(
             "Drag blocks here from the palette on the left (or press Tab),\n"

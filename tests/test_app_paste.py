@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.app_support import focus_canvas
+from tests.app_support import focus_canvas, grad_canvas
 
 QtCore = pytest.importorskip("PySide6.QtCore")
 from PySide6 import QtTest, QtWidgets
@@ -18,9 +18,11 @@ from engine.canvas import dumps
 
 def put_text(text: str, mime_type: str | None = clipboard.MIME) -> None:
     """Put ``text`` on the clipboard (as our MIME type too, unless ``mime_type`` is None)."""
+    if not mime_type:  # plain text: Qt makes the QMimeData (see app.clipboard._release_at_exit)
+        QtWidgets.QApplication.clipboard().setText(text)
+        return
     mime = QtCore.QMimeData()
-    if mime_type:
-        mime.setData(mime_type, QtCore.QByteArray(text.encode()))
+    mime.setData(mime_type, QtCore.QByteArray(text.encode()))
     mime.setText(text)
     QtWidgets.QApplication.clipboard().setMimeData(mime)
     clipboard._release_at_exit()
@@ -120,3 +122,23 @@ def test_a_title_the_canvas_refuses_in_the_panel_is_a_message_not_a_change(grad_
     assert w.attributes.title_edit.text() == "grad"
     w.attributes.title_edit.setText("t" * 300)  # the field takes at most 200 characters
     assert len(w.attributes.title_edit.text()) == 200
+
+
+def test_deleted_blocks_leave_nothing_in_the_scene_index(qtbot, grad_window):
+    """Regression (found by the undo property test): NodeGraphQt resizes block items without
+    telling the scene, so a BSP scene index kept deleted blocks; they were painted after removal
+    ('NoneType' has no attribute 'mapToGlobal') and freed under it later (a segfault)."""
+    w = grad_window
+    w.adapter.select(["x", "dy"])
+    w.act_copy.trigger()
+    w.act_paste.trigger()
+    w.doc.load(grad_canvas(), None)  # the blocks kept from before change their size again
+    for ids in (["dy"], ["x", "grad"]):
+        w.adapter.select(ids)
+        w.act_delete.trigger()
+        QtWidgets.QApplication.processEvents()
+    assert sorted(w.doc.canvas.nodes) == ["fs"]
+    scene = w.adapter.viewer.scene()
+    everywhere = QtCore.QRectF(-1e6, -1e6, 2e6, 2e6)
+    assert [item for item in scene.items(everywhere) if item.scene() is not scene] == []
+    w.adapter.viewer.viewport().repaint()  # painting the canvas paints no deleted block
