@@ -50,6 +50,7 @@ def test_paste_with_a_non_string_title_is_refused_with_its_path(qtbot, window):
     assert window.doc.undo_stack.count() == 0
     errors = window.log.messages("error")
     assert errors and "$.nodes[0].title" in errors[-1] and "Paste" in errors[-1]
+    assert window.statusBar().currentMessage().startswith("Paste failed: clipboard: 1 problem")
 
 
 def test_undo_redo_of_a_paste_gives_back_the_pasted_blocks(qtbot, window):
@@ -77,6 +78,7 @@ def test_pasting_plain_text_says_so_and_changes_nothing(qtbot, grad_window, text
     warning = w.log.messages("warning")[-1]
     assert "nothing to paste" in warning
     assert ("empty" if not text else "not GradBlocks blocks") in warning
+    assert w.statusBar().currentMessage() == warning  # seen even while the log tab is hidden
 
 
 def test_our_clipboard_type_with_broken_json_is_an_error_with_its_path(qtbot, window):
