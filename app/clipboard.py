@@ -67,7 +67,12 @@ def get() -> Any:
     mime = QtGui.QGuiApplication.clipboard().mimeData()
     ours = mime is not None and mime.hasFormat(MIME)
     if ours:
-        raw = bytes(mime.data(MIME).data()).decode("utf-8", errors="replace")
+        data = bytes(mime.data(MIME).data())
+        try:
+            raw = data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            where = f"not UTF-8 text: byte 0x{data[err.start]:02x} at offset {err.start}"
+            raise CanvasError([("$", where)], SOURCE) from None
     elif mime is not None and mime.hasText():
         raw = mime.text()
     else:

@@ -81,11 +81,20 @@ def test_pasting_plain_text_says_so_and_changes_nothing(qtbot, grad_window, text
     assert w.statusBar().currentMessage() == warning  # seen even while the log tab is hidden
 
 
-def test_our_clipboard_type_with_broken_json_is_an_error_with_its_path(qtbot, window):
-    put_text('{"format": "gradblocks.fragment", "nodes": [], "nodes": []}')
+@pytest.mark.parametrize(("payload", "words"), [
+    (b'{"format": "gradblocks.fragment", "nodes": [], "nodes": []}', "$.nodes: duplicate key"),
+    (b'{"format": "gradblocks.fragment", "nodes": [\xff]}', "byte 0xff at offset 44"),
+    (b'{"format": "gradblocks.fragment", "nodes": [', "$: not JSON"),
+])
+def test_our_clipboard_type_with_broken_json_is_an_error_with_its_path(qtbot, window, payload,
+                                                                      words):
+    mime = QtCore.QMimeData()
+    mime.setData(clipboard.MIME, QtCore.QByteArray(payload))
+    QtWidgets.QApplication.clipboard().setMimeData(mime)
+    clipboard._release_at_exit()
     ctrl_v(qtbot, window)
     assert window.doc.canvas.nodes == {} and window.doc.undo_stack.count() == 0
-    assert "$.nodes: duplicate key" in window.log.messages("error")[-1]
+    assert words in window.log.messages("error")[-1]
 
 
 @pytest.mark.parametrize(("node_fields", "path"), [
