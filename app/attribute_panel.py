@@ -14,6 +14,7 @@ from app.attr_editors import AttrEditor, make_editor
 from app.message_label import MessageLabel
 from blocks.registry import get_spec
 from engine.errors import InvalidArgumentError
+from engine.names import MAX_TITLE
 
 
 def _visible(attr_spec, attrs: dict) -> bool:
@@ -48,6 +49,7 @@ class AttributePanel(QtWidgets.QWidget):
         self.title_edit = QtWidgets.QLineEdit(self)
         self.title_edit.setObjectName("title_edit")
         self.title_edit.setToolTip("Title shown on the block (its id stays the same)")
+        self.title_edit.setMaxLength(MAX_TITLE)
         self.title_edit.editingFinished.connect(self._title_finished)
         self.type_label = QtWidgets.QLabel(self)
         self.type_label.setWordWrap(True)
@@ -240,9 +242,12 @@ class AttributePanel(QtWidgets.QWidget):
         if not title:
             self.title_edit.setText(self.doc.canvas.nodes[nid].title or nid)
             return
-        from app.graph_adapter import set_node_field
-
-        self.doc.edit(f"Rename {self.session.label(nid)}", lambda c: set_node_field(c, nid, title=title))
+        try:
+            self.doc.edit(f"Rename {self.session.label(nid)}", lambda c: c.set_title(nid, title))
+        except InvalidArgumentError as exc:  # e.g. a title longer than 200 characters
+            self.title_edit.setText(self.doc.canvas.nodes[nid].title)
+            self.errors_label.setText(f"Rename {self.session.label(nid)}: {exc}")
+            self.errors_label.setVisible(True)
 
 
 def _named(label: str, attr: str, message: str) -> str:

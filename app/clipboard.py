@@ -1,61 +1,31 @@
-"""Copy, paste and duplicate of blocks (with their attributes and the wires between them).
+"""The clipboard side of copy, paste and duplicate of blocks (with the wires between them).
 
-The clipboard holds canvas-format JSON of the copied nodes and their internal edges under the
-MIME type ``application/x-gradblocks-nodes`` (and as text, so it can be pasted elsewhere).
+The clipboard holds a fragment (canvas-format JSON of the copied nodes and their inner edges,
+:meth:`engine.canvas.Canvas.fragment`) under the MIME type ``application/x-gradblocks-nodes``
+and as text, so it can be pasted elsewhere and back. Reading it is strict: what the clipboard
+holds is checked by :func:`engine.canvas.parse_fragment` when pasted, like a file.
 """
 
 from __future__ import annotations
 
 import atexit
-import copy
 import functools
 import json
+from typing import Any
 
 from PySide6 import QtCore, QtGui
 
-from blocks.registry import get_spec
+from engine import strict_json
+from engine.canvas import FORMAT, FRAGMENT_FORMAT, MAX_FILE_BYTES, CanvasError
 
 MIME = "application/x-gradblocks-nodes"
 PASTE_OFFSET = 40.0
+#: How the clipboard is named in paste errors (``clipboard: 1 problem(s) ...``).
+SOURCE = "clipboard"
 
 
-def fragment(canvas, node_ids) -> dict:
-    """The selected nodes and the edges between them, in the canvas file format."""
-    ids = set(node_ids)
-    data = canvas.to_json()
-    return {
-        "format": "gradblocks.fragment",
-        "nodes": [n for n in data["nodes"] if n["id"] in ids],
-        "edges": [e for e in data["edges"] if e["src"][0] in ids and e["dst"][0] in ids],
-    }
-
-
-def paste_fragment(canvas, frag: dict, offset: tuple[float, float]) -> list[str]:
-    """Add a fragment's nodes with fresh ids (and its internal edges) to ``canvas``; new ids."""
-    mapping: dict[str, str] = {}
-    for n in frag.get("nodes", []):
-        x, y = n.get("pos", (0.0, 0.0))
-        old_id, title = n["id"], n.get("title") or n["id"]
-        attrs = copy.deepcopy(n.get("attrs") or {})
-        named = get_spec(n["type"]).result_name
-        if named and isinstance(attrs.get(named), str):  # result names stay unique: "dy 2"
-            attrs[named] = canvas.unused_result_name(attrs[named])
-        node = canvas.add_node(n["type"], pos=(float(x) + offset[0], float(y) + offset[1]),
-                               attrs=attrs)
-        if title != old_id:
-            _set_title(canvas, node.id, title)
-        mapping[old_id] = node.id
-    for e in frag.get("edges", []):
-        src, dst = e["src"], e["dst"]
-        if src[0] in mapping and dst[0] in mapping:
-            canvas.connect((mapping[src[0]], src[1]), (mapping[dst[0]], dst[1]))
-    return list(mapping.values())
-
-
-def _set_title(canvas, node_id: str, title: str) -> None:
-    from app.graph_adapter import set_node_field
-
-    set_node_field(canvas, node_id, title=title)
+class NoBlocks(Exception):
+    """The clipboard holds no blocks; the message says what it holds instead."""
 
 
 def put(frag: dict) -> None:
@@ -87,21 +57,37 @@ def _release_at_exit() -> None:
     atexit.register(release)
 
 
-def get() -> dict | None:
-    """The fragment on the clipboard, or None when it holds no blocks."""
+def get() -> Any:
+    """The fragment on the clipboard as parsed JSON (checked by the canvas loader on paste).
+
+    Raises :class:`NoBlocks` when the clipboard is empty or holds text that is not a GradBlocks
+    fragment or canvas, and a :class:`CanvasError` (with JSON paths) when it holds our MIME type
+    or such a document that is not valid JSON (duplicate keys, overflowing numbers, too deep).
+    """
     mime = QtGui.QGuiApplication.clipboard().mimeData()
-    if mime is None:
-        return None
-    if mime.hasFormat(MIME):
-        raw = bytes(mime.data(MIME).data()).decode(errors="replace")
-    elif mime.hasText():
+    ours = mime is not None and mime.hasFormat(MIME)
+    if ours:
+        data = bytes(mime.data(MIME).data())
+        try:
+            raw = data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            where = f"not UTF-8 text: byte 0x{data[err.start]:02x} at offset {err.start}"
+            raise CanvasError([("$", where)], SOURCE) from None
+    elif mime is not None and mime.hasText():
         raw = mime.text()
     else:
-        return None
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or data.get("format") != "gradblocks.fragment":
-        return None
+        raw = ""
+    if not raw.strip():
+        raise NoBlocks("the clipboard is empty")
+    if len(raw) > MAX_FILE_BYTES:
+        if ours:
+            raise CanvasError([("$", f"more than {MAX_FILE_BYTES} characters")], SOURCE)
+        raise NoBlocks(f"the clipboard holds {len(raw)} characters of text, not blocks")
+    data, problems = strict_json.loads(raw)
+    if not ours and not (isinstance(data, dict) and data.get("format") in (FRAGMENT_FORMAT,
+                                                                             FORMAT)):
+        raise NoBlocks("the clipboard holds text that is not GradBlocks blocks (copy blocks "
+                       "first, or text of a fragment or canvas file)")
+    if problems:
+        raise CanvasError(problems, SOURCE)
     return data

@@ -10,6 +10,7 @@ from PySide6 import QtCore
 from app import clipboard
 from app.files import npy_tensor_attrs
 from app.placement import free_offset
+from engine.canvas import CanvasError, parse_fragment
 
 
 class EditActions(QtCore.QObject):
@@ -47,12 +48,17 @@ class EditActions(QtCore.QObject):
                       mutate)
         return ids
 
+    def _selection(self) -> list[str]:
+        """The selected blocks, then the selected frames and notes."""
+        return self.adapter.selected_ids() + self.adapter.selected_item_ids()
+
     def copy_selection(self) -> bool:
-        ids = self.adapter.selected_ids()
+        ids = self._selection()
         if not ids:
             return False
-        clipboard.put(clipboard.fragment(self.doc.canvas, ids))
-        self.message.emit(f"copied {len(ids)} block(s)", "info")
+        clipboard.put(self.doc.canvas.fragment(ids))
+        items = len(self.adapter.selected_item_ids())
+        self.message.emit(f"copied {_count(len(ids) - items, items)}", "info")
         return True
 
     def cut_selection(self) -> list[str]:
@@ -60,40 +66,50 @@ class EditActions(QtCore.QObject):
 
     def paste(self) -> list[str]:
         """Add the blocks on the clipboard (fresh ids) with their top-left block at the cursor,
-        moved to the nearest spot where they cover no block; returns and selects them."""
-        frag = clipboard.get()
-        if not frag or not frag.get("nodes"):
+        moved to the nearest spot where they cover no block; returns and selects them.
+
+        What the clipboard holds is validated like a canvas file: plain text or a bad fragment
+        is a message in the log and changes nothing."""
+        try:
+            frag = clipboard.get()
+        except clipboard.NoBlocks as exc:
+            self.message.emit(f"Paste: nothing to paste: {exc}", "warning")
+            return []
+        except CanvasError as exc:
+            self.message.emit(f"Paste failed: {exc}", "error")
             return []
         return self._paste_fragment(frag, "Paste", self.adapter.scene_pos_at_cursor())
 
     def duplicate_selection(self) -> list[str]:
-        """Copies of the selected blocks next to them, where they cover no block."""
-        ids = self.adapter.selected_ids()
+        """Copies of the selected blocks (frames, notes) next to them, where they cover no
+        block."""
+        ids = self._selection()
         if not ids:
             return []
-        return self._paste_fragment(clipboard.fragment(self.doc.canvas, ids), "Duplicate")
+        return self._paste_fragment(self.doc.canvas.fragment(ids), "Duplicate")
 
-    def _group_boxes(self, frag: dict) -> list[tuple[float, float, float, float]]:
-        """The boxes the fragment's blocks cover at their stored positions."""
+    def _group_boxes(self, frag) -> list[tuple[float, float, float, float]]:
+        """The boxes the fragment's blocks, frames and notes (a validated Canvas) cover at their
+        positions."""
         boxes = self.adapter.node_boxes()
         out = []
-        for n in frag["nodes"]:
-            x, y = n.get("pos", (0.0, 0.0))
-            w, h = (boxes[n["id"]][2:] if n.get("id") in boxes
-                    else self.adapter.block_size(n.get("type", "")))
-            out.append((float(x), float(y), w, h))
+        for n in frag.nodes.values():
+            w, h = boxes[n.id][2:] if n.id in boxes else self.adapter.block_size(n.type)
+            out.append((n.pos[0], n.pos[1], w, h))
+        for item in [*frag.frames.values(), *frag.notes.values()]:
+            out.append((item.pos[0], item.pos[1], item.size[0], item.size[1]))
         return out
 
-    def _paste_fragment(self, frag: dict, label: str,
+    def _paste_fragment(self, frag, label: str,
                         at: tuple[float, float] | None = None) -> list[str]:
         """Add ``frag`` with its top-left corner at ``at`` (else next to where it was), then
-        shifted to the nearest spot where it covers no block."""
-        created: list[str] = []
+        shifted to the nearest spot where it covers no block (one undo step)."""
         try:
-            group = self._group_boxes(frag)
-        except (TypeError, ValueError, KeyError) as exc:
+            part = parse_fragment(frag, clipboard.SOURCE)
+        except CanvasError as exc:
             self.message.emit(f"{label} failed: {exc}", "error")
             return []
+        group = self._group_boxes(part)
         if at is None:
             offset = (clipboard.PASTE_OFFSET, clipboard.PASTE_OFFSET)
         else:
@@ -101,20 +117,22 @@ class EditActions(QtCore.QObject):
         moved = [(b[0] + offset[0], b[1] + offset[1], b[2], b[3]) for b in group]
         dx, dy = free_offset(list(self.adapter.node_boxes().values()), moved)
         offset = (float(round(offset[0] + dx)), float(round(offset[1] + dy)))  # whole units
+        created: list[str] = []
 
         def mutate(canvas):
-            created[:] = clipboard.paste_fragment(canvas, frag, offset)
+            created[:] = canvas.paste(frag, offset, clipboard.SOURCE)
 
         try:
-            self.doc.edit(f"{label} {len(frag['nodes'])} block(s)", mutate)
-        except (ValueError, KeyError) as exc:  # a hand-edited clipboard: say what is wrong
+            self.doc.edit(f"{label} {_count(len(part.nodes), len(part.frames) + len(part.notes))}",
+                          mutate)
+        except CanvasError as exc:  # e.g. the offset pushes a block beyond the coordinate limit
             self.message.emit(f"{label} failed: {exc}", "error")
             return []
         self.adapter.select(created)
         return created
 
     def select_all(self) -> None:
-        self.adapter.select(self.adapter.node_ids())
+        self.adapter.select(self.adapter.node_ids() + self.adapter.item_ids())
 
     def add_npy_tensors(self, paths: list[Path], pos: tuple[float, float] | None = None
                         ) -> list[str]:
@@ -138,3 +156,8 @@ class EditActions(QtCore.QObject):
         self.doc.edit(f"Add Tensor from {Path(paths[0]).name}", mutate)
         self.adapter.select(created)
         return created
+
+
+def _count(blocks: int, items: int) -> str:
+    """``3 block(s)``, ``2 block(s) and 1 frame/note(s)``: what an edit covers."""
+    return f"{blocks} block(s)" + (f" and {items} frame/note(s)" if items else "")

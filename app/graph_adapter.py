@@ -15,11 +15,10 @@ Frames and notes (:mod:`app.annotation_items`) are NodeGraphQt backdrops kept ap
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 from NodeGraphQt import NodeGraph
-from PySide6 import QtCore
+from PySide6 import QtCore, QtWidgets
 
 from app import annotation_items, view_zoom
 from app.document import Document
@@ -48,14 +47,11 @@ def parse_block_mime(payload: bytes) -> list[str]:
     return out
 
 
-def set_node_field(canvas, node_id: str, **fields) -> None:
-    """Set fields (pos, title) of a canvas node, whether Node is mutable or frozen."""
-    node = canvas.nodes[node_id]
-    try:
-        for key, value in fields.items():
-            setattr(node, key, value)
-    except dataclasses.FrozenInstanceError:
-        canvas.nodes[node_id] = dataclasses.replace(node, **fields)
+def _show_title(view_node, title: str) -> None:
+    """Show ``title`` on a view node. NodeGraphQt's public ``set_name`` renames a node whose
+    name another node has ("x" -> "x 1"), but two blocks may share a title (ids tell them
+    apart), so the title goes straight to the node's view item."""
+    view_node.view.name = title
 
 
 class GraphAdapter(QtCore.QObject):
@@ -89,7 +85,8 @@ class GraphAdapter(QtCore.QObject):
     # --- wiring NodeGraphQt ----------------------------------------------------------------
     def _take_over_view_handlers(self) -> None:
         g, v = self.graph, self.viewer
-        # our handlers replace NodeGraphQt's for drops, renames and the built-in tab search
+        # our handlers replace NodeGraphQt's for drops, renames and the built-in tab search;
+        # NodeGraph has no public API to remove its own slots, so we disconnect its private ones
         v.data_dropped.disconnect(g._on_node_data_dropped)
         v.data_dropped.connect(self._on_data_dropped)
         v.node_name_changed.disconnect(g._on_node_name_changed)
@@ -111,10 +108,14 @@ class GraphAdapter(QtCore.QObject):
         g.set_pipe_collision(False)
         g.set_acyclic(True)
         self._modifier_reset = ModifierReset(v)  # no stale "CTRL: Deselect Nodes" after dialogs
+        # NodeGraphQt resizes block items (titles, port labels) without prepareGeometryChange, so
+        # a BSP index keeps them under stale rectangles: deleted blocks stayed in it, were painted
+        # after removal and freed under it (a segfault). No index is exact and fast enough here.
+        v.scene().setItemIndexMethod(QtWidgets.QGraphicsScene.NoIndex)
 
     def _make_hint(self):
         """Text shown on an empty canvas."""
-        from PySide6 import QtGui, QtWidgets
+        from PySide6 import QtGui
 
         item = QtWidgets.QGraphicsSimpleTextItem(
             "Drag blocks here from the palette on the left (or press Tab),\n"
@@ -231,11 +232,9 @@ class GraphAdapter(QtCore.QObject):
                     continue
                 x, y = float(n.pos[0]), float(n.pos[1])
                 if list(view_node.view.xy_pos) != [x, y]:
-                    view_node.view.xy_pos = [x, y]
-                    view_node.model.pos = [x, y]
-                title = n.title or cid
-                if view_node.view.name != title:
-                    view_node.view.name = title
+                    view_node.set_property("pos", [x, y], push_undo=False)  # model and view
+                if view_node.view.name != n.title:
+                    _show_title(view_node, n.title)
             self._sync_items(canvas)
             want = {(tuple(e.src), tuple(e.dst)) for e in canvas.edges}
             have = self.view_edges()
@@ -289,7 +288,7 @@ class GraphAdapter(QtCore.QObject):
         get_spec(n.type)  # raises for unknown types (the canvas loader rejects them first)
         node = self.graph.create_node(node_type(n.type), name=n.id, selected=False,
                                       pos=(float(n.pos[0]), float(n.pos[1])), push_undo=False)
-        node.view.name = n.title or n.id
+        _show_title(node, n.title)
         self._nodes[n.id] = node
         self._cids[node.id] = n.id
 
@@ -343,7 +342,7 @@ class GraphAdapter(QtCore.QObject):
         def mutate(canvas):
             for cid, pos in positions.items():
                 if cid in canvas.nodes:
-                    set_node_field(canvas, cid, pos=pos)
+                    canvas.move(cid, pos)
             for cid, pos in item_positions.items():
                 if canvas.has_id(cid):
                     canvas.move_item(cid, pos)
@@ -385,7 +384,7 @@ class GraphAdapter(QtCore.QObject):
         if not title:
             self.sync()
             return
-        self._try_edit(f"Rename {cid}", lambda c: set_node_field(c, cid, title=title))
+        self._try_edit(f"Rename {cid}", lambda c: c.set_title(cid, title))
 
     def _try_edit(self, label: str, mutate) -> bool:
         try:

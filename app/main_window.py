@@ -273,16 +273,23 @@ class MainWindow(QtWidgets.QMainWindow):
         tb.addActions([self.act_run, self.act_cancel])
         tb.addWidget(self.progress)
 
+    def _edit_message(self, text: str, level: str) -> None:
+        """An edit's message goes to the log; a refused edit's first line to the status bar too
+        (the log may be a hidden tab)."""
+        self.log.add(text, level)
+        if level in ("warning", "error"):
+            self.statusBar().showMessage(text.partition("\n")[0], 15000)
+
     def _wire(self) -> None:
         self.doc.modified_changed.connect(lambda _m: self.update_title())
         self.doc.path_changed.connect(self.update_title)
         self.files.recent_changed.connect(self._fill_recent)
         self.files.message.connect(lambda text, level: self.log.add(text, level))
-        self.edits.message.connect(lambda text, level: self.log.add(text, level))
-        self.annotations.message.connect(lambda text, level: self.log.add(text, level))
+        self.edits.message.connect(self._edit_message)
+        self.annotations.message.connect(self._edit_message)
         self.adapter.selection_changed.connect(self._on_selection)
         self.adapter.files_dropped.connect(self.handle_files)
-        self.adapter.edit_failed.connect(lambda msg: self.log.add(msg, "error"))
+        self.adapter.edit_failed.connect(lambda msg: self._edit_message(msg, "error"))
         self.palette.add_requested.connect(
             lambda t: self.adapter.add_blocks([t], self.edits.free_spot()))
         self.search_popup.chosen.connect(lambda t, pos: self.adapter.add_blocks([t], pos))

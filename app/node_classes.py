@@ -71,8 +71,8 @@ def node_class(spec) -> type[BaseNode]:
             self.add_input(name, multi_input=False)
         for name in outputs:
             self.add_output(name, multi_output=True)
-        self.model.color = (*color, 255)
-        self.model.border_color = (*NORMAL_BORDER, 255)
+        self.set_color(*color)
+        self.set_property("border_color", (*NORMAL_BORDER, 255))  # no set_border_color
 
     cls = type(spec.type_id, (BaseNode,), {
         "__identifier__": IDENTIFIER,

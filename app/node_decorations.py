@@ -183,6 +183,8 @@ class Decorator:
         if relayout:
             view.draw_node()
         base = getattr(node, "BASE_COLOR", (60, 60, 60))
+        # the look goes to the view item only: BaseNode.set_color would also write the node
+        # model (what NodeGraphQt serialises) and emit property_changed for a passing state
         if look.errors or look.badge_state == "failed":
             view.color = (*ERROR_COLOR, 255)
             view.border_color = (*ERROR_BORDER, 255)

@@ -48,9 +48,14 @@ FORMAT = "gradblocks.canvas"
 VERSION = 2
 #: The format versions this GradBlocks reads (older ones are migrated in memory).
 READS = (1, 2)
+#: ``format`` of a copied group of blocks (the clipboard): nodes and edges as in a canvas file.
+FRAGMENT_FORMAT = "gradblocks.fragment"
 SUFFIX = ".gbc.json"
 #: Canvas files larger than this are refused before reading (``load_canvas(max_bytes=...)``).
 MAX_FILE_BYTES = 256 * 2**20
+#: A block position is at most this far from the origin on either axis (scene units): beyond,
+#: the view can no longer place, hit-test or fit blocks.
+MAX_COORD = 1e9
 
 PortRef = tuple[str, str]
 
@@ -314,6 +319,65 @@ class Canvas:
             raise InvalidArgumentError(f"id {item_id!r} is already on the canvas",
                                        argument="id")
         return item_id
+    def fragment(self, ids: Any) -> dict:
+        """The blocks, frames and notes ``ids`` and the edges between the blocks as a fragment
+        (the canvas file format with ``format`` :data:`FRAGMENT_FORMAT`), what :meth:`paste`
+        takes."""
+        ids = set(ids)
+        data = self.to_json()
+        return {
+            "format": FRAGMENT_FORMAT,
+            "version": VERSION,
+            "nodes": [n for n in data["nodes"] if n["id"] in ids],
+            "edges": [e for e in data["edges"] if e["src"][0] in ids and e["dst"][0] in ids],
+            "frames": [f for f in data["frames"] if f["id"] in ids],
+            "notes": [n for n in data["notes"] if n["id"] in ids],
+        }
+
+    def paste(self, fragment: Any, offset: tuple[float, float] = (0.0, 0.0),
+              source: str | None = None) -> list[str]:
+        """Add a fragment's blocks, frames and notes shifted by ``offset``, with fresh ids and
+        its inner edges rewired to them; returns the new ids (blocks, then frames, then notes,
+        each in the fragment's order).
+
+        The fragment is validated by the canvas file loader (:func:`parse_fragment`); any
+        problem raises a :class:`CanvasError` naming its JSON path and leaves the canvas as it
+        was (``source`` names where the fragment came from in that error). A block keeps its
+        title unless the title was its old id (it then takes the new id); a result name
+        (an Output's ``name``) already in use gets the next free one ("dy 2").
+        """
+        part = parse_fragment(fragment, source)
+        dx, dy = _position(offset)
+        problems, spots = [], {}
+        for key, table in (("nodes", part.nodes), ("frames", part.frames),
+                           ("notes", part.notes)):
+            for i, item in enumerate(table.values()):
+                try:
+                    spots[item.id] = _position((item.pos[0] + dx, item.pos[1] + dy))
+                except InvalidArgumentError as err:
+                    where = f"pasted at an offset of {shown([dx, dy])}"
+                    problems.append((f"$.{key}[{i}].pos", f"{where}: {err}"))
+        if problems:
+            raise CanvasError(problems, source)
+        fresh: dict[str, str] = {}
+        for node in part.nodes.values():
+            new_id = self.new_id(node.type)
+            title = new_id if node.title == node.id else node.title
+            attrs = dict(node.attrs)
+            named = get_spec(node.type).result_name
+            if named and isinstance(attrs.get(named), str):
+                attrs[named] = self.unused_result_name(attrs[named])
+            self.add_node(node.type, spots[node.id], attrs, id=new_id, title=title)
+            fresh[node.id] = new_id
+        for e in part.edges:
+            self.connect((fresh[e.src[0]], e.src[1]), (fresh[e.dst[0]], e.dst[1]))
+        for frame in part.frames.values():
+            fresh[frame.id] = self.add_frame(spots[frame.id], frame.size, frame.title,
+                                             frame.colour).id
+        for note in part.notes.values():
+            fresh[note.id] = self.add_note(spots[note.id], note.text, note.size,
+                                           note.colour).id
+        return list(fresh.values())
 
     def _node(self, node_id: str) -> Node:
         try:
@@ -368,9 +432,13 @@ class Canvas:
 
 
 def _position(pos: Any) -> tuple[float, float]:
-    """``pos`` as two finite floats, or an error naming it."""
+    """``pos`` as two finite floats within :data:`MAX_COORD`, or an error naming it."""
     if isinstance(pos, (list, tuple)) and len(pos) == 2 and all(_is_finite(v) for v in pos):
-        return float(pos[0]), float(pos[1])
+        x, y = float(pos[0]), float(pos[1])
+        if abs(x) <= MAX_COORD and abs(y) <= MAX_COORD:
+            return x, y
+        raise InvalidArgumentError(f"pos must lie within {MAX_COORD:g} of the origin on each "
+                                   f"axis, got {shown(pos)}", argument="pos")
     raise InvalidArgumentError(f"pos must be [x, y] finite numbers, got {shown(pos)}",
                                argument="pos")
 
@@ -443,6 +511,31 @@ def _parse_items(canvas: Canvas, data: dict, problems: list) -> None:
                 taken.add(raw["id"])
             if item is not None:
                 table[item.id] = item
+def parse_fragment(data: Any, source: str | None = None) -> Canvas:
+    """The blocks and edges of a fragment, validated exactly as a canvas file's (a whole canvas
+    document is a fragment too); a :class:`CanvasError` lists every problem with its JSON path.
+
+    A fragment is ``{"format": "gradblocks.fragment", "nodes": [...], "edges": [...]}``
+    (``version`` optional, as in a file); it needs at least one node, and its edges may only
+    join its own nodes.
+    """
+    problems: list[tuple[str, str]] = []
+    if not isinstance(data, dict):
+        raise CanvasError([("$", f"expected a JSON object, got {type(data).__name__}")], source)
+    if data.get("format") == FORMAT:
+        canvas = _parse(data, problems)
+    else:
+        if data.get("format") != FRAGMENT_FORMAT:
+            problems.append(("$.format", (f"expected {FRAGMENT_FORMAT!r} (or {FORMAT!r}), got "
+                                          f"{shown(data.get('format'))}")))
+        # the file loader checks everything else; the fragment's version defaults to ours
+        canvas = _parse({**data, "format": FORMAT, "version": data.get("version", VERSION)},
+                        problems)
+    if not problems and not (canvas.nodes or canvas.frames or canvas.notes):
+        problems.append(("$.nodes", "no blocks, frames or notes to paste"))
+    if problems:
+        raise CanvasError(problems, source)
+    return canvas
 
 
 NODE_KEYS = ("id", "type", "title", "pos", "attrs")

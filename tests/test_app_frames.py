@@ -263,3 +263,29 @@ def test_double_click_the_handle_fits_the_frame_around_its_blocks(grad_window):
     assert fx < x and fy < y and x + bw < fx + fw and y + bh < fy + fh  # still holds grad
     assert fw < bw + 160 and fh < bh + 160  # and fits it (NodeGraphQt pads 40 around)
     assert w.doc.undo_stack.count() == steps + 1 and view_matches_canvas(w)
+
+
+def test_select_all_copy_paste_duplicates_blocks_frames_and_notes_and_undo_restores(
+        qtbot, grad_window):
+    w = grad_window
+    add_frame_around(w, ["x", "dy"])
+    w.doc.edit("Add note", lambda c: c.add_note((0.0, 500.0), "read me"))
+    before = dumps(w.doc.canvas)
+    focus_canvas(qtbot, w)
+    QtTest.QTest.keyClick(w.adapter.viewer, QtCore.Qt.Key_A, QtCore.Qt.ControlModifier)
+    QtTest.QTest.keyClick(w.adapter.viewer, QtCore.Qt.Key_C, QtCore.Qt.ControlModifier)
+    QtTest.QTest.keyClick(w.adapter.viewer, QtCore.Qt.Key_V, QtCore.Qt.ControlModifier)
+    c = w.doc.canvas
+    assert len(c.frames) == 2 and len(c.notes) == 2
+    assert sorted(n.text for n in c.notes.values()) == ["read me", "read me"]
+    assert len(c.nodes) == 2 * len(load_canvas_text(before).nodes)
+    assert view_matches_canvas(w)
+    QtTest.QTest.keyClick(w.adapter.viewer, QtCore.Qt.Key_Z, QtCore.Qt.ControlModifier)
+    assert dumps(w.doc.canvas) == before
+    assert view_matches_canvas(w)
+
+
+def load_canvas_text(text: str):
+    from engine.canvas import Canvas
+
+    return Canvas.from_json(json.loads(text))
