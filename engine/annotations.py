@@ -59,7 +59,8 @@ class Note:
 
 
 # -- value rules ------------------------------------------------------------------------------------
-def _finite(v: Any) -> bool:
+def is_finite(v: Any) -> bool:
+    """A finite JSON number (not a boolean; an int too large for a float is not finite)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return False
     try:
@@ -70,7 +71,7 @@ def _finite(v: Any) -> bool:
 
 def position(value: Any) -> tuple[float, float]:
     """``value`` as two finite floats, or an error naming ``pos``."""
-    if isinstance(value, (list, tuple)) and len(value) == 2 and all(map(_finite, value)):
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(map(is_finite, value)):
         return float(value[0]), float(value[1])
     raise InvalidArgumentError(f"pos must be [x, y] finite numbers, got {shown(value)}",
                                argument="pos")
@@ -78,7 +79,7 @@ def position(value: Any) -> tuple[float, float]:
 
 def size(value: Any) -> tuple[float, float]:
     """``value`` as [width, height], each from MIN_SIZE to MAX_SIZE, or an error naming size."""
-    if (isinstance(value, (list, tuple)) and len(value) == 2 and all(map(_finite, value))
+    if (isinstance(value, (list, tuple)) and len(value) == 2 and all(map(is_finite, value))
             and all(MIN_SIZE <= float(v) <= MAX_SIZE for v in value)):
         return float(value[0]), float(value[1])
     raise InvalidArgumentError(f"size must be [width, height], each from {MIN_SIZE:g} to "

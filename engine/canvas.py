@@ -30,7 +30,6 @@ from __future__ import annotations
 import copy
 import graphlib
 import json
-import math
 import os
 import re
 import stat
@@ -155,13 +154,7 @@ class Canvas:
                  title: str | None = None) -> Node:
         """Add a block of a known type; id, title, position and ``attrs`` are validated."""
         spec = get_spec(type_id)
-        node_id = id or self.new_id(type_id)
-        problem = id_problem(node_id)
-        if problem:
-            raise InvalidArgumentError(problem, argument="id")
-        if self.has_id(node_id):
-            raise InvalidArgumentError(f"node id {node_id!r} is already on the canvas",
-                                       argument="id")
+        node_id = self._fresh(id or None, type_id)
         title = node_id if title is None else title
         problem = text_problem(title)
         if problem:
@@ -433,7 +426,7 @@ class Canvas:
 
 def _position(pos: Any) -> tuple[float, float]:
     """``pos`` as two finite floats within :data:`MAX_COORD`, or an error naming it."""
-    if isinstance(pos, (list, tuple)) and len(pos) == 2 and all(_is_finite(v) for v in pos):
+    if isinstance(pos, (list, tuple)) and len(pos) == 2 and all(map(annotations.is_finite, pos)):
         x, y = float(pos[0]), float(pos[1])
         if abs(x) <= MAX_COORD and abs(y) <= MAX_COORD:
             return x, y
@@ -441,16 +434,6 @@ def _position(pos: Any) -> tuple[float, float]:
                                    f"axis, got {shown(pos)}", argument="pos")
     raise InvalidArgumentError(f"pos must be [x, y] finite numbers, got {shown(pos)}",
                                argument="pos")
-
-
-def _is_finite(v: Any) -> bool:
-    """A finite JSON number (not a boolean; an int too large for a float is not finite)."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return False
-    try:
-        return math.isfinite(float(v))
-    except OverflowError:
-        return False
 
 
 def _parse(data: Any, problems: list[tuple[str, str]]) -> Canvas:
