@@ -48,6 +48,8 @@ CHUNK = 1 << 20
 _ORIENTATION = 0x0112
 #: Modes holding 16-bit gray values.
 _WIDE = ("I;16", "I;16B", "I;16L", "I")
+#: Pillow modes of gray images (with or without alpha).
+GRAY_MODES = ("1", "L", "LA", "La", *_WIDE)
 
 
 @dataclass(frozen=True)
