@@ -47,7 +47,7 @@ def _check_range(arr: np.ndarray, dtype: str) -> None:
 
 
 def _tensor_infer(attrs: dict, inputs: dict[str, TensorSpec]) -> dict[str, TensorSpec]:
-    fill, bound = attrs["fill"], math.inf
+    fill, bound, axes = attrs["fill"], math.inf, None
     if fill == "values":
         arr = values_array(attrs["values"])
         shape = arr.shape
@@ -71,11 +71,13 @@ def _tensor_infer(attrs: dict, inputs: dict[str, TensorSpec]) -> dict[str, Tenso
             raise AttrError("path", str(err)) from None
         shape = image_source.tensor_shape(header, attrs["color"], attrs["data_format"])
         bound = image_source.bound(attrs["scale"])
+        axes = tuple(attrs["data_format"])  # N, H, W, C: the viewer shows H x W
     else:
         shape = tuple(attrs["shape"])
         bound = {"zeros": 0.0, "ones": 1.0, "arange": float(math.prod(shape)),
                  "random_normal": NORMAL_BOUND, "random_uniform": 1.0}[fill]
-    return {"output": TensorSpec(tuple(int(s) for s in shape), attrs["dtype"], bound=bound)}
+    return {"output": TensorSpec(tuple(int(s) for s in shape), attrs["dtype"], axes,
+                                 bound=bound)}
 
 
 def _tensor_workspace(attrs: dict, inputs: dict[str, TensorSpec],

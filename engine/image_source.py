@@ -167,10 +167,11 @@ def read_header(path: str) -> ImageHeader:
 
 
 def read_workspace(header: ImageHeader, color: str) -> int:
-    """Bytes :func:`read_image` needs besides its result: the decoded image (at most 4 bytes a
-    pixel, twice for a conversion) and the float64 chunk."""
+    """Bytes :func:`read_image` needs besides its result (a bound): the decoded image and its
+    converted, turned and NumPy copies (at most five of at most 4 bytes a pixel) and the
+    float64 chunk."""
     w, h = header.stored_size
-    return 2 * 4 * w * h + 8 * CHUNK * channels(color)
+    return 5 * 4 * w * h + 8 * CHUNK * channels(color)
 
 
 def _transposed(im, orientation: int):

@@ -7,6 +7,7 @@ import os
 import struct
 import subprocess
 import sys
+import warnings
 import zlib
 from pathlib import Path
 
@@ -78,6 +79,8 @@ def test_nchw_shape_and_the_dtype_attribute(tmp_path):
     path = write_png(tmp_path / "a.png")
     plan = compile_canvas(image_canvas(path, data_format="NCHW", dtype="float64"))
     assert plan.specs[("x", "output")].shape == (1, 3, 4, 5)
+    assert plan.specs[("x", "output")].axes == ("N", "C", "H", "W")  # the viewer shows H x W
+    assert compile_canvas(image_canvas(path)).specs[("x", "output")].axes == tuple("NHWC")
     assert plan.specs[("x", "output")].dtype == "float64"
     got = run_image(path, data_format="NCHW", dtype="float64")
     nhwc = run_image(path, dtype="float64")
@@ -138,6 +141,10 @@ def test_huge_header_is_refused_without_allocating(tmp_path):
     assert "larger than 64 megapixels" in check_error(path)
     path.write_bytes(png_header_only(9000, 8000))  # 72 MP: below Pillow's own limits
     assert "9000 x 8000 = 72.0 megapixels, more than the 64 accepted" in check_error(path)
+    path.write_bytes(png_header_only(10_000, 10_000))  # where Pillow only warns
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert "10000 x 10000 = 100.0 megapixels" in check_error(path)
 
 
 @pytest.mark.parametrize("content, message", [
