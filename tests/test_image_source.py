@@ -102,6 +102,16 @@ def test_exif_rotated_jpeg_shape_from_header_and_values(tmp_path, orientation, s
     np.testing.assert_array_equal(run_image(path), want[None].astype(np.float32))
 
 
+def test_exif_orientation_of_a_png_comes_from_its_exif_chunk(tmp_path):
+    path = tmp_path / "r.png"
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    Image.fromarray(RGB).save(path, exif=exif.tobytes())
+    assert compile_canvas(image_canvas(path)).specs[("x", "output")].shape == (1, 5, 4, 3)
+    want = np.asarray(ImageOps.exif_transpose(Image.open(path)), np.float32)
+    np.testing.assert_array_equal(run_image(path, scale="byte")[0], want)
+
+
 def test_rgba_alpha_is_dropped(tmp_path):
     rgba = np.dstack([RGB, np.full((4, 5), 7, np.uint8)])
     path = write_png(tmp_path / "a.png", rgba)
