@@ -307,24 +307,39 @@ class LiteralEditor(AttrEditor):
             self.text.setPlainText(raw)
 
 
+#: A path editor's file dialog for a Tensor fill: (dialog_folders kind, what to choose, the
+#: dialog's file filter); .npy files for any other fill.
+PATH_CHOICES = {"image": ("image", "a PNG or JPEG image",
+                          "Images (*.png *.jpg *.jpeg);;All files (*)")}
+NPY_CHOICE = ("tensor", "a .npy file", "NumPy arrays (*.npy);;All files (*)")
+
+
 class PathEditor(LineEditor):
-    """A file path (relative to the canvas file) with a browse button for .npy files."""
+    """A file path (relative to the canvas file) with a browse button: .npy files, or PNG/JPEG
+    images while the block's fill is ``image``."""
 
     def __init__(self, spec, parent=None, base_dir=None):
         super().__init__(spec, parent, "file.npy (relative to the canvas)")
         self.base_dir = base_dir
-        browse = QtWidgets.QToolButton(self)
+        self.kind, what, self.filter = NPY_CHOICE
+        self.browse_button = browse = QtWidgets.QToolButton(self)
         browse.setText("…")
-        browse.setToolTip("Choose a .npy file")
+        browse.setToolTip(f"Choose {what}")
         browse.clicked.connect(self.browse)
         self.lay.addWidget(browse)
 
+    def set_context(self, attrs: dict) -> None:
+        self.kind, what, self.filter = PATH_CHOICES.get(str(attrs.get("fill")), NPY_CHOICE)
+        self.browse_button.setToolTip(f"Choose {what}")
+        self.edit.setPlaceholderText(
+            "image.png (relative to the canvas)" if self.kind == "image"
+            else "file.npy (relative to the canvas)")
+
     def browse(self) -> None:
         path, _ = QtWidgets.QFileDialog.getOpenFileName(
-            self, f"Choose {self.spec.name}", dialog_folders.start("tensor"),
-            "NumPy arrays (*.npy);;All files (*)")
+            self, f"Choose {self.spec.name}", dialog_folders.start(self.kind), self.filter)
         if path:
-            dialog_folders.remember("tensor", path)
+            dialog_folders.remember(self.kind, path)
             self._show(self.relative(path))
             self.committed.emit()
 

@@ -1,5 +1,5 @@
 """Edit-menu operations on the selected blocks: delete, cut/copy/paste, duplicate, select all,
-and Tensor blocks for dropped .npy files. Each is one undoable Document edit."""
+and Tensor blocks for dropped .npy files and images. Each is one undoable Document edit."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from PySide6 import QtCore
 
 from app import clipboard
-from app.files import npy_tensor_attrs
+from app.files import dropped_tensor_attrs
 from app.placement import free_offset
 from engine.canvas import CanvasError, parse_fragment
 
@@ -136,11 +136,12 @@ class EditActions(QtCore.QObject):
 
     def add_npy_tensors(self, paths: list[Path], pos: tuple[float, float] | None = None
                         ) -> list[str]:
-        """One Tensor block (fill=file) per .npy file; the path is stored relative to the
-        canvas file when the canvas is saved and the file lies below it."""
+        """One Tensor block per .npy file (fill=file) or PNG/JPEG image (fill=image); the path
+        is stored relative to the canvas file when the canvas is saved and the file lies below
+        it."""
         pos = pos if pos is not None else self.free_spot()
         base = self.doc.base_dir if self.doc.path else None
-        found = [npy_tensor_attrs(Path(p), base) for p in paths]
+        found = [dropped_tensor_attrs(Path(p), base) for p in paths]
         for _attrs, warning in found:
             if warning:
                 self.message.emit(warning, "warning")

@@ -22,6 +22,7 @@ from PySide6 import QtCore, QtWidgets
 from app import dialog_folders, disk_watch
 from app.disk_watch import DiskWatch
 from app.document import Document
+from engine import image_source
 from engine.atomic import write_bytes_atomically
 from engine.canvas import Canvas, CanvasError, load_canvas, save_canvas
 from engine.dtypes import DTYPES, dtype_name
@@ -84,12 +85,13 @@ def internal_error_text(path: Path, exc: Exception) -> str:
             "that was open is unchanged. Please report this with the file.")
 
 
-def npy_tensor_attrs(path: Path, base_dir: Path | None) -> tuple[dict, str | None]:
-    """Attributes of a Tensor block reading ``path`` (fill=file) and a warning, if any.
+#: Suffixes of the images a dropped file becomes a Tensor block (fill=image) for.
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+TENSOR_SUFFIXES = (".npy", *IMAGE_SUFFIXES)
 
-    The path is stored relative to ``base_dir`` when the file lies below it; the dtype comes from
-    the .npy header (read without unpickling).
-    """
+
+def _stored_path(path: Path, base_dir: Path | None) -> str:
+    """``path`` relative to ``base_dir`` when the file lies below it, else as it is."""
     stored = str(path)
     if base_dir is not None:
         try:
@@ -98,6 +100,37 @@ def npy_tensor_attrs(path: Path, base_dir: Path | None) -> tuple[dict, str | Non
                 stored = str(path)
         except ValueError:  # another drive on Windows
             stored = str(path)
+    return stored
+
+
+def dropped_tensor_attrs(path: Path, base_dir: Path | None) -> tuple[dict, str | None]:
+    """Attributes of a Tensor block reading a dropped .npy (fill=file) or PNG/JPEG image
+    (fill=image) and a warning, if any."""
+    if str(path).lower().endswith(IMAGE_SUFFIXES):
+        return image_tensor_attrs(path, base_dir)
+    return npy_tensor_attrs(path, base_dir)
+
+
+def image_tensor_attrs(path: Path, base_dir: Path | None) -> tuple[dict, str | None]:
+    """Attributes of a Tensor block reading the image ``path`` (fill=image): gray for a gray
+    image, else rgb; the path stored as for .npy files. A header that cannot be read is a
+    warning (the block shows the error on its path)."""
+    attrs: dict = {"fill": "image", "path": _stored_path(path, base_dir)}
+    try:
+        header = image_source.read_header(str(path))
+    except InvalidArgumentError as exc:
+        return attrs, f"{path.name}: {exc}"
+    attrs["color"] = "gray" if header.mode in image_source.GRAY_MODES else "rgb"
+    return attrs, None
+
+
+def npy_tensor_attrs(path: Path, base_dir: Path | None) -> tuple[dict, str | None]:
+    """Attributes of a Tensor block reading ``path`` (fill=file) and a warning, if any.
+
+    The path is stored relative to ``base_dir`` when the file lies below it; the dtype comes from
+    the .npy header (read without unpickling).
+    """
+    stored = _stored_path(path, base_dir)
     attrs: dict = {"fill": "file", "path": stored}
     warning = None
     try:

@@ -17,7 +17,7 @@ GESTURES = (
     ("Drag empty space / Shift or Ctrl+drag", "select blocks (extend / deselect)"),
     ("Middle-drag or Alt+drag; mouse wheel", "pan; zoom"),
     ("Drop a .gbc.json file", "open it"),
-    ("Drop a .npy file", "add a Tensor block reading it"),
+    ("Drop a .npy file or a PNG/JPEG image", "add a Tensor block reading it"),
 )
 
 

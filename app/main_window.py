@@ -19,6 +19,7 @@ from app.document import Document
 from app.editing import EditActions
 from app.files import (
     CANVAS_SUFFIX,
+    TENSOR_SUFFIXES,
     FileController,
     display_name,
     example_files,
@@ -369,13 +370,14 @@ class MainWindow(QtWidgets.QMainWindow):
     # --- dropped files ---------------------------------------------------------------------
     def handle_files(self, paths: list[str], scene_pos: tuple[float, float] | None = None
                      ) -> None:
-        """A .gbc.json opens; each .npy becomes a Tensor block reading it (fill=file)."""
+        """A .gbc.json opens; each .npy becomes a Tensor block reading it (fill=file), each
+        PNG/JPEG one reading the image (fill=image)."""
         canvases = [Path(p) for p in paths if is_canvas_file(p)]
-        arrays = [Path(p) for p in paths if str(p).lower().endswith(".npy")]
+        arrays = [Path(p) for p in paths if str(p).lower().endswith(TENSOR_SUFFIXES)]
         for p in paths:
-            if not is_canvas_file(p) and not str(p).lower().endswith(".npy"):
-                self.log.add(f"cannot use dropped file {p}: expected a {CANVAS_SUFFIX} canvas "
-                             "or a .npy array", "warning")
+            if not is_canvas_file(p) and not str(p).lower().endswith(TENSOR_SUFFIXES):
+                self.log.add(f"cannot use dropped file {p}: expected a {CANVAS_SUFFIX} canvas, "
+                             "a .npy array or a PNG/JPEG image", "warning")
         if canvases:
             self.files.open_path(canvases[0])
         elif arrays:

@@ -16,13 +16,17 @@ from blocks.spec import (
     PortSpec,
     TensorSpec,
 )
-from engine import npy
+from engine import image_source, npy
 from engine.dtypes import to_dtype
 from engine.errors import InvalidArgumentError
 from engine.literal import literal
 from engine.sources import FILLS, generate, values_array, workspace_bytes
 
 _SHAPED = tuple(f for f in FILLS if f not in ("values", "file"))
+#: The Tensor block's fills: those of :mod:`engine.sources` and a PNG/JPEG ``image``
+#: (:mod:`engine.image_source`).
+TENSOR_FILLS = (*FILLS, "image")
+_IMAGE_ATTRS = ("color", "scale", "data_format")
 
 
 #: Every value numpy's standard_normal can return is below this in magnitude (its ziggurat tail
@@ -43,7 +47,7 @@ def _check_range(arr: np.ndarray, dtype: str) -> None:
 
 
 def _tensor_infer(attrs: dict, inputs: dict[str, TensorSpec]) -> dict[str, TensorSpec]:
-    fill, bound = attrs["fill"], math.inf
+    fill, bound, axes = attrs["fill"], math.inf, None
     if fill == "values":
         arr = values_array(attrs["values"])
         shape = arr.shape
@@ -58,27 +62,50 @@ def _tensor_infer(attrs: dict, inputs: dict[str, TensorSpec]) -> dict[str, Tenso
             shape = npy.read_header(attrs["path"]).shape
         except InvalidArgumentError as err:
             raise AttrError("path", str(err)) from None
+    elif fill == "image":
+        if not attrs["path"]:
+            raise AttrError("path", "path is empty: choose a PNG or JPEG file for fill=image")
+        try:
+            header = image_source.read_header(attrs["path"])
+        except InvalidArgumentError as err:
+            raise AttrError("path", str(err)) from None
+        shape = image_source.tensor_shape(header, attrs["color"], attrs["data_format"])
+        bound = image_source.bound(attrs["scale"])
+        axes = tuple(attrs["data_format"])  # N, H, W, C: the viewer shows H x W
     else:
         shape = tuple(attrs["shape"])
         bound = {"zeros": 0.0, "ones": 1.0, "arange": float(math.prod(shape)),
                  "random_normal": NORMAL_BOUND, "random_uniform": 1.0}[fill]
-    return {"output": TensorSpec(tuple(int(s) for s in shape), attrs["dtype"], bound=bound)}
+    return {"output": TensorSpec(tuple(int(s) for s in shape), attrs["dtype"], axes,
+                                 bound=bound)}
 
 
 def _tensor_workspace(attrs: dict, inputs: dict[str, TensorSpec],
                       outputs: dict[str, TensorSpec]) -> int:
+    if attrs["fill"] == "image":
+        return image_source.read_workspace(image_source.read_header(attrs["path"]),
+                                           attrs["color"])
     return workspace_bytes(attrs["fill"], outputs["output"].shape, attrs["dtype"],
                            attrs["values"], attrs["path"])
 
 
+def _image_args(attrs: dict) -> tuple:
+    return (attrs["path"], *(attrs[k] for k in _IMAGE_ATTRS), attrs["dtype"])
+
+
 def _tensor_run(attrs: dict, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    if attrs["fill"] == "image":
+        return {"output": image_source.read_image(*_image_args(attrs))}
     return {"output": generate(attrs["fill"], attrs["shape"], attrs["dtype"], attrs["seed"],
                                attrs["values"], attrs["path"])}
 
 
 def _tensor_emit(attrs: dict, inputs: dict[str, str], outputs: dict[str, str]) -> list[str]:
     """``sources.generate`` as the run calls it (inactive attributes, which it ignores, left
-    out)."""
+    out); an image is read by ``image_source.read_image`` as the run reads it."""
+    if attrs["fill"] == "image":
+        args = ", ".join(literal(a) for a in _image_args(attrs))
+        return [f"{outputs['output']} = image_source.read_image({args})"]
     args = [f"{k}={literal(attrs[k])}" for k in ("fill", "shape", "dtype")]
     args += [f"{k}={literal(attrs[k])}" for k in ("seed", "values", "path")
              if TENSOR.attr(k).is_active(attrs)]
@@ -86,35 +113,50 @@ def _tensor_emit(attrs: dict, inputs: dict[str, str], outputs: dict[str, str]) -
 
 
 def _tensor_size_attr(attrs: dict) -> str:
-    return {"values": "values", "file": "path"}.get(attrs["fill"], "shape")
+    return {"values": "values", "file": "path", "image": "path"}.get(attrs["fill"], "shape")
 
 
 TENSOR = BlockSpec(
     type_id="Tensor", title="Tensor", category="Tensors", op="",
     doc="A source tensor: zeros, ones, arange (1, 2, ..., n in row-major order), seeded "
-        "random values, literal values, or a .npy file.",
+        "random values, literal values, a .npy file, or a PNG/JPEG image (shape [1, H, W, C] "
+        "or [1, C, H, W], known from the file's header before running).",
     inputs=(),
     outputs=(PortSpec("output", "The tensor.", kind="float"),),
     attrs=(
         AttrSpec("shape", "shape", [1, 5, 5, 2], visible_if=("fill", _SHAPED),
                  doc="The tensor's shape, e.g. [batch, height, width, channels]."),
         AttrSpec("dtype", "dtype", "float32", doc="float16, bfloat16, float32 or float64."),
-        AttrSpec("fill", "enum", "random_normal", choices=FILLS,
+        AttrSpec("fill", "enum", "random_normal", choices=TENSOR_FILLS,
                  doc="How to fill the tensor: zeros, ones, arange = 1, 2, ..., n in row-major "
                      "order, random_normal (mean 0, std 1), random_uniform in [-1, 1), values "
-                     "(the literal values), file (a .npy file)."),
+                     "(the literal values), file (a .npy file), image (a PNG or JPEG "
+                     "file)."),
         AttrSpec("seed", "int", 0, minimum=0,
                  visible_if=("fill", ("random_normal", "random_uniform")),
                  doc="Seed of the random generator: the same seed gives the same values."),
         AttrSpec("values", "values", [[0.0]], visible_if=("fill", ("values",)),
                  doc="Literal values as a nested list; their nesting gives the shape."),
-        AttrSpec("path", "path", "", visible_if=("fill", ("file",)),
-                 doc="A .npy file, relative to the canvas file's folder (loaded without "
-                     "pickle): float16, float32 or float64 values, or integers that convert "
-                     "exactly to dtype; a 0-d array (a scalar) becomes shape [1]."),
+        AttrSpec("path", "path", "", visible_if=("fill", ("file", "image")),
+                 doc="The file, relative to the canvas file's folder. fill=file: a .npy file "
+                     "(loaded without pickle): float16, float32 or float64 values, or integers "
+                     "that convert exactly to dtype; a 0-d array (a scalar) becomes shape [1]. "
+                     "fill=image: a PNG or JPEG of at most 64 megapixels (EXIF orientation "
+                     "applied, alpha dropped)."),
+        AttrSpec("color", "enum", "rgb", choices=image_source.COLORS,
+                 visible_if=("fill", ("image",)),
+                 doc="gray: Pillow's luma (ITU-R 601-2), 1 channel; rgb: 3 channels."),
+        AttrSpec("scale", "enum", "unit", choices=image_source.SCALES,
+                 visible_if=("fill", ("image",)),
+                 doc="unit: values in [0, 1] (v / 255; a 16-bit PNG v / 65535); byte: 0..255 "
+                     "(a 16-bit PNG v / 257)."),
+        AttrSpec("data_format", "enum", "NHWC", choices=image_source.DATA_FORMATS,
+                 visible_if=("fill", ("image",)),
+                 doc="NHWC: shape [1, H, W, C]; NCHW: shape [1, C, H, W]."),
     ),
     infer=_tensor_infer, run=_tensor_run, emit=_tensor_emit,
-    imports=("from engine import sources",), workspace=_tensor_workspace,
+    imports=("from engine import image_source", "from engine import sources"),
+    workspace=_tensor_workspace,
     size_attr=_tensor_size_attr,
 )
 

@@ -33,19 +33,16 @@ from fractions import Fraction
 from pathlib import Path
 from typing import NoReturn, TextIO
 
-import numpy as np
-
 from engine.atomic import write_atomically
 from engine.canvas import Canvas, CanvasError, load_canvas
 from engine.compiler import DEFAULT_MEMORY_LIMIT, Plan
-from engine.dtypes import dtype_name
 from engine.executor import Executor
 from engine.export import export_script
 from engine.memory import gib_to_bytes
 from engine.npz import write_npz
+from engine.report import check_rows, problem_lines, run_rows, text_table
 from engine.result_names import result_keys
 from engine.targets import target_problem
-from engine.tensor_stats import format_value, tensor_stats
 
 SUBCOMMANDS = ("check", "run", "export", "explain")
 #: Problems listed per error message, and characters per line.
@@ -135,27 +132,14 @@ def _compile(path: str, executor: Executor) -> tuple[Canvas, Plan] | None:
         return None
     plan = executor.compile(canvas, Path(path).resolve().parent)
     if plan.errors:
-        errors = [str(e) for errs in plan.errors.values() for e in errs]
+        errors = problem_lines(plan)
         _err(f"{_path(path)}: {len(errors)} problem(s):", errors)
         return None
     return canvas, plan
 
 
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-                     for r in rows)
-
-
-def _stats(a: np.ndarray) -> tuple[str, str, str]:
-    """min, max, mean over the finite values (as the app's viewer shows them), as text."""
-    s = tensor_stats(a)
-    return format_value(s.min), format_value(s.max), format_value(s.mean)
-
-
-def _verdict(value: np.ndarray) -> str:
-    """PASS or FAIL for a check block's bool verdict (:attr:`blocks.spec.BlockSpec.verdict`)."""
-    return "PASS" if bool(np.all(value)) else "FAIL"
+#: The table printer (engine.report), under the name engine.cli_explain imports.
+_table = text_table
 
 
 def cmd_check(path: str, executor: Executor) -> int:
@@ -163,13 +147,7 @@ def cmd_check(path: str, executor: Executor) -> int:
     if compiled is None:
         return 2
     plan = compiled[1]
-    rows = [["block", "type", "port", "shape", "dtype", "id"]]
-    for step in plan.steps:
-        for port in step.spec.output_names():
-            ts = plan.specs[(step.node_id, port)]
-            rows.append([plan.label(step.node_id), step.spec.type_id, port,
-                         str(list(ts.shape)), ts.dtype, step.node_id])
-    _say(_table(rows))
+    _say(text_table(check_rows(plan)))
     _say(f"{path}: ok, {len(plan.steps)} block(s)")
     return 0
 
@@ -201,20 +179,7 @@ def cmd_run(path: str, executor: Executor, out: str | None) -> int:
         return 2
     plan = compiled[1]
     result = executor.run(plan)
-    checks = any(step.spec.verdict for step in plan.steps)
-    rows = [["block", "type", "port", "shape", "dtype", "min", "max", "mean",
-             *(["verdict"] if checks else []), "ms", "id"]]
-    for step in plan.steps:
-        for port in step.spec.output_names():
-            value = result.outputs.get((step.node_id, port))
-            if value is None:
-                continue
-            ms = f"{1e3 * result.times.get(step.node_id, 0.0):.2f}"
-            mark = [_verdict(value) if port == step.spec.verdict else ""] if checks else []
-            rows.append([plan.label(step.node_id), step.spec.type_id, port,
-                         str(list(np.shape(value))), dtype_name(np.asarray(value).dtype),
-                         *_stats(value), *mark, ms, step.node_id])
-    _say(_table(rows))
+    _say(text_table(run_rows(plan, result)))
     status = 0
     if out is not None:
         keys = result_keys(plan.steps, plan.labels)

@@ -1,0 +1,309 @@
+"""GradBlocks from Python, for notebooks: build or load a canvas, check it, run it, save it.
+
+::
+
+    import engine
+    c = engine.new_canvas()
+    c.add("Tensor", id="x", shape=[1, 8, 8, 3])
+    c.add("Conv2DBackpropFilter", id="dw", strides=[1, 2, 2, 1])
+    c.connect("x.output", "dw.input")
+    ...
+    c.check()            # the table `gradblocks check` prints (HTML in Jupyter)
+    results = c.run()    # results["dw"], results["dw.output"]: NumPy arrays
+    c.save("grad.gbc.json")
+    engine.load("grad.gbc.json")
+
+Every mistake is an :class:`~engine.errors.InvalidArgumentError` naming what is wrong: an
+unknown block type (the known ones listed), a bad attribute (block and attribute named), a bad
+port reference (the block's ports listed). ``check`` never raises for a canvas's problems: its
+report lists them; ``run`` raises with the same lines.
+
+Relative ``path`` attributes (.npy files, images) are relative to the canvas file's folder once
+the canvas was loaded or saved, before that to the working directory.
+
+:func:`picture` is a tensor as a Pillow image: the viewer's default slice or filter montage in
+its colour map (:func:`engine.thumbnail.thumbnail`), which Jupyter shows inline.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from blocks.registry import get_spec
+from blocks.spec import AttrError, BlockSpec
+from engine.canvas import Canvas, load_canvas, save_canvas
+from engine.compiler import DEFAULT_MEMORY_LIMIT, Plan
+from engine.errors import InvalidArgumentError
+from engine.executor import Executor, RunResult
+from engine.report import check_rows, html_table, problem_lines, run_rows, text_table
+from engine.result_names import result_keys
+from engine.thumbnail import thumbnail
+
+#: Largest (width, height) of a :func:`picture`.
+PICTURE_SIZE = (512, 384)
+#: What a montage's separator lines (transparent in the app) are painted in a picture.
+PICTURE_BACKGROUND = (255, 255, 255)
+#: Blocks placed per row when the caller gives no position.
+_PER_ROW = 4
+
+
+class UnknownResultError(InvalidArgumentError, KeyError):
+    """A result key no output has (the message lists the keys)."""
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+def _listed(names) -> str:
+    return ", ".join(names) or "none"
+
+
+class CheckReport:
+    """What ``gradblocks check`` reports: the table of every output's shape and dtype, or the
+    problems (one line each). ``str()`` is the CLI's text, ``_repr_html_`` an HTML table."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.problems = problem_lines(plan)
+        self.rows = check_rows(plan) if not self.problems else []
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> str:
+        if self.ok:
+            return f"ok, {len(self.plan.steps)} block(s)"
+        return f"{len(self.problems)} problem(s)"
+
+    def __str__(self) -> str:
+        if self.ok:
+            return f"{text_table(self.rows)}\n{self.summary()}"
+        return "\n".join([f"{self.summary()}:", *(f"  {p}" for p in self.problems)])
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        if self.ok:
+            return html_table(self.rows, caption=self.summary())
+        return html_table([["problem"], *([p] for p in self.problems)],
+                          caption=self.summary())
+
+
+class Results(Mapping):
+    """The arrays a run made, by ``"node.port"`` (what iteration gives). A key may also be a
+    node id (its main output: the pictured one, else the first), a block's label (its title,
+    see :mod:`engine.labels`) with or without ``.port``, or a name ``gradblocks run --out``
+    stores (an Output block's name): see :attr:`named`."""
+
+    def __init__(self, plan: Plan, result: RunResult):
+        self.plan, self.result = plan, result
+        self._arrays = {f"{n}.{p}": a for (n, p), a in result.outputs.items()}
+        self._steps = {s.node_id: s for s in plan.steps}
+        self._by_label = {plan.label(n): n for n in self._steps}
+        keys = result_keys(plan.steps, plan.labels)
+        self.named: dict[str, np.ndarray] = {
+            key: result.outputs[ref] for ref, key in keys.items() if ref in result.outputs}
+        """The arrays under the keys ``gradblocks run --out`` writes."""
+
+    def _ref(self, key: str) -> str | None:
+        """``"node.port"`` for ``key`` (see the class docstring), or None."""
+        if key in self._arrays:
+            return key
+        node, _, port = key.partition(".")
+        for candidate, rest in ((key, ""), (node, port)):
+            node_id = candidate if candidate in self._steps else self._by_label.get(candidate)
+            if node_id is None:
+                continue
+            spec = self._steps[node_id].spec
+            port_name = rest or spec.main_output_name()
+            ref = f"{node_id}.{port_name}"
+            if ref in self._arrays:
+                return ref
+        return None
+
+    def axes(self, key: str) -> tuple[str, ...] | None:
+        """The axis names the compiler gave the output ``key`` (e.g. kh, kw, in, out)."""
+        ref = self._ref(key) if isinstance(key, str) else None
+        if ref is None:
+            self[key]  # the error listing the keys
+            return None
+        node_id, _, port = ref.partition(".")
+        spec = self.plan.specs.get((node_id, port))
+        return spec.axes if spec is not None else None
+
+    def picture(self, key: str, size: tuple[int, int] = PICTURE_SIZE):
+        """:func:`picture` of the output ``key`` with its axis names (a filter gradient is a
+        montage, as in the viewer)."""
+        return picture(self[key], self.axes(key) if self._ref(key) else None, size)
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        if not isinstance(key, str):
+            raise UnknownResultError(f"result keys are strings such as 'dw' or 'dw.output', "
+                                     f"got {type(key).__name__}")
+        ref = self._ref(key)
+        if ref is not None:
+            return self._arrays[ref]
+        if key in self.named:
+            return self.named[key]
+        raise UnknownResultError(f"no result {key!r}: the outputs are {_listed(self._arrays)}"
+                                 + (f"; stored names {_listed(self.named)}" if self.named
+                                    else ""))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._arrays)
+
+    def __len__(self) -> int:
+        return len(self._arrays)
+
+    def table(self) -> list[list[str]]:
+        """The rows of ``gradblocks run``'s table."""
+        return run_rows(self.plan, self.result)
+
+    def __repr__(self) -> str:
+        return text_table(self.table())
+
+    def _repr_html_(self) -> str:
+        return html_table(self.table(), caption=f"{len(self.plan.steps)} block(s) ran")
+
+
+class NotebookCanvas:
+    """A canvas built and run from Python (see the module docstring). ``canvas`` is the
+    :class:`engine.canvas.Canvas` itself; ``base_dir`` the folder relative paths start from."""
+
+    def __init__(self, canvas: Canvas | None = None, base_dir: str | os.PathLike | None = None,
+                 memory_limit: int = DEFAULT_MEMORY_LIMIT):
+        self.canvas = canvas if canvas is not None else Canvas()
+        self.base_dir = Path(base_dir) if base_dir is not None else None
+        self.executor = Executor(memory_limit=memory_limit)
+
+    # -- building ------------------------------------------------------------------------------
+    def _spec_of(self, node_id: str) -> BlockSpec:
+        node = self.canvas.nodes.get(node_id)
+        if node is None:
+            raise InvalidArgumentError(f"no block {node_id!r} on the canvas (its blocks: "
+                                       f"{_listed(self.canvas.nodes)})", argument="id")
+        return get_spec(node.type)
+
+    def _attr_error(self, node_id: str, type_id: str, err: AttrError) -> InvalidArgumentError:
+        return InvalidArgumentError(f"block {node_id!r} ({type_id}) attribute {err.attr}: "
+                                    f"{err.message}", argument=err.attr)
+
+    def add(self, type_id: str, id: str | None = None, *, title: str | None = None,
+            pos: tuple[float, float] | None = None, **attrs: Any) -> str:
+        """Add a block of ``type_id`` with these attributes (validated now); returns its id."""
+        spec = get_spec(type_id)  # an unknown type lists the known ones
+        node_id = id if id is not None else self.canvas.new_id(type_id)
+        for name, value in attrs.items():
+            try:
+                spec.attr(name).validate(value)
+            except AttrError as err:
+                raise self._attr_error(node_id, type_id, err) from None
+        n = len(self.canvas.nodes)
+        if pos is None:
+            pos = (260.0 * (n % _PER_ROW), 180.0 * (n // _PER_ROW))
+        self.canvas.add_node(type_id, pos=pos, attrs=attrs, id=node_id, title=title)
+        return node_id
+
+    def set(self, node_id: str, **attrs: Any) -> None:
+        """Change attributes of a block (each validated; none changes when one is bad)."""
+        spec = self._spec_of(node_id)
+        for name, value in attrs.items():
+            try:
+                spec.attr(name).validate(value)
+            except AttrError as err:
+                raise self._attr_error(node_id, spec.type_id, err) from None
+        for name, value in attrs.items():
+            self.canvas.set_attr(node_id, name, value)
+
+    def _port(self, ref: str, output: bool) -> tuple[str, str]:
+        """``"node.port"`` (or ``"node"``: its main output / its only input) as a port key."""
+        if not isinstance(ref, str):
+            raise InvalidArgumentError(f"a port is written 'block.port', got {ref!r}")
+        node_id, dot, port = ref.partition(".")
+        spec = self._spec_of(node_id)
+        ports = spec.output_names() if output else spec.input_names()
+        kind = "output" if output else "input"
+        if not dot:
+            if output and spec.main_output_name():
+                return node_id, str(spec.main_output_name())
+            if len(ports) == 1:
+                return node_id, ports[0]
+            raise InvalidArgumentError(f"{ref!r}: name the {kind} port of block {node_id!r} "
+                                       f"({spec.type_id}): {_listed(f'{node_id}.{p}' for p in ports)}")
+        if port not in ports:
+            raise InvalidArgumentError(
+                f"{ref!r}: block {node_id!r} ({spec.type_id}) has no {kind} port {port!r}; its "
+                f"{kind} ports: {_listed(ports)}", argument="port")
+        return node_id, port
+
+    def connect(self, src: str, dst: str) -> None:
+        """Wire output ``src`` (``"x.output"`` or ``"x"``) to input ``dst`` (``"dw.input"``),
+        replacing any wire into ``dst``."""
+        self.canvas.connect(self._port(src, True), self._port(dst, False))
+
+    # -- checking and running ------------------------------------------------------------------
+    def plan(self) -> Plan:
+        return self.executor.compile(self.canvas, self.base_dir)
+
+    def check(self) -> CheckReport:
+        """The report ``gradblocks check`` prints (never raises for the canvas's problems)."""
+        return CheckReport(self.plan())
+
+    def run(self) -> Results:
+        """Run every block (cached outputs reused); a problem or a failed block raises an
+        InvalidArgumentError listing them."""
+        plan = self.plan()
+        if plan.errors:
+            report = CheckReport(plan)
+            raise InvalidArgumentError(f"cannot run: {report}")
+        result = self.executor.run(plan)
+        if result.errors:
+            lines = [f"  {plan.label(n)}: {m}" for n, m in result.errors.items()]
+            raise InvalidArgumentError("\n".join([f"{len(lines)} block(s) failed:", *lines]))
+        return Results(plan, result)
+
+    # -- files ---------------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the canvas to ``path`` (atomically); relative paths then start from its
+        folder."""
+        path = Path(path)
+        save_canvas(self.canvas, path)
+        self.base_dir = path.resolve().parent
+        return path
+
+    def __repr__(self) -> str:
+        return f"<GradBlocks canvas: {len(self.canvas.nodes)} block(s), " \
+               f"{len(self.canvas.edges)} wire(s)>"
+
+
+def new_canvas() -> NotebookCanvas:
+    """An empty canvas to build in code."""
+    return NotebookCanvas()
+
+
+def load(path: str | os.PathLike) -> NotebookCanvas:
+    """The canvas file ``path`` (a CanvasError lists every problem of a bad file)."""
+    return NotebookCanvas(load_canvas(path), Path(path).resolve().parent)
+
+
+def picture(array: Any, axes: tuple[str, ...] | None = None,
+            size: tuple[int, int] = PICTURE_SIZE):
+    """A Pillow RGB image of ``array``: the viewer's default slice or filter montage in its
+    colour map, within ``size`` (width, height) pixels, cells drawn as squares of whole pixels
+    (:func:`engine.thumbnail.thumbnail`; ``axes`` names the axes, e.g. ("kh", "kw", "in",
+    "out") for a filter); montage separators are :data:`PICTURE_BACKGROUND`."""
+    from PIL import Image
+
+    rgba = thumbnail(np.asarray(array), axes, size)
+    if rgba.size == 0:
+        raise InvalidArgumentError(f"an empty tensor (shape {list(np.shape(array))}) has no "
+                                   "picture", argument="array")
+    rgb = rgba[..., :3].copy()
+    rgb[rgba[..., 3] == 0] = PICTURE_BACKGROUND
+    return Image.fromarray(rgb, "RGB")

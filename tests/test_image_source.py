@@ -1,0 +1,254 @@
+"""PNG/JPEG images as Tensor inputs (engine.image_source, Tensor fill=image): values equal
+Pillow's own conversions, the shape is known from the header before running (EXIF rotation
+included), bad files are clear errors on ``path``; check/run/export through the CLI agree."""
+
+import json
+import os
+import struct
+import subprocess
+import sys
+import warnings
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image, ImageOps
+
+from engine import image_source
+from engine.canvas import Canvas, save_canvas
+from engine.compiler import compile_canvas
+from engine.errors import InvalidArgumentError
+from engine.executor import Executor
+
+RGB = (np.arange(4 * 5 * 3).reshape(4, 5, 3) * 17 % 256).astype(np.uint8)  # H=4, W=5
+
+
+def write_png(path, array=RGB, mode=None):
+    Image.fromarray(array, mode).save(path)
+    return path
+
+
+def png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def png_header_only(width: int, height: int) -> bytes:
+    """A PNG whose IHDR claims ``width x height`` RGB pixels and whose data is empty."""
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr)
+            + png_chunk(b"IDAT", zlib.compress(b"")) + png_chunk(b"IEND", b""))
+
+
+def image_canvas(path, **attrs) -> Canvas:
+    c = Canvas()
+    c.add_node("Tensor", attrs={"fill": "image", "path": str(path), **attrs}, id="x")
+    return c
+
+
+def run_image(path, **attrs) -> np.ndarray:
+    plan = compile_canvas(image_canvas(path, **attrs))
+    assert plan.ok, plan.errors
+    result = Executor().run(plan)
+    assert not result.errors, result.errors
+    return result.outputs[("x", "output")]
+
+
+def check_error(path, **attrs) -> str:
+    plan = compile_canvas(image_canvas(path, **attrs))
+    [err] = plan.errors["x"]
+    assert err.attr == "path"
+    return err.message
+
+
+@pytest.mark.parametrize("color, mode", [("rgb", "RGB"), ("gray", "L")])
+@pytest.mark.parametrize("scale", ["unit", "byte"])
+def test_values_equal_pillows_conversion(tmp_path, color, mode, scale):
+    path = write_png(tmp_path / "a.png")
+    want = np.asarray(Image.open(path).convert(mode), np.float64).reshape(1, 4, 5, -1)
+    want = want / 255 if scale == "unit" else want
+    got = run_image(path, color=color, scale=scale)
+    assert got.dtype == np.float32 and got.shape == (1, 4, 5, 3 if color == "rgb" else 1)
+    np.testing.assert_array_equal(got, want.astype(np.float32))
+    if color == "gray":  # ITU-R 601-2 luma, as Pillow rounds it
+        luma = RGB @ np.array([299, 587, 114]) / 1000
+        assert np.abs(got[0, :, :, 0] * (255 if scale == "unit" else 1) - luma).max() <= 0.51
+
+
+def test_nchw_shape_and_the_dtype_attribute(tmp_path):
+    path = write_png(tmp_path / "a.png")
+    plan = compile_canvas(image_canvas(path, data_format="NCHW", dtype="float64"))
+    assert plan.specs[("x", "output")].shape == (1, 3, 4, 5)
+    assert plan.specs[("x", "output")].axes == ("N", "C", "H", "W")  # the viewer shows H x W
+    assert compile_canvas(image_canvas(path)).specs[("x", "output")].axes == tuple("NHWC")
+    assert plan.specs[("x", "output")].dtype == "float64"
+    got = run_image(path, data_format="NCHW", dtype="float64")
+    nhwc = run_image(path, dtype="float64")
+    assert got.dtype == np.float64 and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, nhwc.transpose(0, 3, 1, 2))
+
+
+@pytest.mark.parametrize("orientation, shape", [(1, (1, 4, 5, 3)), (3, (1, 4, 5, 3)),
+                                                 (6, (1, 5, 4, 3)), (8, (1, 5, 4, 3))])
+def test_exif_rotated_jpeg_shape_from_header_and_values(tmp_path, orientation, shape):
+    path = tmp_path / "r.jpg"
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    Image.fromarray(RGB).save(path, quality=95, exif=exif.tobytes())
+    header = image_source.read_header(str(path))
+    assert header.orientation == orientation
+    assert compile_canvas(image_canvas(path)).specs[("x", "output")].shape == shape
+    want = np.asarray(ImageOps.exif_transpose(Image.open(path)).convert("RGB")) / 255
+    np.testing.assert_array_equal(run_image(path), want[None].astype(np.float32))
+
+
+def test_exif_orientation_of_a_png_comes_from_its_exif_chunk(tmp_path):
+    path = tmp_path / "r.png"
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    Image.fromarray(RGB).save(path, exif=exif.tobytes())
+    assert compile_canvas(image_canvas(path)).specs[("x", "output")].shape == (1, 5, 4, 3)
+    want = np.asarray(ImageOps.exif_transpose(Image.open(path)), np.float32)
+    np.testing.assert_array_equal(run_image(path, scale="byte")[0], want)
+
+
+def test_rgba_alpha_is_dropped(tmp_path):
+    rgba = np.dstack([RGB, np.full((4, 5), 7, np.uint8)])
+    path = write_png(tmp_path / "a.png", rgba)
+    got = run_image(path, scale="byte")
+    np.testing.assert_array_equal(got[0], RGB.astype(np.float32))
+    np.testing.assert_array_equal(
+        run_image(path, color="gray", scale="byte")[0, :, :, 0],
+        np.asarray(Image.open(path).convert("L")))
+
+
+def test_palette_png_is_looked_up(tmp_path):
+    path = tmp_path / "p.png"
+    Image.fromarray(RGB).convert("P", palette=Image.Palette.ADAPTIVE, colors=8).save(path)
+    assert Image.open(path).mode == "P"
+    want = np.asarray(Image.open(path).convert("RGB"), np.float32)
+    np.testing.assert_array_equal(run_image(path, scale="byte")[0], want)
+
+
+def test_sixteen_bit_gray_png_keeps_its_sixteen_bits(tmp_path):
+    """unit divides by 65535, byte by 257 (65535 -> 255.0); rgb repeats the gray value."""
+    values = np.array([[0, 1, 257, 65535], [1000, 30000, 40000, 65534]], np.uint16)
+    path = tmp_path / "g16.png"
+    Image.fromarray(values).save(path)
+    assert image_source.read_header(str(path)).wide
+    unit = run_image(path, color="gray", dtype="float64")
+    np.testing.assert_array_equal(unit[0, :, :, 0], values / 65535)
+    byte = run_image(path, color="gray", scale="byte", dtype="float64")
+    np.testing.assert_array_equal(byte[0, :, :, 0], values / 257)
+    assert byte.max() == 255.0
+    rgb = run_image(path, dtype="float64")
+    np.testing.assert_array_equal(rgb[0], np.repeat(unit[0], 3, axis=2))
+
+
+def test_huge_header_is_refused_without_allocating(tmp_path):
+    path = tmp_path / "bomb.png"
+    path.write_bytes(png_header_only(100_000, 100_000))
+    assert "larger than 64 megapixels" in check_error(path)
+    path.write_bytes(png_header_only(9000, 8000))  # 72 MP: below Pillow's own limits
+    assert "9000 x 8000 = 72.0 megapixels, more than the 64 accepted" in check_error(path)
+    path.write_bytes(png_header_only(10_000, 10_000))  # where Pillow only warns
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert "10000 x 10000 = 100.0 megapixels" in check_error(path)
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "is not a PNG or JPEG image"),
+    (b"GIF89a" + b"\0" * 40, "is not a PNG or JPEG image"),
+    (b"\x89PNG\r\n\x1a\n" + b"\0" * 30, "is not a PNG or JPEG image"),
+    (png_header_only(0, 0), "is not a PNG or JPEG image"),
+    (b"\xff\xd8\xff\xe0" + b"\x13" * 40, "cannot read the image"),
+])
+def test_corrupt_or_unsupported_files_are_errors_on_path(tmp_path, content, message):
+    path = tmp_path / "bad.png"
+    path.write_bytes(content)
+    text = check_error(path)
+    assert text.startswith(f"path {str(path)!r}: ") and message in text
+
+
+def test_missing_file_folder_and_empty_path(tmp_path):
+    assert "no such image file" in check_error(tmp_path / "nope.png")
+    assert "not a regular file" in check_error(tmp_path)
+    plan = compile_canvas(image_canvas(""))
+    assert "choose a PNG or JPEG file" in plan.errors["x"][0].message
+
+
+def test_truncated_file_is_a_clear_error_at_run_time(tmp_path):
+    path = write_png(tmp_path / "t.png", (np.random.default_rng(0).random((64, 64, 3)) * 255)
+                     .astype(np.uint8))
+    path.write_bytes(path.read_bytes()[:200])
+    plan = compile_canvas(image_canvas(path))
+    assert plan.ok  # the header is intact: check reads nothing more
+    with pytest.raises(InvalidArgumentError, match="cannot decode the PNG image"):
+        image_source.read_image(str(path))
+    result = Executor().run(plan)
+    assert "cannot decode the PNG image" in result.errors["x"]
+
+
+def test_edited_image_reruns(tmp_path):
+    """The cache key holds the file's stamp, as for .npy files."""
+    path = write_png(tmp_path / "a.png")
+    ex = Executor()
+    first = ex.run(ex.compile(image_canvas(path))).outputs[("x", "output")]
+    write_png(path, 255 - RGB)
+    second = ex.run(ex.compile(image_canvas(path))).outputs[("x", "output")]
+    np.testing.assert_array_equal(first + second, np.ones_like(first))
+
+
+def gradblocks(*args, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True, check=False,
+                          text=True, cwd=cwd)
+
+
+def cli_canvas(tmp_path) -> str:
+    """A canvas with a relative image path feeding a conv's filter gradient."""
+    write_png(tmp_path / "photo.png")
+    c = Canvas()
+    c.add_node("Tensor", id="img", attrs={"fill": "image", "path": "photo.png",
+                                          "color": "gray"})
+    c.add_node("Tensor", id="dy", attrs={"shape": [1, 4, 5, 2]})
+    c.add_node("IntVector", id="fs", attrs={"values": [3, 3, 1, 2]})
+    c.add_node("Conv2DBackpropFilter", id="dw", attrs={"padding": "SAME"})
+    c.connect(("img", "output"), ("dw", "input"))
+    c.connect(("fs", "output"), ("dw", "filter_sizes"))
+    c.connect(("dy", "output"), ("dw", "out_backprop"))
+    save_canvas(c, tmp_path / "c.gbc.json")
+    return str(tmp_path / "c.gbc.json")
+
+
+def test_cli_check_run_and_export_reproduce_the_image(tmp_path):
+    canvas = cli_canvas(tmp_path)
+    check = gradblocks("check", canvas, cwd="/")
+    assert check.returncode == 0, check.stderr
+    assert "[1, 4, 5, 1]" in check.stdout and "[3, 3, 1, 2]" in check.stdout
+    run = gradblocks("run", canvas, "--out", str(tmp_path / "run.npz"), cwd="/")
+    assert run.returncode == 0, run.stderr
+    export = gradblocks("export", canvas, "-o", str(tmp_path / "script.py"), cwd="/")
+    assert export.returncode == 0, export.stderr
+    script = subprocess.run([sys.executable, str(tmp_path / "script.py"),
+                             str(tmp_path / "exp.npz")], capture_output=True, text=True, check=False,
+                            cwd=str(tmp_path.parent),
+                            env={**os.environ, "PYTHONPATH": str(Path.cwd())})
+    assert script.returncode == 0, script.stderr
+    ran, exported = np.load(tmp_path / "run.npz"), np.load(tmp_path / "exp.npz")
+    assert sorted(ran) == sorted(exported)
+    want = np.asarray(Image.open(tmp_path / "photo.png").convert("L")) / 255
+    np.testing.assert_array_equal(ran["img"][0, :, :, 0], want.astype(np.float32))
+    for key in ran:
+        assert ran[key].tobytes() == exported[key].tobytes(), key
+
+
+def test_cli_check_names_a_bad_image(tmp_path):
+    canvas = cli_canvas(tmp_path)
+    (tmp_path / "photo.png").write_bytes(png_header_only(100_000, 100_000))
+    check = gradblocks("check", canvas, cwd="/")
+    assert check.returncode == 2
+    assert "img.path: path " in check.stderr and "64 megapixels" in check.stderr
+    assert "Traceback" not in check.stderr
+    meta = json.loads((tmp_path / "c.gbc.json").read_text())
+    assert meta["nodes"][0]["attrs"]["fill"] == "image"
