@@ -219,6 +219,16 @@ class ExplainLink(QtCore.QObject):
         self._raise(raise_dock)
 
     def _raise(self, raise_dock: bool) -> None:
-        if self.dock is not None and raise_dock:
-            self.dock.show()
-            self.dock.raise_()
+        dock = self.dock
+        if dock is None or not raise_dock:
+            return
+        first = not dock.isVisible()
+        dock.show()
+        dock.raise_()
+        window = dock.parentWidget()
+        if first and isinstance(window, QtWidgets.QMainWindow) and not dock.isFloating():
+            # the first time it opens, share the bottom area evenly with the viewer
+            viewer = self.viewer_dock.parentWidget()
+            if isinstance(viewer, QtWidgets.QDockWidget):
+                half = max(300, (viewer.width() + dock.width()) // 2)
+                window.resizeDocks([viewer, dock], [half, half], QtCore.Qt.Horizontal)

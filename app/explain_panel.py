@@ -75,6 +75,7 @@ class ExplainPanel(QtWidgets.QWidget):
         self.counts = self._label()
         self.sum_label = self._label(mono=True)
         self.sum_label.setObjectName("explain_sum")
+        self.legend = self._label(muted=True)
 
         self.pictures: dict[str, MarkedPicture] = {}
         self.notes: dict[str, QtWidgets.QLabel] = {}
@@ -118,10 +119,12 @@ class ExplainPanel(QtWidgets.QWidget):
         self.splitter.addWidget(bottom)
         self.splitter.setStretchFactor(0, 3)
         self.splitter.setStretchFactor(1, 2)
+        self.splitter.setSizes([220, 120])
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(6, 4, 6, 4)
         lay.setSpacing(3)
-        for w in (self.title, self.formula, self.domain, self.counts, self.sum_label):
+        for w in (self.title, self.formula, self.domain, self.counts, self.sum_label,
+                  self.legend):
             lay.addWidget(w)
         lay.addWidget(self.splitter, 1)
         self.show_message(HINT)
@@ -147,7 +150,8 @@ class ExplainPanel(QtWidgets.QWidget):
         """Nothing explained: ``text`` (a hint, or why the element cannot be explained)."""
         self.request = None
         self.title.setText(text)
-        for lab in (self.formula, self.domain, self.counts, self.sum_label, self.table_note):
+        for lab in (self.formula, self.domain, self.counts, self.sum_label, self.legend,
+                    self.table_note):
             lab.setText("")
             lab.setVisible(lab is self.table_note)
         self.pictures, self.notes = {}, {}
@@ -169,18 +173,22 @@ class ExplainPanel(QtWidgets.QWidget):
         self.counts.setText(
             f"{e.terms:,} term(s); {e.padding_terms:,} padding term(s) (they would read "
             "padding: they contribute nothing and are not listed)")
+        self.counts.setToolTip("A term reads one element of each input; the pictures below "
+                               "outline the elements of the terms")
         s = e.sum
         diff = abs(s - float(value))
         self.sum_label.setText(
-            f"sum of the terms (float64) = {s!r}   block value ({e.dtype}) = "
-            f"{exact_text(float(value), req.output.array.dtype)}   |difference| = {diff:.3g}")
-        for lab in (self.formula, self.domain, self.counts, self.sum_label):
+            f"sum of the terms (float64) = {s!r}  ·  block value ({e.dtype}) = "
+            f"{exact_text(float(value), req.output.array.dtype)}  ·  |difference| = {diff:.3g}")
+        self.legend.setText("Outlined in white: the elements of the terms; in pink: the elements "
+                            "of term 0 and the element explained. Click an input element to "
+                            "see every output element it feeds.")
+        for lab in (self.formula, self.domain, self.counts, self.sum_label, self.legend):
             lab.setVisible(True)
         for f, operand, slot in zip(e.factors, req.operands, range(2), strict=True):
             focus = tuple(int(v) for v in f.index[0]) if e.terms else None
             marked = self._show(slot, operand, focus, f.index, focus)
-            self._note(slot, f"{operand.port} ({operand.source}): {marked:,} of {e.terms:,} "
-                             "terms in this slice")
+            self._note(slot, f"{operand.port}: {marked:,} of {e.terms:,} terms in this slice")
         self._show(2, req.output, req.index, np.zeros((0, 4), np.int64), req.index)
         self._note(2, f"{req.output.port}: the element explained")
         headers, row = term_rows(e)
@@ -199,14 +207,17 @@ class ExplainPanel(QtWidgets.QWidget):
                            f"{exact_text(float(value), operand.array.dtype)}")
         self.formula.setText(f"{req.port}{_idx(req.index)} is a factor in the sums of "
                              f"{len(fed):,} element(s) of {req.output.port}")
-        self.formula.setVisible(True)
+        self.legend.setText("Outlined in white: the output elements it feeds; in pink: the "
+                            "element clicked. Click an output element to explain it.")
+        for lab in (self.formula, self.legend):
+            lab.setVisible(True)
         for lab in (self.domain, self.counts, self.sum_label):
             lab.setVisible(False)
         self._show(slot, operand, req.index, np.zeros((0, 4), np.int64), req.index)
-        self._note(slot, f"{operand.port} ({operand.source}): the element clicked")
+        self._note(slot, f"{operand.port}: the element clicked")
         other = 1 - slot
         self._show(other, req.operands[other], None, np.zeros((0, 4), np.int64), None)
-        self._note(other, f"{req.operands[other].port} ({req.operands[other].source})")
+        self._note(other, f"{req.operands[other].port}")
         first = tuple(int(v) for v in fed[0]) if len(fed) else None
         marked = self._show(2, req.output, first, fed, None)
         self._note(2, f"{req.output.port}: {marked:,} of {len(fed):,} fed elements in this "
@@ -223,8 +234,13 @@ class ExplainPanel(QtWidgets.QWidget):
         return pic.set_marks(marks, focus_mark)
 
     def _note(self, slot: int, text: str) -> None:
+        """``text`` over the picture, then which slice it shows (the fixed indices)."""
         note, pic = self._slots[slot]
-        note.setText(f"{text}\n{pic.caption().split(': ', 1)[-1]}")
+        st = pic.state
+        fixed = ", ".join(f"{st.axes[ax]} = {st.index.get(ax, 0)}" for ax in st.fixed_axes())
+        where = "every element (filter montage)" if st.montage_mode else f"slice {fixed}"
+        note.setText(f"{text}\n{where}")
+        note.setToolTip(pic.toolTip())
 
     def _table(self, headers, count: int, row, what: str) -> None:
         self.model.set_rows(headers, count, row)

@@ -16,7 +16,9 @@ from app.viewer_image import ImagePanel
 from engine.tensor_view import ViewState
 from engine.view_marks import show_element, shown_cells
 
-MARK_PEN = pg.mkPen((255, 214, 10), width=2)
+#: a marked cell: a white square inside a black one, visible on every colour map
+MARK_PEN = pg.mkPen((255, 255, 255), width=2)
+MARK_EDGE_PEN = pg.mkPen((0, 0, 0), width=2)
 FOCUS_PEN = pg.mkPen((255, 64, 160), width=3)
 
 
@@ -29,12 +31,15 @@ class MarkedPicture(ImagePanel):
     def __init__(self, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
         self.state = ViewState()
-        self.setMinimumSize(180, 150)
-        self.marks = pg.ScatterPlotItem(symbol="s", size=0.9, pxMode=False, brush=None,
+        self.setMinimumSize(160, 130)
+        self.bar.axis.setWidth(44)  # narrower than the viewer's: three pictures share a row
+        self.marks = pg.ScatterPlotItem(symbol="s", size=0.85, pxMode=False, brush=None,
                                         pen=MARK_PEN)
+        self.mark_edges = pg.ScatterPlotItem(symbol="s", size=0.97, pxMode=False, brush=None,
+                                             pen=MARK_EDGE_PEN)
         self.focus = pg.ScatterPlotItem(symbol="s", size=1.0, pxMode=False, brush=None,
                                         pen=FOCUS_PEN)
-        for item in (self.marks, self.focus):
+        for item in (self.mark_edges, self.marks, self.focus):
             item.setZValue(10)
             self.plot.addItem(item)
         #: (row, col) cells of the marks shown, and of the focus element (None when off view)
@@ -57,7 +62,8 @@ class MarkedPicture(ImagePanel):
         element; returns how many of ``indices`` this slice shows."""
         self.mark_cells = shown_cells(self.state, indices)
         cells = self.mark_cells
-        self.marks.setData(x=cells[:, 1].astype(float), y=cells[:, 0].astype(float))
+        for item in (self.mark_edges, self.marks):
+            item.setData(x=cells[:, 1].astype(float), y=cells[:, 0].astype(float))
         f = shown_cells(self.state, np.array([focus])) if focus is not None else np.zeros((0, 2))
         self.focus_cell = (int(f[0, 0]), int(f[0, 1])) if len(f) else None
         self.focus.setData(x=f[:, 1].astype(float), y=f[:, 0].astype(float))

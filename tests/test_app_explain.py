@@ -116,8 +116,12 @@ def test_clicking_a_gradient_element_explains_it(qtbot, example_window):
         assert tuple(f.index[0]) in in_slice(pic, f.index)
         assert marked_indices(pic) == in_slice(pic, f.index)
         assert len(pic.mark_cells) == 6
-        assert panel.notes[f.port].text().startswith(f"{f.port} (")
-        assert f"6 of {e.terms} terms in this slice" in panel.notes[f.port].text()
+        channel = f.index[0][3]
+        assert panel.notes[f.port].text() == (f"{f.port}: 6 of {e.terms} terms in this slice\n"
+                                              f"slice N = 0, C = {channel}")
+        assert pic.state.index == {0: 0, 3: channel}
+        source = w.doc.canvas.nodes[step.inputs[f.port][0]].title
+        assert pic.toolTip().startswith(f"{f.port} from {source}: ")
     out_pic = panel.pictures["dw"]
     assert out_pic.state.pixel_index(*out_pic.focus_cell) == index
     assert panel.grab().save("/tmp/explain_panel.png")
@@ -253,3 +257,23 @@ def test_the_table_is_capped_and_copy_takes_every_term(qtbot, tmp_path, monkeypa
         assert "4,096 of 16,384 terms in this slice" in panel.notes["input"].text()
     finally:
         close_window(w)
+
+
+def test_explain_shot_writes_the_panel_picture(qapp, tmp_path):
+    """``python -m app.explain_shot`` (the README's picture) explains the element and saves the
+    panel; a bad node is exit 2."""
+    from app.explain_shot import main
+    from app.files import example_files
+
+    example = next(p for p in example_files() if p.name.startswith(EXAMPLE))
+    out = tmp_path / "shots" / "explain.png"
+    assert main([str(example), "grad_filter", "1,2,0,3", str(out)]) == 0
+    from PySide6 import QtGui
+
+    image = QtGui.QImage(str(out))
+    assert not image.isNull() and image.width() > 600 and image.height() > 400
+    colors = {image.pixel(x, y) for x in range(0, image.width(), 19)
+              for y in range(0, image.height(), 13)}
+    assert len(colors) > 20
+    assert main([str(example), "nope", "0,0,0,0", str(tmp_path / "x.png")]) == 2
+    assert not (tmp_path / "x.png").exists()
