@@ -277,3 +277,59 @@ def test_explain_shot_writes_the_panel_picture(qapp, tmp_path):
     assert len(colors) > 20
     assert main([str(example), "nope", "0,0,0,0", str(tmp_path / "x.png")]) == 2
     assert not (tmp_path / "x.png").exists()
+
+
+def test_an_input_gradient_shows_the_taps_and_out_backprop_that_scatter_into_it(qtbot,
+                                                                                window):
+    w = window
+    open_example(qtbot, w, "conv2d_backprop_input")
+    w.adapter.select(["grad_input"])
+    viewer = w.viewer_dock.viewer
+    viewer.set_index(0, 1)  # N = 1
+    viewer.set_index(3, 2)  # C = 2
+    index = (1, 4, 2, 2)
+    click_viewer_element(qtbot, w, index)
+    step, inputs = step_inputs(w, "grad_input")
+    e = explain_element("Conv2DBackpropInput", step.attrs, inputs, index)
+    panel = w.explain_panel
+    assert panel.formula.text() == e.formula and e.formula.startswith("dx[1,4,2,2] = ")
+    assert panel.model.count == e.terms == 2 * 2 * 5  # taps i in {0, 2}, j in {0, 2}, 5 outputs
+    value = float(w.session.outputs[("grad_input", "output")][index])
+    assert abs(e.sum - value) <= RTOL["float32"] * float(np.abs(e.products).sum())
+    w_factor, dy_factor = e.factors
+    assert (w_factor.port, dy_factor.port) == ("filter", "out_backprop")
+    filt = panel.pictures["filter"]
+    assert filt.state.montage_mode  # every tap is on the montage
+    assert marked_indices(filt) == {tuple(i) for i in w_factor.index.tolist()}
+    dy_pic = panel.pictures["out_backprop"]
+    assert marked_indices(dy_pic) == in_slice(dy_pic, dy_factor.index)
+    assert dy_pic.state.index == {0: 1, 3: 0}
+    assert f"4 of {e.terms} terms in this slice" in panel.notes["out_backprop"].text()
+    # the reverse from a filter tap in the panel: the input positions it scatters to
+    tap = (2, 0, 2, 4)
+    click_cell(qtbot, filt, *pixel_of(filt.state, tap))
+    out = w.session.outputs[("grad_input", "output")]
+    expected = fed_by("Conv2DBackpropInput", step.attrs, inputs, out.shape, "filter", tap)
+    assert panel.request.port == "filter" and panel.model.count == len(expected) == 2 * 3 * 3
+    assert marked_indices(panel.pictures["dx"]) == in_slice(panel.pictures["dx"], expected)
+
+
+def test_an_nchw_gradient_reads_its_layout(qtbot, window):
+    w = window
+    open_example(qtbot, w, "training_step")
+    w.adapter.select(["dw_nchw"])
+    index = (0, 1, 2, 5)
+    click_viewer_element(qtbot, w, index)
+    step, inputs = step_inputs(w, "dw_nchw")
+    e = explain_element("Conv2DBackpropFilter", step.attrs, inputs, index)
+    panel = w.explain_panel
+    assert panel.formula.text() == e.formula
+    assert e.formula == ("dw[0,1,2,5] = sum over n,r,c of input[n, 2, r-1, c] * "
+                         "out_backprop[n, 5, r, c]")  # NCHW: channel second
+    assert panel.model.count == e.terms == 528 and e.padding_terms == 48
+    for f, channel in zip(e.factors, (2, 5), strict=True):
+        pic = panel.pictures[f.port]
+        assert pic.state.index == {0: 0, 1: channel}  # N and C fixed, H x W shown
+        assert pic.state.array.shape == inputs[f.port].shape
+        assert marked_indices(pic) == in_slice(pic, f.index)
+        assert marked_indices(pic)  # the first term's slice holds some terms
