@@ -29,6 +29,8 @@ HINT = ("Click an element of a conv block's output in the tensor viewer (or righ
         "Explain element) to see the sum that defines it; click an input element here to see "
         "every output element it feeds.")
 OUTPUT = "output"
+#: Rows measured to size the table's columns.
+SIZED_ROWS = 64
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,8 @@ class ExplainPanel(QtWidgets.QWidget):
         self.table.verticalHeader().hide()
         self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectRows)
         self.table.horizontalHeader().setStretchLastSection(True)
+        # column widths from the first rows only (all 10,000 would take a second)
+        self.table.horizontalHeader().setResizeContentsPrecision(SIZED_ROWS)
         self.table_note = self._label(muted=True)
         self.copy_button = QtWidgets.QPushButton("Copy all rows", self)
         self.copy_button.setToolTip("Copy every row of the table (not only the shown ones) as "
@@ -254,8 +258,12 @@ class ExplainPanel(QtWidgets.QWidget):
 
     def copy_rows(self) -> str:
         """Copy every row of the table to the clipboard (tab-separated, header first)."""
-        text = self.model.all_text()
-        QtGui.QGuiApplication.clipboard().setText(text)
+        QtWidgets.QApplication.setOverrideCursor(QtCore.Qt.WaitCursor)  # a million rows: ~10 s
+        try:
+            text = self.model.all_text()
+            QtGui.QGuiApplication.clipboard().setText(text)
+        finally:
+            QtWidgets.QApplication.restoreOverrideCursor()
         return text
 
     def _picture_clicked(self, slot: int, index: tuple) -> None:

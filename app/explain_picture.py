@@ -20,6 +20,10 @@ from engine.view_marks import show_element, shown_cells
 MARK_PEN = pg.mkPen((255, 255, 255), width=2)
 MARK_EDGE_PEN = pg.mkPen((0, 0, 0), width=2)
 FOCUS_PEN = pg.mkPen((255, 64, 160), width=3)
+#: More marked cells than this are drawn as one translucent mask image (outlining each of
+#: tens of thousands of cells takes seconds and hides the picture anyway).
+OUTLINE_LIMIT = 2_000
+MASK_RGBA = (255, 255, 255, 120)
 
 
 class MarkedPicture(ImagePanel):
@@ -39,7 +43,8 @@ class MarkedPicture(ImagePanel):
                                              pen=MARK_EDGE_PEN)
         self.focus = pg.ScatterPlotItem(symbol="s", size=1.0, pxMode=False, brush=None,
                                         pen=FOCUS_PEN)
-        for item in (self.mark_edges, self.marks, self.focus):
+        self.mask = pg.ImageItem()
+        for item in (self.mask, self.mark_edges, self.marks, self.focus):
             item.setZValue(10)
             self.plot.addItem(item)
         #: (row, col) cells of the marks shown, and of the focus element (None when off view)
@@ -62,12 +67,27 @@ class MarkedPicture(ImagePanel):
         element; returns how many of ``indices`` this slice shows."""
         self.mark_cells = shown_cells(self.state, indices)
         cells = self.mark_cells
+        outline = cells if len(cells) <= OUTLINE_LIMIT else np.zeros((0, 2), np.int64)
         for item in (self.mark_edges, self.marks):
-            item.setData(x=cells[:, 1].astype(float), y=cells[:, 0].astype(float))
+            item.setData(x=outline[:, 1].astype(float), y=outline[:, 0].astype(float))
+        self._set_mask(cells if len(cells) > OUTLINE_LIMIT else None)
         f = shown_cells(self.state, np.array([focus])) if focus is not None else np.zeros((0, 2))
         self.focus_cell = (int(f[0, 0]), int(f[0, 1])) if len(f) else None
         self.focus.setData(x=f[:, 1].astype(float), y=f[:, 0].astype(float))
         return len(cells)
+
+    def _set_mask(self, cells: np.ndarray | None) -> None:
+        """A translucent white over ``cells`` (None: no mask)."""
+        h, w = self.data.shape if self.data.ndim == 2 else (0, 0)
+        if cells is None or h == 0 or w == 0:
+            self.mask.clear()
+            self.mask.setVisible(False)
+            return
+        rgba = np.zeros((h, w, 4), dtype=np.uint8)
+        rgba[cells[:, 0], cells[:, 1]] = MASK_RGBA
+        self.mask.setImage(rgba, autoLevels=False)
+        self.mask.setRect(QtCore.QRectF(-0.5, -0.5, w, h))
+        self.mask.setVisible(True)
 
     def caption(self) -> str:
         """What the picture shows (axes down and across, fixed indices)."""

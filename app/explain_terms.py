@@ -28,11 +28,13 @@ class RowsModel(QtCore.QAbstractTableModel):
         self.headers: tuple[str, ...] = ()
         self.count = 0
         self._row: Callable[[int], tuple[str, ...]] = lambda t: ()
+        self._cache: dict[int, tuple[str, ...]] = {}
 
     def set_rows(self, headers: Sequence[str], count: int,
                  row: Callable[[int], tuple[str, ...]]) -> None:
         self.beginResetModel()
         self.headers, self.count, self._row = tuple(headers), int(count), row
+        self._cache = {}
         self.endResetModel()
 
     def clear(self) -> None:
@@ -43,7 +45,13 @@ class RowsModel(QtCore.QAbstractTableModel):
         return min(self.count, self.limit)
 
     def row(self, t: int) -> tuple[str, ...]:
-        return self._row(t)
+        """The texts of row ``t`` (the last few are kept: a view asks cell by cell)."""
+        texts = self._cache.get(t)
+        if texts is None:
+            if len(self._cache) > 256:
+                self._cache.clear()
+            texts = self._cache[t] = self._row(t)
+        return texts
 
     def all_text(self) -> str:
         """Every row (not only the shown ones), tab-separated, under the header line."""
@@ -61,7 +69,7 @@ class RowsModel(QtCore.QAbstractTableModel):
         if not index.isValid():
             return None
         if role in (QtCore.Qt.DisplayRole, QtCore.Qt.ToolTipRole):
-            return self._row(index.row())[index.column()]
+            return self.row(index.row())[index.column()]
         if role == QtCore.Qt.TextAlignmentRole and index.column() > 0:
             return int(QtCore.Qt.AlignRight | QtCore.Qt.AlignVCenter)
         return None
@@ -81,9 +89,10 @@ def term_rows(e: Explanation) -> tuple[tuple[str, ...], Callable[[int], tuple[st
     dtype = a.values.dtype
 
     def row(t: int) -> tuple[str, ...]:
-        return (str(t), _index_text(a.index[t]), exact_text(float(a.values[t]), dtype),
-                _index_text(b.index[t]), exact_text(float(b.values[t]), dtype),
-                f"{float(products[t]):.10g}")
+        ai, bi = a.index[t].tolist(), b.index[t].tolist()
+        return (str(t), f"[{ai[0]}, {ai[1]}, {ai[2]}, {ai[3]}]",
+                exact_text(float(a.values[t]), dtype), f"[{bi[0]}, {bi[1]}, {bi[2]}, {bi[3]}]",
+                exact_text(float(b.values[t]), dtype), f"{float(products[t]):.10g}")
 
     return ("#", f"{a.port} index", f"{a.port}", f"{b.port} index", f"{b.port}",
             "product"), row

@@ -116,6 +116,7 @@ def test_clicking_a_gradient_element_explains_it(qtbot, example_window):
         assert tuple(f.index[0]) in in_slice(pic, f.index)
         assert marked_indices(pic) == in_slice(pic, f.index)
         assert len(pic.mark_cells) == 6
+        assert len(pic.marks.data) == 6 and not pic.mask.isVisible()  # outlines, no mask
         channel = f.index[0][3]
         assert panel.notes[f.port].text() == (f"{f.port}: 6 of {e.terms} terms in this slice\n"
                                               f"slice N = 0, C = {channel}")
@@ -255,6 +256,14 @@ def test_the_table_is_capped_and_copy_takes_every_term(qtbot, tmp_path, monkeypa
         assert lines[-1].split("\t")[1] == "[3, 63, 63, 0]"
         # the input picture shows batch 0 of the first term: 4,096 of the 16,384 terms
         assert "4,096 of 16,384 terms in this slice" in panel.notes["input"].text()
+        # so many cells are a translucent mask, not 4,096 outlines
+        pic = panel.pictures["input"]
+        step, inputs = step_inputs(w, "grad")
+        e = explain_element("Conv2DBackpropFilter", step.attrs, inputs, (0, 0, 0, 0))
+        assert marked_indices(pic) == in_slice(pic, e.factors[0].index)
+        assert pic.mask.isVisible() and len(pic.marks.data) == 0
+        alpha = pic.mask.image[..., 3]
+        assert alpha.shape == (64, 64) and np.all(alpha > 0)  # 1x1 filter: every position
     finally:
         close_window(w)
 
