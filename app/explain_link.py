@@ -45,6 +45,9 @@ class ExplainLink(QtCore.QObject):
         self.action.triggered.connect(self._explain_pressed)
         panel.element_clicked.connect(self._panel_clicked)
         session.results_changed.connect(self.refresh)
+        self._dirty = False
+        if dock is not None:
+            dock.visibilityChanged.connect(lambda on: on and self._dirty and self.refresh())
 
     # -- the viewer ----------------------------------------------------------------------------
     def eventFilter(self, obj, event) -> bool:
@@ -132,9 +135,14 @@ class ExplainLink(QtCore.QObject):
         return port
 
     def refresh(self) -> None:
-        """Redo the last explanation with the current results (after a run)."""
+        """Redo the last explanation with the current results (after a run); while the panel
+        is hidden, when it is shown again."""
         if self.last is None:
             return
+        if self.dock is not None and not self.dock.isVisible():
+            self._dirty = True
+            return
+        self._dirty = False
         node_id, port, index = self.last
         if port.startswith("@"):
             self.reverse(node_id, port[1:], index, raise_dock=False)

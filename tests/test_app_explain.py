@@ -342,3 +342,38 @@ def test_an_nchw_gradient_reads_its_layout(qtbot, window):
         assert pic.state.array.shape == inputs[f.port].shape
         assert marked_indices(pic) == in_slice(pic, f.index)
         assert marked_indices(pic)  # the first term's slice holds some terms
+
+
+def test_nothing_to_explain_leaves_the_panel_closed(qtbot, window):
+    """A size vector (feeds no array operand) and a comparison of two blocks explain nothing:
+    the context menu's item is disabled and a click opens no panel."""
+    w = window
+    open_example(qtbot, w)
+    w.adapter.select(["filter_sizes"])
+    click_viewer_element(qtbot, w, (2,), button=Qt.RightButton)
+    menu = w.viewer_dock.viewer.panels[0].plot.vb.menu
+    qtbot.waitUntil(menu.isVisible)
+    assert menu.actions()[0].text() == "Explain element [2]"
+    assert not menu.actions()[0].isEnabled()
+    menu.close()
+    click_viewer_element(qtbot, w, (2,))
+    w.adapter.select(["input", "out_backprop"])  # two blocks selected (their shapes differ)
+    assert len(w.viewer_dock.shown) == 2 and w.explain_link.target() is None
+    click_cell(qtbot, w.viewer_dock.viewer.panels[0], 0, 0)
+    assert not w.explain_dock.isVisible() and w.explain_panel.request is None
+
+
+def test_a_closed_panel_catches_up_when_reopened(qtbot, example_window):
+    w = example_window
+    index = (1, 1, 1, 1)
+    click_viewer_element(qtbot, w, index)
+    before = w.explain_panel.sum_label.text()
+    w.explain_dock.close()
+    w.doc.edit("fill", lambda c: c.set_attr("out_backprop", "fill", "arange"))
+    wait_run(qtbot, w)
+    assert w.explain_panel.sum_label.text() == before  # hidden: not recomputed
+    w.explain_dock.toggleViewAction().trigger()  # View > Explain
+    qtbot.waitUntil(w.explain_dock.isVisible)
+    step, inputs = step_inputs(w, "grad_filter")
+    e = explain_element("Conv2DBackpropFilter", step.attrs, inputs, index)
+    assert f"= {e.sum!r}" in w.explain_panel.sum_label.text() != before
