@@ -377,3 +377,22 @@ def test_a_closed_panel_catches_up_when_reopened(qtbot, example_window):
     step, inputs = step_inputs(w, "grad_filter")
     e = explain_element("Conv2DBackpropFilter", step.attrs, inputs, index)
     assert f"= {e.sum!r}" in w.explain_panel.sum_label.text() != before
+
+
+@pytest.mark.parametrize("example, node, type_id, index", [
+    ("depthwise_backprop_filter", "grad_filter", "DepthwiseBackpropFilter", (2, 0, 1, 1)),
+    ("training_step", "forward", "Conv2D", (0, 0, 0, 0)),
+])
+def test_depthwise_and_forward_blocks_explain_too(qtbot, window, example, node, type_id, index):
+    w = window
+    open_example(qtbot, w, example)
+    w.adapter.select([node])
+    click_viewer_element(qtbot, w, index)
+    step, inputs = step_inputs(w, node)
+    e = explain_element(type_id, step.attrs, inputs, index)
+    panel = w.explain_panel
+    assert panel.formula.text() == e.formula and panel.model.count == e.terms > 0
+    assert panel.counts.text().startswith(f"{e.terms} term(s); {e.padding_terms} padding")
+    for f in e.factors:
+        pic = panel.pictures[f.port]
+        assert marked_indices(pic) == in_slice(pic, f.index) != set()
