@@ -17,6 +17,8 @@ from app.annotation_actions import AnnotationActions
 from app.attribute_panel import AttributePanel
 from app.document import Document
 from app.editing import EditActions
+from app.explain_link import ExplainLink
+from app.explain_panel import ExplainPanel
 from app.files import (
     CANVAS_SUFFIX,
     TENSOR_SUFFIXES,
@@ -86,9 +88,16 @@ class MainWindow(QtWidgets.QMainWindow):
                                           QtCore.Qt.RightDockWidgetArea)
         self.viewer_dock_widget = self._dock("Tensor viewer", "dock_viewer", self.viewer_dock,
                                              QtCore.Qt.BottomDockWidgetArea)
+        self.explain_panel = ExplainPanel(self)  # beside the viewer, shown on its first use
+        self.explain_dock = self._dock("Explain", "dock_explain", self.explain_panel,
+                                       QtCore.Qt.BottomDockWidgetArea)
+        self.splitDockWidget(self.viewer_dock_widget, self.explain_dock, QtCore.Qt.Horizontal)
+        self.explain_dock.hide()
         self.log_dock = self._dock("Log", "dock_log", self.log, QtCore.Qt.BottomDockWidgetArea)
         self.tabifyDockWidget(self.viewer_dock_widget, self.log_dock)
         self.viewer_dock_widget.raise_()
+        self.explain_link = ExplainLink(self.session, self.viewer_dock, self.explain_panel,
+                                        self.explain_dock)
 
         self.progress = QtWidgets.QProgressBar(self)
         self.progress.setObjectName("run_progress")
@@ -238,7 +247,7 @@ class MainWindow(QtWidgets.QMainWindow):
         m.addAction(self.previews.action)
         m.addSeparator()
         for dock in (self.palette_dock, self.attributes_dock, self.viewer_dock_widget,
-                     self.log_dock):
+                     self.log_dock, self.explain_dock):
             m.addAction(dock.toggleViewAction())
         m.addSeparator()
         m.addAction(self.act_reset_layout)
