@@ -11,6 +11,7 @@ from __future__ import annotations
 from PySide6 import QtCore, QtWidgets
 
 from app.attr_editors import AttrEditor, make_editor
+from app.input_size_hint import input_size_hint
 from app.message_label import MessageLabel
 from blocks.registry import get_spec
 from engine.errors import InvalidArgumentError
@@ -57,6 +58,13 @@ class AttributePanel(QtWidgets.QWidget):
         self.doc_label = QtWidgets.QLabel(self)
         self.doc_label.setWordWrap(True)
         self.doc_label.setStyleSheet("color: #a0a6ad;")
+        # every input size out_backprop allows (backprop-input blocks): app.input_size_hint
+        self.sizes_label = QtWidgets.QLabel(self)
+        self.sizes_label.setObjectName("input_sizes_hint")
+        self.sizes_label.setWordWrap(True)
+        self.sizes_label.setTextInteractionFlags(QtCore.Qt.TextSelectableByMouse)
+        self.sizes_label.setStyleSheet("color: #8ec7e6;")
+        self.sizes_label.hide()
         self.errors_label = MessageLabel("", self)
         self.errors_label.setStyleSheet("color: #f07868;")
         self.errors_label.setTextInteractionFlags(QtCore.Qt.TextSelectableByMouse)
@@ -73,6 +81,7 @@ class AttributePanel(QtWidgets.QWidget):
         body_lay.addWidget(self.title_edit)
         body_lay.addWidget(self.type_label)
         body_lay.addWidget(self.doc_label)
+        body_lay.addWidget(self.sizes_label)
         body_lay.addWidget(self.errors_label)
         body_lay.addWidget(self.form_host)
         body_lay.addStretch(1)
@@ -187,6 +196,9 @@ class AttributePanel(QtWidgets.QWidget):
         for name, (_raw, msg) in self.session.pending_for(self.node_id).items():
             by_attr.setdefault(name, []).append(msg)
         plan = self.session.plan
+        hint = input_size_hint(self.doc.canvas, plan, self.node_id)
+        self.sizes_label.setText(f"input_sizes {hint}" if hint else "")
+        self.sizes_label.setVisible(bool(hint))
         for err in (plan.errors.get(self.node_id, []) if plan is not None else []):
             attr = getattr(err, "attr", None)
             if attr in self.rows and attr not in self.session.pending_for(self.node_id):
