@@ -15,7 +15,7 @@ from engine.canvas import Canvas, dumps
 PITFALLS_DIR = Path(__file__).resolve().parents[1] / "assets" / "examples" / "pitfalls"
 
 #: Scene units: a column of blocks, a row of blocks, the margin inside a frame.
-COLUMN, ROW, MARGIN, NODE_W, NODE_H = 340.0, 240.0, 40.0, 290.0, 200.0
+COLUMN, ROW, MARGIN, NODE_W, NODE_H = 340.0, 250.0, 40.0, 290.0, 200.0
 NOTE_W, NOTE_H = 780.0, 130.0
 TOP = NOTE_H + 60.0
 
@@ -57,37 +57,45 @@ def depthwise_dilations() -> Canvas:
     b = Board(
         "Pitfall: TensorFlow's depthwise backprop ops ignore `dilations` on CPU (tensorflow "
         "issues 19992, 56498, 58351).\n\n"
-        "'dW dilated' is the true filter gradient of a 3x3 depthwise conv with dilations 2; "
-        "'dW as TF returns it' is the same block with dilations 1 (SAME padding keeps the "
-        "shapes equal, so nothing warns). Run (F5): 'GradCheck dilated' PASSES the dilated "
-        "gradient, 'GradCheck TF' FAILS the undilated one, and the Compare shows they differ.")
+        "'dilated' blocks are the true filter and input gradients of a 3x3 depthwise conv with "
+        "dilations 2; 'as TF returns it' is the same block with dilations 1 (SAME padding keeps "
+        "the shapes equal, so nothing warns). Run (F5): the GradChecks PASS the dilated "
+        "gradients and FAIL the undilated ones; the Compares show they differ.")
     tensor(b, "x", (0, 0), "x 1x8x8x2", [1, 8, 8, 2], 1)
     b.block("w_sizes", "IntVector", (0, 1), "filter sizes", values=[3, 3, 2, 1])
     tensor(b, "w", (0, 2), "w 3x3x2x1", [3, 3, 2, 1], 2)
     tensor(b, "dy", (0, 3), "dy 1x8x8x2", [1, 8, 8, 2], 3)
-    common = {"padding": "SAME"}
-    b.block("dw_dilated", "DepthwiseBackpropFilter", (1, 0), "dW dilated",
-            dilations=[1, 2, 2, 1], **common)
-    b.block("dw_tf", "DepthwiseBackpropFilter", (1, 2), "dW as TF returns it", **common)
-    for node in ("dw_dilated", "dw_tf"):
-        b.wire("x", node, "input")
-        b.wire("w_sizes", node, "filter_sizes")
-        b.wire("dy", node, "out_backprop")
-    check = {"op": "DepthwiseConv2dNative", "wrt": "filter", "dilations": [1, 2, 2, 1],
-             "samples": 0, **common}
-    b.block("check_dilated", "GradCheck", (2, 0), "GradCheck dilated", **check)
-    b.block("check_tf", "GradCheck", (2, 2), "GradCheck TF", **check)
-    for node, grad in (("check_dilated", "dw_dilated"), ("check_tf", "dw_tf")):
-        b.wire("x", node, "input")
-        b.wire("w", node, "filter")
-        b.wire("dy", node, "out_backprop")
-        b.wire(grad, node, "gradient")
-    b.block("differ", "Compare", (3, 1), "dilated vs TF")
-    b.wire("dw_dilated", "differ", "a")
-    b.wire("dw_tf", "differ", "b")
-    b.frame("inputs_frame", "Inputs", ((0, 0), (0, 3)), "#3465a4")
-    b.frame("grads_frame", "Filter gradients", ((1, 0), (1, 2)), "#4e9a06")
-    b.frame("checks_frame", "Which one is right", ((2, 0), (3, 2)), "#a40000")
+    b.block("x_sizes", "IntVector", (0, 4), "input sizes", values=[1, 8, 8, 2])
+    dilated = {"padding": "SAME", "dilations": [1, 2, 2, 1]}
+    rows = {"dw": 0, "dx": 2}
+    for kind, type_id, wrt, first, second in (
+            ("dw", "DepthwiseBackpropFilter", "filter", ("x", "input"),
+             ("w_sizes", "filter_sizes")),
+            ("dx", "DepthwiseBackpropInput", "input", ("x_sizes", "input_sizes"),
+             ("w", "filter"))):
+        row = rows[kind]
+        b.block(f"{kind}_dilated", type_id, (1, row), f"d{kind[1].upper()} dilated", **dilated)
+        b.block(f"{kind}_tf", type_id, (1, row + 1), f"d{kind[1].upper()} as TF returns it",
+                padding="SAME")
+        for node in (f"{kind}_dilated", f"{kind}_tf"):
+            b.wire(first[0], node, first[1])
+            b.wire(second[0], node, second[1])
+            b.wire("dy", node, "out_backprop")
+        for node, grad, label in ((f"check_{kind}_dilated", f"{kind}_dilated", "dilated"),
+                                  (f"check_{kind}_tf", f"{kind}_tf", "TF")):
+            b.block(node, "GradCheck", (2, row + (label == "TF")),
+                    f"GradCheck d{kind[1].upper()} {label}", op="DepthwiseConv2dNative",
+                    wrt=wrt, samples=0, **dilated)
+            b.wire("x", node, "input")
+            b.wire("w", node, "filter")
+            b.wire("dy", node, "out_backprop")
+            b.wire(grad, node, "gradient")
+        b.block(f"differ_{kind}", "Compare", (3, row), f"d{kind[1].upper()}: dilated vs TF")
+        b.wire(f"{kind}_dilated", f"differ_{kind}", "a")
+        b.wire(f"{kind}_tf", f"differ_{kind}", "b")
+    b.frame("inputs_frame", "Inputs", ((0, 0), (0, 4)), "#3465a4")
+    b.frame("filter_frame", "Filter gradient: which one is right", ((1, 0), (3, 1)), "#4e9a06")
+    b.frame("input_frame", "Input gradient: which one is right", ((1, 2), (3, 3)), "#75507b")
     return b.canvas
 
 

@@ -45,12 +45,16 @@ def run(stem: str, tmp_path: Path) -> tuple[dict[str, str], dict[str, np.ndarray
         return verdicts, {k: data[k] for k in data.files}
 
 
-def test_depthwise_dilations_the_dilated_gradient_is_right_and_tf_s_is_not(tmp_path):
+def test_depthwise_dilations_the_dilated_gradients_are_right_and_tf_s_are_not(tmp_path):
     verdicts, values = run("depthwise_dilations", tmp_path)
-    assert verdicts == {"GradCheck dilated": "PASS", "GradCheck TF": "FAIL",
-                        "dilated vs TF": "FAIL"}
-    assert values["GradCheck TF.max_rel_error"] > 0.1
+    assert verdicts == {"GradCheck dW dilated": "PASS", "GradCheck dW TF": "FAIL",
+                        "dW: dilated vs TF": "FAIL",
+                        "GradCheck dX dilated": "PASS", "GradCheck dX TF": "FAIL",
+                        "dX: dilated vs TF": "FAIL"}
+    assert values["GradCheck dW TF.max_rel_error"] > 0.1
+    assert values["GradCheck dX TF.max_rel_error"] > 0.1
     assert values["dW dilated"].shape == values["dW as TF returns it"].shape == (3, 3, 2, 1)
+    assert values["dX dilated"].shape == values["dX as TF returns it"].shape == (1, 8, 8, 2)
 
 
 def test_same_padding_pad_after_is_tf_s_and_pad_before_differs(tmp_path):
