@@ -3,7 +3,11 @@ out_backprop shape (the ambiguous input_sizes pitfall)."""
 
 from __future__ import annotations
 
-from PySide6 import QtCore
+import html
+import re
+
+from PySide6 import QtCore, QtWidgets
+from PySide6.QtTest import QTest
 
 from tests.app_support import mouse
 from tests.pitfall_canvases import PITFALLS_DIR
@@ -21,8 +25,9 @@ def click_block(window, node_id: str) -> None:
 
 
 def hint(window) -> str | None:
+    """The line as read (links and bold as plain text), None when hidden."""
     label = window.attributes.sizes_label
-    return label.text() if label.isVisible() else None
+    return html.unescape(re.sub("<[^>]+>", "", label.text())) if label.isVisible() else None
 
 
 def test_selecting_a_backprop_input_block_lists_the_consistent_input_sizes(qtbot, window):
@@ -62,3 +67,32 @@ def test_the_depthwise_backprop_input_block_gets_the_line_too(qtbot, window):
     # VALID, k 3, stride 3: out = (n - 3 + 3) // 3 = 3 for n = 9, 10, 11
     assert hint(window) == ("input_sizes consistent with out_backprop [1, 3, 3, 2]: "
                             "H in {9, 10, 11}, W in {9, 10, 11}")
+
+
+def test_a_size_link_sets_the_intvector_feeding_input_sizes_by_keyboard(qtbot, window):
+    window.files.open_path(PITFALLS_DIR / "ambiguous_input_sizes.gbc.json", as_example=True)
+    click_block(window, "dx_7")
+    qtbot.waitUntil(lambda: window.attributes.node_id == "dx_7")
+    label = window.attributes.sizes_label
+    assert "<b>7</b>" in label.text()  # the current size stands out
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QtWidgets.QApplication.activeWindow() is window)
+    label.setFocus()
+    qtbot.waitUntil(label.hasFocus)
+    QTest.keyClick(label, QtCore.Qt.Key_Tab)  # H 7
+    QTest.keyClick(label, QtCore.Qt.Key_Tab)  # H 8
+    QTest.keyClick(label, QtCore.Qt.Key_Return)
+    assert window.doc.canvas.nodes["sizes_7"].attrs["values"] == [1, 8, 7, 2]
+    spec = window.session.plan.specs[("dx_7", "output")]
+    assert spec.shape == (1, 8, 7, 2) and not window.session.plan.errors.get("dx_7")
+    window.doc.undo_stack.undo()
+    assert window.doc.canvas.nodes["sizes_7"].attrs["values"] == [1, 7, 7, 2]
+
+
+def test_no_links_when_input_sizes_does_not_come_from_an_intvector(qtbot, window):
+    window.files.open_path(PITFALLS_DIR / "nhwc_vs_nchw.gbc.json", as_example=True)
+    click_block(window, "dx")
+    qtbot.waitUntil(lambda: window.attributes.node_id == "dx")
+    assert hint(window) == ("input_sizes consistent with out_backprop [4, 12, 12, 8]: "
+                            "H in {12}, W in {12}")
+    assert "<a " not in window.attributes.sizes_label.text()  # fed by ShapeOf
