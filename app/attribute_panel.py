@@ -11,6 +11,7 @@ from __future__ import annotations
 from PySide6 import QtCore, QtWidgets
 
 from app.attr_editors import AttrEditor, make_editor
+from app.input_size_hint import input_size_hint
 from app.message_label import MessageLabel
 from blocks.registry import get_spec
 from engine.errors import InvalidArgumentError
@@ -57,6 +58,16 @@ class AttributePanel(QtWidgets.QWidget):
         self.doc_label = QtWidgets.QLabel(self)
         self.doc_label.setWordWrap(True)
         self.doc_label.setStyleSheet("color: #a0a6ad;")
+        # every input size out_backprop allows (backprop-input blocks): app.input_size_hint
+        self.sizes_label = QtWidgets.QLabel(self)
+        self.sizes_label.setObjectName("input_sizes_hint")
+        self.sizes_label.setWordWrap(True)
+        self.sizes_label.setTextFormat(QtCore.Qt.RichText)
+        self.sizes_label.setTextInteractionFlags(QtCore.Qt.TextBrowserInteraction)
+        self.sizes_label.linkActivated.connect(self._choose_input_size)
+        self._size_hint = None
+        self.sizes_label.setStyleSheet("color: #8ec7e6;")
+        self.sizes_label.hide()
         self.errors_label = MessageLabel("", self)
         self.errors_label.setStyleSheet("color: #f07868;")
         self.errors_label.setTextInteractionFlags(QtCore.Qt.TextSelectableByMouse)
@@ -73,6 +84,7 @@ class AttributePanel(QtWidgets.QWidget):
         body_lay.addWidget(self.title_edit)
         body_lay.addWidget(self.type_label)
         body_lay.addWidget(self.doc_label)
+        body_lay.addWidget(self.sizes_label)
         body_lay.addWidget(self.errors_label)
         body_lay.addWidget(self.form_host)
         body_lay.addStretch(1)
@@ -187,6 +199,11 @@ class AttributePanel(QtWidgets.QWidget):
         for name, (_raw, msg) in self.session.pending_for(self.node_id).items():
             by_attr.setdefault(name, []).append(msg)
         plan = self.session.plan
+        hint = self._size_hint = input_size_hint(self.doc.canvas, plan, self.node_id)
+        self.sizes_label.setText(f"input_sizes {hint.html()}" if hint else "")
+        self.sizes_label.setToolTip("Click a size to set it in the IntVector feeding input_sizes"
+                                    if hint and hint.source else "")
+        self.sizes_label.setVisible(hint is not None)
         for err in (plan.errors.get(self.node_id, []) if plan is not None else []):
             attr = getattr(err, "attr", None)
             if attr in self.rows and attr not in self.session.pending_for(self.node_id):
@@ -233,6 +250,17 @@ class AttributePanel(QtWidgets.QWidget):
             return False
         self.refresh()
         return True
+
+    def _choose_input_size(self, link: str) -> None:
+        """A size link of the input-size hint (``H:7``): set it in the feeding IntVector."""
+        hint = self._size_hint
+        if hint is None or hint.source is None or hint.source not in self.doc.canvas.nodes:
+            return
+        dim, size = link.split(":")
+        values = hint.with_size(dim, int(size))
+        src = hint.source
+        self.doc.edit(f"Set {self.session.label(src)}.values",
+                      lambda c: c.set_attr(src, "values", values))
 
     def _title_finished(self) -> None:
         nid = self.node_id

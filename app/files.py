@@ -35,6 +35,8 @@ AUTOSAVE_MS = 30_000
 MAX_RECENT = 10
 RECENT_KEY = "files/recent"
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "assets" / "examples"
+#: The pitfalls gallery (File > Examples > Pitfalls): one canvas per framework pitfall.
+PITFALLS_DIR = EXAMPLES_DIR / "pitfalls"
 
 
 def is_canvas_file(path: str | os.PathLike) -> bool:

@@ -21,6 +21,7 @@ from app.explain_link import ExplainLink
 from app.explain_panel import ExplainPanel
 from app.files import (
     CANVAS_SUFFIX,
+    PITFALLS_DIR,
     TENSOR_SUFFIXES,
     FileController,
     display_name,
@@ -354,12 +355,19 @@ class MainWindow(QtWidgets.QMainWindow):
     def _fill_examples(self) -> None:
         self.examples_menu.clear()
         examples = example_files()
-        for path in examples:
-            act = self.examples_menu.addAction(display_name(path))
+        self._add_examples(self.examples_menu, examples)
+        pitfalls = example_files(PITFALLS_DIR)
+        self.pitfalls_menu = self.examples_menu.addMenu("&Pitfalls")
+        self._add_examples(self.pitfalls_menu, pitfalls)
+        self.pitfalls_menu.menuAction().setVisible(bool(pitfalls))
+        self.examples_menu.setEnabled(bool(examples or pitfalls))
+
+    def _add_examples(self, menu: QtWidgets.QMenu, paths: list[Path]) -> None:
+        for path in paths:
+            act = menu.addAction(display_name(path))
             act.setStatusTip(str(path))
             act.triggered.connect(
                 lambda _c=False, p=path: self.files.open_path(p, as_example=True))
-        self.examples_menu.setEnabled(bool(examples))
 
     def show_shortcuts(self) -> None:
         QtWidgets.QMessageBox.information(self, "Keyboard shortcuts", shortcuts_html(self))

@@ -1,6 +1,8 @@
 """The bottom dock around the tensor viewer: shows the selected node's output, or compares two.
 
 One selected node shows its output port (a port picker appears for blocks with several outputs).
+A block with a ``view_pair`` (GradCheck) shows that pair first, compared: the
+tensor wired into its input beside its output, their difference mapping the error.
 Two selected nodes are compared side by side. "Pin" (a toggle) keeps the current tensor so that the
 same node after an attribute change (or another node) is compared against it; opening another
 canvas drops the pin. Captions, statistics and compare headers name blocks by their titles; the
@@ -31,6 +33,8 @@ PIN_STYLE = ("QToolButton#pin_button { padding: 2px 8px; }"
              "border: 1px solid #6ab0d8; border-radius: 3px; }")
 #: Tensors with more elements than this are summarized on a worker thread.
 BACKGROUND_ELEMENTS = 1 << 22
+#: The port picker's entry for a block's ``view_pair`` (its item data).
+PAIR = "view_pair"
 #: Summaries kept (by array identity), so reselecting a big tensor shows it at once.
 SUMMARIES_KEPT = 4
 _pool = ThreadPoolExecutor(1, thread_name_prefix="gradblocks-summary")
@@ -98,9 +102,12 @@ class ViewerDock(QtWidgets.QWidget):
         self.port_combo.clear()
         if len(self.selection) == 1 and self.selection[0] in self.session.doc.canvas.nodes:
             node = self.session.doc.canvas.nodes[self.selection[0]]
-            ports = [p.name for p in get_spec(node.type).outputs]
+            spec = get_spec(node.type)
+            ports = [p.name for p in spec.outputs]
+            if spec.view_pair is not None:  # first and default: the pair (BlockSpec.view_pair)
+                self.port_combo.addItem(" vs ".join(spec.view_pair), PAIR)
             self.port_combo.addItems(ports)
-            self.port_combo.setVisible(len(ports) > 1)
+            self.port_combo.setVisible(self.port_combo.count() > 1)
         else:
             self.port_combo.hide()
         self.port_combo.blockSignals(False)
@@ -110,8 +117,13 @@ class ViewerDock(QtWidgets.QWidget):
         spec = plan.specs.get((node_id, port)) if plan is not None else None
         return getattr(spec, "axes", None)
 
+    def _pair_chosen(self) -> bool:
+        return len(self.selection) == 1 and self.port_combo.currentData() == PAIR
+
     def _current(self, node_id: str):
         port = self.port_combo.currentText() if len(self.selection) == 1 else None
+        if self._pair_chosen():
+            port = None  # the block's own output where one tensor is wanted (pin, compare)
         port, arr = self.session.output(node_id, port or None)
         return port, arr
 
@@ -153,6 +165,8 @@ class ViewerDock(QtWidgets.QWidget):
                         if not sel else f"{len(sel)} blocks selected: select one or two.")
             return
         nid = sel[0]
+        if self._pair_chosen() and self._show_pair(nid):
+            return
         port, arr = self._current(nid)
         node = self.session.doc.canvas.nodes[nid]
         name = self._titles_shown[nid] = node.title or nid
@@ -174,6 +188,24 @@ class ViewerDock(QtWidgets.QWidget):
                                 source=source, summary=summary)
         self._caption(caption, (source,))
         self._mark_stale(nid)
+
+    def _show_pair(self, nid: str) -> bool:
+        """Compare the block's ``view_pair``: the tensor wired into its input (left) with its
+        output (right); False (nothing shown) until both exist."""
+        inp, out = get_spec(self.session.doc.canvas.nodes[nid].type).view_pair
+        src = self.session.doc.canvas.inputs_of(nid).get(inp)
+        a = self.session.outputs.get(tuple(src)) if src is not None else None
+        b = self.session.outputs.get((nid, out))
+        if a is None or b is None or np.shape(a) != np.shape(b):
+            return False
+        name = self._titles_shown[nid] = self.session.doc.canvas.nodes[nid].title or nid
+        shown = (f"{src[0]}.{src[1]}", f"{nid}.{out}")
+        self.viewer.compare(a, b, f"{name} · {inp}", f"{name} · {out}", self._axes(nid, out),
+                            sources=shown)
+        self._caption(f"{name}: {inp} (left) vs {out} (right); the difference maps the error "
+                      "(blank where not sampled)", shown)
+        self._mark_stale(nid)
+        return True
 
     def _summary(self, arr: np.ndarray) -> Summary | None:
         """The summary of ``arr`` if known; a big array's is started on the worker thread."""

@@ -296,6 +296,7 @@ GRAD_CHECK = BlockSpec(
     workspace=_workspace,
     verdict="ok",
     main_output="error",  # the canvas preview shows where the gradient is wrong
+    view_pair=("gradient", "numeric"),  # the viewer: gradient beside numeric, error between
 )
 
 SPECS = (GRAD_CHECK,)

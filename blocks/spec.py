@@ -276,6 +276,11 @@ class BlockSpec:
     #: A boolean scalar output that says whether a check passed (a PASS / FAIL badge); None:
     #: the block is no check.
     verdict: str | None = None
+    #: ``(input port, output port)`` of one shape: selecting the block compares the tensor
+    #: wired into that input (left) with that output (right) in the viewer, whose difference
+    #: panel then maps where they differ (GradCheck: gradient vs its float64 numbers, the
+    #: difference being the signed error map); None: the viewer shows one output.
+    view_pair: tuple[str, str] | None = None
 
     def main_output_name(self) -> str | None:
         """The output pictured for this block: ``main_output``, else the first (None: none)."""

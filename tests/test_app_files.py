@@ -209,8 +209,10 @@ def test_examples_are_in_the_file_menu_and_open(window):
 
     examples = example_files()
     assert len(examples) >= 5
-    actions = window.examples_menu.actions()
+    # the canvases at the top, then the Pitfalls submenu (test_pitfalls.py opens its entries)
+    actions = [a for a in window.examples_menu.actions() if a.menu() is None]
     assert [a.text() for a in actions] == [p.name[: -len(".gbc.json")] for p in examples]
+    assert window.examples_menu.actions()[-1].menu() is window.pitfalls_menu
     for action, path in zip(actions, examples):
         action.trigger()
         assert window.doc.canvas.to_json() == load_canvas(path).to_json()

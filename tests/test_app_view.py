@@ -88,7 +88,8 @@ def test_a_tiny_canvas_opens_at_100_percent_and_new_resets_the_zoom(window, tmp_
 
 
 def test_examples_open_fitted_and_readable(window):
-    examples = [a for a in window.examples_menu.actions() if a.text()]
+    examples = [a for menu in (window.examples_menu, window.pitfalls_menu)
+                for a in menu.actions() if a.text() and a.menu() is None]
     assert examples
     for act in examples:
         window.adapter.viewer.set_zoom(-0.9)
