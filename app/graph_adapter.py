@@ -506,19 +506,26 @@ class GraphAdapter(QtCore.QObject):
         return view_zoom.readable_scale(font)
 
     def fit_to_view(self) -> None:
-        """Zoom so every block is visible, between the readable zoom and 100 %."""
+        """Zoom so every block is visible, between the readable zoom and 100 % (how a canvas
+        opens: a big one shows its top-left part at the readable zoom)."""
         self._frame(None)
+
+    def fit_all(self) -> None:
+        """View > Fit All (F): the whole canvas, however small that makes it (down to the
+        manual zoom limit); the user asked to see everything."""
+        self._frame(None, view_zoom.MIN_SCALE)
 
     def frame_selected(self) -> None:
         """Zoom to the selected blocks (every block when none is selected)."""
         self._frame([*self.selected_ids(), *self.selected_item_ids()] or None)
 
-    def _frame(self, cids: list[str] | None) -> None:
+    def _frame(self, cids: list[str] | None, min_scale: float | None = None) -> None:
         rect = self.blocks_rect(cids)
         if rect.isNull():
             self.viewer.reset_zoom()
         else:
-            view_zoom.frame(self.viewer, rect, self.readable_scale())
+            view_zoom.frame(self.viewer, rect,
+                            self.readable_scale() if min_scale is None else min_scale)
         self.place_hint()
 
     def zoom_in(self) -> None:

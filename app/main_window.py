@@ -216,7 +216,7 @@ class MainWindow(QtWidgets.QMainWindow):
                                          "Show more of the canvas")
         self.act_zoom_100 = self._action("&Actual Size (100%)", a.zoom_actual_size, "Ctrl+0",
                                          "Zoom to 100 %")
-        self.act_fit = self._action("&Fit All", a.fit_to_view, "F",
+        self.act_fit = self._action("&Fit All", a.fit_all, "F",
                                     "Zoom to show every block (text stays readable)", "fit")
         self.act_frame_selected = self._action("Frame &Selected", a.frame_selected, "Shift+F",
                                                "Zoom to the selected blocks")

@@ -128,7 +128,7 @@ def _shoot(window: MainWindow, args: argparse.Namespace) -> int:
             return 2
         window.select_node(args.select)
     QtWidgets.QApplication.processEvents()
-    window.adapter.fit_to_view()
+    window.adapter.fit_all()  # a picture of the whole canvas
     QtWidgets.QApplication.processEvents()
     out = Path(args.screenshot)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -154,3 +154,24 @@ def test_view_menu_lists_the_zoom_actions_with_their_shortcuts(window):
     assert rows["Frame Selected"] == QtGui.QKeySequence("Shift+F").toString(native)
     keys = [k for _name, k in shortcut_rows(window)]
     assert len(keys) == len(set(keys))  # no shortcut on two actions
+
+
+def test_fit_all_shows_a_canvas_too_big_for_the_readable_zoom_while_opening_does_not(
+        qtbot, window):
+    """Opening a big canvas shows its top-left part at the readable zoom; F (Fit All) then
+    shows every block, below that zoom, because the user asked to see everything."""
+    from engine.canvas import Canvas
+
+    c = Canvas()
+    for i in range(6):
+        for j in range(6):
+            c.add_node("Tensor", pos=(600.0 * i, 400.0 * j), id=f"t{i}_{j}")
+    window.doc.load(c, None)
+    qtbot.waitUntil(lambda: scale(window) > 0)
+    readable = window.adapter.readable_scale()
+    assert scale(window) == pytest.approx(readable, rel=0.05)
+    assert not all(shows(window, cid) for cid in c.nodes)
+    focus_canvas(qtbot, window)
+    key(window, QtCore.Qt.Key_F)
+    assert all(shows(window, cid) for cid in c.nodes)
+    assert scale(window) < readable
