@@ -47,7 +47,7 @@ from engine.result_names import result_keys
 from engine.targets import target_problem
 from engine.tensor_stats import format_value, tensor_stats
 
-SUBCOMMANDS = ("check", "run", "export", "explain")
+SUBCOMMANDS = ("check", "run", "export", "explain", "geometry")
 #: Problems listed per error message, and characters per line.
 MAX_PROBLEMS = 20
 MAX_LINE = 300
@@ -111,9 +111,10 @@ def _parser() -> argparse.ArgumentParser:
         if name == "export":
             p.add_argument("-o", "--output", required=True,
                            help="the script to write (replaced atomically)")
-    from engine import cli_explain  # imports this module: loaded once cli is complete
+    from engine import cli_explain, cli_geometry  # import this module: loaded once it is complete
 
     cli_explain.add_parser(sub)
+    cli_geometry.add_parser(sub)
     return ap
 
 
@@ -300,6 +301,10 @@ def main(argv: list[str] | None = None) -> int:
             from engine.cli_explain import cmd_explain
 
             return cmd_explain(opts, executor)
+        if opts.command == "geometry":
+            from engine.cli_geometry import cmd_geometry
+
+            return cmd_geometry(opts, executor)
         return cmd_export(opts.canvas, executor, opts.output)
     except KeyboardInterrupt as stop:
         terminated = isinstance(stop, Terminated)

@@ -236,3 +236,16 @@ def conv_geometry_model(
         g = backprop_input_geometry(sizes["input_sizes"], shapes["filter"],
                                     shapes["out_backprop"], depthwise=form.depthwise, **kw)
     return model_from_geometry(type_id, g)
+
+
+def model_for_step(step, specs: Mapping) -> GeometryModel:
+    """The model of a compiled conv step (an :class:`engine.compiler.Step`, with the plan's
+    ``specs`` giving every wired port's inferred shape and, for size ports, its value)."""
+    shapes, sizes = {}, {}
+    for port, ref in step.inputs.items():
+        spec = specs[ref]
+        if port in ("filter_sizes", "input_sizes"):
+            sizes[port] = [int(v) for v in np.asarray(spec.value).ravel()]
+        else:
+            shapes[port] = spec.shape
+    return conv_geometry_model(step.spec.type_id, step.attrs, shapes, sizes)
