@@ -22,7 +22,13 @@ from engine.cli_explain import UsageError, _count, resolve_node
 from engine.executor import Executor
 from engine.explain import OPS
 from engine.geometry import model_for_step
-from engine.geometry_render import render_frame, render_overlap, write_gif, write_png
+from engine.geometry_render import (
+    picture_title,
+    render_frame,
+    render_overlap,
+    write_gif,
+    write_png,
+)
 
 EXTENSIONS = (".png", ".gif")
 #: The executor's memory limit: the canvas is compiled, never run, so any size may be drawn.
@@ -86,7 +92,7 @@ def cmd_geometry(opts: argparse.Namespace, executor: Executor) -> int:
         return 2
     step = next(s for s in plan.steps if s.node_id == node_id)
     model = model_for_step(step, plan.specs)
-    title = f"{label} ({node_id}): {node.type}"
+    title = picture_title(label, node_id, node.type)
     if opts.output.lower().endswith(".gif"):
         count: list[int] = []
         if not _write(opts.output, lambda f: count.append(write_gif(model, title, f))):

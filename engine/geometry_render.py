@@ -281,6 +281,11 @@ def _draw_legend(draw: ImageDraw.ImageDraw, model: GeometryModel, x: int, y: int
         x += 17 + int(draw.textlength(text, font=font)) + 16
 
 
+def picture_title(label: str, node_id: str, type_id: str) -> str:
+    """The title line of a block's pictures (the CLI and the app use the same)."""
+    return f"{label} ({node_id}): {type_id}"
+
+
 def render_frame(model: GeometryModel, k: int, title: str) -> Image.Image:
     """Frame ``k`` as a picture (IndexError for a frame out of range)."""
     frame = model.frame(k)
