@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import BinaryIO
 
 import numpy as np
@@ -46,9 +47,17 @@ GAP = (255, 255, 255)  # a dilation gap
 
 MARGIN = 14
 GAP_X = 28
+#: Pixels a panel column takes at least (room for its heading)
+COLUMN = 210
 
 
+@lru_cache(maxsize=16)
 def _font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
+    """DejaVu Sans where the system has it (clear spacing), else Pillow's own font."""
+    try:
+        return ImageFont.truetype("DejaVuSans.ttf", size)
+    except OSError:
+        pass
     try:
         return ImageFont.load_default(size=size)
     except (TypeError, OSError):  # Pillow without FreeType: the fixed bitmap font
@@ -229,7 +238,7 @@ def _wrap(draw: ImageDraw.ImageDraw, text: str, font, width: int, lines: int) ->
 def _compose(model: GeometryModel, title: str, panels: Sequence[_Panel], caption: str,
              overlap_max: int | None) -> Image.Image:
     head, body, small = _font(15), _font(12), _font(11)
-    width = max(sum(max(p.image.width, 160) for p in panels) + GAP_X * (len(panels) - 1)
+    width = max(sum(max(p.image.width, COLUMN) for p in panels) + GAP_X * (len(panels) - 1)
                 + 2 * MARGIN, 720)
     grid_h = max(p.image.height for p in panels)
     probe = ImageDraw.Draw(Image.new("RGB", (1, 1)))
@@ -253,12 +262,12 @@ def _compose(model: GeometryModel, title: str, panels: Sequence[_Panel], caption
     y += 6
     x = MARGIN
     for p in panels:
-        for k, text in enumerate(_wrap(draw, p.heading, small, max(p.image.width, 160), 2)):
+        for k, text in enumerate(_wrap(draw, p.heading, small, max(p.image.width, COLUMN), 2)):
             draw.text((x, y + 14 * k), text, fill=INK, font=small)
         img.paste(p.image, (x, y + panel_head - 4))
         if p.note:
             draw.text((x, y + panel_head + p.image.height - 2), p.note, fill=MUTED, font=small)
-        x += max(p.image.width, 160) + GAP_X
+        x += max(p.image.width, COLUMN) + GAP_X
     y += panel_head + grid_h + 18
     for i, text in enumerate(bottom):
         draw.text((MARGIN, y), text, fill=INK if i < 2 else MUTED, font=body if i < 2 else small)
@@ -273,7 +282,7 @@ def _draw_legend(draw: ImageDraw.ImageDraw, model: GeometryModel, x: int, y: int
         table = LUTS[SEQUENTIAL]
         for k in range(160):
             draw.line([(x + k, y), (x + k, y + 12)], fill=tuple(int(v) for v in table[k * 255 // 159]))
-        draw.text((x + 166, y), f"0 .. {overlap_max} touches", fill=INK, font=font)
+        draw.text((x + 166, y), f"0 to {overlap_max} touches", fill=INK, font=font)
         x += 290
     for colour, text in _legend(model, overlap_max is not None):
         draw.rectangle([x, y, x + 12, y + 12], fill=colour, outline=LINE)
@@ -300,7 +309,7 @@ def render_overlap(model: GeometryModel, title: str) -> Image.Image:
     pairs touch it."""
     counts = model.overlap()
     panels = [_input_panel(model, None, counts), _filter_panel(model, None)]
-    lo, hi = int(counts.min(initial=0)), int(counts.max(initial=0))
+    lo, hi = (int(counts.min()), int(counts.max())) if counts.size else (0, 0)
     uneven = (any(a.taps * a.dilation % a.stride and a.stride > 1 for a in (model.rows, model.cols))
               and lo != hi)
     caption = (f"overlap: every input element is touched {lo} to {hi} times"
