@@ -309,13 +309,19 @@ def render_overlap(model: GeometryModel, title: str) -> Image.Image:
     pairs touch it."""
     counts = model.overlap()
     panels = [_input_panel(model, None, counts), _filter_panel(model, None)]
-    lo, hi = (int(counts.min()), int(counts.max())) if counts.size else (0, 0)
-    uneven = (any(a.taps * a.dilation % a.stride and a.stride > 1 for a in (model.rows, model.cols))
-              and lo != hi)
-    caption = (f"overlap: every input element is touched {lo} to {hi} times"
-               + ("; a kernel not divisible by the stride gives this checkerboard of strided "
-                  "gradients" if uneven else ""))
+    caption = overlap_caption(model, counts)
+    hi = int(counts.max()) if counts.size else 0
     return _compose(model, title, panels, caption, hi)
+
+
+def overlap_caption(model: GeometryModel, counts: np.ndarray) -> str:
+    """The overlap map's caption: the range of the counts, and the checkerboard's cause when a
+    kernel is not divisible by its stride."""
+    lo, hi = (int(counts.min()), int(counts.max())) if counts.size else (0, 0)
+    uneven = lo != hi and any(a.stride > 1 and a.taps % a.stride for a in (model.rows, model.cols))
+    return (f"overlap: every input element is touched {lo} to {hi} times"
+            + ("; a kernel not divisible by the stride gives this checkerboard of strided "
+               "gradients" if uneven else ""))
 
 
 def frame_duration_ms(frames: int) -> int:

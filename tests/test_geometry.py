@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from engine.conv_shapes import conv2d_geometry
 from engine.explain import OPS, explain_element
 from engine.geometry import MAX_FRAMES, conv_geometry_model
-from engine.geometry_render import TOUCHED, render_frame, render_overlap
+from engine.geometry_render import TOUCHED, overlap_caption, render_frame, render_overlap
 from tests import reference
 from tests.test_kernels_properties import conv_attrs, conv_cases
 
@@ -121,9 +121,13 @@ def test_kernel_not_divisible_by_stride_gives_a_checkerboard():
     counts = model.overlap()
     assert counts[0].tolist() == [1, 1, 2, 1, 2, 1, 1]
     assert counts[2].tolist() == [2, 2, 4, 2, 4, 2, 2]
+    assert overlap_caption(model, counts).startswith(
+        "overlap: every input element is touched 1 to 4 times; a kernel not divisible by the "
+        "stride gives this checkerboard")
     even = conv_geometry_model("Conv2D", {**attrs, "explicit_paddings": []},
                                {"input": (1, 8, 8, 1), "filter": (2, 2, 1, 1)})
     assert set(even.overlap().ravel().tolist()) == {1}
+    assert overlap_caption(even, even.overlap()) == "overlap: every input element is touched 1 to 1 times"
 
 
 @settings(max_examples=40, deadline=None)
