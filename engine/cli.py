@@ -1,5 +1,6 @@
 """The ``gradblocks`` command: ``check``, ``run``, ``export`` or ``explain`` (one output element
-of a conv block, :mod:`engine.cli_explain`) a canvas headless, or open the app.
+of a conv block, :mod:`engine.cli_explain`) a canvas headless, draw a conv block's ``geometry``
+(:mod:`engine.cli_geometry`), or open the app.
 
 Exit status: 0 success; 1 a block failed at run time or an output could not be written; 2 an
 invalid canvas or usage (a bad option value, an output path that cannot work such as a folder, a

@@ -21,14 +21,6 @@ from engine.cli import _check_target, _compile, _err, _say, _write
 from engine.cli_explain import UsageError, _count, resolve_node
 from engine.executor import Executor
 from engine.explain import OPS
-from engine.geometry import model_for_step
-from engine.geometry_render import (
-    picture_title,
-    render_frame,
-    render_overlap,
-    write_gif,
-    write_png,
-)
 
 EXTENSIONS = (".png", ".gif")
 #: The executor's memory limit: the canvas is compiled, never run, so any size may be drawn.
@@ -90,6 +82,16 @@ def cmd_geometry(opts: argparse.Namespace, executor: Executor) -> int:
     except UsageError as err:
         _err(str(err))
         return 2
+    # Pillow and the renderer load only for this subcommand (gradblocks starts for every one)
+    from engine.geometry import model_for_step
+    from engine.geometry_render import (
+        picture_title,
+        render_frame,
+        render_overlap,
+        write_gif,
+        write_png,
+    )
+
     step = next(s for s in plan.steps if s.node_id == node_id)
     model = model_for_step(step, plan.specs)
     title = picture_title(label, node_id, node.type)
