@@ -105,6 +105,10 @@ def cmd_geometry(opts: argparse.Namespace, executor: Executor) -> int:
         image = render_overlap(model, title)
     else:
         k = opts.frame or 0
+        if not model.frame_count:
+            _err(f"{label} ({node_id}) has no frames (its output is empty): --overlap draws "
+                 "its geometry")
+            return 2
         if k >= model.frame_count:
             _err(f"--frame {k}: {label} ({node_id}) has {model.frame_count} frame(s), "
                  f"0 to {model.frame_count - 1}")

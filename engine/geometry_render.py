@@ -149,7 +149,7 @@ def _input_panel(model: GeometryModel, frame: Frame | None, counts: np.ndarray |
         _numbers(image, counts, rs, cs, r0, c0, cell)
     what = "overlap count of " + model.input_name if counts is not None else model.input_name
     heading = (f"{what} {rows.size}x{cols.size}, padded {rows.padded}x{cols.padded}")
-    return _Panel(image, heading, _cut_note(rw, cw))
+    return _Panel(image, heading, _cut_note(rw, cw, "padded "))
 
 
 def _numbers(image: Image.Image, counts: np.ndarray, rs: slice, cs: slice, r0: int, c0: int,
@@ -164,10 +164,11 @@ def _numbers(image: Image.Image, counts: np.ndarray, rs: slice, cs: slice, r0: i
             draw.text((x, y), str(v), fill=colour, font=font, anchor="mm")
 
 
-def _cut_note(rw: _Window, cw: _Window) -> str:
+def _cut_note(rw: _Window, cw: _Window, what: str = "") -> str:
+    """Which cells a windowed panel shows ("" when it shows them all)."""
     parts = [f"{name} {w.lo}..{w.hi - 1} of {w.total}" for name, w in (("rows", rw), ("cols", cw))
              if w.cut]
-    return ("showing padded " + ", ".join(parts)) if parts else ""
+    return (f"showing {what}" + ", ".join(parts)) if parts else ""
 
 
 def _filter_panel(model: GeometryModel, frame: Frame | None) -> _Panel:

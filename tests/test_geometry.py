@@ -183,3 +183,17 @@ def test_a_224_input_renders_with_the_touched_cells_drawn():
     side = 1 + rows.max() - rows.min()
     assert side == 1 + cols.max() - cols.min() and side % 3 in (0, 1)  # a 3x3 block of cells
     assert render_overlap(model, "big").width >= 720
+
+
+@pytest.mark.parametrize("size", [600, 1000])
+def test_long_grids_are_drawn_as_a_window_around_the_frame(size):
+    """Past MAX_CELLS cells a dimension is a window around the frame: the picture's size does
+    not grow, and the window follows the frame to the far corner."""
+    attrs = {**conv_attrs("NHWC", (1, 1), (1, 1), "VALID", [0] * 4), "explicit_paddings": []}
+    model = conv_geometry_model("Conv2D", attrs, {"input": (1, size, size, 1),
+                                                  "filter": (3, 3, 1, 1)})
+    last = render_frame(model, model.frame_count - 1, "long")
+    assert last.size == render_frame(model, 0, "long").size
+    assert last.height < 1000
+    blue = np.all(np.asarray(last.convert("RGB"))[:-40] == TOUCHED, axis=-1)
+    assert blue.any()  # the last window is drawn, not cut off
