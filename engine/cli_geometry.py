@@ -106,7 +106,7 @@ def cmd_geometry(opts: argparse.Namespace, executor: Executor) -> int:
     else:
         k = opts.frame or 0
         if not model.frame_count:
-            _err(f"{label} ({node_id}) has no frames (its output is empty): --overlap draws "
+            _err(f"{label} ({node_id}) has no frames (no output positions): --overlap draws "
                  "its geometry")
             return 2
         if k >= model.frame_count:

@@ -123,3 +123,21 @@ def test_unwritable_file_is_exit_1_and_keeps_the_old_file(tmp_path):
         pytest.skip("running as root: the folder is writable anyway")
     assert proc.returncode == 1 and "cannot write" in proc.stderr
     assert old.read_bytes() == b"old"
+
+
+def test_an_empty_output_has_no_frames_but_an_overlap_map(tmp_path):
+    """No out_backprop rows (SAME on 0 input rows): no positions to step through."""
+    canvas = load_canvas(EXAMPLES / "conv2d_backprop_input.gbc.json")
+    canvas.set_attr("grad_input", "padding", "SAME")
+    canvas.set_attr("input_sizes", "values", [2, 0, 7, 3])
+    canvas.set_attr("out_backprop", "shape", [2, 0, 4, 5])
+    path = tmp_path / "empty.gbc.json"
+    save_canvas(canvas, path)
+    proc = geometry(path, "grad_input", "-o", tmp_path / "x.png")
+    assert proc.returncode == 2 and "has no frames (no output positions)" in proc.stderr
+    proc = geometry(path, "grad_input", "-o", tmp_path / "x.png", "--overlap")
+    assert proc.returncode == 0, proc.stderr
+    proc = geometry(path, "grad_input", "-o", tmp_path / "x.gif")
+    assert proc.returncode == 0, proc.stderr
+    with Image.open(tmp_path / "x.gif") as im:
+        assert getattr(im, "n_frames", 1) == 1  # the overlap map alone
