@@ -135,3 +135,20 @@ def test_a_non_conv_block_gets_a_message(qtbot, grad_window):
     assert view.model is None and view.image is None
     assert "Tensor block" in view.message.text()
     assert not view.play_button.isEnabled() and not view.png_button.isEnabled()
+
+
+def test_a_failed_export_says_so_and_writes_nothing(qtbot, grad_window, monkeypatch, tmp_path):
+    w = grad_window
+    view = open_dock(qtbot, w)
+    click_node(qtbot, w, "grad")
+    target = tmp_path / "missing" / "anim.gif"
+    monkeypatch.setattr(QtWidgets.QFileDialog, "getSaveFileName",
+                        staticmethod(lambda *a, **k: (str(target), "")))
+    warnings = []
+    monkeypatch.setattr(QtWidgets.QMessageBox, "warning",
+                        staticmethod(lambda _parent, title, text: warnings.append(text)))
+    qtbot.mouseClick(view.gif_button, QtCore.Qt.LeftButton)
+    assert len(warnings) == 1 and str(target) in warnings[0]
+    assert warnings[0].startswith("Could not write")
+    assert not target.parent.exists()
+    assert QtWidgets.QApplication.overrideCursor() is None
