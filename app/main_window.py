@@ -29,6 +29,7 @@ from app.files import (
     is_canvas_file,
 )
 from app.formatting import progress_format_literal
+from app.geometry_view import GeometryView
 from app.graph_adapter import GraphAdapter
 from app.help import shortcuts_html
 from app.icons import icon
@@ -78,6 +79,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.palette = BlockPalette(self)
         self.attributes = AttributePanel(self.doc, self.session, self)
         self.viewer_dock = ViewerDock(self.session, self)
+        self.geometry_view = GeometryView(self.session, self)
         self.log = LogPanel(self)
         self.search_popup = BlockSearchPopup(self)
         self.tab_filter = TabKeyFilter(self.adapter.viewer, self.search_popup)
@@ -96,6 +98,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self.explain_dock.hide()
         self.log_dock = self._dock("Log", "dock_log", self.log, QtCore.Qt.BottomDockWidgetArea)
         self.tabifyDockWidget(self.viewer_dock_widget, self.log_dock)
+        self.geometry_dock = self._dock("Geometry", "dock_geometry", self.geometry_view,
+                                        QtCore.Qt.BottomDockWidgetArea)
+        self.tabifyDockWidget(self.viewer_dock_widget, self.geometry_dock)
         self.viewer_dock_widget.raise_()
         self.explain_link = ExplainLink(self.session, self.viewer_dock, self.explain_panel,
                                         self.explain_dock)
@@ -248,7 +253,7 @@ class MainWindow(QtWidgets.QMainWindow):
         m.addAction(self.previews.action)
         m.addSeparator()
         for dock in (self.palette_dock, self.attributes_dock, self.viewer_dock_widget,
-                     self.log_dock, self.explain_dock):
+                     self.log_dock, self.explain_dock, self.geometry_dock):
             m.addAction(dock.toggleViewAction())
         m.addSeparator()
         m.addAction(self.act_reset_layout)
@@ -335,7 +340,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def reset_layout(self) -> None:
         for dock in (self.palette_dock, self.attributes_dock, self.viewer_dock_widget,
-                     self.log_dock):
+                     self.log_dock, self.geometry_dock):
             dock.setFloating(False)
             dock.show()
         self.restoreState(self._default_state)
@@ -379,6 +384,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def _on_selection(self, ids: list[str]) -> None:
         self.attributes.show_selection(ids)
         self.viewer_dock.show_selection(ids)
+        self.geometry_view.show_selection(ids)
 
     def select_node(self, node_id: str) -> None:
         if node_id in self.doc.canvas.nodes:

@@ -1,5 +1,6 @@
 """The ``gradblocks`` command: ``check``, ``run``, ``export`` or ``explain`` (one output element
-of a conv block, :mod:`engine.cli_explain`) a canvas headless, or open the app.
+of a conv block, :mod:`engine.cli_explain`) a canvas headless, draw a conv block's ``geometry``
+(:mod:`engine.cli_geometry`), or open the app.
 
 Exit status: 0 success; 1 a block failed at run time or an output could not be written; 2 an
 invalid canvas or usage (a bad option value, an output path that cannot work such as a folder, a
@@ -44,7 +45,7 @@ from engine.report import check_rows, problem_lines, run_rows, text_table
 from engine.result_names import result_keys
 from engine.targets import target_problem
 
-SUBCOMMANDS = ("check", "run", "export", "explain")
+SUBCOMMANDS = ("check", "run", "export", "explain", "geometry")
 #: Problems listed per error message, and characters per line.
 MAX_PROBLEMS = 20
 MAX_LINE = 300
@@ -108,9 +109,10 @@ def _parser() -> argparse.ArgumentParser:
         if name == "export":
             p.add_argument("-o", "--output", required=True,
                            help="the script to write (replaced atomically)")
-    from engine import cli_explain  # imports this module: loaded once cli is complete
+    from engine import cli_explain, cli_geometry  # import this module: loaded once it is complete
 
     cli_explain.add_parser(sub)
+    cli_geometry.add_parser(sub)
     return ap
 
 
@@ -265,6 +267,10 @@ def main(argv: list[str] | None = None) -> int:
             from engine.cli_explain import cmd_explain
 
             return cmd_explain(opts, executor)
+        if opts.command == "geometry":
+            from engine.cli_geometry import cmd_geometry
+
+            return cmd_geometry(opts, executor)
         return cmd_export(opts.canvas, executor, opts.output)
     except KeyboardInterrupt as stop:
         terminated = isinstance(stop, Terminated)

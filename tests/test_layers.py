@@ -35,7 +35,8 @@ def qt_modules(names: set[str]) -> list[str]:
 
 
 @pytest.mark.parametrize("command", [["check"], ["run"], ["export", "-o", "out.py"],
-                                     ["explain", "grad_filter", "0,0,0,0", "--json"]])
+                                     ["explain", "grad_filter", "0,0,0,0", "--json"],
+                                     ["geometry", "grad_filter", "-o", "g.gif"]])
 def test_cli_subcommands_never_import_qt(command, tmp_path):
     args = ["-m", "engine.cli", command[0], str(EXAMPLE), *command[1:]]
     code, names = imported_modules(args, tmp_path)
@@ -45,6 +46,8 @@ def test_cli_subcommands_never_import_qt(command, tmp_path):
     assert qt_modules(names) == []
     if command[0] == "export":
         assert (tmp_path / "out.py").is_file()
+    if command[0] == "geometry":
+        assert (tmp_path / "g.gif").is_file() and "PIL" in names
 
 
 def test_console_entry_point_check_never_imports_qt(tmp_path):
