@@ -22,6 +22,7 @@ from PySide6 import QtCore, QtWidgets
 
 from app.document import Change
 from app.message_label import MessageLabel
+from app.stale_veil import StaleVeil
 from app.tensor_viewer import Summary, TensorViewer, summarize
 from blocks.registry import get_spec
 
@@ -75,10 +76,7 @@ class ViewerDock(QtWidgets.QWidget):
         self._show_pin_state()
         #: Why the shown result is stale ("" when it is current or nothing is shown).
         self.stale = ""
-        self._grey = QtWidgets.QGraphicsOpacityEffect(self.viewer)
-        self._grey.setOpacity(0.45)
-        self._grey.setEnabled(False)
-        self.viewer.setGraphicsEffect(self._grey)
+        self._grey = StaleVeil(self.viewer)  # greys a stale result
         # (weak reference to the array, its summary): never keeps a dropped result alive
         self._summaries: list[tuple[weakref.ref, Summary]] = []
         self._pending: tuple[np.ndarray, Future] | None = None
@@ -208,7 +206,7 @@ class ViewerDock(QtWidgets.QWidget):
         self.stale = "; ".join(reasons)
         if self.stale:
             self.caption.setText(f"stale: {self.stale} — {self.caption.text()}")
-        self._grey.setEnabled(bool(self.stale))
+        self._grey.set_on(bool(self.stale))
 
     def _compare(self, left: tuple, right: tuple, axes) -> None:
         """Compare ``left`` and ``right``, each (title, node_id.port, tensor)."""
@@ -227,7 +225,7 @@ class ViewerDock(QtWidgets.QWidget):
         self.caption.setToolTip(text + ("\n" + ids if ids else "") if len(text) > 60 else ids)
         self.shown = shown
         self.stale = ""
-        self._grey.setEnabled(False)
+        self._grey.set_on(False)
 
     def _pin_toggled(self, on: bool) -> None:
         if not on:
