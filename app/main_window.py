@@ -107,6 +107,7 @@ class MainWindow(QtWidgets.QMainWindow):
                          QtCore.Qt.Horizontal)
         self.resizeDocks([self.viewer_dock_widget], [360], QtCore.Qt.Vertical)
         self._default_state = self.saveState()
+        self._shown_once = False
         if restore_layout:
             self.restore_layout()
         self.update_title()
@@ -383,6 +384,9 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def showEvent(self, event: QtGui.QShowEvent) -> None:
         super().showEvent(event)
+        if not self._shown_once:  # NodeGraphQt rescales while the window is laid out: fit
+            self._shown_once = True  # once laid out (an empty canvas at 100 %)
+            QtCore.QTimer.singleShot(0, self.adapter.fit_to_view)
         QtCore.QTimer.singleShot(0, self.adapter.place_hint)
 
     def dragEnterEvent(self, event: QtGui.QDragEnterEvent) -> None:

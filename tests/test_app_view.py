@@ -153,3 +153,19 @@ def test_view_menu_lists_the_zoom_actions_with_their_shortcuts(window):
     assert rows["Frame Selected"] == QtGui.QKeySequence("Shift+F").toString(native)
     keys = [k for _name, k in shortcut_rows(window)]
     assert len(keys) == len(set(keys))  # no shortcut on two actions
+
+
+def test_a_fresh_window_on_an_empty_canvas_adds_blocks_at_a_readable_zoom(qtbot, window):
+    """Seen at start-up without a file: NodeGraphQt shrank the zoom while the window was laid
+    out (0.54), so the first block added had 6 px titles. An empty canvas shows at 100 %."""
+    qtbot.wait(20)  # the first show's queued work
+    tree = window.palette.tree
+    item = window.palette.items["Conv2DBackpropFilter"]
+    tree.scrollToItem(item)
+    pos = tree.visualItemRect(item).center()
+    QtTest.QTest.mouseClick(tree.viewport(), QtCore.Qt.LeftButton, pos=pos)
+    QtTest.QTest.mouseDClick(tree.viewport(), QtCore.Qt.LeftButton, pos=pos)
+    QtWidgets.QApplication.processEvents()
+    (cid,) = window.doc.canvas.nodes
+    assert title_px_on_screen(window, cid) >= view_zoom.MIN_TITLE_PX * 0.98
+    assert shows(window, cid)
