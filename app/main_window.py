@@ -91,7 +91,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
         self.progress = QtWidgets.QProgressBar(self)
         self.progress.setObjectName("run_progress")
-        self.progress.setMaximumWidth(220)
+        self.progress.setFixedWidth(300)  # a run summary of three blocks fits
         self.progress.setTextVisible(True)
         self.progress.setFormat("idle")
         self.progress.setValue(0)
@@ -426,7 +426,9 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _on_run_summary(self, summary: str, cancelled: bool) -> None:
         """The progress bar ends on what happened: "cancelled" or "3 ok, 1 skipped, 0 failed"."""
-        self.progress.setFormat(progress_format_literal(summary))
+        room = self.progress.contentsRect().width() - 12  # the style's text margins
+        shown = self.progress.fontMetrics().elidedText(summary, QtCore.Qt.ElideRight, room)
+        self.progress.setFormat(progress_format_literal(shown))  # one line: elided, not cut
         self.progress.setToolTip(summary)
 
     def wait_for_run(self, timeout_ms: int = 120_000) -> bool:
