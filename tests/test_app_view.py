@@ -169,3 +169,13 @@ def test_a_fresh_window_on_an_empty_canvas_adds_blocks_at_a_readable_zoom(qtbot,
     (cid,) = window.doc.canvas.nodes
     assert title_px_on_screen(window, cid) >= view_zoom.MIN_TITLE_PX * 0.98
     assert shows(window, cid)
+
+
+def test_the_empty_canvas_hint_reads_at_the_size_of_the_interface_text(qtbot, window):
+    """At 100 % the hint (made twice the font size for the old shrunken zoom) was huge."""
+    qtbot.wait(20)
+    hint = window.adapter._hint
+    assert hint.isVisible()
+    on_screen = hint.font().pointSizeF() * scale(window)
+    assert on_screen <= 1.5 * window.font().pointSizeF()
+    assert visible(window).contains(hint.sceneBoundingRect())
