@@ -9,6 +9,8 @@ key is the executor's cache key, so the app and the engine share one rule (an in
 attribute changes nothing; a rewritten .npy file does). Files the plan reads are watched, so a
 rewritten file is noticed without an edit.
 
+Opening another canvas (or New) cancels a run of the old one; what it delivers is dropped.
+
 Log messages name blocks by title (:mod:`engine.labels`); the node id travels with each message
 as data (the ``log`` signal's third argument: the log entry's click target and tooltip).
 
@@ -71,6 +73,9 @@ class Session(QtCore.QObject):
         self._run_started = 0.0
         self._run_plan = None
         self._run_order: list[str] = []
+        #: Counts opened canvases: a run's results belong to the canvas it started on.
+        self._canvas_generation = 0
+        self._run_generation = 0
         self.runner.progress.connect(self._on_progress)
         self.runner.finished.connect(self._on_run_finished)
         self.runner.crashed.connect(self._on_run_crashed)
@@ -80,6 +85,10 @@ class Session(QtCore.QObject):
     # --- compile ---------------------------------------------------------------------------
     def _on_doc_changed(self, change: Change) -> None:
         if change.reloaded:
+            self._canvas_generation += 1  # a run of the old canvas delivers nothing here
+            if self.runner.running:
+                self.runner.cancel()
+                self.log.emit("run cancelled: another canvas was opened", "warning", None)
             self.outputs.clear()
             self.run_info.clear()
             self.result_keys.clear()
@@ -265,6 +274,7 @@ class Session(QtCore.QObject):
         self._run_started = time.perf_counter()
         self._run_order = [step.node_id for step in plan.steps]
         self._run_plan = plan
+        self._run_generation = self._canvas_generation
         if not self.runner.start(plan):
             return False
         self._running_node = self._run_order[0] if self._run_order else None
@@ -286,6 +296,10 @@ class Session(QtCore.QObject):
 
     def _on_run_finished(self, result) -> None:
         self._running_node = None
+        if self._run_generation != self._canvas_generation:  # its canvas was replaced
+            self.run_summary.emit("cancelled", True)
+            self.refresh()
+            return
         alive = self.doc.canvas.nodes
         ran_keys = {s.node_id: s.key for s in self._run_plan.steps} if self._run_plan else {}
         skip = {nid for nid in result.times if nid not in alive} | {
