@@ -146,16 +146,16 @@ class TensorViewer(QtWidgets.QWidget):
         c.copy_button.clicked.connect(self.copy_values)
 
     # -- public API ----------------------------------------------------------------------------
-    def clear(self) -> None:
-        """Show nothing."""
+    def clear(self, text: str = "No tensor selected.") -> None:
+        """Show nothing; ``text`` says why."""
         self.state.clear()
         self.stats = self.other_stats = self.diff = None
         self.sources = ("", "")
-        self.stats_label.show_nothing("No tensor selected.")
+        self.stats_label.show_nothing(text)
         self.controls.set_enabled(False)
         self.controls.show_side(None, "")
         self.side_choice.show_side(None, {})
-        self.image_page.clear("No tensor selected.")
+        self.image_page.clear(text)
         self.histogram.show_values(np.zeros(0), "")
         self.table_page.clear()
         self.controls.show_for(self.state)

@@ -144,7 +144,8 @@ class ViewerDock(QtWidgets.QWidget):
                               self._axes(sel[0], pa))
                 self._mark_stale(*sel)
                 return
-            self._empty("Run the canvas to compare the outputs of the two selected blocks.")
+            self._empty("Run the canvas to compare the outputs of the two selected blocks.",
+                        body="No results to compare yet.")
             return
         if len(sel) != 1:
             self._empty("Select a block to see its output (two blocks to compare them)."
@@ -157,7 +158,9 @@ class ViewerDock(QtWidgets.QWidget):
         if arr is None:
             errors = self.session.node_errors(nid)
             self._empty(f"{name}: " + (errors[0] if errors else "no output yet — press F5 to run."),
-                        f"{nid}.{port}")
+                        f"{nid}.{port}",
+                        "No result: see the message above." if errors
+                        else "No result yet: press F5 to run.")
             return
         source = f"{nid}.{port}"
         caption = f"{name} · {get_spec(node.type).title} · port {port}"
@@ -214,8 +217,9 @@ class ViewerDock(QtWidgets.QWidget):
         self.viewer.compare(a, b, ta, tb, axes, sources=(sa, sb))
         self._caption(f"Comparing {ta} (left) with {tb} (right)", (sa, sb))
 
-    def _empty(self, text: str, source: str = "") -> None:
-        self.viewer.clear()
+    def _empty(self, text: str, source: str = "", body: str = "No tensor selected.") -> None:
+        """Nothing to show: ``text`` in the caption, ``body`` in the viewer."""
+        self.viewer.clear(body)
         self._caption(text, (source,) if source else ())
         self.shown = ()
 
