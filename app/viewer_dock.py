@@ -23,7 +23,7 @@ from PySide6 import QtCore, QtWidgets
 from app.document import Change
 from app.message_label import MessageLabel
 from app.stale_veil import StaleVeil
-from app.tensor_viewer import Summary, TensorViewer, summarize
+from app.tensor_viewer import PairSummary, Summary, TensorViewer, summarize, summarize_pair
 from blocks.registry import get_spec
 
 #: a pressed Pin reads as pressed in the dark theme too
@@ -80,6 +80,9 @@ class ViewerDock(QtWidgets.QWidget):
         # (weak reference to the array, its summary): never keeps a dropped result alive
         self._summaries: list[tuple[weakref.ref, Summary]] = []
         self._pending: tuple[np.ndarray, Future] | None = None
+        # the same for compared pairs: (weak a, weak b, summary), and the one being computed
+        self._pair_summaries: list[tuple[weakref.ref, weakref.ref, PairSummary]] = []
+        self._pending_pair: tuple[np.ndarray, np.ndarray, Future] | None = None
         self._poll = QtCore.QTimer(self)
         self._poll.setInterval(20)
         self._poll.timeout.connect(self._check_summary)
@@ -188,19 +191,37 @@ class ViewerDock(QtWidgets.QWidget):
             self._poll.start()
         return None
 
+    def _pair_summary(self, a: np.ndarray, b: np.ndarray) -> PairSummary | None:
+        """The comparison numbers of ``a`` and ``b`` if known; else started on the worker."""
+        for ka, kb, summary in self._pair_summaries:
+            if ka() is a and kb() is b:
+                return summary
+        pending = self._pending_pair
+        if pending is None or pending[0] is not a or pending[1] is not b:
+            self._pending_pair = (a, b, _pool.submit(summarize_pair, a, b))
+            self._poll.start()
+        return None
+
     def _check_summary(self) -> None:
-        """Poll the worker (no signal crosses threads); show the tensor when it is done."""
-        if self._pending is None:
+        """Poll the worker (no signal crosses threads); show the tensor(s) when done."""
+        done = False
+        if self._pending is not None and self._pending[1].done():
+            arr, future = self._pending
+            self._pending = None
+            kept = [(ref, s) for ref, s in self._summaries if ref() is not None]
+            self._summaries = [*kept, (weakref.ref(arr), future.result())][-SUMMARIES_KEPT:]
+            done = True
+        if self._pending_pair is not None and self._pending_pair[2].done():
+            a, b, future = self._pending_pair
+            self._pending_pair = None
+            kept = [t for t in self._pair_summaries if t[0]() is not None and t[1]() is not None]
+            self._pair_summaries = [*kept, (weakref.ref(a), weakref.ref(b),
+                                            future.result())][-SUMMARIES_KEPT:]
+            done = True
+        if self._pending is None and self._pending_pair is None:
             self._poll.stop()
-            return
-        arr, future = self._pending
-        if not future.done():
-            return
-        self._pending = None
-        self._poll.stop()
-        kept = [(ref, s) for ref, s in self._summaries if ref() is not None]
-        self._summaries = [*kept, (weakref.ref(arr), future.result())][-SUMMARIES_KEPT:]
-        self.update_view()
+        if done:
+            self.update_view()
 
     def _mark_stale(self, *node_ids: str) -> None:
         """Grey the viewer and prefix the caption when a shown result is not current."""
@@ -214,7 +235,15 @@ class ViewerDock(QtWidgets.QWidget):
     def _compare(self, left: tuple, right: tuple, axes) -> None:
         """Compare ``left`` and ``right``, each (title, node_id.port, tensor)."""
         (ta, sa, a), (tb, sb, b) = left, right
-        self.viewer.compare(a, b, ta, tb, axes, sources=(sa, sb))
+        summary = None
+        if np.shape(a) == np.shape(b) and np.size(a) > BACKGROUND_ELEMENTS:
+            summary = self._pair_summary(a, b)  # seconds for big tensors: off the GUI thread
+            if summary is None:
+                self.viewer.clear(f"Computing the comparison of 2 × {np.size(a):,} values…")
+                self._caption(f"Comparing {ta} (left) with {tb} (right) · computing the "
+                              f"comparison of 2 × {np.size(a):,} values…", (sa, sb))
+                return
+        self.viewer.compare(a, b, ta, tb, axes, sources=(sa, sb), summary=summary)
         self._caption(f"Comparing {ta} (left) with {tb} (right)", (sa, sb))
 
     def _empty(self, text: str, source: str = "", body: str = "No tensor selected.") -> None:
