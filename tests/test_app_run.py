@@ -64,7 +64,7 @@ def test_pinned_output_is_compared_with_the_same_block_after_an_edit(qtbot, grad
     w.viewer_dock.pin_button.click()
     compared = []
     monkeypatch.setattr(w.viewer_dock.viewer, "compare",
-                        lambda a, b, ta, tb, axes=None, sources=("", ""):
+                        lambda a, b, ta, tb, axes=None, sources=("", ""), summary=None:
                         compared.append((a, b, ta, tb, axes)))
     w.doc.edit("dy seed", lambda c: c.set_attr("dy", "seed", 9))
     wait_run(qtbot, w)
