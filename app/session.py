@@ -59,8 +59,10 @@ class Session(QtCore.QObject):
         self.run_info: dict[str, RunInfo] = {}
         #: Cache key of the plan step each node's shown result (or run error) came from.
         self.result_keys: dict[str, str] = {}
-        #: The last computed (not cached) run time of each node, for auto-run.
+        #: The last computed (not cached) run time of each node, for auto-run, and how many
+        #: output elements it made then (a block made bigger is expected to take longer).
         self.last_seconds: dict[str, float] = {}
+        self.last_elements: dict[str, int] = {}
         self.auto_run = False
         self._auto_timer = QtCore.QTimer(self)
         self._auto_timer.setSingleShot(True)
@@ -93,13 +95,15 @@ class Session(QtCore.QObject):
             self.run_info.clear()
             self.result_keys.clear()
             self.last_seconds.clear()
+            self.last_elements.clear()
             self.pending.clear()
             self._known_errors.clear()
         else:
             alive = self.doc.canvas.nodes
             for key in [k for k in self.outputs if k[0] not in alive]:
                 del self.outputs[key]
-            for table in (self.run_info, self.result_keys, self.last_seconds, self.pending):
+            for table in (self.run_info, self.result_keys, self.last_seconds,
+                          self.last_elements, self.pending):
                 for nid in [n for n in table if n not in alive]:
                     del table[nid]
         self._recompile_and_show()
@@ -180,11 +184,17 @@ class Session(QtCore.QObject):
 
     def auto_run_due(self) -> bool:
         """True when auto-run should run now: something to compute, every such block ran
-        before (its time known) and their times add up to under AUTO_RUN_SECONDS."""
+        before (its time known) and their expected times add up to under AUTO_RUN_SECONDS. A
+        block's expected time is its last one, times how many times more output elements it
+        makes now (a shape typed 1000x bigger is not a fast block any more)."""
         nodes = self.to_compute()
         if not nodes or any(n not in self.last_seconds for n in nodes):
             return False
-        return sum(self.last_seconds[n] for n in nodes) < AUTO_RUN_SECONDS
+        expected, counts = 0.0, _element_counts(self.plan)
+        for n in nodes:
+            then, now = self.last_elements.get(n, 0), counts.get(n, 0)
+            expected += self.last_seconds[n] * (max(1.0, now / then) if then else 1.0)
+        return expected < AUTO_RUN_SECONDS
 
     def _schedule_auto_run(self) -> None:
         if self.auto_run and self.auto_run_due():
@@ -313,11 +323,13 @@ class Session(QtCore.QObject):
             if key[0] not in skip:
                 self.outputs[key] = value
         computed = set(getattr(result, "computed", set()))
+        counts = _element_counts(self._run_plan)
         for nid, seconds in result.times.items():
             if nid not in skip:
                 self.run_info[nid] = RunInfo(seconds=seconds, cached=nid not in computed)
                 if nid in computed:
                     self.last_seconds[nid] = seconds
+                    self.last_elements[nid] = counts.get(nid, 0)
         for nid, message in result.errors.items():
             if nid not in skip:
                 self.run_info[nid] = RunInfo(error=message)
@@ -359,6 +371,17 @@ class Session(QtCore.QObject):
                 return p.name, self.outputs[(node_id, p.name)]
         outs = get_spec(node.type).outputs
         return (outs[0].name if outs else None), None
+
+
+def _element_counts(plan) -> dict[str, int]:
+    """Node -> how many elements its outputs have in ``plan``."""
+    counts: dict[str, int] = {}
+    for (nid, _port), spec in (plan.specs.items() if plan is not None else ()):
+        n = 1
+        for d in spec.shape:
+            n *= int(d)
+        counts[nid] = counts.get(nid, 0) + n
+    return counts
 
 
 def run_summary(result, plan, canvas) -> str:
