@@ -56,6 +56,9 @@ class Session(QtCore.QObject):
         self.compile_seconds = 0.0
         self.pending: dict[str, dict[str, tuple[str, str]]] = {}  # node -> attr -> (raw, msg)
         self.outputs: dict[tuple[str, str], object] = {}
+        #: Axis names of each held output, from the plan that made it (a block made invalid
+        #: since has none in the current plan; its stale result keeps its layout).
+        self.output_axes: dict[tuple[str, str], tuple[str, ...] | None] = {}
         self.run_info: dict[str, RunInfo] = {}
         #: Cache key of the plan step each node's shown result (or run error) came from.
         self.result_keys: dict[str, str] = {}
@@ -92,6 +95,7 @@ class Session(QtCore.QObject):
                 self.runner.cancel()
                 self.log.emit("run cancelled: another canvas was opened", "warning", None)
             self.outputs.clear()
+            self.output_axes.clear()
             self.run_info.clear()
             self.result_keys.clear()
             self.last_seconds.clear()
@@ -102,6 +106,7 @@ class Session(QtCore.QObject):
             alive = self.doc.canvas.nodes
             for key in [k for k in self.outputs if k[0] not in alive]:
                 del self.outputs[key]
+                self.output_axes.pop(key, None)
             for table in (self.run_info, self.result_keys, self.last_seconds,
                           self.last_elements, self.pending):
                 for nid in [n for n in table if n not in alive]:
@@ -318,10 +323,13 @@ class Session(QtCore.QObject):
             # a new result replaces the old one (and is stale itself if edited meanwhile)
             for key in [k for k in self.outputs if k[0] == nid]:
                 del self.outputs[key]
+                self.output_axes.pop(key, None)
             self.result_keys[nid] = ran_keys.get(nid, "")
         for key, value in result.outputs.items():
             if key[0] not in skip:
                 self.outputs[key] = value
+                spec = self._run_plan.specs.get(key) if self._run_plan else None
+                self.output_axes[key] = getattr(spec, "axes", None)
         computed = set(getattr(result, "computed", set()))
         counts = _element_counts(self._run_plan)
         for nid, seconds in result.times.items():
@@ -353,6 +361,14 @@ class Session(QtCore.QObject):
         self._running_node = None
         self.log.emit(f"run stopped by an internal error: {message}", "error", None)
         self.refresh()
+
+    def axes(self, node_id: str, port: str) -> tuple[str, ...] | None:
+        """Axis names of the node's output as shown: those of the held result (the plan that
+        made it), else those the current plan infers."""
+        if (node_id, port) in self.output_axes:
+            return self.output_axes[(node_id, port)]
+        spec = self.plan.specs.get((node_id, port)) if self.plan is not None else None
+        return getattr(spec, "axes", None)
 
     def label(self, node_id: str) -> str:
         """How a person reads ``node_id``: its title (``title (id)`` when titles collide), from

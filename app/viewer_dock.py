@@ -107,9 +107,7 @@ class ViewerDock(QtWidgets.QWidget):
         self.port_combo.blockSignals(False)
 
     def _axes(self, node_id: str, port: str):
-        plan = self.session.plan
-        spec = plan.specs.get((node_id, port)) if plan is not None else None
-        return getattr(spec, "axes", None)
+        return self.session.axes(node_id, port)  # a stale result keeps the layout it had
 
     def _current(self, node_id: str):
         port = self.port_combo.currentText() if len(self.selection) == 1 else None

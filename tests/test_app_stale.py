@@ -150,10 +150,29 @@ def test_a_greyed_stale_result_shows_no_ghost_of_the_previous_picture(qtbot, gra
     type_cells(w.attributes.rows["strides"].editor, [2, 1, 1, 1])  # invalid: greyed
     assert w.viewer_dock.stale
     looks = []
-    for before in ("x", "fs"):  # a heat map, then a 1-D vector, shown just before
+    for before in ("x", "dy"):  # two heat maps of one layout, other values, shown before
         w.adapter.select([before])
         _viewer_pixels(qtbot, w)
         w.adapter.select(["grad"])
         assert w.viewer_dock.stale
         looks.append(_viewer_pixels(qtbot, w))
     assert looks[0] == looks[1]
+
+
+def test_a_stale_result_keeps_the_layout_it_was_shown_with(qtbot, grad_window):
+    """Seen in a screenshot: once grad became invalid the plan had no axes for it, so its
+    greyed filter was shown as a plain slice over axes d0..d3 instead of its kh x kw montage,
+    in the viewer and in the block's preview."""
+    w = grad_window
+    press_run(qtbot, w)
+    w.adapter.select(["grad"])
+    state = w.viewer_dock.viewer.state
+    assert state.montage_mode and state.axes == ("kh", "kw", "in", "out")
+    from app.node_previews import preview_of
+
+    view = w.adapter.node("grad").view
+    preview = preview_of(view).copy()
+    type_cells(w.attributes.rows["strides"].editor, [2, 1, 1, 1])  # invalid: stale
+    assert w.viewer_dock.stale
+    assert state.montage_mode and state.axes == ("kh", "kw", "in", "out")
+    np.testing.assert_array_equal(preview_of(view), preview)  # the same picture, greyed
