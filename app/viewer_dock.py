@@ -15,11 +15,12 @@ of more than :data:`BACKGROUND_ELEMENTS` elements are computed on a worker threa
 from __future__ import annotations
 
 import weakref
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 import numpy as np
 from PySide6 import QtCore, QtWidgets
 
+from app.background import DaemonWorker
 from app.document import Change
 from app.message_label import MessageLabel
 from app.stale_veil import StaleVeil
@@ -34,7 +35,7 @@ PIN_STYLE = ("QToolButton#pin_button { padding: 2px 8px; }"
 BACKGROUND_ELEMENTS = 1 << 22
 #: Summaries kept (by array identity), so reselecting a big tensor shows it at once.
 SUMMARIES_KEPT = 4
-_pool = ThreadPoolExecutor(1, thread_name_prefix="gradblocks-summary")
+_pool = DaemonWorker("gradblocks-summary")  # not waited for at exit
 
 
 class ViewerDock(QtWidgets.QWidget):
