@@ -140,7 +140,7 @@ class AttributePanel(QtWidgets.QWidget):
         self.scroll.show()
         self.type_label.setText(
             f"<b>{spec.title}</b> <span style='color:#8a8f98'>· id <code>{self.node_id}</code>"
-            f" · {spec.op}</span>")
+            + (f" · {spec.op}" if spec.op else "") + "</span>")
         self.doc_label.setText(spec.doc.strip())
         self.doc_label.setVisible(bool(spec.doc))
         for a in spec.attrs:

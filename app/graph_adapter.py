@@ -122,7 +122,7 @@ class GraphAdapter(QtCore.QObject):
             "or open an example: File > Examples.")
         item.setBrush(QtGui.QColor(150, 156, 164))
         font = item.font()
-        font.setPointSizeF(font.pointSizeF() * 2.0)
+        font.setPointSizeF(font.pointSizeF() * 1.3)  # the canvas opens at 100 %
         item.setFont(font)
         item.setZValue(-10)
         self.viewer.scene().addItem(item)

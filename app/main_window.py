@@ -107,7 +107,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
         self.progress = QtWidgets.QProgressBar(self)
         self.progress.setObjectName("run_progress")
-        self.progress.setMaximumWidth(220)
+        self.progress.setFixedWidth(300)  # a run summary of three blocks fits
         self.progress.setTextVisible(True)
         self.progress.setFormat("idle")
         self.progress.setValue(0)
@@ -123,6 +123,7 @@ class MainWindow(QtWidgets.QMainWindow):
                          QtCore.Qt.Horizontal)
         self.resizeDocks([self.viewer_dock_widget], [360], QtCore.Qt.Vertical)
         self._default_state = self.saveState()
+        self._shown_once = False
         if restore_layout:
             self.restore_layout()
         self.update_title()
@@ -408,6 +409,9 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def showEvent(self, event: QtGui.QShowEvent) -> None:
         super().showEvent(event)
+        if not self._shown_once:  # NodeGraphQt rescales while the window is laid out: fit
+            self._shown_once = True  # once laid out (an empty canvas at 100 %)
+            QtCore.QTimer.singleShot(0, self.adapter.fit_to_view)
         QtCore.QTimer.singleShot(0, self.adapter.place_hint)
 
     def dragEnterEvent(self, event: QtGui.QDragEnterEvent) -> None:
@@ -447,7 +451,9 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _on_run_summary(self, summary: str, cancelled: bool) -> None:
         """The progress bar ends on what happened: "cancelled" or "3 ok, 1 skipped, 0 failed"."""
-        self.progress.setFormat(progress_format_literal(summary))
+        room = self.progress.contentsRect().width() - 12  # the style's text margins
+        shown = self.progress.fontMetrics().elidedText(summary, QtCore.Qt.ElideRight, room)
+        self.progress.setFormat(progress_format_literal(shown))  # one line: elided, not cut
         self.progress.setToolTip(summary)
 
     def wait_for_run(self, timeout_ms: int = 120_000) -> bool:

@@ -68,6 +68,8 @@ class BlockItem(NodeItem):
         text tooltip (the title unescaped, and the type id); there is no public switch."""
 
     def _calc_size_horizontal(self):
+        # NodeGraphQt sizes a node only here (a private method, no public width hook): the
+        # minimum width is added on top of its own size
         width, height = super()._calc_size_horizontal()
         return max(width, MIN_WIDTH), height
 

@@ -274,9 +274,7 @@ class NodePreviews(QtCore.QObject):
         self.session.decorator.place_badge(cid)
 
     def _axes(self, cid: str, port: str):
-        plan = self.session.plan
-        spec = plan.specs.get((cid, port)) if plan is not None else None
-        return getattr(spec, "axes", None)
+        return self.session.axes(cid, port)  # a stale result keeps the layout it had
 
 
 def preview_of(view) -> np.ndarray | None:

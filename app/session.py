@@ -9,6 +9,8 @@ key is the executor's cache key, so the app and the engine share one rule (an in
 attribute changes nothing; a rewritten .npy file does). Files the plan reads are watched, so a
 rewritten file is noticed without an edit.
 
+Opening another canvas (or New) cancels a run of the old one; what it delivers is dropped.
+
 Log messages name blocks by title (:mod:`engine.labels`); the node id travels with each message
 as data (the ``log`` signal's third argument: the log entry's click target and tooltip).
 
@@ -54,11 +56,16 @@ class Session(QtCore.QObject):
         self.compile_seconds = 0.0
         self.pending: dict[str, dict[str, tuple[str, str]]] = {}  # node -> attr -> (raw, msg)
         self.outputs: dict[tuple[str, str], object] = {}
+        #: Axis names of each held output, from the plan that made it (a block made invalid
+        #: since has none in the current plan; its stale result keeps its layout).
+        self.output_axes: dict[tuple[str, str], tuple[str, ...] | None] = {}
         self.run_info: dict[str, RunInfo] = {}
         #: Cache key of the plan step each node's shown result (or run error) came from.
         self.result_keys: dict[str, str] = {}
-        #: The last computed (not cached) run time of each node, for auto-run.
+        #: The last computed (not cached) run time of each node, for auto-run, and how many
+        #: output elements it made then (a block made bigger is expected to take longer).
         self.last_seconds: dict[str, float] = {}
+        self.last_elements: dict[str, int] = {}
         self.auto_run = False
         self._auto_timer = QtCore.QTimer(self)
         self._auto_timer.setSingleShot(True)
@@ -71,6 +78,9 @@ class Session(QtCore.QObject):
         self._run_started = 0.0
         self._run_plan = None
         self._run_order: list[str] = []
+        #: Counts opened canvases: a run's results belong to the canvas it started on.
+        self._canvas_generation = 0
+        self._run_generation = 0
         self.runner.progress.connect(self._on_progress)
         self.runner.finished.connect(self._on_run_finished)
         self.runner.crashed.connect(self._on_run_crashed)
@@ -80,17 +90,25 @@ class Session(QtCore.QObject):
     # --- compile ---------------------------------------------------------------------------
     def _on_doc_changed(self, change: Change) -> None:
         if change.reloaded:
+            self._canvas_generation += 1  # a run of the old canvas delivers nothing here
+            if self.runner.running:
+                self.runner.cancel()
+                self.log.emit("run cancelled: another canvas was opened", "warning", None)
             self.outputs.clear()
+            self.output_axes.clear()
             self.run_info.clear()
             self.result_keys.clear()
             self.last_seconds.clear()
+            self.last_elements.clear()
             self.pending.clear()
             self._known_errors.clear()
         else:
             alive = self.doc.canvas.nodes
             for key in [k for k in self.outputs if k[0] not in alive]:
                 del self.outputs[key]
-            for table in (self.run_info, self.result_keys, self.last_seconds, self.pending):
+                self.output_axes.pop(key, None)
+            for table in (self.run_info, self.result_keys, self.last_seconds,
+                          self.last_elements, self.pending):
                 for nid in [n for n in table if n not in alive]:
                     del table[nid]
         self._recompile_and_show()
@@ -171,11 +189,17 @@ class Session(QtCore.QObject):
 
     def auto_run_due(self) -> bool:
         """True when auto-run should run now: something to compute, every such block ran
-        before (its time known) and their times add up to under AUTO_RUN_SECONDS."""
+        before (its time known) and their expected times add up to under AUTO_RUN_SECONDS. A
+        block's expected time is its last one, times how many times more output elements it
+        makes now (a shape typed 1000x bigger is not a fast block any more)."""
         nodes = self.to_compute()
         if not nodes or any(n not in self.last_seconds for n in nodes):
             return False
-        return sum(self.last_seconds[n] for n in nodes) < AUTO_RUN_SECONDS
+        expected, counts = 0.0, _element_counts(self.plan)
+        for n in nodes:
+            then, now = self.last_elements.get(n, 0), counts.get(n, 0)
+            expected += self.last_seconds[n] * (max(1.0, now / then) if then else 1.0)
+        return expected < AUTO_RUN_SECONDS
 
     def _schedule_auto_run(self) -> None:
         if self.auto_run and self.auto_run_due():
@@ -265,6 +289,7 @@ class Session(QtCore.QObject):
         self._run_started = time.perf_counter()
         self._run_order = [step.node_id for step in plan.steps]
         self._run_plan = plan
+        self._run_generation = self._canvas_generation
         if not self.runner.start(plan):
             return False
         self._running_node = self._run_order[0] if self._run_order else None
@@ -286,6 +311,10 @@ class Session(QtCore.QObject):
 
     def _on_run_finished(self, result) -> None:
         self._running_node = None
+        if self._run_generation != self._canvas_generation:  # its canvas was replaced
+            self.run_summary.emit("cancelled", True)
+            self.refresh()
+            return
         alive = self.doc.canvas.nodes
         ran_keys = {s.node_id: s.key for s in self._run_plan.steps} if self._run_plan else {}
         skip = {nid for nid in result.times if nid not in alive} | {
@@ -294,16 +323,21 @@ class Session(QtCore.QObject):
             # a new result replaces the old one (and is stale itself if edited meanwhile)
             for key in [k for k in self.outputs if k[0] == nid]:
                 del self.outputs[key]
+                self.output_axes.pop(key, None)
             self.result_keys[nid] = ran_keys.get(nid, "")
         for key, value in result.outputs.items():
             if key[0] not in skip:
                 self.outputs[key] = value
+                spec = self._run_plan.specs.get(key) if self._run_plan else None
+                self.output_axes[key] = getattr(spec, "axes", None)
         computed = set(getattr(result, "computed", set()))
+        counts = _element_counts(self._run_plan)
         for nid, seconds in result.times.items():
             if nid not in skip:
                 self.run_info[nid] = RunInfo(seconds=seconds, cached=nid not in computed)
                 if nid in computed:
                     self.last_seconds[nid] = seconds
+                    self.last_elements[nid] = counts.get(nid, 0)
         for nid, message in result.errors.items():
             if nid not in skip:
                 self.run_info[nid] = RunInfo(error=message)
@@ -328,6 +362,14 @@ class Session(QtCore.QObject):
         self.log.emit(f"run stopped by an internal error: {message}", "error", None)
         self.refresh()
 
+    def axes(self, node_id: str, port: str) -> tuple[str, ...] | None:
+        """Axis names of the node's output as shown: those of the held result (the plan that
+        made it), else those the current plan infers."""
+        if (node_id, port) in self.output_axes:
+            return self.output_axes[(node_id, port)]
+        spec = self.plan.specs.get((node_id, port)) if self.plan is not None else None
+        return getattr(spec, "axes", None)
+
     def label(self, node_id: str) -> str:
         """How a person reads ``node_id``: its title (``title (id)`` when titles collide), from
         the plan of the current canvas (O(1))."""
@@ -345,6 +387,17 @@ class Session(QtCore.QObject):
                 return p.name, self.outputs[(node_id, p.name)]
         outs = get_spec(node.type).outputs
         return (outs[0].name if outs else None), None
+
+
+def _element_counts(plan) -> dict[str, int]:
+    """Node -> how many elements its outputs have in ``plan``."""
+    counts: dict[str, int] = {}
+    for (nid, _port), spec in (plan.specs.items() if plan is not None else ()):
+        n = 1
+        for d in spec.shape:
+            n *= int(d)
+        counts[nid] = counts.get(nid, 0) + n
+    return counts
 
 
 def run_summary(result, plan, canvas) -> str:

@@ -36,7 +36,8 @@ from engine.tensor_stats import (
 )
 from engine.tensor_view import SIDES, ViewState
 
-__all__ = ["TABLE_LIMIT", "Summary", "TensorViewer", "summarize"]
+__all__ = ["TABLE_LIMIT", "PairSummary", "Summary", "TensorViewer", "summarize",
+           "summarize_pair"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,23 @@ class Summary:
 
     stats: TensorStats
     hist: Histogram
+
+
+@dataclass(frozen=True)
+class PairSummary:
+    """The numbers a comparison shows (both tensors' statistics, their differences); pure
+    NumPy, for a worker thread."""
+
+    stats: TensorStats
+    other_stats: TensorStats
+    diff: DiffStats
+
+
+def summarize_pair(a: np.ndarray, b: np.ndarray) -> PairSummary:
+    """Statistics of ``a`` and ``b`` (same shape) and of ``a - b``, as :meth:`TensorViewer.compare`
+    shows them."""
+    a, b = np.asarray(a), np.asarray(b)
+    return PairSummary(tensor_stats(a), tensor_stats(b), diff_stats(a, b))
 
 
 def summarize(array: np.ndarray) -> Summary:
@@ -146,16 +164,16 @@ class TensorViewer(QtWidgets.QWidget):
         c.copy_button.clicked.connect(self.copy_values)
 
     # -- public API ----------------------------------------------------------------------------
-    def clear(self) -> None:
-        """Show nothing."""
+    def clear(self, text: str = "No tensor selected.") -> None:
+        """Show nothing; ``text`` says why."""
         self.state.clear()
         self.stats = self.other_stats = self.diff = None
         self.sources = ("", "")
-        self.stats_label.show_nothing("No tensor selected.")
+        self.stats_label.show_nothing(text)
         self.controls.set_enabled(False)
         self.controls.show_side(None, "")
         self.side_choice.show_side(None, {})
-        self.image_page.clear("No tensor selected.")
+        self.image_page.clear(text)
         self.histogram.show_values(np.zeros(0), "")
         self.table_page.clear()
         self.controls.show_for(self.state)
@@ -177,9 +195,11 @@ class TensorViewer(QtWidgets.QWidget):
         self._redraw()
 
     def compare(self, a: np.ndarray, b: np.ndarray, title_a: str = "a", title_b: str = "b",
-                axes: tuple[str, ...] | None = None, sources: tuple[str, str] = ("", "")) -> None:
+                axes: tuple[str, ...] | None = None, sources: tuple[str, str] = ("", ""),
+                summary: PairSummary | None = None) -> None:
         """Show ``a`` and ``b`` side by side with the same slice (same colour levels), their
-        difference ``a - b``, and the max abs/rel error of ``a`` against ``b``."""
+        difference ``a - b``, and the max abs/rel error of ``a`` against ``b``; ``summary``
+        (:func:`summarize_pair` of ``a``, ``b``) saves computing those numbers here."""
         a, b = np.asarray(a), np.asarray(b)
         if a.shape != b.shape:
             self.show_tensor(a, axes, title_a, sources[0])
@@ -188,8 +208,10 @@ class TensorViewer(QtWidgets.QWidget):
             return
         new = self.state.compare(a, b, title_a, title_b, axes)
         self.sources = tuple(sources)
-        self.stats, self.other_stats = tensor_stats(a), tensor_stats(b)
-        self.diff = diff_stats(a, b)
+        if summary is None:
+            summary = summarize_pair(a, b)
+        self.stats, self.other_stats, self.diff = (summary.stats, summary.other_stats,
+                                                   summary.diff)
         self.controls.setup(new)
         self.stats_label.show_pair((title_a, title_b), (self.stats, self.other_stats), self.diff,
                                    self.sources)

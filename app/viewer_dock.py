@@ -17,14 +17,16 @@ of more than :data:`BACKGROUND_ELEMENTS` elements are computed on a worker threa
 from __future__ import annotations
 
 import weakref
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 import numpy as np
 from PySide6 import QtCore, QtWidgets
 
+from app.background import DaemonWorker
 from app.document import Change
 from app.message_label import MessageLabel
-from app.tensor_viewer import Summary, TensorViewer, summarize
+from app.stale_veil import StaleVeil
+from app.tensor_viewer import PairSummary, Summary, TensorViewer, summarize, summarize_pair
 from blocks.registry import get_spec
 
 #: a pressed Pin reads as pressed in the dark theme too
@@ -37,7 +39,7 @@ BACKGROUND_ELEMENTS = 1 << 22
 PAIR = "view_pair"
 #: Summaries kept (by array identity), so reselecting a big tensor shows it at once.
 SUMMARIES_KEPT = 4
-_pool = ThreadPoolExecutor(1, thread_name_prefix="gradblocks-summary")
+_pool = DaemonWorker("gradblocks-summary")  # not waited for at exit
 
 
 class ViewerDock(QtWidgets.QWidget):
@@ -79,13 +81,13 @@ class ViewerDock(QtWidgets.QWidget):
         self._show_pin_state()
         #: Why the shown result is stale ("" when it is current or nothing is shown).
         self.stale = ""
-        self._grey = QtWidgets.QGraphicsOpacityEffect(self.viewer)
-        self._grey.setOpacity(0.45)
-        self._grey.setEnabled(False)
-        self.viewer.setGraphicsEffect(self._grey)
+        self._grey = StaleVeil(self.viewer)  # greys a stale result
         # (weak reference to the array, its summary): never keeps a dropped result alive
         self._summaries: list[tuple[weakref.ref, Summary]] = []
         self._pending: tuple[np.ndarray, Future] | None = None
+        # the same for compared pairs: (weak a, weak b, summary), and the one being computed
+        self._pair_summaries: list[tuple[weakref.ref, weakref.ref, PairSummary]] = []
+        self._pending_pair: tuple[np.ndarray, np.ndarray, Future] | None = None
         self._poll = QtCore.QTimer(self)
         self._poll.setInterval(20)
         self._poll.timeout.connect(self._check_summary)
@@ -113,9 +115,7 @@ class ViewerDock(QtWidgets.QWidget):
         self.port_combo.blockSignals(False)
 
     def _axes(self, node_id: str, port: str):
-        plan = self.session.plan
-        spec = plan.specs.get((node_id, port)) if plan is not None else None
-        return getattr(spec, "axes", None)
+        return self.session.axes(node_id, port)  # a stale result keeps the layout it had
 
     def _pair_chosen(self) -> bool:
         return len(self.selection) == 1 and self.port_combo.currentData() == PAIR
@@ -158,7 +158,8 @@ class ViewerDock(QtWidgets.QWidget):
                               self._axes(sel[0], pa))
                 self._mark_stale(*sel)
                 return
-            self._empty("Run the canvas to compare the outputs of the two selected blocks.")
+            self._empty("Run the canvas to compare the outputs of the two selected blocks.",
+                        body="No results to compare yet.")
             return
         if len(sel) != 1:
             self._empty("Select a block to see its output (two blocks to compare them)."
@@ -173,7 +174,9 @@ class ViewerDock(QtWidgets.QWidget):
         if arr is None:
             errors = self.session.node_errors(nid)
             self._empty(f"{name}: " + (errors[0] if errors else "no output yet — press F5 to run."),
-                        f"{nid}.{port}")
+                        f"{nid}.{port}",
+                        "No result: see the message above." if errors
+                        else "No result yet: press F5 to run.")
             return
         source = f"{nid}.{port}"
         caption = f"{name} · {get_spec(node.type).title} · port {port}"
@@ -219,19 +222,37 @@ class ViewerDock(QtWidgets.QWidget):
             self._poll.start()
         return None
 
+    def _pair_summary(self, a: np.ndarray, b: np.ndarray) -> PairSummary | None:
+        """The comparison numbers of ``a`` and ``b`` if known; else started on the worker."""
+        for ka, kb, summary in self._pair_summaries:
+            if ka() is a and kb() is b:
+                return summary
+        pending = self._pending_pair
+        if pending is None or pending[0] is not a or pending[1] is not b:
+            self._pending_pair = (a, b, _pool.submit(summarize_pair, a, b))
+            self._poll.start()
+        return None
+
     def _check_summary(self) -> None:
-        """Poll the worker (no signal crosses threads); show the tensor when it is done."""
-        if self._pending is None:
+        """Poll the worker (no signal crosses threads); show the tensor(s) when done."""
+        done = False
+        if self._pending is not None and self._pending[1].done():
+            arr, future = self._pending
+            self._pending = None
+            kept = [(ref, s) for ref, s in self._summaries if ref() is not None]
+            self._summaries = [*kept, (weakref.ref(arr), future.result())][-SUMMARIES_KEPT:]
+            done = True
+        if self._pending_pair is not None and self._pending_pair[2].done():
+            a, b, future = self._pending_pair
+            self._pending_pair = None
+            kept = [t for t in self._pair_summaries if t[0]() is not None and t[1]() is not None]
+            self._pair_summaries = [*kept, (weakref.ref(a), weakref.ref(b),
+                                            future.result())][-SUMMARIES_KEPT:]
+            done = True
+        if self._pending is None and self._pending_pair is None:
             self._poll.stop()
-            return
-        arr, future = self._pending
-        if not future.done():
-            return
-        self._pending = None
-        self._poll.stop()
-        kept = [(ref, s) for ref, s in self._summaries if ref() is not None]
-        self._summaries = [*kept, (weakref.ref(arr), future.result())][-SUMMARIES_KEPT:]
-        self.update_view()
+        if done:
+            self.update_view()
 
     def _mark_stale(self, *node_ids: str) -> None:
         """Grey the viewer and prefix the caption when a shown result is not current."""
@@ -240,16 +261,25 @@ class ViewerDock(QtWidgets.QWidget):
         self.stale = "; ".join(reasons)
         if self.stale:
             self.caption.setText(f"stale: {self.stale} — {self.caption.text()}")
-        self._grey.setEnabled(bool(self.stale))
+        self._grey.set_on(bool(self.stale))
 
     def _compare(self, left: tuple, right: tuple, axes) -> None:
         """Compare ``left`` and ``right``, each (title, node_id.port, tensor)."""
         (ta, sa, a), (tb, sb, b) = left, right
-        self.viewer.compare(a, b, ta, tb, axes, sources=(sa, sb))
+        summary = None
+        if np.shape(a) == np.shape(b) and np.size(a) > BACKGROUND_ELEMENTS:
+            summary = self._pair_summary(a, b)  # seconds for big tensors: off the GUI thread
+            if summary is None:
+                self.viewer.clear(f"Computing the comparison of 2 × {np.size(a):,} values…")
+                self._caption(f"Comparing {ta} (left) with {tb} (right) · computing the "
+                              f"comparison of 2 × {np.size(a):,} values…", (sa, sb))
+                return
+        self.viewer.compare(a, b, ta, tb, axes, sources=(sa, sb), summary=summary)
         self._caption(f"Comparing {ta} (left) with {tb} (right)", (sa, sb))
 
-    def _empty(self, text: str, source: str = "") -> None:
-        self.viewer.clear()
+    def _empty(self, text: str, source: str = "", body: str = "No tensor selected.") -> None:
+        """Nothing to show: ``text`` in the caption, ``body`` in the viewer."""
+        self.viewer.clear(body)
         self._caption(text, (source,) if source else ())
         self.shown = ()
 
@@ -259,7 +289,7 @@ class ViewerDock(QtWidgets.QWidget):
         self.caption.setToolTip(text + ("\n" + ids if ids else "") if len(text) > 60 else ids)
         self.shown = shown
         self.stale = ""
-        self._grey.setEnabled(False)
+        self._grey.set_on(False)
 
     def _pin_toggled(self, on: bool) -> None:
         if not on:

@@ -276,18 +276,21 @@ GRAD_CHECK = BlockSpec(
         "within the gradient dtype's tolerance (float64 1e-7, float32 1e-4, bfloat16 3e-2, "
         "float16 1e-2). Each sample costs two convolutions of the part of L it changes; "
         "samples=0 checks every element.",
-    inputs=(PortSpec("input", "4-D input of the forward op, in data_format."),
-            PortSpec("filter", "4-D filter of the forward op."),
+    inputs=(PortSpec("input", "4-D input of the forward op, in data_format.", kind="float"),
+            PortSpec("filter", "4-D filter of the forward op.", kind="float"),
             PortSpec("out_backprop", "dL/d output: the weights of L, shaped like the op's "
-                                     "output."),
+                                     "output.", kind="float"),
             PortSpec("gradient", "The gradient to check (from a backprop block or a file), "
-                                 "shaped like the wrt argument.")),
+                                 "shaped like the wrt argument.", kind="float")),
     outputs=(PortSpec("numeric", "Finite-difference gradient (float64), NaN where not "
-                                 "sampled."),
-             PortSpec("error", "|gradient - numeric| (float64), NaN where not sampled."),
-             PortSpec("max_abs_error", "max |gradient - numeric| over the sampled elements."),
-             PortSpec("max_rel_error", "max_abs_error / max |numeric|."),
-             PortSpec("ok", "True when the gradient is within its dtype's tolerance.")),
+                                 "sampled.", kind="float"),
+             PortSpec("error", "|gradient - numeric| (float64), NaN where not sampled.",
+                      kind="float"),
+             PortSpec("max_abs_error", "max |gradient - numeric| over the sampled elements.",
+                      kind="float"),
+             PortSpec("max_rel_error", "max_abs_error / max |numeric|.", kind="float"),
+             PortSpec("ok", "True when the gradient is within its dtype's tolerance.",
+                      kind="bool")),
     attrs=ATTRS,
     infer=_infer,
     run=_run,

@@ -28,13 +28,17 @@ from typing import BinaryIO
 
 def _create_temp(folder: Path, name: str) -> tuple[int, Path]:
     """A new file ``.<name>.<random>.tmp`` in ``folder``, opened for writing (name cut so the
-    temporary name is never longer than the target's allows)."""
+    temporary name is never longer than the target's allows). Interrupted (a signal handled as
+    ``os.open`` returns: the file exists, its name not handed back yet), it removes the file."""
     while True:
         tmp = folder / f".{name[:40]}.{secrets.token_hex(6)}.tmp"
         try:
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
-        except FileExistsError:
+        except FileExistsError:  # another file's name: not ours to remove
             continue
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
 
 def _fsync_folder(folder: Path) -> None:

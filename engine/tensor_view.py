@@ -222,7 +222,9 @@ class ViewState:
                 vmax = rng[1] if rng else None
             return [Picture(montage(a, self.scale, vmax), (-1.0, 1.0), True, False, ta),
                     Picture(montage(b, self.scale, vmax), (-1.0, 1.0), True, False, tb),
-                    Picture(montage(d, self.scale), (-1.0, 1.0), True, False, f"{ta} − {tb}")]
+                    # on the scale of both (as the caption says): agreeing filters leave it blank
+                    Picture(montage(d, self.scale, vmax), (-1.0, 1.0), True, False,
+                            f"{ta} − {tb}")]
         div = self._diverging
         if not self.comparing:
             view = self.slice(a)

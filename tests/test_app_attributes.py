@@ -246,3 +246,17 @@ def test_letter_typed_into_an_integer_cell_is_refused_with_a_reason(qtbot, windo
     assert hint.text().startswith("strides[1] takes a whole number")
     QtTest.QTest.keyClick(cell, QtCore.Qt.Key_Backspace)
     assert hint.isHidden()  # the next accepted edit clears it
+
+
+def test_the_panel_header_of_a_block_without_a_tf_op_has_no_dangling_separator(grad_window):
+    """Seen on every source block: "Tensor · id x ·" (an empty op name after the dot)."""
+    from PySide6 import QtGui
+
+    def header(cid: str) -> str:
+        grad_window.adapter.select([cid])
+        doc = QtGui.QTextDocument()
+        doc.setHtml(grad_window.attributes.type_label.text())
+        return doc.toPlainText().strip()
+
+    assert header("x") == "Tensor · id x"
+    assert header("grad") == "Conv2D backprop filter · id grad · Conv2DBackpropFilter"

@@ -78,3 +78,25 @@ def test_no_auto_run_when_toggled_off_or_when_the_blocks_were_slow(qtbot, auto_w
     qtbot.wait(AUTO_RUN_DELAY_MS * 3)
     assert started == [] and set(w.session.stale_nodes()) == {"dy", "grad"}
     assert press_run(qtbot, w).computed == {"dy", "grad"}
+
+
+def test_no_auto_run_after_an_edit_that_makes_a_fast_block_far_bigger(qtbot, auto_window):
+    """Seen under X11: typing a shape 40000x bigger into a block that last ran in 0.2 ms
+    started a multi-second run by itself (its last time, not its new size, was judged). The
+    last time now scales with the outputs' element count: F5 is needed."""
+    w = auto_window
+    press_run(qtbot, w)
+    started = []
+    w.session.runner.started.connect(started.append)
+    w.adapter.select(["x"])
+    edit = w.attributes.rows["shape"].editor.edit
+    edit.setFocus()
+    edit.selectAll()
+    qtbot.keyClicks(edit, "40000, 5, 5, 2")
+    qtbot.keyClick(edit, QtCore.Qt.Key_Return)
+    assert w.doc.canvas.nodes["x"].attrs["shape"] == [40000, 5, 5, 2]
+    assert not w.session.auto_run_due()
+    qtbot.wait(AUTO_RUN_DELAY_MS * 3)
+    assert started == []
+    type_seed(qtbot, w, "dy", 9)  # an edit that changes no size still re-runs dy by itself
+    assert w.session.auto_run_due() is False  # x (now big, never run) must run first: F5

@@ -64,7 +64,7 @@ def test_pinned_output_is_compared_with_the_same_block_after_an_edit(qtbot, grad
     w.viewer_dock.pin_button.click()
     compared = []
     monkeypatch.setattr(w.viewer_dock.viewer, "compare",
-                        lambda a, b, ta, tb, axes=None, sources=("", ""):
+                        lambda a, b, ta, tb, axes=None, sources=("", ""), summary=None:
                         compared.append((a, b, ta, tb, axes)))
     w.doc.edit("dy seed", lambda c: c.set_attr("dy", "seed", 9))
     wait_run(qtbot, w)
@@ -180,3 +180,22 @@ def test_viewer_shows_why_a_block_has_no_output(qtbot, tmp_path, monkeypatch):
         assert text.startswith("grad: ") and "input" in text
     finally:
         close_window(w)
+
+
+def test_a_long_run_summary_fits_the_progress_bar_and_is_whole_in_its_tooltip(qtbot,
+                                                                              grad_window):
+    """Seen under X11: "8 ok, 4 skipped (invalid: dW (NHWC), dX (NHWC), dW via NCHW, ...)"
+    wrapped onto two lines inside the 220 px bar, both cut. It is elided to one line."""
+    w = grad_window
+    titles = ["gradient of the filter, NHWC", "gradient of the input, NHWC",
+              "gradient of the filter via NCHW"]
+    for i, title in enumerate(titles):  # unconnected: invalid, skipped
+        w.doc.edit("add", lambda c, i=i, t=title: c.add_node(
+            "Conv2DBackpropFilter", pos=(900, 200 * i), id=f"g{i}", title=t))
+    wait_run(qtbot, w)
+    summary = w.progress.toolTip()
+    assert summary.startswith("4 ok, 3 skipped (invalid: ") and all(t in summary for t in titles)
+    shown = w.progress.text()
+    assert "\n" not in shown and shown.endswith("…") and shown.startswith("4 ok, 3 skipped")
+    room = w.progress.contentsRect().width()
+    assert w.progress.fontMetrics().horizontalAdvance(shown) <= room

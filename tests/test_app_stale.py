@@ -109,14 +109,14 @@ def test_a_block_that_became_invalid_shows_its_last_result_as_stale(qtbot, grad_
     press_run(qtbot, w)
     w.adapter.select(["grad"])
     shown = w.viewer_dock.viewer.array.copy()
-    assert not w.viewer_dock._grey.isEnabled()
+    assert not w.viewer_dock._grey.is_on()
     type_cells(w.attributes.rows["strides"].editor, [2, 1, 1, 1])  # TF refuses a batch stride
     assert w.session.plan.errors.get("grad")
     reason = w.session.stale_reason("grad")
     assert reason.startswith("invalid: ") and "strides" in reason
     caption = w.viewer_dock.caption.text()
     assert caption.startswith(f"stale: {reason}") and "port output" in caption
-    assert w.viewer_dock.stale == reason and w.viewer_dock._grey.isEnabled()
+    assert w.viewer_dock.stale == reason and w.viewer_dock._grey.is_on()
     np.testing.assert_array_equal(w.viewer_dock.viewer.array, shown)  # still visible
     badge = w.session.decorator._badges["grad"].text()
     assert badge.startswith("stale: invalid") and "✓" not in badge
@@ -124,5 +124,55 @@ def test_a_block_that_became_invalid_shows_its_last_result_as_stale(qtbot, grad_
     port = node.view.get_output_text_item(node.outputs()["output"].view).toPlainText()
     assert port.endswith("(stale)")
     type_cells(w.attributes.rows["strides"].editor, [1, 1, 1, 1])  # fixed: current again
-    assert w.session.stale_reason("grad") is None and not w.viewer_dock._grey.isEnabled()
+    assert w.session.stale_reason("grad") is None and not w.viewer_dock._grey.is_on()
     assert w.viewer_dock.caption.text() == "grad · Conv2D backprop filter · port output"
+
+
+def _viewer_pixels(qtbot, w):
+    """What the screen shows of the tensor viewer (the window's backing store, not a re-render:
+    a ghost of a previous picture lives there)."""
+    viewer = w.viewer_dock.viewer
+    qtbot.wait(50)
+    QtCore.QCoreApplication.processEvents()
+    top_left = viewer.mapTo(w, QtCore.QPoint(0, 0))
+    screen = w.screen()
+    return screen.grabWindow(w.winId(), top_left.x(), top_left.y(), viewer.width(),
+                             viewer.height()).toImage()
+
+
+def test_a_greyed_stale_result_shows_no_ghost_of_the_previous_picture(qtbot, grad_window):
+    """Seen under X11: the greyed viewer let the picture shown before it show through (axes and
+    cells of the previous block over the stale one). Greyed, it looks the same whatever was
+    shown before."""
+    w = grad_window
+    press_run(qtbot, w)
+    w.adapter.select(["grad"])
+    type_cells(w.attributes.rows["strides"].editor, [2, 1, 1, 1])  # invalid: greyed
+    assert w.viewer_dock.stale
+    looks = []
+    for before in ("x", "dy"):  # two heat maps of one layout, other values, shown before
+        w.adapter.select([before])
+        _viewer_pixels(qtbot, w)
+        w.adapter.select(["grad"])
+        assert w.viewer_dock.stale
+        looks.append(_viewer_pixels(qtbot, w))
+    assert looks[0] == looks[1]
+
+
+def test_a_stale_result_keeps_the_layout_it_was_shown_with(qtbot, grad_window):
+    """Seen in a screenshot: once grad became invalid the plan had no axes for it, so its
+    greyed filter was shown as a plain slice over axes d0..d3 instead of its kh x kw montage,
+    in the viewer and in the block's preview."""
+    w = grad_window
+    press_run(qtbot, w)
+    w.adapter.select(["grad"])
+    state = w.viewer_dock.viewer.state
+    assert state.montage_mode and state.axes == ("kh", "kw", "in", "out")
+    from app.node_previews import preview_of
+
+    view = w.adapter.node("grad").view
+    preview = preview_of(view).copy()
+    type_cells(w.attributes.rows["strides"].editor, [2, 1, 1, 1])  # invalid: stale
+    assert w.viewer_dock.stale
+    assert state.montage_mode and state.axes == ("kh", "kw", "in", "out")
+    np.testing.assert_array_equal(preview_of(view), preview)  # the same picture, greyed

@@ -175,3 +175,29 @@ def test_fit_all_shows_a_canvas_too_big_for_the_readable_zoom_while_opening_does
     key(window, QtCore.Qt.Key_F)
     assert all(shows(window, cid) for cid in c.nodes)
     assert scale(window) < readable
+
+
+def test_a_fresh_window_on_an_empty_canvas_adds_blocks_at_a_readable_zoom(qtbot, window):
+    """Seen at start-up without a file: NodeGraphQt shrank the zoom while the window was laid
+    out (0.54), so the first block added had 6 px titles. An empty canvas shows at 100 %."""
+    qtbot.wait(20)  # the first show's queued work
+    tree = window.palette.tree
+    item = window.palette.items["Conv2DBackpropFilter"]
+    tree.scrollToItem(item)
+    pos = tree.visualItemRect(item).center()
+    QtTest.QTest.mouseClick(tree.viewport(), QtCore.Qt.LeftButton, pos=pos)
+    QtTest.QTest.mouseDClick(tree.viewport(), QtCore.Qt.LeftButton, pos=pos)
+    QtWidgets.QApplication.processEvents()
+    (cid,) = window.doc.canvas.nodes
+    assert title_px_on_screen(window, cid) >= view_zoom.MIN_TITLE_PX * 0.98
+    assert shows(window, cid)
+
+
+def test_the_empty_canvas_hint_reads_at_the_size_of_the_interface_text(qtbot, window):
+    """At 100 % the hint (made twice the font size for the old shrunken zoom) was huge."""
+    qtbot.wait(20)
+    hint = window.adapter._hint
+    assert hint.isVisible()
+    on_screen = hint.font().pointSizeF() * scale(window)
+    assert on_screen <= 1.5 * window.font().pointSizeF()
+    assert visible(window).contains(hint.sceneBoundingRect())

@@ -126,3 +126,26 @@ def test_an_output_of_unknown_type_offers_every_block_with_inputs(qtbot, grad_wi
 
     assert sorted(popup.shown_types()) == sorted(t for t, s in REGISTRY.items() if s.inputs)
     QtTest.QTest.keyClick(popup.edit, QtCore.Qt.Key_Escape)
+
+
+def test_the_check_blocks_are_offered_only_where_their_float_ports_fit(qtbot, grad_window):
+    """Seen under X11: a wire dropped from filter_sizes offered GradCheck and AdjointCheck
+    (their ports declared no kind, so "any"): neither has an integer-vector output, and
+    choosing one gave an invalid canvas."""
+    w = grad_window
+    checks = {"GradCheck", "AdjointCheck"}
+    w.doc.edit("cut", lambda c: c.disconnect(("grad", "filter_sizes")))
+    r = w.adapter.node("grad").view.sceneBoundingRect()
+    end = w.adapter.viewer.mapFromScene(QtCore.QPointF(r.left() - 60, r.bottom() + 120))
+    popup = drop_wire_from(qtbot, w, w.adapter.node("grad").inputs()["filter_sizes"].view, end)
+    assert not checks & set(popup.shown_types())
+    QtTest.QTest.keyClick(popup.edit, QtCore.Qt.Key_Escape)
+    end = empty_spot_right_of(w, "fs", 120.0)
+    end.setY(end.y() + 60)
+    popup = drop_wire_from(qtbot, w, w.adapter.node("fs").outputs()["output"].view, end)
+    assert not checks & set(popup.shown_types())  # an int vector feeds none of their inputs
+    QtTest.QTest.keyClick(popup.edit, QtCore.Qt.Key_Escape)
+    popup = drop_wire_from(qtbot, w, w.adapter.node("grad").outputs()["output"].view,
+                           empty_spot_right_of(w, "grad"))
+    assert checks <= set(popup.shown_types())  # a float gradient: both fit
+    QtTest.QTest.keyClick(popup.edit, QtCore.Qt.Key_Escape)

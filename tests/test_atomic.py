@@ -103,3 +103,24 @@ def test_cli_out_through_a_symlink_writes_the_target(tmp_path):
     assert cli.main(["run", str(canvas), "--out", str(link)]) == 0
     assert link.is_symlink() and (target.stat().st_mode & 0o777) == 0o640
     assert np.load(target)["t"].tolist() == [1.0, 1.0]
+
+
+def test_an_interrupt_as_the_temporary_file_is_created_leaves_no_file(tmp_path, monkeypatch):
+    """A signal (SIGTERM, Ctrl+C) is handled the moment os.open returns: the temporary file
+    exists but its name was not yet handed back. It was left behind (tests/test_cli_files.py
+    ::test_terminated_run_removes_its_temporary_file failed now and then under load)."""
+    target = tmp_path / "out.bin"
+    target.write_bytes(b"old")
+    real_open = os.open
+
+    def open_then_interrupted(path, flags, mode=0o777):
+        fd = real_open(path, flags, mode)
+        os.close(fd)
+        raise KeyboardInterrupt  # what the signal handler raises right after the call
+
+    monkeypatch.setattr(atomic.os, "open", open_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        atomic.write_bytes_atomically(target, b"new")
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.bin"]
+    assert target.read_bytes() == b"old"

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from engine.tensor_stats import colour_levels, exact_text, finite_range, histogram
+from engine.tensor_stats import colour_levels, exact_text, finite_range, histogram, montage
 from engine.tensor_view import ViewState, cell_ticks, image_range, tile_ticks
 
 FILTER = ("kh", "kw", "in", "out")
@@ -132,3 +132,23 @@ def test_numbers_finite_range_levels_and_histogram():
     np.testing.assert_array_equal(h.edges, edges)
     assert (h.finite, h.left_out) == (396, 4)
     assert histogram(np.full(3, np.nan)).counts.size == 0
+
+
+def test_a_compared_montage_colours_the_difference_on_the_scale_of_both():
+    """Seen comparing dW with its GradCheck (max abs error 2e-6 on values up to 19): the
+    difference montage was divided by its own max, so it was as strongly coloured as the
+    filters, under a caption saying "value / max |value| of both". Now an agreeing pair shows
+    a blank difference and the caption is true of all three pictures."""
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(3, 3, 2, 2)) * 10
+    b = a + rng.normal(size=a.shape) * 1e-6
+    st = ViewState()
+    st.compare(a, b, "dW", "numeric", FILTER)
+    assert st.montage_mode and st.scale == "global"
+    diff = st.pictures()[2]
+    top = np.abs(np.concatenate([a.ravel(), b.ravel()])).max()
+    np.testing.assert_allclose(diff.data, montage(a - b, "global", top), equal_nan=True)
+    assert np.nanmax(np.abs(diff.data)) < 1e-5
+    assert "of both" in st.caption()
+    st.scale = "tile"  # each tile by its own max: the difference's pattern shows
+    assert np.nanmax(np.abs(st.pictures()[2].data)) == 1.0

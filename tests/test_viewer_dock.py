@@ -97,3 +97,20 @@ def test_opening_another_canvas_drops_the_pin(qtbot, grad_window):
     wait_run(qtbot, w)
     w.adapter.select(["grad"])
     assert dock.shown == ("grad.output",) and dock.viewer.other is None
+
+
+def test_a_selected_block_without_a_result_is_not_called_no_tensor_selected(qtbot, grad_window):
+    """Seen in the error screenshot: a block in error was selected, and the viewer said
+    "No tensor selected." twice under its message."""
+    from tests.test_app_attributes import type_cells
+
+    w = grad_window
+    w.adapter.select(["grad"])
+    viewer = w.viewer_dock.viewer
+    assert viewer.stats_label.text() == "No result yet: press F5 to run."
+    assert viewer.image_page.placeholder.text() == "No result yet: press F5 to run."
+    type_cells(w.attributes.rows["strides"].editor, [2, 1, 1, 1])  # invalid: cannot run
+    assert w.viewer_dock.caption.text().startswith("grad: grad.strides")
+    assert viewer.stats_label.text() == "No result: see the message above."
+    w.adapter.select([])
+    assert viewer.stats_label.text() == "No tensor selected."
