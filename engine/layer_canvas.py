@@ -101,6 +101,10 @@ def plan_layer(layer: ConvLayer, input_hw: tuple[int, int] | None = None, batch:
     except InvalidArgumentError as err:
         raise ModelImportError(f"layer {layer.name!r} on input {list(conv.input_shape)}: "
                                f"{err}") from None
+    if 0 in g.output_shape:
+        raise ModelImportError(f"layer {layer.name!r} on input {list(conv.input_shape)}: the "
+                               f"output {list(g.output_shape)} is empty (the input is smaller "
+                               "than the dilated kernel)")
     return conv, g.output_shape
 
 

@@ -37,7 +37,8 @@ def need_module(name: str, what: str) -> ModuleType:
         return importlib.import_module(name)
     except ImportError:
         raise ModelImportError(
-            f"reading {what} needs the '{name}' package: {MODELS_EXTRA}") from None
+            f"reading {what} needs the '{name.split('.')[0]}' package: {MODELS_EXTRA}"
+        ) from None
 
 
 @dataclass(frozen=True)
