@@ -21,13 +21,13 @@ def _w(*shape: int) -> np.ndarray:
 
 #: ONNX Conv nodes: name -> (weights OIHW, bias or None, attributes). Input X is [1, 4, 9, 8].
 ONNX_CONVS = {
-    "conv_grouped": (_w(6, 2, 3, 3), _w(6), dict(group=2, strides=[2, 1], dilations=[1, 2],
-                                               pads=[1, 0, 2, 1])),
-    "conv_dw_lower": (_w(8, 1, 2, 3), None, dict(group=4, strides=[2, 2],
-                                                 auto_pad="SAME_LOWER")),
-    "conv_upper": (_w(3, 4, 3, 3), _w(3), dict(strides=[2, 2], auto_pad="SAME_UPPER")),
-    "conv_valid": (_w(2, 4, 1, 2), None, dict(auto_pad="VALID", dilations=[1, 3])),
-    "conv_same_dilated": (_w(2, 4, 3, 3), None, dict(auto_pad="SAME_UPPER", dilations=[2, 2])),
+    "conv_grouped": (_w(6, 2, 3, 3), _w(6), {"group": 2, "strides": [2, 1], "dilations": [1, 2],
+                                               "pads": [1, 0, 2, 1]}),
+    "conv_dw_lower": (_w(8, 1, 2, 3), None, {"group": 4, "strides": [2, 2],
+                                                 "auto_pad": "SAME_LOWER"}),
+    "conv_upper": (_w(3, 4, 3, 3), _w(3), {"strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    "conv_valid": (_w(2, 4, 1, 2), None, {"auto_pad": "VALID", "dilations": [1, 3]}),
+    "conv_same_dilated": (_w(2, 4, 3, 3), None, {"auto_pad": "SAME_UPPER", "dilations": [2, 2]}),
 }
 ONNX_INPUT = (1, 4, 9, 8)
 
@@ -64,7 +64,7 @@ def conv_nchw(x: np.ndarray, w: np.ndarray, group: int, strides, dilations,
     sum over the group's input channels and kernel taps (float64)."""
     t, b, left, r = pads_tblr
     x = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (t, b), (left, r)))
-    n, c, h, wd = x.shape
+    n, _c, h, wd = x.shape
     m, cg, kh, kw = w.shape
     (sh, sw), (dh, dw) = strides, dilations
     oh = (h - (kh - 1) * dh - 1) // sh + 1
@@ -106,22 +106,22 @@ def onnx_forward(name: str, x: np.ndarray) -> np.ndarray:
 
 # Keras: a Sequential config. Layer name -> (class, config, build input shape, weights).
 KERAS_LAYERS = {
-    "conv_same": ("Conv2D", dict(filters=4, kernel_size=[3, 3], strides=[2, 2], padding="same",
-                                 data_format="channels_last", dilation_rate=[1, 1], groups=1,
-                                 use_bias=True), [None, 7, 6, 3], [_w(3, 3, 3, 4), _w(4)]),
-    "dw": ("DepthwiseConv2D", dict(kernel_size=[3, 2], strides=[1, 1], padding="valid",
-                                   depth_multiplier=2, data_format="channels_last",
-                                   dilation_rate=[2, 1], use_bias=False),
+    "conv_same": ("Conv2D", {"filters": 4, "kernel_size": [3, 3], "strides": [2, 2], "padding": "same",
+                                 "data_format": "channels_last", "dilation_rate": [1, 1], "groups": 1,
+                                 "use_bias": True}, [None, 7, 6, 3], [_w(3, 3, 3, 4), _w(4)]),
+    "dw": ("DepthwiseConv2D", {"kernel_size": [3, 2], "strides": [1, 1], "padding": "valid",
+                                   "depth_multiplier": 2, "data_format": "channels_last",
+                                   "dilation_rate": [2, 1], "use_bias": False},
            [None, 7, 6, 3], [_w(3, 2, 3, 2)]),
-    "grouped": ("Conv2D", dict(filters=6, kernel_size=[2, 2], strides=[1, 2], padding="same",
-                               data_format="channels_last", dilation_rate=[1, 1], groups=2,
-                               use_bias=True), [None, 5, 5, 4], [_w(2, 2, 2, 6), _w(6)]),
-    "cfirst": ("Conv2D", dict(filters=2, kernel_size=[2, 3], strides=[1, 1], padding="same",
-                              data_format="channels_first", dilation_rate=[1, 1], groups=1,
-                              use_bias=False), [None, 3, 5, 6], [_w(2, 3, 3, 2)]),
-    "c3d": ("Conv3D", dict(filters=1, kernel_size=[1, 1, 1]), [None, 2, 2, 2, 1],
+    "grouped": ("Conv2D", {"filters": 6, "kernel_size": [2, 2], "strides": [1, 2], "padding": "same",
+                               "data_format": "channels_last", "dilation_rate": [1, 1], "groups": 2,
+                               "use_bias": True}, [None, 5, 5, 4], [_w(2, 2, 2, 6), _w(6)]),
+    "cfirst": ("Conv2D", {"filters": 2, "kernel_size": [2, 3], "strides": [1, 1], "padding": "same",
+                              "data_format": "channels_first", "dilation_rate": [1, 1], "groups": 1,
+                              "use_bias": False}, [None, 3, 5, 6], [_w(2, 3, 3, 2)]),
+    "c3d": ("Conv3D", {"filters": 1, "kernel_size": [1, 1, 1]}, [None, 2, 2, 2, 1],
             [_w(1, 1, 1, 1, 1)]),
-    "flat": ("Flatten", dict(), [None, 5, 5, 4], []),
+    "flat": ("Flatten", {}, [None, 5, 5, 4], []),
 }
 
 

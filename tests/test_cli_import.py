@@ -55,7 +55,7 @@ def one_error(proc: subprocess.CompletedProcess, *words: str) -> str:
 
 def adjoint_agrees(r: dict[str, np.ndarray]) -> None:
     """<forward(x), dy> = <x, grad_input> = <w, grad_filter>: the gradients match forward."""
-    dot = lambda a, b: float(np.sum(a.astype(np.float64) * b))  # noqa: E731
+    dot = lambda a, b: float(np.sum(a.astype(np.float64) * b))
     lhs = dot(r["forward"], r["out_backprop"])
     assert dot(r["input"], r["grad_input"]) == pytest.approx(lhs, rel=1e-4, abs=1e-3)
     assert dot(r["filter"], r["grad_filter"]) == pytest.approx(lhs, rel=1e-4, abs=1e-3)
@@ -103,7 +103,7 @@ def test_onnx_layer_forward_is_the_models_own_conv(models, tmp_path, layer):
     proc = gb("import", models["onnx"], "--layer", layer, "-o", canvas,
               "--input", tmp_path / "x.npy")
     assert proc.returncode == 0, proc.stderr
-    w, bias, _ = mf.ONNX_CONVS[layer]
+    _w, bias, _ = mf.ONNX_CONVS[layer]
     nodes = {n["id"]: n for n in json.loads(canvas.read_text())["nodes"]}
     assert set(nodes) == IDS | ({"bias"} if bias is not None else set())
     assert nodes["forward"]["attrs"]["data_format"] == "NCHW"
