@@ -5,6 +5,7 @@ every refusal a one-line error naming the layer (exit 2)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -273,3 +274,42 @@ def test_missing_extra_names_it(models, tmp_path, module, fmt):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=ROOT, timeout=300, check=False)
     one_error(proc, f"'{module}' package", "pip install 'gradblocks[models]'")
+
+
+def _cells(line: str, drop_ms: bool) -> list[str]:
+    cells = line.split()
+    if drop_ms and len(cells) > 2:
+        del cells[-2]  # the ms column of `run` (header "ms", then a time)
+    return cells
+
+
+def test_readme_round_trip_runs_as_written(tmp_path):
+    """Every command of the README's import example, run again in an empty folder: the same
+    output, line for line (run's ms column aside)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Import a conv layer from a model", 1)[1]
+    block = section.split("```\n", 2)[1]
+    commands: list[tuple[str, list[str]]] = []
+    for line in block.splitlines():
+        if line.startswith("$ "):
+            commands.append((line[2:], []))
+        elif line:
+            commands[-1][1].append(line)
+    assert len(commands) == 7
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    rc = None
+    for command, expected in commands:
+        if command == "echo $?":
+            assert [str(rc)] == expected
+            continue
+        if command.startswith("gradblocks "):
+            argv = [sys.executable, "-m", "engine.cli", *command.split()[1:]]
+        else:
+            assert command.startswith("python -c ")
+            argv = [sys.executable, "-c", command[len("python -c "):].strip('"')]
+        proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=env,
+                              timeout=300, check=False)
+        rc = proc.returncode
+        got = (proc.stdout + proc.stderr).splitlines()
+        drop = command.startswith("gradblocks run")
+        assert [_cells(g, drop) for g in got] == [_cells(e, drop) for e in expected], command
