@@ -313,3 +313,17 @@ def test_readme_round_trip_runs_as_written(tmp_path):
         got = (proc.stdout + proc.stderr).splitlines()
         drop = command.startswith("gradblocks run")
         assert [_cells(g, drop) for g in got] == [_cells(e, drop) for e in expected], command
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "keras"])
+def test_import_never_imports_qt(models, tmp_path, fmt):
+    from tests.test_layers import imported_modules, qt_modules
+
+    layer = "conv_upper" if fmt == "onnx" else "conv_same"
+    code, names = imported_modules(["-m", "engine.cli", "import", str(models[fmt]), "--layer",
+                                    layer, "-o", "c.gbc.json"], tmp_path)
+    assert code == 0
+    assert "engine.layer_canvas" in names
+    assert {"onnx" if fmt == "onnx" else "h5py"} <= {n.split(".")[0] for n in names}
+    assert qt_modules(names) == []
+    assert (tmp_path / "c.gbc.json").is_file()
