@@ -4,8 +4,9 @@ file's own config JSON (no TensorFlow; ``h5py`` is in the ``models`` extra).
 Two formats:
 
 * ``.keras`` (Keras 3): a zip with ``config.json`` and ``model.weights.h5``, where a layer's
-  variables are the datasets ``layers/<name>/vars/0`` (kernel) and ``vars/1`` (bias), nested
-  models adding ``layers/<model>/`` in front;
+  variables are the datasets ``layers/<class>/vars/0`` (kernel) and ``vars/1`` (bias), the
+  layers named by class in list order (``conv2d``, ``conv2d_1``, ``depthwise_conv2d``; see
+  :func:`_walk`), a nested model's under ``layers/<its class>/layers/``;
 * ``.h5`` (legacy Keras 2 full model): an HDF5 file whose ``model_config`` attribute is the
   config JSON, a layer's variables under ``model_weights/<layer>`` as listed by that group's
   ``weight_names`` attribute (``<layer>/kernel:0``, ``<layer>/bias:0``; depthwise:
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import zipfile
 from collections.abc import Iterator
 
@@ -51,18 +53,36 @@ def _pair(name: str, what: str, value) -> tuple[int, int]:
                            "(a 2-D conv)")
 
 
-def _walk(layers: list, prefix: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], dict, dict]]:
-    """(weight path of the layer, layer entry, previous entry), nested models flattened."""
+def snake_case(class_name: str) -> str:
+    """Keras's ``naming.to_snake_case`` of a class name: Conv2D -> conv2d,
+    DepthwiseConv2D -> depthwise_conv2d."""
+    name = re.sub(r"\W+", "", class_name)
+    name = re.sub("(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub("([a-z])([A-Z])", r"\1_\2", name).lower()
+
+
+def _walk(layers: list, prefix: str = "layers"
+          ) -> Iterator[tuple[str, str, dict, dict]]:
+    """(Keras 3 weight path, layer name, layer entry, previous entry), nested models flattened.
+
+    Keras 3 addresses a model's layers list by class, not by name: ``layers/conv2d``,
+    ``layers/conv2d_1``, ... in list order (keras/src/saving/saving_lib.py,
+    ``_save_container_state``); a nested model's layers are under its own path + ``/layers``.
+    """
     previous: dict = {}
+    used: dict[str, int] = {}
     for entry in layers:
         if not isinstance(entry, dict):
             continue
         config = entry.get("config") or {}
         name = str(config.get("name", entry.get("name", "")))
+        kind = snake_case(str(entry.get("class_name", "")))
+        used[kind] = used.get(kind, -1) + 1
+        path = f"{prefix}/{kind}" + (f"_{used[kind]}" if used[kind] else "")
         if entry.get("class_name") in MODEL_CLASSES and isinstance(config.get("layers"), list):
-            yield from _walk(config["layers"], (*prefix, name))
+            yield from _walk(config["layers"], f"{path}/layers")
         else:
-            yield (*prefix, name), entry, previous
+            yield path, name, entry, previous
         previous = entry
 
 
@@ -76,9 +96,8 @@ def _input_shape(entry: dict, previous: dict) -> list | None:
     return None
 
 
-def _conv_layer(path: tuple[str, ...], entry: dict, previous: dict,
-                weights: list[np.ndarray]) -> ConvLayer:
-    name, kind, c = path[-1], entry["class_name"], entry.get("config") or {}
+def _conv_layer(name: str, entry: dict, previous: dict, weights: list[np.ndarray]) -> ConvLayer:
+    kind, c = entry["class_name"], entry.get("config") or {}
     kernel = _pair(name, "kernel_size", c.get("kernel_size"))
     strides = _pair(name, "strides", c.get("strides", 1))
     dilations = _pair(name, "dilation_rate", c.get("dilation_rate", 1))
@@ -127,18 +146,18 @@ def _keras_zip(path: str, h5py) -> tuple[dict, object]:
     return config, h5py.File(io.BytesIO(data), "r")
 
 
-def _vars_v3(h5, path: tuple[str, ...]) -> list[np.ndarray]:
-    group = h5.get("/".join(f"layers/{p}" for p in path) + "/vars")
-    if group is None:  # some versions keep a nested model's layers at the top level
-        group = h5.get(f"layers/{path[-1]}/vars")
+def _vars_v3(h5, path: str, name: str) -> list[np.ndarray]:
+    group = h5.get(f"{path}/vars")
+    if group is None:  # files written by Keras 2.13 name the list differently
+        group = h5.get(path.replace("layers", "_layer_checkpoint_dependencies") + "/vars")
     if group is None:
         return []
     return [np.asarray(group[k]) for k in sorted(group.keys(), key=int)]
 
 
-def _vars_legacy(h5, path: tuple[str, ...]) -> list[np.ndarray]:
+def _vars_legacy(h5, path: str, name: str) -> list[np.ndarray]:
     root = h5.get("model_weights") or h5
-    group = root.get(path[-1])
+    group = root.get(name)
     if group is None:
         return []
     names = [n.decode() if isinstance(n, bytes) else str(n)
@@ -175,12 +194,12 @@ def read_keras(path: str) -> ModelLayers:
         if not isinstance(layers, list):
             raise ModelImportError(f"{path}: the model config has no layer list")
         found = ModelLayers([], {}, {})
-        for wpath, entry, previous in _walk(layers, ()):
-            name, kind = wpath[-1], entry.get("class_name")
+        for wpath, name, entry, previous in _walk(layers):
+            kind = entry.get("class_name")
             if kind in CONV_CLASSES:
                 try:
-                    found.layers.append(_conv_layer(wpath, entry, previous,
-                                                    read_vars(h5, wpath)))
+                    found.layers.append(_conv_layer(name, entry, previous,
+                                                    read_vars(h5, wpath, name)))
                 except ModelImportError as err:
                     found.refused[name] = str(err)
                 except (OSError, KeyError, ValueError, TypeError) as err:

@@ -125,6 +125,11 @@ KERAS_LAYERS = {
 }
 
 
+#: Where Keras 3 saves each layer's variables: by class in list order, not by layer name.
+KERAS3_PATHS = ("layers/conv2d", "layers/depthwise_conv2d", "layers/conv2d_1", "layers/conv2d_2",
+                "layers/conv3d", "layers/flatten")
+
+
 def keras_config() -> dict:
     layers = [{"module": "keras.layers", "class_name": "InputLayer",
                "config": {"name": "input_layer", "batch_shape": [None, 7, 6, 3]}}]
@@ -142,8 +147,8 @@ def write_keras(path: Path) -> Path:
 
     buf = io.BytesIO()
     with h5py.File(buf, "w") as h5:
-        for name, (*_, weights) in KERAS_LAYERS.items():
-            group = h5.create_group(f"layers/{name}/vars")
+        for where, (*_, weights) in zip(KERAS3_PATHS, KERAS_LAYERS.values(), strict=True):
+            group = h5.create_group(f"{where}/vars")  # Flatten too: an empty vars group
             for k, arr in enumerate(weights):
                 group.create_dataset(str(k), data=arr)
     with zipfile.ZipFile(path, "w") as z:
