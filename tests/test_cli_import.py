@@ -327,3 +327,36 @@ def test_import_never_imports_qt(models, tmp_path, fmt):
     assert {"onnx" if fmt == "onnx" else "h5py"} <= {n.split(".")[0] for n in names}
     assert qt_modules(names) == []
     assert (tmp_path / "c.gbc.json").is_file()
+
+
+def test_keras3_nested_model_weights_are_found_by_class_path(tmp_path):
+    """A Sequential inside a Sequential: the inner Conv2D's variables live at
+    layers/sequential/layers/conv2d, the outer one's at layers/conv2d (Keras 3 addresses layers
+    by class, whatever their names)."""
+    import zipfile
+
+    import h5py
+
+    inner_w, outer_w = (np.random.default_rng(k).standard_normal((1, 1, 2, 2)).astype(np.float32)
+                        for k in (5, 6))
+    conv = {"kernel_size": [1, 1], "strides": [1, 1], "padding": "valid", "filters": 2,
+            "data_format": "channels_last", "dilation_rate": [1, 1], "groups": 1,
+            "use_bias": False}
+    layer = lambda name: {"class_name": "Conv2D", "config": {"name": name, **conv},
+                          "build_config": {"input_shape": [None, 3, 3, 2]}}
+    config = {"class_name": "Sequential", "config": {"name": "outer", "layers": [
+        {"class_name": "InputLayer", "config": {"name": "in", "batch_shape": [None, 3, 3, 2]}},
+        {"class_name": "Sequential", "config": {"name": "block", "layers": [layer("a")]}},
+        layer("b")]}}
+    path = tmp_path / "nested.keras"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("config.json", json.dumps(config))
+        weights = tmp_path / "w.h5"
+        with h5py.File(weights, "w") as h5:
+            h5.create_dataset("layers/sequential/layers/conv2d/vars/0", data=inner_w)
+            h5.create_dataset("layers/conv2d/vars/0", data=outer_w)
+        z.write(weights, "model.weights.h5")
+    for name, want in (("a", inner_w), ("b", outer_w)):
+        proc = gb("import", path, "--layer", name, "-o", tmp_path / f"{name}.gbc.json")
+        assert proc.returncode == 0, proc.stderr
+        np.testing.assert_array_equal(np.load(tmp_path / f"{name}.filter.npy"), want)
