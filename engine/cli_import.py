@@ -55,7 +55,7 @@ def add_parser(sub) -> None:
                         help="the input array (in the canvas layout), copied next to the canvas")
     source.add_argument("--input-size", type=_size, metavar="H,W",
                         help="the input's height and width (default: the model's, if it says)")
-    p.add_argument("--batch", type=_batch, default=1, metavar="N",
+    p.add_argument("--batch", type=_batch, metavar="N",
                    help="batch size of the random input (default 1)")
     p.add_argument("--layout", choices=("NHWC", "NCHW"),
                    help="the canvas data_format (default: the model's own)")
@@ -68,8 +68,11 @@ def cmd_import(opts) -> int:
     if opts.layer is not None and not opts.output:
         _err("import --layer needs -o CANVAS.gbc.json (the canvas to write)")
         return 2
-    if opts.list and (opts.output or opts.input or opts.input_size):
-        _err("import --list takes no -o, --input or --input-size")
+    if opts.list and (opts.output or opts.input or opts.input_size or opts.batch):
+        _err("import --list takes no -o, --input, --input-size or --batch")
+        return 2
+    if opts.input and opts.batch:
+        _err("import: --batch is for the random input; with --input the array gives the batch")
         return 2
     try:
         found = read_model(opts.model, opts.attrs)
@@ -83,7 +86,7 @@ def cmd_import(opts) -> int:
             return 0
         layer = found.find(opts.layer, _path(opts.model))
         done = write_layer_canvas(layer, opts.output, input_hw=opts.input_size,
-                                  batch=opts.batch, layout=opts.layout, input_path=opts.input,
+                                  batch=opts.batch or 1, layout=opts.layout, input_path=opts.input,
                                   protected=(opts.model,))
     except ModelImportError as err:
         _err(str(err))

@@ -227,6 +227,7 @@ def test_hwio_depthwise_weights_with_attrs(tmp_path):
     (["--layer", "conv_same_dilated"], ["layer 'conv_same_dilated'", "dilations"]),
     (["--layer", "conv_valid", "--input-size", "3,3"], ["layer 'conv_valid'", "[1, 4, 3, 3]"]),
     (["--layer", "conv_upper"], ["needs -o"]),
+    (["--layer", "conv_upper", "--input", "x.npy", "--batch", "2"], ["--batch is for the random"]),
     (["--layer", "conv_upper", "--attrs", "strides=2,2"], ["--attrs is for .safetensors"]),
 ])
 def test_onnx_refusals_are_one_line_naming_the_layer(models, tmp_path, args, words):
