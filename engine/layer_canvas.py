@@ -130,12 +130,12 @@ def build_canvas(layer: ConvLayer, conv: TfConv, output_shape: tuple[int, ...],
                id="out_backprop",
                title=f"out_backprop {'x'.join(map(str, output_shape))} (random_normal)")
     depthwise = conv.op == "DepthwiseConv2D"
-    c.add_node(conv.op, (380, 0), conv.attrs, id="forward", title=f"{layer.name} ({layer.op})")
-    c.add_node("ShapeOf", (200, 200), id="filter_sizes", title="filter_sizes")
-    c.add_node("ShapeOf", (200, 400), id="input_sizes", title="input_sizes")
-    c.add_node("DepthwiseBackpropFilter" if depthwise else "Conv2DBackpropFilter", (380, 180),
+    c.add_node(conv.op, (600, 0), conv.attrs, id="forward", title=f"{layer.name} ({layer.op})")
+    c.add_node("ShapeOf", (330, 220), id="filter_sizes", title="filter_sizes")
+    c.add_node("ShapeOf", (330, 420), id="input_sizes", title="input_sizes")
+    c.add_node("DepthwiseBackpropFilter" if depthwise else "Conv2DBackpropFilter", (600, 180),
                conv.attrs, id="grad_filter", title=f"{layer.name} grad_filter")
-    c.add_node("DepthwiseBackpropInput" if depthwise else "Conv2DBackpropInput", (380, 360),
+    c.add_node("DepthwiseBackpropInput" if depthwise else "Conv2DBackpropInput", (600, 360),
                conv.attrs, id="grad_input", title=f"{layer.name} grad_input")
     for src, dst in (("input", "forward.input"), ("filter", "forward.filter"),
                      ("filter", "filter_sizes.input"), ("input", "input_sizes.input"),
