@@ -156,16 +156,21 @@ def _vars_v3(h5, path: str, name: str) -> list[np.ndarray]:
 
 
 def _vars_legacy(h5, path: str, name: str) -> list[np.ndarray]:
+    """Kernel and bias of layer ``name``: listed as ``<name>/kernel:0`` ... in the
+    ``weight_names`` of its group ``model_weights/<name>``, or of a nested model's group."""
     root = h5.get("model_weights") or h5
-    group = root.get(name)
-    if group is None:
-        return []
-    names = [n.decode() if isinstance(n, bytes) else str(n)
-             for n in group.attrs.get("weight_names", [])]
-    out = [np.asarray(group[n]) for n in names if n in group]
-    kernels = [a for n, a in zip(names, out, strict=False) if "kernel" in n.rsplit("/", 1)[-1]]
-    biases = [a for n, a in zip(names, out, strict=False) if "bias" in n.rsplit("/", 1)[-1]]
-    return kernels[:1] + biases[:1]
+    groups = [root[name]] if name in root else []
+    groups += [root[k] for k in root if k != name and hasattr(root[k], "attrs")]
+    for group in groups:
+        names = [n.decode() if isinstance(n, bytes) else str(n)
+                 for n in group.attrs.get("weight_names", [])]
+        mine = [n for n in names if n.startswith(f"{name}/") and n in group]
+        if mine:
+            last = [n.rsplit("/", 1)[-1] for n in mine]
+            kernels = [group[n] for n, t in zip(mine, last, strict=True) if "kernel" in t]
+            biases = [group[n] for n, t in zip(mine, last, strict=True) if "bias" in t]
+            return [np.asarray(a) for a in kernels[:1] + biases[:1]]
+    return []
 
 
 def read_keras(path: str) -> ModelLayers:

@@ -361,3 +361,27 @@ def test_keras3_nested_model_weights_are_found_by_class_path(tmp_path):
         proc = gb("import", path, "--layer", name, "-o", tmp_path / f"{name}.gbc.json")
         assert proc.returncode == 0, proc.stderr
         np.testing.assert_array_equal(np.load(tmp_path / f"{name}.filter.npy"), want)
+
+
+def test_legacy_h5_nested_model_weights(tmp_path):
+    """Keras 2 .h5: a nested model's layers are listed in the weight_names of the nested
+    model's group (model_weights/block lists c_in/kernel:0)."""
+    import h5py
+
+    w = np.random.default_rng(8).standard_normal((2, 1, 2, 3)).astype(np.float32)
+    conv = {"name": "c_in", "kernel_size": [2, 1], "filters": 3, "padding": "same",
+            "batch_input_shape": [None, 4, 4, 2]}
+    config = {"class_name": "Functional", "config": {"name": "outer", "layers": [
+        {"class_name": "Sequential", "name": "block",
+         "config": {"name": "block", "layers": [{"class_name": "Conv2D", "config": conv}]}}]}}
+    path = tmp_path / "nested.h5"
+    with h5py.File(path, "w") as h5:
+        h5.attrs["model_config"] = json.dumps(config)
+        group = h5.create_group("model_weights/block")
+        group.create_dataset("c_in/kernel:0", data=w)
+        group.create_dataset("c_in/bias:0", data=np.arange(3, dtype=np.float32))
+        group.attrs["weight_names"] = [b"c_in/kernel:0", b"c_in/bias:0"]
+    proc = gb("import", path, "--layer", "c_in", "-o", tmp_path / "c.gbc.json")
+    assert proc.returncode == 0, proc.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "c.filter.npy"), w)
+    np.testing.assert_array_equal(np.load(tmp_path / "c.bias.npy"), [0, 1, 2])
