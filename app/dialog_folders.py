@@ -1,7 +1,7 @@
 """Where file dialogs start: the last folder the user chose for each kind of file.
 
 Kinds: ``canvas`` (open/save canvases), ``tensor`` (.npy in and out), ``image`` (.png out,
-PNG/JPEG in).
+PNG/JPEG in), ``model`` (File > Import Layer).
 A dialog starts in the last folder of its kind (kept in the window's QSettings, so across
 sessions), else in the open canvas's folder, else in the home folder, never in the process's
 working directory. The main window binds its settings and canvas folder at start-up.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from PySide6 import QtCore
 
-KINDS = ("canvas", "tensor", "image")
+KINDS = ("canvas", "tensor", "image", "model")
 
 _settings: QtCore.QSettings | None = None
 _canvas_dir: Callable[[], Path | None] = lambda: None

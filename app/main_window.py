@@ -33,6 +33,7 @@ from app.geometry_view import GeometryView
 from app.graph_adapter import GraphAdapter
 from app.help import shortcuts_html
 from app.icons import icon
+from app.import_dialog import import_layer
 from app.log_panel import LogPanel
 from app.node_previews import NodePreviews
 from app.palette import BlockPalette, BlockSearchPopup, TabKeyFilter
@@ -164,6 +165,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self.act_new = self._action("&New", f.new, K.New, "Start an empty canvas", "new")
         self.act_open = self._action("&Open…", f.open_dialog, K.Open, "Open a canvas file",
                                      "open")
+        self.act_import_layer = self._action(
+            "&Import Layer…", lambda: import_layer(self), tip="A conv layer of an ONNX or Keras "
+            "model (or .safetensors/.npz weights) as a canvas with its gradients")
         self.act_save = self._action("&Save", f.save, K.Save, "Save the canvas", "save")
         self.act_save_as = self._action("Save &As…", f.save_as, K.SaveAs,
                                         "Save the canvas under a new name")
@@ -233,6 +237,7 @@ class MainWindow(QtWidgets.QMainWindow):
         m.addActions([self.act_new, self.act_open])
         self.recent_menu = m.addMenu("Open &Recent")
         self.examples_menu = m.addMenu("&Examples")
+        m.addAction(self.act_import_layer)
         m.addSeparator()
         m.addActions([self.act_save, self.act_save_as])
         m.addSeparator()

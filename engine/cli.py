@@ -1,6 +1,7 @@
 """The ``gradblocks`` command: ``check``, ``run``, ``export`` or ``explain`` (one output element
 of a conv block, :mod:`engine.cli_explain`) a canvas headless, draw a conv block's ``geometry``
-(:mod:`engine.cli_geometry`), or open the app.
+(:mod:`engine.cli_geometry`), ``import`` a model's conv layer as a canvas
+(:mod:`engine.cli_import`), or open the app.
 
 Exit status: 0 success; 1 a block failed at run time or an output could not be written; 2 an
 invalid canvas or usage (a bad option value, an output path that cannot work such as a folder, a
@@ -45,7 +46,7 @@ from engine.report import check_rows, problem_lines, run_rows, text_table
 from engine.result_names import result_keys
 from engine.targets import target_problem
 
-SUBCOMMANDS = ("check", "run", "export", "explain", "geometry")
+SUBCOMMANDS = ("check", "run", "export", "explain", "geometry", "import")
 #: Problems listed per error message, and characters per line.
 MAX_PROBLEMS = 20
 MAX_LINE = 300
@@ -113,6 +114,9 @@ def _parser() -> argparse.ArgumentParser:
 
     cli_explain.add_parser(sub)
     cli_geometry.add_parser(sub)
+    from engine import cli_import  # a model's conv layer as a canvas
+
+    cli_import.add_parser(sub)
     return ap
 
 
@@ -255,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         opts = _parser().parse_args(argv)
     except SystemExit as exit_:
         return int(exit_.code or 0)
-    executor = Executor(memory_limit=opts.memory_limit)
+    # import has no --memory-limit-gib: it runs nothing
+    executor = Executor(memory_limit=getattr(opts, "memory_limit", DEFAULT_MEMORY_LIMIT))
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None
     try:
@@ -271,6 +276,10 @@ def main(argv: list[str] | None = None) -> int:
             from engine.cli_geometry import cmd_geometry
 
             return cmd_geometry(opts, executor)
+        if opts.command == "import":
+            from engine.cli_import import cmd_import
+
+            return cmd_import(opts)
         return cmd_export(opts.canvas, executor, opts.output)
     except KeyboardInterrupt as stop:
         terminated = isinstance(stop, Terminated)
