@@ -167,7 +167,7 @@ def compare(ours: np.ndarray, theirs: np.ndarray, tol: float) -> tuple[float, fl
 def importable(python: str, module: str) -> str | None:
     """Why ``python`` cannot import ``module`` (None when it can)."""
     try:
-        proc = subprocess.run([python, "-c", f"import {module}"], capture_output=True,
+        proc = subprocess.run([python, "-c", f"import {module}"], check=False, capture_output=True,
                               text=True, timeout=300)
     except (OSError, subprocess.TimeoutExpired) as err:
         return f"cannot start {python}: {err}"
@@ -196,8 +196,8 @@ def _run_script(python: str, plan: Plan, target: str, source: str,
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     env.pop("PYTHONPATH", None)  # the script must not need GradBlocks
     try:
-        proc = subprocess.run([python, str(script), str(out)], capture_output=True, text=True,
-                              cwd=folder, env=env, timeout=TIMEOUT)
+        proc = subprocess.run([python, str(script), str(out)], check=False, capture_output=True,
+                              text=True, cwd=folder, env=env, timeout=TIMEOUT)
     except (OSError, subprocess.TimeoutExpired) as err:
         return None, f"the script did not run: {err}"
     if proc.returncode != 0:
@@ -234,7 +234,7 @@ def crosscheck(plan: Plan, values: Mapping[PortKey, np.ndarray], frameworks: lis
                 row.error = "GradBlocks computed no value (the block failed)"
                 continue
             if results is None:
-                row.error = why
+                row.error = f"no {name} result (framework failed)"
                 continue
             if key not in results:
                 row.error = f"the {name} script wrote no {key!r}"

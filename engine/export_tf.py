@@ -3,9 +3,14 @@
 The script calls the same raw op the block mirrors (Conv2D, Conv2DBackpropFilter, ...,
 DepthwiseConv2dNativeBackpropFilter) with the canvas's strides and dilations. TensorFlow's CPU
 kernels refuse some calls a canvas may make (NCHW, EXPLICIT padding combined with dilations),
-so the script runs every op in NHWC (transposes around it for an NCHW canvas) and turns
+so the script runs every op in NHWC (transposes around it for an NCHW canvas), turns
 EXPLICIT padding into ``tf.pad`` + VALID (a backprop-input result is cut back to the unpadded
-size): equivalent formulations, each still TensorFlow's own answer. SAME and VALID are passed
+size), and where a CPU kernel refuses dilations (DepthwiseConv2dNative, Conv2D's two
+backprops) spreads the filter's taps out with zeros and runs it undilated (a filter gradient
+is then read back at every dilation-th tap): equivalent formulations, each still TensorFlow's
+own answer; a grouped Conv2D's backprops run one group at a time (the CPU kernels refuse
+grouped shapes). The depthwise backprops accept dilations and ignore them (a known defect): the
+script passes them as they are, so a cross-check shows what TensorFlow really returns. SAME and VALID are passed
 as they are (TensorFlow's SAME is the canvas's definition).
 """
 
@@ -100,19 +105,73 @@ def _forward(x, w, g):
     return _from_nhwc(y, g)
 
 
+def _spread(g):
+    """Whether TF's CPU kernel refuses this op's dilations (Conv2D's backprops do; the
+    depthwise backprops accept them, and ignore them: a known defect the script keeps)."""
+    return not g["depthwise"] and g["dilations"] != [1, 1]
+
+
+def _per_group(g):
+    """Whether to run a grouped Conv2D's backprop one group at a time (TF's CPU backprop
+    kernels refuse grouped shapes; each group is a plain conv of its channels)."""
+    return g["groups"] > 1
+
+
+def _group(g, k):
+    """Group k as a plain conv: its geometry and its input, output channel slices (NHWC)."""
+    n, h, v, c = _nhwc_shape(g["input_shape"], g)
+    kh, kw, q, o = g["filter_shape"]
+    per = o // g["groups"]
+    shape = [n, h, v, q] if g["data_format"] == "NHWC" else [n, q, h, v]
+    one = {**g, "groups": 1, "input_shape": shape, "filter_shape": [kh, kw, q, per]}
+    return one, slice(k * q, (k + 1) * q), slice(k * per, (k + 1) * per)
+
+
+def _channels(t, g, part):
+    """Channels ``part`` of an activation tensor in g's layout."""
+    return t[..., part] if g["data_format"] == "NHWC" else t[:, part]
+
+
 def _backprop_filter(x, dy, g):
+    if _per_group(g):
+        # TF's CPU Conv2DBackpropFilter refuses grouped convolutions: one group at a time.
+        parts = []
+        for k in range(g["groups"]):
+            one, ins, outs = _group(g, k)
+            parts.append(_backprop_filter(_channels(_fw(x), g, ins),
+                                          _channels(_fw(dy), g, outs), one))
+        return tf.concat(parts, axis=3)
     op = _OPS[g["depthwise"]][1]
-    return op(input=_pad(_to_nhwc(_fw(x), g), g),
-              filter_sizes=tf.constant(g["filter_shape"], tf.int32),
-              out_backprop=_to_nhwc(_fw(dy), g), **_attrs(g))
+    attrs, sizes = _attrs(g), list(g["filter_shape"])
+    dr, dc = g["dilations"]
+    if _spread(g):
+        # TF's CPU Conv2DBackpropFilter refuses dilations: the gradient of the filter with
+        # its taps spread out by zeros (no dilation), read back at every dilation-th tap.
+        sizes[0], sizes[1] = (sizes[0] - 1) * dr + 1, (sizes[1] - 1) * dc + 1
+        attrs["dilations"] = [1, 1, 1, 1]
+    dw = op(input=_pad(_to_nhwc(_fw(x), g), g), filter_sizes=tf.constant(sizes, tf.int32),
+            out_backprop=_to_nhwc(_fw(dy), g), **attrs)
+    return dw[::dr, ::dc] if _spread(g) else dw
 
 
 def _backprop_input(w, dy, g):
+    if _per_group(g):
+        # TF's CPU Conv2DBackpropInput refuses grouped convolutions: one group at a time.
+        parts = []
+        for k in range(g["groups"]):
+            one, _, outs = _group(g, k)
+            parts.append(_backprop_input(_fw(w)[..., outs], _channels(_fw(dy), g, outs), one))
+        return tf.concat(parts, axis=3 if g["data_format"] == "NHWC" else 1)
     op = _OPS[g["depthwise"]][2]
     n, h, v, c = _nhwc_shape(g["input_shape"], g)
     (t, b), (left, right) = g["pads"] if g["padding"] == "EXPLICIT" else ((0, 0), (0, 0))
     sizes = tf.constant([n, h + t + b, v + left + right, c], tf.int32)
-    dx = op(input_sizes=sizes, filter=_fw(w), out_backprop=_to_nhwc(_fw(dy), g), **_attrs(g))
+    attrs, w = _attrs(g), _fw(w)
+    if _spread(g):
+        # TF's CPU Conv2DBackpropInput refuses dilations: the same sums with the filter's taps
+        # spread out by zeros and no dilation.
+        w, attrs["dilations"] = _dilated_filter(w, g), [1, 1, 1, 1]
+    dx = op(input_sizes=sizes, filter=w, out_backprop=_to_nhwc(_fw(dy), g), **attrs)
     return _from_nhwc(dx[:, t:t + h, left:left + v, :], g)
 '''
 
