@@ -4,7 +4,8 @@ Runs the canvas, then each framework's exported script (:mod:`engine.crosscheck`
 one row per output and framework: max abs and relative error, the tolerance, agree, and a
 known framework defect where one shows. Frameworks whose module the chosen Python cannot
 import are listed as skipped. ``--python PATH`` runs the scripts with another interpreter (a
-venv with the frameworks), ``--python tensorflow=PATH`` for one framework (repeatable).
+venv with the frameworks), ``--python tensorflow=PATH`` for one framework (repeatable); GRADBLOCKS_TF_PYTHON, GRADBLOCKS_TORCH_PYTHON and
+GRADBLOCKS_JAX_PYTHON set the default per framework.
 
 With ``--json``, exactly one object on stdout::
 
@@ -26,9 +27,16 @@ import math
 from fractions import Fraction
 from pathlib import Path
 
-from engine.cli import _compile, _err, _limit, _path, _say, _table
+from engine.cli import _compile, _err, _limit, _path, _say
 from engine.compiler import DEFAULT_MEMORY_LIMIT
-from engine.crosscheck import FRAMEWORKS, Report, crosscheck
+from engine.crosscheck import (
+    FRAMEWORKS,
+    Report,
+    crosscheck,
+    env_pythons,
+    status_lines,
+    table_lines,
+)
 from engine.executor import Executor
 
 
@@ -83,23 +91,9 @@ def as_json(report: Report) -> str:
     return json.dumps({"frameworks": report.frameworks, "rows": rows}, ensure_ascii=True)
 
 
-def _g(v: float | None) -> str:
-    return "-" if v is None else f"{v:.3g}"
-
-
-def as_text(report: Report, labels: dict[str, str]) -> str:
+def as_text(report: Report) -> str:
     """The table, one row per output and framework, then each framework's status."""
-    lines = []
-    if report.rows:
-        rows = [["output", "framework", "max abs", "max rel", "tolerance", "agree", "note",
-                 "node.port"]]
-        for r in report.rows:
-            note = r.error or (f"known defect: {r.known_defect}" if r.known_defect else "")
-            rows.append([r.key, r.framework, _g(r.max_abs_error), _g(r.max_rel_error),
-                         _g(r.tolerance), "yes" if r.agree else "NO", note, r.output])
-        lines.append(_table(rows))
-    lines += [f"{name}: {status}" for name, status in report.frameworks.items()]
-    return "\n".join(lines)
+    return "\n".join(table_lines(report) + status_lines(report))
 
 
 def cmd_crosscheck(opts: argparse.Namespace, executor: Executor) -> int:
@@ -109,13 +103,14 @@ def cmd_crosscheck(opts: argparse.Namespace, executor: Executor) -> int:
     canvas, plan = compiled
     result = executor.run(plan)
     titles = {node_id: node.title for node_id, node in canvas.nodes.items()}
-    pythons = dict(opts.pythons)
+    given = dict(opts.pythons)  # a plain --python PATH overrides the environment's too
+    pythons = {**({} if None in given else env_pythons()), **given}
     report = crosscheck(plan, result.outputs, opts.frameworks, pythons,
                         Path(opts.canvas).name, titles)
     if opts.json:
         _say(as_json(report))
     else:
-        _say(as_text(report, plan.labels))
+        _say(as_text(report))
     if result.errors:
         _err(f"{_path(opts.canvas)}: {len(result.errors)} block(s) failed:",
              [f"{plan.label(n)}: {m}" for n, m in result.errors.items()])

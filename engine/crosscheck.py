@@ -48,9 +48,14 @@ from engine.export_frameworks import (
     sources_path,
 )
 from engine.npz import write_npz
+from engine.report import text_table
 from engine.result_names import result_keys
 
 FRAMEWORKS = tuple(TARGETS)
+#: Environment variables naming the Python that runs one framework's scripts (a venv that has
+#: it); without one, the running interpreter is used.
+PYTHON_ENV = {"tensorflow": "GRADBLOCKS_TF_PYTHON", "pytorch": "GRADBLOCKS_TORCH_PYTHON",
+              "jax": "GRADBLOCKS_JAX_PYTHON"}
 PortKey = tuple[str, str]
 #: Seconds a framework script may run.
 TIMEOUT = 1800
@@ -245,3 +250,32 @@ def crosscheck(plan: Plan, values: Mapping[PortKey, np.ndarray], frameworks: lis
             if not row.agree:
                 row.known_defect = defects.get(ref[0])
     return report
+
+
+def env_pythons() -> dict[str | None, str]:
+    """``{framework: python}`` from the :data:`PYTHON_ENV` variables that are set."""
+    return {name: os.environ[var] for name, var in PYTHON_ENV.items() if os.environ.get(var)}
+
+
+def _g(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3g}"
+
+
+def table_lines(report: Report, ids: bool = True) -> list[str]:
+    """The table: a header, then one line per row of ``report.rows`` in order (none without
+    rows); with ``ids`` the last column is the row's ``NODE.PORT``."""
+    if not report.rows:
+        return []
+    rows = [["output", "framework", "max abs", "max rel", "tolerance", "agree", "note",
+             "node.port"][: 8 if ids else 7]]
+    for r in report.rows:
+        note = r.error or (f"known defect: {r.known_defect}" if r.known_defect else "")
+        rows.append([r.key, r.framework, _g(r.max_abs_error), _g(r.max_rel_error),
+                     _g(r.tolerance), "yes" if r.agree else "NO", note, r.output][
+                         : 8 if ids else 7])
+    return text_table(rows).splitlines()
+
+
+def status_lines(report: Report) -> list[str]:
+    """``NAME: ran | skipped: why | failed: why`` per framework."""
+    return [f"{name}: {status}" for name, status in report.frameworks.items()]
