@@ -103,7 +103,9 @@ class CrossCheckAction(QtCore.QObject):
         if report.ok:
             log.add(f"cross-check: all {len(report.rows)} row(s) agree", "ok")
         else:
-            log.add(f"cross-check: {bad} of {len(report.rows)} row(s) disagree", "error")
+            known = sum(not r.agree and bool(r.known_defect) for r in report.rows)
+            named = f" ({known} of them a known framework defect)" if known else ""
+            log.add(f"cross-check: {bad} of {len(report.rows)} row(s) disagree{named}", "error")
         self.finished.emit(report)
 
     def _on_crashed(self, message: str) -> None:
