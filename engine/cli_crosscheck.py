@@ -24,6 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import shutil
 from fractions import Fraction
 from pathlib import Path
 
@@ -52,9 +54,10 @@ def _frameworks(text: str) -> list[str]:
 
 def _python(text: str) -> tuple[str | None, str]:
     name, sep, path = text.partition("=")
-    if sep and name in FRAMEWORKS:
-        return name, path
-    return None, text
+    framework, path = (name, path) if sep and name in FRAMEWORKS else (None, text)
+    if not (os.path.isfile(path) or shutil.which(path)):
+        raise argparse.ArgumentTypeError(f"no Python interpreter at {path!r}")
+    return framework, path
 
 
 def add_parser(sub) -> None:

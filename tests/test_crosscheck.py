@@ -138,6 +138,7 @@ def test_a_framework_whose_script_fails_is_failed_with_its_error(tmp_path, fakes
 @pytest.mark.parametrize("args, message", [
     (["--with", "mxnet"], "unknown framework 'mxnet'"),
     (["--with", ","], "unknown framework (none given)"),
+    (["--python", "tensorflow=/no/such/python"], "no Python interpreter at '/no/such/python'"),
 ])
 def test_usage_errors_exit_2_with_one_line(tmp_path, capsys, args, message):
     canvas = conventions_canvas(tmp_path / "conv.gbc.json")
