@@ -15,6 +15,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from app import dialog_folders
 from app.annotation_actions import AnnotationActions
 from app.attribute_panel import AttributePanel
+from app.crosscheck_action import CrossCheckAction
 from app.document import Document
 from app.editing import EditActions
 from app.explain_link import ExplainLink
@@ -82,6 +83,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.viewer_dock = ViewerDock(self.session, self)
         self.geometry_view = GeometryView(self.session, self)
         self.log = LogPanel(self)
+        self.crosscheck = CrossCheckAction(self)  # Run > Cross-check (app.crosscheck_action)
         self.search_popup = BlockSearchPopup(self)
         self.tab_filter = TabKeyFilter(self.adapter.viewer, self.search_popup)
         self.wire_drop = WireDrop(self.adapter, self.session, self)
@@ -267,6 +269,8 @@ class MainWindow(QtWidgets.QMainWindow):
         m.addActions([self.act_run, self.act_cancel])
         m.addSeparator()
         m.addAction(self.act_auto_run)
+        m.addSeparator()
+        m.addAction(self.crosscheck.action)
         m = bar.addMenu("&Help")
         m.addActions([self.act_shortcuts, self.act_about])
 
@@ -492,6 +496,7 @@ class MainWindow(QtWidgets.QMainWindow):
         if not self.quiet:
             self.save_layout()
         self.files.shutdown()
+        self.crosscheck.wait()  # a QThread must not be destroyed while it runs
         event.accept()
 
 

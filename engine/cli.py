@@ -1,5 +1,7 @@
-"""The ``gradblocks`` command: ``check``, ``run``, ``export`` or ``explain`` (one output element
-of a conv block, :mod:`engine.cli_explain`) a canvas headless, draw a conv block's ``geometry``
+"""The ``gradblocks`` command: ``check``, ``run``, ``export`` (``--to`` a framework:
+:mod:`engine.export_frameworks`), ``explain`` (one output element of a conv block,
+:mod:`engine.cli_explain`) or ``crosscheck`` (against the frameworks:
+:mod:`engine.cli_crosscheck`) a canvas headless, draw a conv block's ``geometry``
 (:mod:`engine.cli_geometry`), ``import`` a model's conv layer as a canvas
 (:mod:`engine.cli_import`), or open the app.
 
@@ -46,7 +48,10 @@ from engine.report import check_rows, problem_lines, run_rows, text_table
 from engine.result_names import result_keys
 from engine.targets import target_problem
 
-SUBCOMMANDS = ("check", "run", "export", "explain", "geometry", "import")
+#: ``export --to`` choices (numpy: :mod:`engine.export`; the rest:
+#: :mod:`engine.export_frameworks`).
+EXPORT_TARGETS = ("numpy", "tensorflow", "pytorch", "jax")
+SUBCOMMANDS = ("check", "run", "export", "explain", "crosscheck", "geometry", "import")
 #: Problems listed per error message, and characters per line.
 MAX_PROBLEMS = 20
 MAX_LINE = 300
@@ -110,13 +115,17 @@ def _parser() -> argparse.ArgumentParser:
         if name == "export":
             p.add_argument("-o", "--output", required=True,
                            help="the script to write (replaced atomically)")
-    from engine import cli_explain, cli_geometry  # import this module: loaded once it is complete
+            p.add_argument("--to", default="numpy", choices=EXPORT_TARGETS,
+                           help="numpy (default: engine.kernels), or a script using "
+                                "TensorFlow's, PyTorch's or JAX's own ops, with the source "
+                                "values in SCRIPT.sources.npz next to it")
+    # these import this module: loaded once it is complete
+    from engine import cli_crosscheck, cli_explain, cli_geometry, cli_import
 
     cli_explain.add_parser(sub)
+    cli_crosscheck.add_parser(sub)
     cli_geometry.add_parser(sub)
-    from engine import cli_import  # a model's conv layer as a canvas
-
-    cli_import.add_parser(sub)
+    cli_import.add_parser(sub)  # a model's conv layer as a canvas
     return ap
 
 
@@ -202,7 +211,7 @@ def cmd_run(path: str, executor: Executor, out: str | None) -> int:
     return status
 
 
-def cmd_export(path: str, executor: Executor, output: str) -> int:
+def cmd_export(path: str, executor: Executor, output: str, to: str = "numpy") -> int:
     if not _check_target(output, path):
         return 2
     compiled = _compile(path, executor)
@@ -210,10 +219,32 @@ def cmd_export(path: str, executor: Executor, output: str) -> int:
         return 2
     canvas, plan = compiled
     titles = {node_id: node.title for node_id, node in canvas.nodes.items()}
+    if to != "numpy":
+        return _export_framework(path, plan, titles, output, to)
     script = export_script(plan, Path(path).name, titles).encode("utf-8")
     if not _write(output, lambda f: f.write(script)):
         return 1
     _say(f"wrote {output}: {len(plan.steps)} block(s)")
+    return 0
+
+
+def _export_framework(path: str, plan: Plan, titles: dict, output: str, to: str) -> int:
+    """``export --to tensorflow|pytorch|jax``: the script and its companion source values."""
+    from engine.export_frameworks import ExportRefused, export_framework_script, sources_path
+
+    try:
+        exported = export_framework_script(plan, to, Path(path).name, titles)
+    except ExportRefused as err:
+        _err(f"{_path(path)}: cannot export to {to}: {err}")
+        return 2
+    companion = str(sources_path(output))
+    if not _check_target(companion, path):
+        return 2
+    script = exported.script.encode("utf-8")
+    if not (_write(companion, lambda f: write_npz(f, exported.sources))
+            and _write(output, lambda f: f.write(script))):
+        return 1
+    _say(f"wrote {output} and {companion}: {len(plan.steps)} block(s), {to}")
     return 0
 
 
@@ -272,6 +303,10 @@ def main(argv: list[str] | None = None) -> int:
             from engine.cli_explain import cmd_explain
 
             return cmd_explain(opts, executor)
+        if opts.command == "crosscheck":
+            from engine.cli_crosscheck import cmd_crosscheck
+
+            return cmd_crosscheck(opts, executor)
         if opts.command == "geometry":
             from engine.cli_geometry import cmd_geometry
 
@@ -280,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
             from engine.cli_import import cmd_import
 
             return cmd_import(opts)
-        return cmd_export(opts.canvas, executor, opts.output)
+        return cmd_export(opts.canvas, executor, opts.output, opts.to)
     except KeyboardInterrupt as stop:
         terminated = isinstance(stop, Terminated)
         _err(f"{'terminated' if terminated else 'interrupted'} (files being written are left as "

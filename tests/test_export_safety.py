@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from blocks.registry import REGISTRY
 from blocks.spec import BlockSpec, PortSpec
-from engine.canvas import Canvas, save_canvas
+from engine.canvas import Canvas, load_canvas, save_canvas
 from engine.compiler import compile_canvas
 from engine.dtypes import DTYPES
 from engine.export import export_script
@@ -149,6 +149,61 @@ def test_gradblocks_export_of_a_hostile_canvas_file_reproduces_gradblocks_run(tm
     run_script(tmp_path / "s.py", tmp_path / "o.npz")
     with np.load(tmp_path / "r.npz") as run:
         assert_bitwise_equal(tmp_path / "o.npz", {k: run[k] for k in run.files})
+
+
+@pytest.mark.parametrize("target", ["tensorflow", "pytorch", "jax"])
+def test_hostile_text_stays_data_in_framework_scripts(tmp_path, target):
+    """``export --to`` a framework: user text changes only string literals, each whole."""
+    from engine.export_frameworks import export_framework_script
+
+    ids = ATTACKS[:11]
+    titles = dict(zip(ids, reversed(ATTACKS), strict=False))
+    names = ['"""\nimport os; os._exit(6)\n"""', "o\\'\r"]
+    source = 'c"""\n\r\\\'#\u00fc.gbc.json'
+    plan = _plan(tmp_path, 'd"""\n\\\'#\u00fc\u202e', ids, names)
+    exported = export_framework_script(plan, target, source, titles)
+    tame = _plan(tmp_path / "tame", "d", [f"i{i}" for i in range(11)], ["n", "n"])
+    assert code_shape(exported.script) == code_shape(
+        export_framework_script(tame, target, "s", {}).script)
+    constants = string_constants(exported.script)
+    for text in [*ids, *titles.values(), *names, source]:
+        assert text in constants, text
+    assert exported.script.isascii()
+    assert list(exported.sources) == ["s0", "s1"]  # generated keys, never user text
+
+
+def test_hostile_names_and_paths_survive_a_framework_script_run(tmp_path, monkeypatch,
+                                                                capsys):
+    """Through the CLI with a NumPy stand-in framework: a hostile script path (its companion
+    beside it), Output names as keys, and no injected code runs (it would exit 6 or 7)."""
+    import types
+
+    from engine import cli, export_frameworks
+    from tests.test_crosscheck import FAKE_PRELUDE
+
+    fake = types.ModuleType("fakefw")
+    fake.NAME, fake.MODULE, fake.PRELUDE = "jax", "numpy", FAKE_PRELUDE
+    monkeypatch.setitem(export_frameworks.TARGETS, "jax", fake)
+    folder = tmp_path / 'd"""\n\\\'#\u00fc'
+    folder.mkdir()
+    np.save(folder / "w.npy", np.array([1.5, -2, 0.25, 3], np.float32).reshape(2, 2, 1, 1))
+    values = np.array(NONFINITE + [1.0], np.float64).reshape(1, 3, 3, 1).tolist()
+    c = _canvas(str(folder / "w.npy"), values)
+    c.set_attr("n9", "name", '""" + __import__("os")._exit(7) + """')
+    c.set_attr("n10", "name", "'#\"\u00fc")
+    canvas = tmp_path / "c.gbc.json"
+    save_canvas(c, canvas)
+    script = folder / 's"""\n#.py'
+    assert cli.main(["export", str(canvas), "--to", "jax", "-o", str(script)]) == 0
+    assert (folder / 's"""\n#.sources.npz').is_file()
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "o.npz")],
+                          capture_output=True, cwd=tmp_path, check=False)
+    assert proc.returncode == 0, proc.stderr
+    with np.load(tmp_path / "o.npz") as data:
+        assert sorted(data.files) == sorted(c.nodes[n].attrs["name"] for n in ("n9", "n10"))
+        # as saved (JSON keeps no NaN sign)
+        want = executor_outputs(compile_canvas(load_canvas(canvas), tmp_path))["'#\"\u00fc"]
+        assert data["'#\"\u00fc"].tobytes() == want.tobytes()  # the transposed source
 
 
 def test_variables_are_generated_so_similar_ids_keep_their_own_values(tmp_path):

@@ -1,0 +1,105 @@
+"""``gradblocks export --to tensorflow|pytorch|jax`` without the frameworks: what the scripts
+import, the companion source values, refusals, and the default numpy target."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine import cli, export_frameworks
+from engine.canvas import load_canvas
+from engine.compiler import compile_canvas
+from engine.executor import Executor
+from engine.export_frameworks import sources_path
+from tests.crosscheck_support import REPO, conventions_canvas
+
+TARGETS = ("tensorflow", "pytorch", "jax")
+#: Modules a script may import per target: never GradBlocks's own.
+ALLOWED = {"os", "sys", "zipfile", "numpy"}
+FRAMEWORK_MODULES = {"tensorflow": {"tensorflow"}, "pytorch": {"torch", "torch.nn.functional"},
+                     "jax": {"jax", "jax.numpy"}}
+OPS = {"tensorflow": ("tf.raw_ops.Conv2DBackpropFilter", "tf.raw_ops.DepthwiseConv2dNative"),
+       "pytorch": ("F.conv2d", "torch.autograd.grad"),
+       "jax": ("jax.lax.conv_general_dilated", "jax.vjp")}
+
+
+def _export(canvas: Path, script: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "engine.cli", "export", str(canvas), "-o",
+                           str(script), *args], check=False, capture_output=True, text=True,
+                          cwd=REPO)
+
+
+def _imports(script: str) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(script)):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_export_to_a_framework_writes_a_script_using_its_ops_and_the_exact_source_values(
+        tmp_path, target):
+    canvas = conventions_canvas(tmp_path / "conv.gbc.json")
+    script = tmp_path / f"by {target}.py"
+    proc = _export(canvas, script, "--to", target)
+    assert proc.returncode == 0, proc.stderr
+    text = script.read_text(encoding="utf-8")
+    assert _imports(text) == ALLOWED | FRAMEWORK_MODULES[target]  # no engine, no blocks
+    for op in OPS[target]:
+        assert op in text
+    companion = tmp_path / f"by {target}.sources.npz"
+    assert sources_path(script) == companion
+    assert str(companion) in proc.stdout
+
+    # the companion holds each Tensor block's values bit for bit, in step order
+    plan = compile_canvas(load_canvas(canvas), tmp_path)
+    result = Executor().run(plan)
+    tensors = [s.node_id for s in plan.steps if s.spec.type_id == "Tensor"]
+    with np.load(companion, allow_pickle=False) as data:
+        assert data.files == [f"s{i}" for i in range(len(tensors))]
+        for i, node in enumerate(tensors):
+            want = result.outputs[(node, "output")]
+            assert data[f"s{i}"].dtype == want.dtype
+            assert data[f"s{i}"].tobytes() == want.tobytes()
+
+
+def test_export_without_to_is_still_the_numpy_script(tmp_path):
+    canvas = conventions_canvas(tmp_path / "conv.gbc.json")
+    proc = _export(canvas, tmp_path / "s.py")
+    assert proc.returncode == 0, proc.stderr
+    assert "from engine import kernels" in (tmp_path / "s.py").read_text(encoding="utf-8")
+    assert not (tmp_path / "s.sources.npz").exists()
+
+
+def test_unknown_export_target_is_a_usage_error(tmp_path):
+    canvas = conventions_canvas(tmp_path / "conv.gbc.json")
+    proc = _export(canvas, tmp_path / "s.py", "--to", "mxnet")
+    assert proc.returncode == 2
+    assert "--to" in proc.stderr and "mxnet" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "s.py").exists()
+
+
+def test_a_block_without_a_translation_is_refused_by_name_with_exit_2(tmp_path, monkeypatch,
+                                                                         capsys):
+    canvas = conventions_canvas(tmp_path / "conv.gbc.json")
+    monkeypatch.delitem(export_frameworks.EMITTERS, "Transpose")
+    status = cli.main(["export", str(canvas), "--to", "jax", "-o", str(tmp_path / "s.py")])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert "block t (Transpose) has no jax translation" in err
+    assert not (tmp_path / "s.py").exists()
+    assert not (tmp_path / "s.sources.npz").exists()
+
+
+def test_every_block_type_has_a_translation():
+    from blocks.registry import REGISTRY
+
+    missing = [t for t, spec in REGISTRY.items() if export_frameworks._emitter(spec) is None]
+    assert missing == []
