@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +29,7 @@ def _create_temp(folder: Path, name: str) -> tuple[int, Path]:
     """A new file ``.<name>.<random>.tmp`` in ``folder``, opened for writing (name cut so the
     temporary name is never longer than the target's allows)."""
     while True:
-        tmp = folder / f".{name[:40]}.{secrets.token_hex(6)}.tmp"
+        tmp = folder / f".{name[:40]}.{os.urandom(6).hex()}.tmp"
         try:
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
         except FileExistsError:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import glob
 import os
 from dataclasses import dataclass
 
@@ -41,6 +40,8 @@ class _Cblas:
 def _library_candidates() -> list[str]:
     """Shared libraries that may hold NumPy's BLAS: the wheel's bundled ones first, then the
     BLAS threadpoolctl reports as loaded (NumPy built against a system BLAS)."""
+    import glob
+
     root = os.path.dirname(np.__file__)
     found: list[str] = []
     for folder in (os.path.join(root, os.pardir, "numpy.libs"), os.path.join(root, ".dylibs")):
