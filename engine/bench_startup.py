@@ -57,7 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"start-up, wall seconds over {opts.runs} fresh processes ({sys.executable})")
     print(f"{'command':48} {'median':>7} {'min':>7} {'max':>7} {'target':>7}")
     for name, (args, target) in commands.items():
-        ts = wall_times(args, max(1, opts.runs))
+        try:
+            ts = wall_times(args, max(1, opts.runs))
+        except subprocess.CalledProcessError as err:
+            print(f"{name}: exited with status {err.returncode}; run it alone to see why",
+                  file=sys.stderr)
+            return 1
         med = statistics.median(ts)
         mark = "" if target is None else f"{target:7.2f}" + (" ok" if med <= target else " MISSED")
         print(f"{name:48} {med:7.3f} {min(ts):7.3f} {max(ts):7.3f} {mark}", flush=True)
