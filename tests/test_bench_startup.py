@@ -31,3 +31,15 @@ def test_a_failing_check_fails_the_benchmark_loudly(tmp_path):
     assert run.returncode == 1
     assert "gradblocks check bad.gbc.json: exited with status" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_check_loads_neither_scipy_nor_pillow():
+    """`gradblocks check` stays light: one BLAS library (no SciPy), Pillow only for images."""
+    code = ("import runpy, sys; sys.argv = ['gradblocks', 'check', sys.argv[1]]\n"
+            "try:\n    runpy.run_module('engine.cli', run_name='__main__')\n"
+            "except SystemExit as e:\n    assert not e.code, e.code\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'scipy', 'PIL'}),"
+            " 'engine.kernels' in sys.modules, file=sys.stderr)")
+    run = subprocess.run([sys.executable, "-c", code, str(EXAMPLE)], capture_output=True,
+                         text=True, check=True)
+    assert run.stderr.strip().splitlines()[-1] == "[] True"
