@@ -175,7 +175,6 @@ def paired_median_ms(ours: Callable[[], object], theirs: Callable[[], object], r
 
 def tf_call(case: Case, args: dict) -> Callable[[], object]:
     """A zero-argument call of TensorFlow's op on the same arrays (TensorFlow importable)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TF's banner out of the table
     import tensorflow as tf
 
     tf_args = {k: tf.constant(v) if isinstance(v, np.ndarray) else v for k, v in args.items()}
