@@ -37,9 +37,8 @@ class _Cblas:
     int_type: type
 
 
-def _library_candidates() -> list[str]:
-    """Shared libraries that may hold NumPy's BLAS: the wheel's bundled ones first, then the
-    BLAS threadpoolctl reports as loaded (NumPy built against a system BLAS)."""
+def _bundled_libraries() -> list[str]:
+    """OpenBLAS libraries bundled with the NumPy wheel (Linux, macOS, Windows layouts)."""
     import glob
 
     root = os.path.dirname(np.__file__)
@@ -47,10 +46,14 @@ def _library_candidates() -> list[str]:
     for folder in (os.path.join(root, os.pardir, "numpy.libs"), os.path.join(root, ".dylibs")):
         for pattern in ("*openblas*.so*", "*openblas*.dylib", "*openblas*.dll"):
             found += sorted(glob.glob(os.path.join(folder, pattern)))
+    return found
+
+
+def _loaded_blas_libraries() -> list[str]:
+    """The BLAS libraries threadpoolctl finds loaded (NumPy built against a system BLAS)."""
     from threadpoolctl import threadpool_info
 
-    found += [i["filepath"] for i in threadpool_info() if i.get("user_api") == "blas"]
-    return list(dict.fromkeys(os.path.realpath(p) for p in found))
+    return [i["filepath"] for i in threadpool_info() if i.get("user_api") == "blas"]
 
 
 def _bind(path: str) -> _Cblas | None:
@@ -80,9 +83,10 @@ def _bind(path: str) -> _Cblas | None:
 def _cblas() -> _Cblas | None:
     if os.environ.get("GRADBLOCKS_GEMM") == "numpy":  # tests of the fallback
         return None
-    for path in _library_candidates():
-        if (found := _bind(path)) is not None:
-            return found
+    for candidates in (_bundled_libraries, _loaded_blas_libraries):
+        for path in dict.fromkeys(os.path.realpath(p) for p in candidates()):
+            if (found := _bind(path)) is not None:
+                return found
     return None
 
 

@@ -79,3 +79,21 @@ def test_engine_kernels_does_not_import_scipy():
     code = "import sys, engine.kernels, engine.cli; print('scipy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_numpy_built_against_a_system_blas_is_found_through_threadpoolctl(monkeypatch):
+    """No bundled library: the BLAS threadpoolctl reports loaded is used."""
+    bundled = gemm._bundled_libraries()
+    monkeypatch.setattr(gemm, "_bundled_libraries", list)
+    monkeypatch.setattr(gemm, "_loaded_blas_libraries", lambda: bundled)
+    gemm._cblas.cache_clear()
+    try:
+        assert gemm.backend().startswith("cblas ")
+        monkeypatch.setattr(gemm, "_loaded_blas_libraries", lambda: ["/nonexistent/libblas.so"])
+        gemm._cblas.cache_clear()
+        assert gemm.backend() == "numpy"
+        c = np.zeros((3, 2), np.float32)
+        gemm.gemm_acc(c, np.ones((3, 4), np.float32), np.ones((4, 2), np.float32))
+        np.testing.assert_array_equal(c, 4)
+    finally:
+        gemm._cblas.cache_clear()
