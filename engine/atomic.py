@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -31,7 +30,7 @@ def _create_temp(folder: Path, name: str) -> tuple[int, Path]:
     temporary name is never longer than the target's allows). Interrupted (a signal handled as
     ``os.open`` returns: the file exists, its name not handed back yet), it removes the file."""
     while True:
-        tmp = folder / f".{name[:40]}.{secrets.token_hex(6)}.tmp"
+        tmp = folder / f".{name[:40]}.{os.urandom(6).hex()}.tmp"
         try:
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
         except FileExistsError:  # another file's name: not ours to remove

@@ -1,11 +1,15 @@
 """Benchmark of the conv kernels: ``python -m engine.bench [--compare] [--repeat N] [--only SUBSTR]``.
 
-Per case it prints GFLOP, the median of ``--repeat`` timed runs (after a warm-up), GFLOP/s,
-the fraction of this machine's NumPy float32 matmul peak (2048^3 ``a @ b``, measured in the same
-run) and the peak extra memory of one call beyond its inputs and output (tracemalloc). With
-``--compare`` and TensorFlow importable, it also times ``tf.raw_ops`` on the same arrays, in
-warmed-up rounds alternating with ours, and prints ours/TensorFlow; the summary gives the
-geometric means the targets are stated in.
+First it says what the numbers depend on: the BLAS library NumPy runs (threadpoolctl: library,
+version, threads, the core type its kernels are built for) and ``OPENBLAS_CORETYPE`` when set,
+and how the kernels reach it (:func:`engine.gemm.backend`). Per case it prints GFLOP, the median
+of ``--repeat`` timed runs (after a warm-up), GFLOP/s, the fraction of this machine's NumPy
+float32 matmul peak (2048^3 ``a @ b``, measured in the same run), the peak extra memory of one
+call beyond its inputs and output (tracemalloc), the cancel latency (a call started on a thread
+under :func:`engine.cancel.scope`, cancelled halfway: ms until it returns) and the kernel path
+the call took (:func:`engine.kernels.last_path`). With ``--compare`` and TensorFlow importable,
+it also times ``tf.raw_ops`` on the same arrays, in warmed-up rounds alternating with ours, and
+prints ours/TensorFlow; the summary gives the geometric means the targets are stated in.
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib.util
+import os
 import statistics
+import threading
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -21,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine import kernels
+from engine import cancel, gemm, kernels
 from engine.conv_shapes import conv2d_geometry
 from engine.dtypes import to_dtype
 
@@ -65,6 +71,11 @@ class Case:
         return 2 * macs / 1e9
 
 
+#: (batch, size, channels, kernel, multiplier, padding) of the depthwise forward and input
+#: gradient cases, each at stride 1 and 2: the filter-gradient shapes plus a 28x28x256 one.
+DEPTHWISE_SHAPES = [(8, 56, 128, 3, 1, "SAME"), (8, 112, 64, 3, 1, "SAME"),
+                    (4, 32, 32, 5, 2, "VALID"), (8, 28, 256, 3, 1, "SAME")]
+
 CASES = [
     Case("filter 56x56x64 3x3x64 s1 SAME", "Conv2DBackpropFilter", (8, 56, 56, 64), (3, 3, 64, 64), 1, "SAME"),
     Case("input  56x56x64 3x3x64 s1 SAME", "Conv2DBackpropInput", (8, 56, 56, 64), (3, 3, 64, 64), 1, "SAME"),
@@ -80,8 +91,12 @@ CASES = [
     Case("filter NCHW 56x56x64 3x3x64 s1", "Conv2DBackpropFilter", (8, 56, 56, 64), (3, 3, 64, 64), 1, "SAME", data_format="NCHW", group="extra"),
     Case("input  f16 56x56x64 3x3x64 s1", "Conv2DBackpropInput", (8, 56, 56, 64), (3, 3, 64, 64), 1, "SAME", dtype="float16", group="extra"),
     Case("filter N=32 56x56x64 (memory)", "Conv2DBackpropFilter", (32, 56, 56, 64), (3, 3, 64, 64), 1, "SAME", group="extra"),
-    Case("dw forward 56x56x128 3x3 s1 SAME", "DepthwiseConv2dNative", (8, 56, 56, 128), (3, 3, 128, 1), 1, "SAME", group="extra"),
-    Case("dw input 56x56x128 3x3 s2 SAME", "DepthwiseConv2dNativeBackpropInput", (8, 56, 56, 128), (3, 3, 128, 1), 2, "SAME", group="extra"),
+    *[Case(f"dw {kind} {n}x{n}x{c} {k}x{k}{' m2' if m == 2 else ''} s{s} {pad}", op,
+           (b, n, n, c), (k, k, c, m), s, pad, group="dw forward+input")
+      for b, n, c, k, m, pad in DEPTHWISE_SHAPES
+      for kind, op in (("forward", "DepthwiseConv2dNative"),
+                       ("input", "DepthwiseConv2dNativeBackpropInput"))
+      for s in (1, 2)],
 ]
 
 #: With ``--compare``, ours and TensorFlow are timed in this many alternating rounds.
@@ -191,6 +206,49 @@ def extra_memory_mib(fn: Callable[[], np.ndarray]) -> float:
     return (peak - base - out.nbytes) / 2**20
 
 
+def cancel_latency_ms(fn: Callable[[], object], after_ms: float) -> float:
+    """Run ``fn`` on a thread under a cancel scope, set the cancel event ``after_ms`` later, and
+    return the ms from setting it until the call has returned (cancelled or finished)."""
+    event = threading.Event()
+
+    def run() -> None:
+        with cancel.scope(event):
+            try:
+                fn()
+            except cancel.Cancelled:
+                pass
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    time.sleep(after_ms / 1e3)
+    t0 = time.perf_counter()
+    event.set()
+    worker.join()
+    return 1e3 * (time.perf_counter() - t0)
+
+
+def blas_lines() -> list[str]:
+    """What the timings depend on: each BLAS library loaded (threadpoolctl), the core type
+    override when set, and how the kernels call BLAS."""
+    from threadpoolctl import threadpool_info
+
+    lines = []
+    for info in threadpool_info():
+        if info.get("user_api") != "blas":
+            continue
+        lines.append(f"BLAS: {info.get('internal_api')} {info.get('version')}, "
+                     f"{info.get('num_threads')} threads, core type "
+                     f"{info.get('architecture') or 'unknown'} "
+                     f"({os.path.basename(info.get('filepath', ''))})")
+    if not lines:
+        lines.append("BLAS: none reported by threadpoolctl")
+    core = os.environ.get("OPENBLAS_CORETYPE")
+    lines.append(f"OPENBLAS_CORETYPE={core}" if core else "OPENBLAS_CORETYPE not set")
+    backend = gemm.backend()
+    lines.append("in-place gemm: " + ("cblas through ctypes" if backend != "numpy" else backend))
+    return lines
+
+
 def geomean(xs: list[float]) -> float:
     return float(np.exp(np.mean(np.log(xs)))) if xs else float("nan")
 
@@ -203,12 +261,15 @@ def main(argv: list[str] | None = None) -> int:
     opts = ap.parse_args(argv)
     repeat = max(5, opts.repeat)
     peak = matmul_peak(repeat)
+    for line in blas_lines():
+        print(line)
     print(f"NumPy float32 matmul peak (2048^3): {peak:.1f} GFLOP/s")
     compare = opts.compare and tensorflow_available()
     if opts.compare and not compare:
         print("TensorFlow is not importable here: --compare skipped")
     head = f"{'case':36} {'GFLOP':>6} {'ms':>8} {'GFLOP/s':>8} {'peak':>6} {'MiB':>7}"
-    print(head + (f" {'TF ms':>8} {'ours/TF':>8}" if compare else ""))
+    head += f" {'TF ms':>8} {'ours/TF':>8}" if compare else ""
+    print(head + f" {'cancel':>7}  path")
     ratios: dict[str, list[float]] = {}
     rng = np.random.default_rng(0)
     for case in CASES:
@@ -222,12 +283,14 @@ def main(argv: list[str] | None = None) -> int:
         else:
             ms = median_ms(ours, repeat)
         mem = extra_memory_mib(ours)
+        path = kernels.last_path()
+        latency = cancel_latency_ms(ours, ms / 2)
         gf = case.gflop()
         line = (f"{case.name:36} {gf:6.2f} {ms:8.2f} {gf / ms * 1e3:8.1f} "
                 f"{gf / ms * 1e3 / peak:6.1%} {mem:7.1f}")
         if compare:
             line += f" {tf_ms:8.2f} {ms / tf_ms:8.2f}"
-        print(line, flush=True)
+        print(line + f" {latency:7.1f}  {path}", flush=True)
     for group, rs in ratios.items():
         print(f"{group}: geometric mean ours/TF {geomean(rs):.2f}, max {max(rs):.2f} "
               f"over {len(rs)} cases")

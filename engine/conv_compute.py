@@ -6,7 +6,9 @@ phase images ``P`` of ``x`` and the zero-embedded flat ``E`` of ``dy`` (``T`` po
 
 - conv2d:          ``Y[p]      = sum_t P_t[p + off_t] @ w_t``
 - backprop filter: ``dw_t      = P_t[off_t : off_t + T].T @ E[:T]``
-- backprop input:  ``D_t[p + off_t] += E[p] @ w_t.T``, then phases merged back into ``dx``
+- backprop input:  ``D_t[p + off_t] += E[p] @ w_t.T``, then phases merged back into ``dx``;
+  at stride 1 gathered instead: ``D[p] = [E[p - off_t] for t] @ [w_t.T for t]`` per cache-sized
+  block of ``p`` (one product with ``K = taps * O``, :func:`_backprop_input_gather`)
 
 Each is one matrix product per filter tap on shifted views (no copies), or, when the channel
 count is too small for a per-tap product to be efficient, one product per cache-sized block of
@@ -43,6 +45,12 @@ FILTER_GRAD_BLOCK = 2048
 DEPTHWISE_TILE_POSITIONS = 2048
 #: Below this many input channels the per-tap products are too thin: use im2col / col2im.
 IM2COL_MAX_CHANNELS = 16
+#: Bytes of one core's gathered block of the stride-1 input gradient (stays in cache).
+GATHER_BLOCK_BYTES = 2**20
+#: ... but at least this many destinations per block (smaller products waste BLAS calls).
+GATHER_MIN_BLOCK = 64
+#: False: the stride-1 input gradient uses the per-tap products too (tests of that path).
+GATHER_INPUT_GRADIENT = True
 
 
 def _chunks(batch: int, per_image_bytes: int):
@@ -206,6 +214,61 @@ def conv2d_backprop_input(
             lay.merge_input(d.reshape(sr, sc, nb, lay.hq, lay.wq, ci), out[sl])
 
 
+def input_strategy(lay: PhaseLayout, channels: int) -> str:
+    """How :func:`conv2d_backprop_input` computes geometry ``lay`` with ``channels`` input
+    channels per group: ``col2im`` (few channels), ``gather`` (stride 1, several taps: one
+    product with ``K = taps * O`` per block of destinations) or ``per-tap`` products."""
+    g = lay.g
+    if _few_channels(channels):
+        return "col2im"
+    if GATHER_INPUT_GRADIENT and g.stride_rows == g.stride_cols == 1 and len(lay.taps) > 1:
+        return "gather"
+    return "per-tap"
+
+
+def gather_block(lay: PhaseLayout, o: int, itemsize: int) -> int:
+    """Destinations per gathered block: :data:`GATHER_BLOCK_BYTES` of ``(B, taps * O)``."""
+    return max(GATHER_MIN_BLOCK, GATHER_BLOCK_BYTES // max(1, len(lay.taps) * o * itemsize))
+
+
+def _backprop_input_gather(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray,
+                           into: np.ndarray | None) -> np.ndarray:
+    """Stride-1 ``D[p] = sum_t E[p - off_t] @ w_t.T`` as one product per cache-sized block
+    of destinations ``p``: the block's ``(B, taps, O)`` sources are gathered by one strided copy
+    of the zero-headed ``E`` (the taps form one grid, see :class:`PhaseGrid`), then multiplied
+    by the stacked ``(taps * O, C)`` filter straight into ``D``. Blocks are split over cores."""
+    (grid,) = lay.grids
+    t, co, ci = e.shape[0], wt.shape[2], wt.shape[3]
+    head = lay.max_offset
+    length = t + head
+    d = into if into is not None else np.empty((1, 1, length, ci), e.dtype)
+    dflat = d.reshape(length, ci)
+    src = np.empty((head + length, co), e.dtype)  # E with max_offset zero rows before it
+    src[:head] = 0
+    src[head : head + t] = e
+    src[head + t :] = 0
+    order = list(grid.taps)  # grid order of the gathered columns
+    ws = wt.reshape(len(lay.taps), co, ci)[order].reshape(-1, ci)
+    block = gather_block(lay, co, e.itemsize)
+    s0, s1 = src.strides
+
+    def part(lo: int, hi: int) -> None:
+        cols = np.empty((block, grid.rows, grid.cols, co), e.dtype)
+        for b0 in range(lo, hi, block):
+            checkpoint()
+            b1 = min(hi, b0 + block)
+            first = src[head - grid.offset + b0 :]  # row of tap (0, 0) for destination b0
+            view = as_strided(first, shape=(b1 - b0, grid.rows, grid.cols, co),
+                              strides=(s0, -grid.row_step * s0, -grid.col_step * s0, s1),
+                              writeable=False)
+            c = cols[: b1 - b0]
+            c[...] = view
+            np.matmul(c.reshape(b1 - b0, -1), ws, out=dflat[b0:b1])
+
+    map_ranges(part, length, block)  # one-thread BLAS per core: small products stay cheap
+    return d
+
+
 def _backprop_input_chunk(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray, few: bool,
                           into: np.ndarray | None = None):
     """Flat phase gradients of one chunk: ``(sr, sc, C, L)`` if ``few`` else ``(sr, sc, L, C)``
@@ -213,6 +276,8 @@ def _backprop_input_chunk(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray, few: 
     g = lay.g
     t, ci, co = e.shape[0], wt.shape[3], wt.shape[2]
     length = t + lay.max_offset
+    if not few and input_strategy(lay, ci) == "gather":
+        return _backprop_input_gather(lay, e, wt, into)
     if not few:  # one product per tap accumulated in place into the shifted phase view
         d = into if into is not None else np.zeros(
             (g.stride_rows, g.stride_cols, length, ci), e.dtype)

@@ -133,11 +133,13 @@ def select(g: ConvGeometry) -> tuple[Spans, Spans] | None:
 
 
 def _pairs(rows: Spans, cols: Spans):
-    """``(i, j, out_rows, out_cols, in_rows, in_cols)`` of every tap pair that meets data."""
+    """``(i, j, out_rows, out_cols, in_rows, in_cols)`` of every tap pair that meets data (a
+    cancel checkpoint before each: a chunk may hold many pairs)."""
     col_slices = [cols.slices(b) for b in range(len(cols))]
     for a in range(len(rows)):
         i, ro, ri = rows.slices(a)
         for j, co, ci in col_slices:
+            checkpoint()
             yield i, j, ro, co, ri, ci
 
 

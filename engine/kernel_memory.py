@@ -9,7 +9,8 @@ checked against tracemalloc by ``tests/test_memory.py``):
   pair and their product, plus the result in the compute dtype;
 - otherwise the compute buffers of one batch chunk are at most ``max(CHUNK_BYTES, one image's phase
   images)`` (and never more than the whole batch's), in the compute dtype (float32 for the half types); few-channel convolutions add
-  their im2col matrix per image, cache-sized blocks add a few per core;
+  their im2col matrix per image, cache-sized blocks add a few per core (the stride-1 input
+  gradient's gathered blocks among them);
 - results are accumulated in the compute dtype, per core for filter gradients, and cast or
   re-laid out at the end; the filter is cast once or twice;
 - when an operand may hold NaN or Inf (:attr:`blocks.spec.TensorSpec.finite`), the NaN/Inf path
@@ -88,6 +89,9 @@ def _kernel_bytes(g: ConvGeometry, kind: str, ct: int) -> int:
         chunk = 2 * min(g.batch * per_image, max(conv_compute.CHUNK_BYTES, per_image))
         positions = min(conv_compute.FILTER_GRAD_BLOCK, g.batch * lay.hq * lay.wq)
         blocks = cores * 2 * ct * (positions + og) * taps * cg
+        if kind == "input" and conv_compute.input_strategy(lay, cg) == "gather":
+            block = conv_compute.gather_block(lay, og, ct) * taps * og * ct
+            blocks += cores * 2 * block  # each core's gathered block and BLAS's packing of it
         body = chunk + blocks
     results = (cores + 3) * out * ct + (2 * y * ct if kind == "forward" else 0)
     return body + results + 3 * w * ct

@@ -28,7 +28,7 @@ from typing import TypeVar
 import numpy as np
 
 from engine import conv_compute as cc
-from engine import conv_sparse
+from engine import conv_sparse, kernel_path
 from engine.conv_layout import PhaseLayout
 from engine.conv_shapes import (
     ConvGeometry,
@@ -41,6 +41,9 @@ from engine.errors import InvalidArgumentError
 from engine.nonfinite import nonfinite_safe
 
 IntSeq = Sequence[int] | np.ndarray
+
+#: The compute path of this thread's last kernel call, e.g. ``"numpy gather"``.
+last_path = kernel_path.last
 
 __all__ = [
     "conv2d",
@@ -99,6 +102,27 @@ def _group_slices(g: ConvGeometry):
         yield slice(k * q, (k + 1) * q), slice(k * o, (k + 1) * o)
 
 
+def _sparse(g: ConvGeometry):
+    """:func:`engine.conv_sparse.select`, recording the tap-span path when it applies."""
+    sp = conv_sparse.select(g)
+    if sp is not None:
+        kernel_path.record("numpy tap-spans")
+    return sp
+
+
+def _phase_layout(g: ConvGeometry, kind: str) -> PhaseLayout:
+    """The phase layout of ``g``, recording the NumPy strategy ``kind`` uses on it."""
+    lay = PhaseLayout.of(g)
+    if g.depthwise:
+        name = "tiles"
+    elif kind == "input":
+        name = cc.input_strategy(lay, g.filter_in_depth)
+    else:
+        name = "im2col" if g.filter_in_depth < cc.IM2COL_MAX_CHANNELS else "per-tap"
+    kernel_path.record(f"numpy {name}")
+    return lay
+
+
 def _input_grad_buffer(g: ConvGeometry, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
     """Zeroed result in ``g.data_format`` and its NHWC view."""
     out = np.zeros(g.input_shape, dtype)
@@ -125,9 +149,9 @@ def conv2d(
     if _empty(g):
         return np.zeros(g.output_shape, dtype)
     ctype, xv = compute_dtype(dtype), _nhwc(x, data_format)
-    if (sp := conv_sparse.select(g)) is not None:
+    if (sp := _sparse(g)) is not None:
         return _from_nhwc(conv_sparse.conv2d(g, *sp, xv, w, ctype), data_format, dtype)
-    lay = PhaseLayout.of(g)
+    lay = _phase_layout(g, "forward")
     parts = [cc.conv2d(lay, xv[..., si], w[..., so], ctype) for si, so in _group_slices(g)]
     y = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=3)
     return _from_nhwc(y, data_format, dtype)
@@ -155,10 +179,10 @@ def conv2d_backprop_filter(
     if _empty(g):
         return np.zeros(g.filter_shape, dtype)
     ctype, xv, dyv = compute_dtype(dtype), _nhwc(x, data_format), _nhwc(dy, data_format)
-    if (sp := conv_sparse.select(g)) is not None:
+    if (sp := _sparse(g)) is not None:
         return conv_sparse.conv2d_backprop_filter(g, *sp, xv, dyv, ctype).astype(
             dtype, copy=False)
-    lay = PhaseLayout.of(g)
+    lay = _phase_layout(g, "filter")
     parts = [cc.conv2d_backprop_filter(lay, xv[..., si], dyv[..., so], ctype)
              for si, so in _group_slices(g)]
     dw = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=3)
@@ -189,10 +213,10 @@ def conv2d_backprop_input(
     if _empty(g):
         return out
     ctype, dyv = compute_dtype(dtype), _nhwc(dy, data_format)
-    if (sp := conv_sparse.select(g)) is not None:
+    if (sp := _sparse(g)) is not None:
         outv[...] = conv_sparse.conv2d_backprop_input(g, *sp, dyv, w, ctype)
         return out
-    lay = PhaseLayout.of(g)
+    lay = _phase_layout(g, "input")
     for si, so in _group_slices(g):
         cc.conv2d_backprop_input(lay, dyv[..., so], w[..., so], ctype, outv[..., si])
     return out
@@ -218,10 +242,10 @@ def depthwise_conv2d_native(
     if _empty(g):
         return np.zeros(g.output_shape, dtype)
     ctype, xv = compute_dtype(dtype), _nhwc(x, data_format)
-    if (sp := conv_sparse.select(g)) is not None:
+    if (sp := _sparse(g)) is not None:
         y = conv_sparse.depthwise_conv2d(g, *sp, xv, w, ctype)
     else:
-        y = cc.depthwise_conv2d(PhaseLayout.of(g), xv, w, ctype)
+        y = cc.depthwise_conv2d(_phase_layout(g, "forward"), xv, w, ctype)
     return _from_nhwc(y, data_format, dtype)
 
 
@@ -249,10 +273,10 @@ def depthwise_conv2d_native_backprop_filter(
     if _empty(g):
         return np.zeros(g.filter_shape, dtype)
     ctype, xv, dyv = compute_dtype(dtype), _nhwc(x, data_format), _nhwc(dy, data_format)
-    if (sp := conv_sparse.select(g)) is not None:
+    if (sp := _sparse(g)) is not None:
         dw = conv_sparse.depthwise_conv2d_backprop_filter(g, *sp, xv, dyv, ctype)
     else:
-        dw = cc.depthwise_conv2d_backprop_filter(PhaseLayout.of(g), xv, dyv, ctype)
+        dw = cc.depthwise_conv2d_backprop_filter(_phase_layout(g, "filter"), xv, dyv, ctype)
     return dw.astype(dtype, copy=False)
 
 
@@ -281,8 +305,8 @@ def depthwise_conv2d_native_backprop_input(
     if _empty(g):
         return out
     ctype, dyv = compute_dtype(dtype), _nhwc(dy, data_format)
-    if (sp := conv_sparse.select(g)) is not None:
+    if (sp := _sparse(g)) is not None:
         outv[...] = conv_sparse.depthwise_conv2d_backprop_input(g, *sp, dyv, w, ctype)
     else:
-        cc.depthwise_conv2d_backprop_input(PhaseLayout.of(g), dyv, w, ctype, outv)
+        cc.depthwise_conv2d_backprop_input(_phase_layout(g, "input"), dyv, w, ctype, outv)
     return out

@@ -14,12 +14,14 @@ import itertools
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from threadpoolctl import ThreadpoolController
 
 from engine import cancel
+
+if TYPE_CHECKING:  # concurrent.futures (and the logging it imports) loads on first use
+    from concurrent.futures import ThreadPoolExecutor
 
 T = TypeVar("T")
 
@@ -43,6 +45,8 @@ def _resources() -> tuple[ThreadPoolExecutor, ThreadpoolController]:
     global _pool, _controller
     with _lock:
         if _pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
             _pool = ThreadPoolExecutor(workers(), thread_name_prefix="gradblocks-kernel")
             _controller = ThreadpoolController()
         return _pool, _controller

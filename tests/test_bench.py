@@ -49,10 +49,15 @@ def test_main_prints_a_row_per_selected_case_and_says_when_tensorflow_is_missing
     monkeypatch.setattr(bench, "matmul_peak", lambda repeat: 100.0)
     assert bench.main(["--compare", "--only", "dw filter 32x32", "--repeat", "5"]) == 0
     lines = capsys.readouterr().out.splitlines()
+    env = bench.blas_lines()
+    assert lines[: len(env)] == env
+    lines = lines[len(env):]
     assert lines[0] == "NumPy float32 matmul peak (2048^3): 100.0 GFLOP/s"
     assert lines[1] == "TensorFlow is not importable here: --compare skipped"
-    assert "TF ms" not in lines[2]
+    assert "TF ms" not in lines[2] and lines[2].split()[-2:] == ["cancel", "path"]
     row = lines[3].split()
+    assert row[-2:] == ["numpy", "tiles"]  # the depthwise filter gradient's path
+    assert float(row[-3]) >= 0  # cancel latency, ms
     assert row[:6] == ["dw", "filter", "32x32x32", "5x5", "m2", "VALID"]
     gflop, ms, gflops, peak = float(row[6]), float(row[7]), float(row[8]), row[9]
     assert gflop == 0.01 and ms > 0 and abs(gflops - 2 * 4 * 28 * 28 * 25 * 64 / 1e9 / ms * 1e3) < 0.2
@@ -74,3 +79,58 @@ def test_make_args_gives_each_op_its_tensorflow_arguments():
     filt = bench.make_args(by_name["filter 56x56x64 3x3x64 s1 SAME"], rng)
     assert sorted(filt) == ["data_format", "filter_sizes", "input", "out_backprop", "padding",
                             "strides"]
+
+
+def test_blas_lines_name_the_library_threads_core_type_and_coretype(monkeypatch):
+    from threadpoolctl import threadpool_info
+
+    info = next(i for i in threadpool_info() if i["user_api"] == "blas")
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    lines = bench.blas_lines()
+    assert lines[0].startswith(f"BLAS: {info['internal_api']} {info['version']}, "
+                               f"{info['num_threads']} threads, core type ")
+    assert "OPENBLAS_CORETYPE=Haswell" in lines
+    assert lines[-1] == "in-place gemm: cblas through ctypes"
+    monkeypatch.delenv("OPENBLAS_CORETYPE")
+    assert "OPENBLAS_CORETYPE not set" in bench.blas_lines()
+
+
+def test_cancel_latency_cancels_a_call_that_would_never_end():
+    """The call only ends when its checkpoint raises: a wrong scope would hang this test."""
+    seen = []
+
+    def forever():
+        while True:
+            bench.cancel.checkpoint()
+            seen.append(1)
+            bench.time.sleep(0.001)
+
+    assert bench.cancel_latency_ms(forever, after_ms=5) >= 0 and seen
+
+
+def test_cancel_latency_of_a_real_kernel_case_stops_it_inside(monkeypatch):
+    """A cancelled kernel raises Cancelled from a checkpoint (never a wrong result)."""
+    by_name = {case.name: case for case in bench.CASES}
+    args = bench.make_args(by_name["input  56x56x64 3x3x64 s1 SAME"],
+                           np.random.default_rng(0))
+    outcomes = []
+
+    def call():
+        bench.cancel.current().wait()  # cancelled before the kernel starts: deterministic
+        try:
+            bench.kernels.conv2d_backprop_input(**args)
+            outcomes.append("finished")
+        except bench.cancel.Cancelled:
+            outcomes.append("cancelled")
+            raise
+
+    assert bench.cancel_latency_ms(call, after_ms=0) >= 0
+    assert outcomes == ["cancelled"]
+
+
+def test_depthwise_forward_and_input_cases_are_compared_at_both_strides():
+    dw = [c for c in bench.CASES if c.group == "dw forward+input"]
+    ops = {(c.op, c.stride, c.input_shape, c.filter_shape) for c in dw}
+    assert len(dw) == len(ops) == 16
+    assert {c.op for c in dw} == {"DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput"}
+    assert {c.stride for c in dw} == {1, 2}
