@@ -28,7 +28,7 @@ from typing import TypeVar
 import numpy as np
 
 from engine import conv_compute as cc
-from engine import conv_sparse
+from engine import conv_sparse, winograd
 from engine.conv_layout import PhaseLayout
 from engine.conv_shapes import (
     ConvGeometry,
@@ -127,6 +127,8 @@ def conv2d(
     ctype, xv = compute_dtype(dtype), _nhwc(x, data_format)
     if (sp := conv_sparse.select(g)) is not None:
         return _from_nhwc(conv_sparse.conv2d(g, *sp, xv, w, ctype), data_format, dtype)
+    if (y := winograd.try_conv2d(g, xv, w, ctype)) is not None:
+        return _from_nhwc(y, data_format, dtype)
     lay = PhaseLayout.of(g)
     parts = [cc.conv2d(lay, xv[..., si], w[..., so], ctype) for si, so in _group_slices(g)]
     y = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=3)
@@ -158,6 +160,8 @@ def conv2d_backprop_filter(
     if (sp := conv_sparse.select(g)) is not None:
         return conv_sparse.conv2d_backprop_filter(g, *sp, xv, dyv, ctype).astype(
             dtype, copy=False)
+    if (dw := winograd.try_backprop_filter(g, xv, dyv, ctype)) is not None:
+        return dw.astype(dtype, copy=False)
     lay = PhaseLayout.of(g)
     parts = [cc.conv2d_backprop_filter(lay, xv[..., si], dyv[..., so], ctype)
              for si, so in _group_slices(g)]
@@ -191,6 +195,9 @@ def conv2d_backprop_input(
     ctype, dyv = compute_dtype(dtype), _nhwc(dy, data_format)
     if (sp := conv_sparse.select(g)) is not None:
         outv[...] = conv_sparse.conv2d_backprop_input(g, *sp, dyv, w, ctype)
+        return out
+    if (dx := winograd.try_backprop_input(g, dyv, w, ctype)) is not None:
+        outv[...] = dx
         return out
     lay = PhaseLayout.of(g)
     for si, so in _group_slices(g):
