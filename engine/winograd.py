@@ -42,8 +42,8 @@ from engine.dtypes import DTYPES
 from engine.nonfinite import exact_required
 from engine.parallel import map_ranges
 
-#: Extra memory one batch chunk's tile buffers may use.
-CHUNK_BYTES = 64 * 2**20
+#: Tile buffers of one chunk (per core): small enough to stay in cache while multiplied.
+CHUNK_BYTES = 2**20
 #: Winograd only when both channel counts are at least this (thin products lose to the
 #: per-tap NumPy path, and the transforms cost more than they save).
 MIN_CHANNELS = 16
@@ -63,6 +63,38 @@ _LAYOUT = {
 
 _G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 _last = threading.local()
+
+
+def _point_tables(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For ``P = m d m^T`` of a square patch ``d``: per point ``4*u + v`` the flat patch indices
+    and coefficients of its (at most 4) nonzero terms, padded with zero coefficients."""
+    size = m.shape[1]
+    idx = np.zeros((16, 4), np.int64)
+    coef = np.zeros((16, 4))
+    for u in range(4):
+        for v in range(4):
+            terms = [(i * size + j, m[u, i] * m[v, j]) for i in range(size)
+                     for j in range(size) if m[u, i] * m[v, j] != 0]
+            assert len(terms) <= 4
+            for q, (k, c) in enumerate(terms):
+                idx[4 * u + v, q], coef[4 * u + v, q] = k, c
+    return idx, coef
+
+
+#: ``B^T`` and ``A`` of F(2x2, 3x3) as patch tables for :func:`engine.winograd_jit.patch_tiles`.
+_INPUT_TABLES = _point_tables(np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0],
+                                        [0, 1, 0, -1]], float))
+_GRAD_TABLES = _point_tables(np.array([[1, 0], [1, 1], [1, -1], [0, -1]], float))
+
+
+def _input_tiles(src, row0, col0, th, tw, t0, t1, out) -> None:
+    idx, coef = _INPUT_TABLES
+    _jit().patch_tiles(src, 4, row0, col0, th, tw, t0, t1, idx, coef.astype(out.dtype), out)
+
+
+def _grad_tiles(src, th, tw, t0, t1, out) -> None:
+    idx, coef = _GRAD_TABLES
+    _jit().patch_tiles(src, 2, 0, 0, th, tw, t0, t1, idx, coef.astype(out.dtype), out)
 
 
 @functools.cache
@@ -128,15 +160,22 @@ def _tiles(rows: int, cols: int) -> tuple[int, int]:
     return -(-rows // 2), -(-cols // 2)
 
 
-def _bands(batch: int, tiles_h: int, tiles_w: int, channels: int, itemsize: int):
-    """Band ranges ``(band0, band1)`` of tile rows whose buffers stay within
-    :data:`CHUNK_BYTES` (one band at least), with a cancel checkpoint before each."""
-    per_band = 16 * tiles_w * channels * itemsize
-    step = max(1, CHUNK_BYTES // max(1, per_band))
-    total = batch * tiles_h
-    for b0 in range(0, total, step):
-        checkpoint()
-        yield b0, min(total, b0 + step)
+def _chunked(tiles: int, channels: int, itemsize: int, work) -> list:
+    """Run ``work(t0, t1)`` on chunks of the tiles ``[0, tiles)`` whose buffers (16 points of
+    ``channels`` values per tile) fit :data:`CHUNK_BYTES`: each core walks its own contiguous
+    range chunk by chunk (a cancel checkpoint before each, BLAS on one thread), so a chunk's
+    transformed tiles are multiplied while they are still in cache. Returns each core's list of
+    ``work`` results."""
+    step = max(1, CHUNK_BYTES // max(1, 16 * channels * itemsize))
+
+    def walk(lo: int, hi: int) -> list:
+        done = []
+        for t0 in range(lo, hi, step):
+            checkpoint()
+            done.append(work(t0, min(hi, t0 + step)))
+        return done
+
+    return map_ranges(walk, tiles, MIN_TILES)
 
 
 def _nhwc_operand(a: np.ndarray, ctype: np.dtype) -> np.ndarray:
@@ -151,11 +190,6 @@ def _filter_transform(w: np.ndarray, ctype: np.dtype) -> np.ndarray:
     return np.ascontiguousarray(u.reshape(16, *w.shape[2:]))
 
 
-def _per_point(fn, points: int = 16) -> list:
-    """Run ``fn(lo, hi)`` over the tile points split over cores (one BLAS thread each)."""
-    return map_ranges(fn, points, 1)
-
-
 def _forward(src: np.ndarray, u: np.ndarray, row0: int, col0: int, out_rows: int,
              out_cols: int, ctype: np.dtype) -> np.ndarray:
     """``y[n, r, c, k] = sum_{i,j,q} src[n, r + i - row0, c + j - col0, q] w[i, j, q, k]`` (zero
@@ -164,18 +198,14 @@ def _forward(src: np.ndarray, u: np.ndarray, row0: int, col0: int, out_rows: int
     n, ci, co = src.shape[0], src.shape[3], u.shape[2]
     y = np.empty((n, out_rows, out_cols, co), ctype)
     th, tw = _tiles(out_rows, out_cols)
-    for b0, b1 in _bands(n, th, tw, ci + co, ctype.itemsize):
-        t = (b1 - b0) * tw
-        v = np.empty((16, t, ci), ctype)
-        jit.input_tiles(src, row0, col0, th, tw, b0, b1, v)
-        m = np.empty((16, t, co), ctype)
 
-        def products(lo: int, hi: int, v=v, m=m) -> None:
-            for p in range(lo, hi):
-                np.matmul(v[p], u[p], out=m[p])
+    def work(t0: int, t1: int) -> None:
+        v = np.empty((16, t1 - t0, ci), ctype)
+        _input_tiles(src, row0, col0, th, tw, t0, t1, v)
+        m = np.matmul(v, u)
+        jit.output_tiles(m, th, tw, t0, t1, y)
 
-        _per_point(products)
-        jit.output_tiles(m, th, tw, b0, b1, y)
+    _chunked(n * th * tw, ci + co, ctype.itemsize, work)
     return y
 
 
@@ -195,24 +225,21 @@ def backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarray, ctype: np.dty
 def backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndarray,
                     ctype: np.dtype) -> np.ndarray:
     """Filter gradient ``(3, 3, C, K)`` in ``ctype`` of NHWC ``x`` and ``dy``."""
-    jit = _jit()
     xs, es = _nhwc_operand(x, ctype), _nhwc_operand(dy, ctype)
     n, ci, co = xs.shape[0], xs.shape[3], es.shape[3]
     th, tw = _tiles(g.out_rows, g.out_cols)
+
+    def work(t0: int, t1: int) -> np.ndarray:
+        v = np.empty((16, t1 - t0, ci), ctype)
+        _input_tiles(xs, g.pad_top, g.pad_left, th, tw, t0, t1, v)
+        e = np.empty((16, t1 - t0, co), ctype)
+        _grad_tiles(es, th, tw, t0, t1, e)
+        return np.matmul(v.transpose(0, 2, 1), e)
+
     acc = np.zeros((16, ci, co), ctype)
-    for b0, b1 in _bands(n, th, tw, ci + co, ctype.itemsize):
-        t = (b1 - b0) * tw
-        v = np.empty((16, t, ci), ctype)
-        jit.input_tiles(xs, g.pad_top, g.pad_left, th, tw, b0, b1, v)
-        e = np.empty((16, t, co), ctype)
-        jit.grad_tiles(es, th, tw, b0, b1, e)
-
-        def products(lo: int, hi: int, v=v, e=e) -> None:
-            tmp = np.empty((ci, co), ctype)
-            for p in range(lo, hi):
-                acc[p] += np.matmul(v[p].T, e[p], out=tmp)
-
-        _per_point(products)
+    for part in _chunked(n * th * tw, ci + co, ctype.itemsize, work):
+        for m in part:
+            acc += m
     gm = _G.astype(ctype)
     return np.einsum("ui,uvck,vj->ijck", gm, acc.reshape(4, 4, ci, co), gm)
 
