@@ -160,20 +160,20 @@ def _tiles(rows: int, cols: int) -> tuple[int, int]:
     return -(-rows // 2), -(-cols // 2)
 
 
-def _chunked(tiles: int, channels: int, itemsize: int, work) -> list:
-    """Run ``work(t0, t1)`` on chunks of the tiles ``[0, tiles)`` whose buffers (16 points of
-    ``channels`` values per tile) fit :data:`CHUNK_BYTES`: each core walks its own contiguous
-    range chunk by chunk (a cancel checkpoint before each, BLAS on one thread), so a chunk's
-    transformed tiles are multiplied while they are still in cache. Returns each core's list of
-    ``work`` results."""
+def _chunked(tiles: int, channels: int, itemsize: int, work, state=lambda: None) -> list:
+    """Run ``work(t0, t1, st)`` on chunks of the tiles ``[0, tiles)`` whose buffers (16 points
+    of ``channels`` values per tile) fit :data:`CHUNK_BYTES`: each core walks its own contiguous
+    range chunk by chunk (a cancel checkpoint before each, BLAS on one thread) with its own
+    ``st = state()``, so a chunk's transformed tiles are multiplied while they are still in
+    cache. Returns each core's ``st``."""
     step = max(1, CHUNK_BYTES // max(1, 16 * channels * itemsize))
 
-    def walk(lo: int, hi: int) -> list:
-        done = []
+    def walk(lo: int, hi: int):
+        st = state()
         for t0 in range(lo, hi, step):
             checkpoint()
-            done.append(work(t0, min(hi, t0 + step)))
-        return done
+            work(t0, min(hi, t0 + step), st)
+        return st
 
     return map_ranges(walk, tiles, MIN_TILES)
 
@@ -199,7 +199,7 @@ def _forward(src: np.ndarray, u: np.ndarray, row0: int, col0: int, out_rows: int
     y = np.empty((n, out_rows, out_cols, co), ctype)
     th, tw = _tiles(out_rows, out_cols)
 
-    def work(t0: int, t1: int) -> None:
+    def work(t0: int, t1: int, _) -> None:
         v = np.empty((16, t1 - t0, ci), ctype)
         _input_tiles(src, row0, col0, th, tw, t0, t1, v)
         m = np.matmul(v, u)
@@ -229,17 +229,21 @@ def backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndarray,
     n, ci, co = xs.shape[0], xs.shape[3], es.shape[3]
     th, tw = _tiles(g.out_rows, g.out_cols)
 
-    def work(t0: int, t1: int) -> np.ndarray:
+    def work(t0: int, t1: int, st: tuple[np.ndarray, np.ndarray]) -> None:
+        acc, tmp = st
         v = np.empty((16, t1 - t0, ci), ctype)
         _input_tiles(xs, g.pad_top, g.pad_left, th, tw, t0, t1, v)
         e = np.empty((16, t1 - t0, co), ctype)
         _grad_tiles(es, th, tw, t0, t1, e)
-        return np.matmul(v.transpose(0, 2, 1), e)
+        acc += np.matmul(v.transpose(0, 2, 1), e, out=tmp)
 
-    acc = np.zeros((16, ci, co), ctype)
-    for part in _chunked(n * th * tw, ci + co, ctype.itemsize, work):
-        for m in part:
-            acc += m
+    def state() -> tuple[np.ndarray, np.ndarray]:  # per core: its partial sum and a product
+        return np.zeros((16, ci, co), ctype), np.empty((16, ci, co), ctype)
+
+    parts = _chunked(n * th * tw, ci + co, ctype.itemsize, work, state)
+    acc = parts[0][0]
+    for part, _ in parts[1:]:
+        acc += part
     gm = _G.astype(ctype)
     return np.einsum("ui,uvck,vj->ijck", gm, acc.reshape(4, 4, ci, co), gm)
 
