@@ -110,11 +110,14 @@ def enabled() -> bool:
 def applies(g: ConvGeometry) -> bool:
     """True for the geometries Winograd computes, and faster than the NumPy path: a 3x3,
     stride-1, dilation-1, ungrouped conv with at least :data:`MIN_CHANNELS` input and output
-    channels and :data:`MIN_TILES` output tiles."""
+    channels and :data:`MIN_TILES` output tiles, padded by at most 2 on each side (so every
+    output reads data: an element whose terms all read padding must be exactly 0, and the
+    transforms would leave rounding there)."""
     tiles = g.batch * (-(-g.out_rows // 2)) * (-(-g.out_cols // 2))
     return (not g.depthwise and g.groups == 1
             and (g.filter_rows, g.filter_cols) == (3, 3)
             and (g.stride_rows, g.stride_cols, g.dilation_rows, g.dilation_cols) == (1, 1, 1, 1)
+            and max(g.pad_top, g.pad_bottom, g.pad_left, g.pad_right) <= 2
             and min(g.in_depth, g.filter_out) >= MIN_CHANNELS and tiles >= MIN_TILES)
 
 
@@ -245,7 +248,18 @@ def backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndarray,
     for part, _ in parts[1:]:
         acc += part
     gm = _G.astype(ctype)
-    return np.einsum("ui,uvck,vj->ijck", gm, acc.reshape(4, 4, ci, co), gm)
+    dw = np.einsum("ui,uvck,vj->ijck", gm, acc.reshape(4, 4, ci, co), gm)
+    # taps that read only padding (tiny images) have no terms: exactly 0, not rounding
+    dw[~_taps_meeting_data(g.in_rows, g.out_rows, g.pad_top)] = 0
+    dw[:, ~_taps_meeting_data(g.in_cols, g.out_cols, g.pad_left)] = 0
+    return dw
+
+
+def _taps_meeting_data(size: int, out: int, pad: int) -> np.ndarray:
+    """Per filter row ``i``: some output row ``r < out`` reads input row ``r + i - pad`` inside
+    ``[0, size)``."""
+    i = np.arange(3)
+    return (np.maximum(0, i - pad) <= np.minimum(size - 1, out - 1 + i - pad)) & (size > 0)
 
 
 def try_conv2d(g, x, w, ctype) -> np.ndarray | None:
