@@ -1,8 +1,10 @@
 """Winograd F(2x2, 3x3) (engine.winograd) against the NumPy path and the slow reference."""
 
 import functools
+import json
 import threading
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,7 +13,7 @@ from hypothesis import strategies as st
 
 from engine import cancel, kernels, winograd
 from engine.conv_shapes import conv2d_geometry
-from engine.dtypes import DTYPES
+from engine.dtypes import DTYPES, to_dtype
 from engine.kernel_memory import conv_workspace
 from tests import reference
 from tests.test_kernels_properties import _check, conv_attrs, valid_geometry
@@ -239,3 +241,32 @@ def test_extra_memory_is_bounded_and_estimated(kind, monkeypatch):
         assert extra <= conv_workspace(g, kind, "float32", True)
         extras.append(extra)
     assert extras[1] < 4 * 2**20  # 32 images of 12x12x16: the operands alone are 1.2 MiB
+
+
+GOLDEN = Path(__file__).parent / "golden"
+WINOGRAD_CASES = json.loads((GOLDEN / "winograd_cases.json").read_text())["cases"]
+WINOGRAD_ARRAYS = np.load(GOLDEN / "winograd_arrays.npz")
+
+
+def test_golden_winograd_set_covers_every_op_padding_and_dtype():
+    seen = {(c["op"], c["attrs"]["padding"], c["dtype"]) for c in WINOGRAD_CASES}
+    assert len(seen) == 27 and len(WINOGRAD_CASES) == 72
+
+
+@pytest.mark.parametrize("case", WINOGRAD_CASES, ids=[c["id"] for c in WINOGRAD_CASES])
+def test_golden_tensorflow_cases_on_the_winograd_path(case):
+    """TensorFlow's 3x3 stride-1 results (tests/golden/make_winograd_cases.py), on Winograd."""
+    dtype = to_dtype(case["dtype"])
+    args = {name: value if isinstance(value, list)
+            else WINOGRAD_ARRAYS[value].astype(dtype) for name, value in case["inputs"].items()}
+    op = dict(zip(("Conv2D", "Conv2DBackpropFilter", "Conv2DBackpropInput"), OPS,
+                  strict=True))[case["op"]]
+    with everywhere():
+        winograd._last.path = ""
+        out = op(**args, **case["attrs"])
+    assert winograd.used() == "winograd"
+    exact = WINOGRAD_ARRAYS[case["id"] + ".exact"]
+    bound = WINOGRAD_ARRAYS[case["id"] + ".bound"]
+    assert out.shape == exact.shape and out.dtype == dtype
+    err = np.abs(out.astype(np.float64) - exact)
+    assert np.all(err <= case["rtol"] * bound + 1e-30)
