@@ -47,8 +47,14 @@ CHUNK_BYTES = 2**20
 #: Winograd only when both channel counts are at least this (thin products lose to the
 #: per-tap NumPy path, and the transforms cost more than they save).
 MIN_CHANNELS = 16
-#: ... and the batch has at least this many 2x2 output tiles.
-MIN_TILES = 64
+#: ... and their product at least this (16x16 lost everywhere measured; 16x64 and 32x32 won
+#: from about 14x14 images on)...
+MIN_CHANNEL_PRODUCT = 1024
+#: ... and the batch has at least this many 2x2 output tiles (below, fixed costs dominate).
+MIN_TILES = 128
+#: A chunk holds at least this many tiles (BLAS needs rows to be efficient), whatever the
+#: channel count.
+MIN_CHUNK_TILES = 128
 #: Operands must be below ``2**MAX_EXPONENT`` in magnitude for Winograd: transforms add up to
 #: 16 elements, so products and sums then stay far from float32 overflow (2**128).
 MAX_EXPONENT = 40
@@ -110,7 +116,7 @@ def enabled() -> bool:
 def applies(g: ConvGeometry) -> bool:
     """True for the geometries Winograd computes, and faster than the NumPy path: a 3x3,
     stride-1, dilation-1, ungrouped conv with at least :data:`MIN_CHANNELS` input and output
-    channels and :data:`MIN_TILES` output tiles, padded by at most 2 on each side (so every
+    channels (product :data:`MIN_CHANNEL_PRODUCT`) and :data:`MIN_TILES` output tiles, padded by at most 2 on each side (so every
     output reads data: an element whose terms all read padding must be exactly 0, and the
     transforms would leave rounding there)."""
     tiles = g.batch * (-(-g.out_rows // 2)) * (-(-g.out_cols // 2))
@@ -118,7 +124,8 @@ def applies(g: ConvGeometry) -> bool:
             and (g.filter_rows, g.filter_cols) == (3, 3)
             and (g.stride_rows, g.stride_cols, g.dilation_rows, g.dilation_cols) == (1, 1, 1, 1)
             and max(g.pad_top, g.pad_bottom, g.pad_left, g.pad_right) <= 2
-            and min(g.in_depth, g.filter_out) >= MIN_CHANNELS and tiles >= MIN_TILES)
+            and min(g.in_depth, g.filter_out) >= MIN_CHANNELS
+            and g.in_depth * g.filter_out >= MIN_CHANNEL_PRODUCT and tiles >= MIN_TILES)
 
 
 def chosen(g: ConvGeometry) -> bool:
@@ -169,7 +176,7 @@ def _chunked(tiles: int, channels: int, itemsize: int, work, state=lambda: None)
     range chunk by chunk (a cancel checkpoint before each, BLAS on one thread) with its own
     ``st = state()``, so a chunk's transformed tiles are multiplied while they are still in
     cache. Returns each core's ``st``."""
-    step = max(1, CHUNK_BYTES // max(1, 16 * channels * itemsize))
+    step = max(MIN_CHUNK_TILES, CHUNK_BYTES // max(1, 16 * channels * itemsize))
 
     def walk(lo: int, hi: int):
         st = state()
@@ -178,7 +185,7 @@ def _chunked(tiles: int, channels: int, itemsize: int, work, state=lambda: None)
             work(t0, min(hi, t0 + step), st)
         return st
 
-    return map_ranges(walk, tiles, MIN_TILES)
+    return map_ranges(walk, tiles, max(1, MIN_TILES))
 
 
 def _nhwc_operand(a: np.ndarray, ctype: np.dtype) -> np.ndarray:

@@ -26,12 +26,15 @@ OPS = (kernels.conv2d, kernels.conv2d_backprop_filter, kernels.conv2d_backprop_i
 @contextmanager
 def everywhere():
     """Winograd for every 3x3 stride-1 geometry, however small (the speed rule off)."""
-    saved = winograd.MIN_CHANNELS, winograd.MIN_TILES
-    winograd.MIN_CHANNELS, winograd.MIN_TILES = 1, 0
+    names = ("MIN_CHANNELS", "MIN_CHANNEL_PRODUCT", "MIN_TILES")
+    saved = [getattr(winograd, name) for name in names]
+    for name in names:
+        setattr(winograd, name, 0)
     try:
         yield
     finally:
-        winograd.MIN_CHANNELS, winograd.MIN_TILES = saved
+        for name, value in zip(names, saved, strict=True):
+            setattr(winograd, name, value)
 
 
 def run_three(x, w, dy, attrs, g):
@@ -114,8 +117,8 @@ def test_float32_error_is_within_the_documented_tolerance(fmt):
     """A case of the default rule's size: Winograd chosen without forcing, error vs float64."""
     rng = np.random.default_rng(3)
     attrs = conv_attrs(fmt, (1, 1), (1, 1), "SAME", [])
-    x64 = rng.standard_normal((2, 17, 14, 32))
-    w64 = rng.standard_normal((3, 3, 32, 24))
+    x64 = rng.standard_normal((3, 17, 14, 32))
+    w64 = rng.standard_normal((3, 3, 32, 40))
     if fmt == "NCHW":
         x64 = x64.transpose(0, 3, 1, 2).copy()
     y64 = kernels.conv2d(x64, w64, **attrs)
@@ -136,16 +139,17 @@ def test_float32_error_is_within_the_documented_tolerance(fmt):
         assert rel.max() <= FLOAT32_RTOL, rel.max()
 
 
-def _case_56(dtype=np.float32, batch=2):
+def _case(dtype=np.float32, batch=4):
+    """A case the default rule puts on Winograd (32x32 channels, 144 tiles)."""
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((batch, 12, 12, 16)).astype(dtype)
-    w = rng.standard_normal((3, 3, 16, 16)).astype(dtype)
-    dy = rng.standard_normal((batch, 12, 12, 16)).astype(dtype)
+    x = rng.standard_normal((batch, 12, 12, 32)).astype(dtype)
+    w = rng.standard_normal((3, 3, 32, 32)).astype(dtype)
+    dy = rng.standard_normal((batch, 12, 12, 32)).astype(dtype)
     return x, w, dy, {"strides": [1, 1, 1, 1], "padding": "SAME"}
 
 
 def test_numpy_switch_forces_the_numpy_path(monkeypatch):
-    x, w, dy, attrs = _case_56()
+    x, w, dy, attrs = _case()
     kernels.conv2d_backprop_filter(x, w.shape, dy, **attrs)
     assert winograd.used() == "winograd"
     monkeypatch.setenv("GRADBLOCKS_KERNELS", "numpy")
@@ -159,9 +163,9 @@ def test_numpy_switch_forces_the_numpy_path(monkeypatch):
 def test_small_channels_stay_on_the_numpy_path():
     """The speed rule: thin products (few channels) lose to the NumPy path."""
     rng = np.random.default_rng(1)
-    x = rng.standard_normal((2, 12, 12, 3)).astype(np.float32)
-    dy = rng.standard_normal((2, 12, 12, 16)).astype(np.float32)
-    kernels.conv2d_backprop_filter(x, (3, 3, 3, 16), dy, [1, 1, 1, 1], "SAME")
+    x = rng.standard_normal((4, 12, 12, 3)).astype(np.float32)
+    dy = rng.standard_normal((4, 12, 12, 64)).astype(np.float32)
+    kernels.conv2d_backprop_filter(x, (3, 3, 3, 64), dy, [1, 1, 1, 1], "SAME")
     assert winograd.used() == "numpy"
 
 
@@ -170,7 +174,7 @@ def test_small_channels_stay_on_the_numpy_path():
 def test_nonfinite_or_huge_operands_take_the_exact_path(bad, which, monkeypatch):
     """NaN/Inf must not spread through the transforms (NaN * padding zero), and huge finite
     values must not overflow in them: those calls compute exactly as the NumPy path."""
-    x, w, dy, attrs = _case_56()
+    x, w, dy, attrs = _case()
     (x if which == "input" else dy)[0, 5, 6, 3] = bad
     out = kernels.conv2d_backprop_filter(x, w.shape, dy, **attrs)
     assert winograd.used() == "numpy"
@@ -184,18 +188,19 @@ def test_nonfinite_or_huge_operands_take_the_exact_path(bad, which, monkeypatch)
 
 
 def test_nonfinite_input_gradient_keeps_nan_local():
-    x, w, dy, attrs = _case_56()
+    x, w, dy, attrs = _case()
     dy[1, 0, 0, :] = np.nan
     dx = kernels.conv2d_backprop_input(x.shape, w, dy, **attrs)
     assert winograd.used() == "numpy"
     nan = np.isnan(dx)
-    assert nan[1, :2, :2].all() and nan.sum() == 4 * 16  # only the 2x2 the 3x3 window reaches
+    assert nan[1, :2, :2].all() and nan.sum() == 4 * 32  # only the 2x2 the 3x3 window reaches
 
 
 def test_winograd_is_cancelled_between_chunks(monkeypatch):
     """A cancelled run stops at the next chunk (checkpoints run in the worker threads)."""
-    x, w, dy, attrs = _case_56(batch=6)
+    x, w, dy, attrs = _case(batch=6)
     monkeypatch.setattr(winograd, "CHUNK_BYTES", 1)  # one tile per chunk
+    monkeypatch.setattr(winograd, "MIN_CHUNK_TILES", 1)
     event = threading.Event()
     calls = []
     real = winograd._input_tiles
@@ -229,9 +234,10 @@ def test_extra_memory_is_bounded_and_estimated(kind, monkeypatch):
     """Extra memory stays within the workspace estimate and does not grow with the batch
     beyond the operand copies (chunks of at most CHUNK_BYTES per core)."""
     monkeypatch.setattr(winograd, "CHUNK_BYTES", 2**16)
+    monkeypatch.setattr(winograd, "MIN_CHUNK_TILES", 1)
     extras = []
     for batch in (4, 32):
-        x, w, dy, attrs = _case_56(batch=batch)
+        x, w, dy, attrs = _case(batch=batch)
         g = conv2d_geometry(x.shape, w.shape, **attrs)
         call = (functools.partial(kernels.conv2d_backprop_filter, x, w.shape, dy, **attrs)
                 if kind == "filter" else
@@ -240,7 +246,7 @@ def test_extra_memory_is_bounded_and_estimated(kind, monkeypatch):
         assert winograd.used() == "winograd"
         assert extra <= conv_workspace(g, kind, "float32", True)
         extras.append(extra)
-    assert extras[1] < 4 * 2**20  # 32 images of 12x12x16: the operands alone are 1.2 MiB
+    assert extras[1] < 4 * 2**20  # 32 images of 12x12x32: the operands alone are 1.2 MiB
 
 
 GOLDEN = Path(__file__).parent / "golden"
