@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine import kernels
+from engine import kernels, winograd
 from engine.conv_shapes import conv2d_geometry
 from engine.dtypes import to_dtype
 
@@ -191,6 +191,14 @@ def extra_memory_mib(fn: Callable[[], np.ndarray]) -> float:
     return (peak - base - out.nbytes) / 2**20
 
 
+def kernel_path(case: Case, ours: Callable[[], object]) -> str:
+    """The path one call of the case takes: ``winograd`` or ``numpy``."""
+    if case.depthwise:
+        return "numpy"
+    ours()  # every conv kernel call records its path
+    return winograd.used() or "numpy"
+
+
 def geomean(xs: list[float]) -> float:
     return float(np.exp(np.mean(np.log(xs)))) if xs else float("nan")
 
@@ -207,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     compare = opts.compare and tensorflow_available()
     if opts.compare and not compare:
         print("TensorFlow is not importable here: --compare skipped")
-    head = f"{'case':36} {'GFLOP':>6} {'ms':>8} {'GFLOP/s':>8} {'peak':>6} {'MiB':>7}"
+    head = f"{'case':36} {'GFLOP':>6} {'ms':>8} {'GFLOP/s':>8} {'peak':>6} {'MiB':>7} {'path':>8}"
     print(head + (f" {'TF ms':>8} {'ours/TF':>8}" if compare else ""))
     ratios: dict[str, list[float]] = {}
     rng = np.random.default_rng(0)
@@ -224,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         mem = extra_memory_mib(ours)
         gf = case.gflop()
         line = (f"{case.name:36} {gf:6.2f} {ms:8.2f} {gf / ms * 1e3:8.1f} "
-                f"{gf / ms * 1e3 / peak:6.1%} {mem:7.1f}")
+                f"{gf / ms * 1e3 / peak:6.1%} {mem:7.1f} {kernel_path(case, ours):>8}")
         if compare:
             line += f" {tf_ms:8.2f} {ms / tf_ms:8.2f}"
         print(line, flush=True)
