@@ -284,6 +284,18 @@ def try_backprop_input(g, dy, w, ctype) -> np.ndarray | None:
     return backprop_input(g, dy, w, ctype) if _take(g, dy, w) else None
 
 
+def warm() -> None:
+    """Compile (or load from numba's on-disk cache) the transforms for float32 and float64, e.g.
+    in a background thread at start-up, so the first Winograd call does not wait for the JIT."""
+    if not enabled():
+        return
+    for dt in (np.float32, np.float64):
+        src = np.zeros((1, 2, 2, 1), dt)
+        out = np.zeros((16, 1, 1), dt)
+        _input_tiles(src, 0, 0, 1, 1, 0, 1, out)
+        _jit().output_tiles(out, 1, 1, 0, 1, np.zeros((1, 2, 2, 1), dt))
+
+
 def workspace_bytes(g: ConvGeometry, kind: str, ct: int) -> int:
     """Upper bound of the extra memory of one Winograd call (``ct``: compute itemsize):
     contiguous compute-dtype copies of both operands, one chunk's tile buffers (at most

@@ -276,3 +276,14 @@ def test_golden_tensorflow_cases_on_the_winograd_path(case):
     assert out.shape == exact.shape and out.dtype == dtype
     err = np.abs(out.astype(np.float64) - exact)
     assert np.all(err <= case["rtol"] * bound + 1e-30)
+
+
+def test_warm_compiles_without_computing_anything_and_import_stays_light():
+    """warm() readies the transforms; importing the kernels never imports numba (start-up)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, engine.kernels, engine.kernel_memory; "
+            "assert 'numba' not in sys.modules; "
+            "from engine import winograd; winograd.warm(); assert 'numba' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
