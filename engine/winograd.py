@@ -60,6 +60,8 @@ MIN_CHUNK_TILES = 128
 MAX_EXPONENT = 40
 #: Per dtype: unsigned view, mantissa bits, exponent bias (the half types' whole finite range
 #: is below the limit: for them this is a finiteness check).
+#: Elements per block of :func:`in_range`.
+CHECK_BLOCK = 2**16
 _LAYOUT = {
     np.dtype(np.float16): (np.uint16, 10, 15),
     np.dtype(DTYPES["bfloat16"]): (np.uint16, 7, 127),
@@ -135,16 +137,23 @@ def chosen(g: ConvGeometry) -> bool:
 
 def in_range(*arrays: np.ndarray) -> bool:
     """True when every element of every array is finite with magnitude below
-    ``2**MAX_EXPONENT`` (one pass over the exponent bits each, as :mod:`engine.nonfinite`)."""
+    ``2**MAX_EXPONENT`` (one pass over the exponent bits, as :mod:`engine.nonfinite`, in
+    blocks of :data:`CHECK_BLOCK` elements so it needs no operand-sized temporary)."""
     for a in arrays:
         if a.size == 0:
             continue
         utype, mantissa, bias = _LAYOUT[a.dtype]
         if a.ndim and not (a.flags.c_contiguous or a.flags.f_contiguous):
             a = np.ascontiguousarray(a)
-        magnitude = a.view(utype) & utype((1 << (8 * a.dtype.itemsize - 1)) - 1)
-        if int(magnitude.max()) >= (bias + MAX_EXPONENT) << mantissa:
-            return False
+        bits = a.ravel(order="K").view(utype)  # a view: a is contiguous one way or the other
+        sign_off = utype((1 << (8 * a.dtype.itemsize - 1)) - 1)
+        limit = (bias + MAX_EXPONENT) << mantissa
+        buf = np.empty(min(bits.size, CHECK_BLOCK), utype)
+        for lo in range(0, bits.size, CHECK_BLOCK):
+            part = bits[lo : lo + CHECK_BLOCK]
+            np.bitwise_and(part, sign_off, out=buf[: part.size])
+            if int(buf[: part.size].max()) >= limit:
+                return False
     return True
 
 
