@@ -40,7 +40,7 @@ from engine.cancel import checkpoint
 from engine.conv_shapes import ConvGeometry
 from engine.dtypes import DTYPES
 from engine.nonfinite import exact_required
-from engine.parallel import map_ranges
+from engine.parallel import map_ranges, workers
 
 #: Tile buffers of one chunk (per core): small enough to stay in cache while multiplied.
 CHUNK_BYTES = 2**20
@@ -307,16 +307,18 @@ def warm() -> None:
 
 def workspace_bytes(g: ConvGeometry, kind: str, ct: int) -> int:
     """Upper bound of the extra memory of one Winograd call (``ct``: compute itemsize):
-    contiguous compute-dtype copies of both operands, one chunk's tile buffers (at most
-    :data:`CHUNK_BYTES` or one band), the transformed filter, the accumulators and the
-    result in the compute dtype."""
+    contiguous compute-dtype copies of both operands, per core one chunk's tile buffers and
+    its partial sum, the transformed filter and its temporaries, and the result in the compute
+    dtype (twice: cast or re-laid out at the end)."""
     ci, co = g.in_depth, g.filter_out
-    th, tw = _tiles(g.out_rows, g.out_cols) if kind != "input" else _tiles(g.in_rows, g.in_cols)
-    per_band = 16 * tw * (ci + co) * ct
-    chunk = min(g.batch * th * per_band, max(CHUNK_BYTES, per_band))
+    rows, cols = (g.in_rows, g.in_cols) if kind == "input" else (g.out_rows, g.out_cols)
+    th, tw = _tiles(rows, cols)
+    tiles = g.batch * th * tw
+    chunk = min(tiles, max(MIN_CHUNK_TILES, CHUNK_BYTES // (16 * (ci + co) * ct)))
+    per_core = 16 * chunk * (ci + co) * ct + 2 * 16 * ci * co * ct
     x = g.batch * g.in_rows * g.in_cols * ci
     y = g.batch * g.out_rows * g.out_cols * co
     w = 9 * ci * co
     operands = {"forward": x + w, "filter": x + y, "input": y + w}[kind] * ct
     result = {"forward": y, "filter": w, "input": x}[kind] * ct
-    return operands + 2 * chunk + 4 * 16 * ci * co * ct + 2 * result
+    return operands + workers() * per_core + 4 * 16 * ci * co * ct + 2 * result

@@ -229,12 +229,14 @@ def _peak_extra(fn) -> int:
     return peak - base - out.nbytes
 
 
+@pytest.mark.parametrize("small_chunks", [False, True])
 @pytest.mark.parametrize("kind", ["filter", "input"])
-def test_extra_memory_is_bounded_and_estimated(kind, monkeypatch):
+def test_extra_memory_is_bounded_and_estimated(kind, small_chunks, monkeypatch):
     """Extra memory stays within the workspace estimate and does not grow with the batch
     beyond the operand copies (chunks of at most CHUNK_BYTES per core)."""
-    monkeypatch.setattr(winograd, "CHUNK_BYTES", 2**16)
-    monkeypatch.setattr(winograd, "MIN_CHUNK_TILES", 1)
+    if small_chunks:
+        monkeypatch.setattr(winograd, "CHUNK_BYTES", 2**16)
+        monkeypatch.setattr(winograd, "MIN_CHUNK_TILES", 1)
     extras = []
     for batch in (4, 32):
         x, w, dy, attrs = _case(batch=batch)
