@@ -244,6 +244,7 @@ def test_extra_memory_is_bounded_and_estimated(kind, small_chunks, monkeypatch):
         call = (functools.partial(kernels.conv2d_backprop_filter, x, w.shape, dy, **attrs)
                 if kind == "filter" else
                 functools.partial(kernels.conv2d_backprop_input, x.shape, w, dy, **attrs))
+        call()  # numba's import and cache loading are not the kernel's workspace
         extra = _peak_extra(call)
         assert winograd.used() == "winograd"
         assert extra <= conv_workspace(g, kind, "float32", True)
