@@ -13,6 +13,8 @@ checked against tracemalloc by ``tests/test_memory.py``):
   gradient's gathered blocks among them);
 - results are accumulated in the compute dtype, per core for filter gradients, and cast or
   re-laid out at the end; the filter is cast once or twice;
+- Winograd (:func:`engine.winograd.chosen`): :func:`engine.winograd.workspace_bytes`, or the
+  phase-layout path's bound when operands are out of its range (the larger of both);
 - when an operand may hold NaN or Inf (:attr:`blocks.spec.TensorSpec.finite`), the NaN/Inf path
   first runs the kernel on finite copies of both operands, then on float32 0/1 indicator arrays
   while an output-sized count and three flag arrays are alive.
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import math
 
-from engine import conv_compute, conv_sparse
+from engine import conv_compute, conv_sparse, winograd
 from engine.conv_layout import PhaseLayout
 from engine.conv_shapes import ConvGeometry
 from engine.dtypes import compute_dtype, to_dtype
@@ -72,12 +74,19 @@ def _sparse_bytes(g: ConvGeometry, kind: str, ct: int) -> int:
 
 def _kernel_bytes(g: ConvGeometry, kind: str, ct: int) -> int:
     """Compute buffers, result accumulators and filter casts of one finite-path call."""
+    if conv_sparse.select(g) is not None:
+        return _sparse_bytes(g, kind, ct)
+    if winograd.chosen(g):  # finite operands (in range) take it; the others the path below
+        return max(winograd.workspace_bytes(g, kind, ct), _phase_bytes(g, kind, ct))
+    return _phase_bytes(g, kind, ct)
+
+
+def _phase_bytes(g: ConvGeometry, kind: str, ct: int) -> int:
+    """The phase-layout (and depthwise tile) paths of :mod:`engine.conv_compute`."""
     _, w, y = _sizes(g)
     out = {"forward": y, "filter": w, "input": 0}[kind]
     cores = workers()
     taps = g.filter_rows * g.filter_cols
-    if conv_sparse.select(g) is not None:
-        return _sparse_bytes(g, kind, ct)
     if g.depthwise:
         body = cores * _tile_bytes(g, ct)
     else:

@@ -28,7 +28,7 @@ from typing import TypeVar
 import numpy as np
 
 from engine import conv_compute as cc
-from engine import conv_sparse, kernel_path
+from engine import conv_sparse, kernel_path, winograd
 from engine.conv_layout import PhaseLayout
 from engine.conv_shapes import (
     ConvGeometry,
@@ -151,6 +151,9 @@ def conv2d(
     ctype, xv = compute_dtype(dtype), _nhwc(x, data_format)
     if (sp := _sparse(g)) is not None:
         return _from_nhwc(conv_sparse.conv2d(g, *sp, xv, w, ctype), data_format, dtype)
+    if (y := winograd.try_conv2d(g, xv, w, ctype)) is not None:
+        kernel_path.record("winograd")
+        return _from_nhwc(y, data_format, dtype)
     lay = _phase_layout(g, "forward")
     parts = [cc.conv2d(lay, xv[..., si], w[..., so], ctype) for si, so in _group_slices(g)]
     y = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=3)
@@ -182,6 +185,9 @@ def conv2d_backprop_filter(
     if (sp := _sparse(g)) is not None:
         return conv_sparse.conv2d_backprop_filter(g, *sp, xv, dyv, ctype).astype(
             dtype, copy=False)
+    if (dw := winograd.try_backprop_filter(g, xv, dyv, ctype)) is not None:
+        kernel_path.record("winograd")
+        return dw.astype(dtype, copy=False)
     lay = _phase_layout(g, "filter")
     parts = [cc.conv2d_backprop_filter(lay, xv[..., si], dyv[..., so], ctype)
              for si, so in _group_slices(g)]
@@ -215,6 +221,10 @@ def conv2d_backprop_input(
     ctype, dyv = compute_dtype(dtype), _nhwc(dy, data_format)
     if (sp := _sparse(g)) is not None:
         outv[...] = conv_sparse.conv2d_backprop_input(g, *sp, dyv, w, ctype)
+        return out
+    if (dx := winograd.try_backprop_input(g, dyv, w, ctype)) is not None:
+        kernel_path.record("winograd")
+        outv[...] = dx
         return out
     lay = _phase_layout(g, "input")
     for si, so in _group_slices(g):

@@ -31,6 +31,7 @@ extra kernel calls (at most 12, one per indicator product that is not all zero) 
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 from collections.abc import Callable
@@ -60,6 +61,16 @@ def all_finite(a: np.ndarray) -> bool:
     if a.ndim and not a.flags.c_contiguous and not a.flags.f_contiguous:
         a = np.ascontiguousarray(a)
     return int((a.view(utype) & utype(mask)).max()) != mask
+
+
+#: True while :func:`nonfinite_safe` computes a result with non-finite terms: kernels must then
+#: take their exact paths (no Winograd-style mixing of elements; counts must stay exact).
+_EXACT = contextvars.ContextVar("gradblocks_exact_required", default=False)
+
+
+def exact_required() -> bool:
+    """True inside the NaN/Inf path of :func:`nonfinite_safe` (see :data:`_EXACT`)."""
+    return _EXACT.get()
 
 
 def _float_or_none(value: object) -> np.ndarray | None:
@@ -121,7 +132,11 @@ def nonfinite_safe(a_name: str, b_name: str) -> Callable[[F], F]:
             b = _float_or_none(bound.arguments.get(b_name))
             if a is None or b is None or (all_finite(a) and all_finite(b)):
                 return kernel(*args, **kwargs)
-            return _with_nonfinite_terms(kernel, bound, a_name, a, b_name, b)
+            token = _EXACT.set(True)
+            try:
+                return _with_nonfinite_terms(kernel, bound, a_name, a, b_name, b)
+            finally:
+                _EXACT.reset(token)
 
         return safe  # type: ignore[return-value]
 

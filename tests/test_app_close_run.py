@@ -35,6 +35,7 @@ def slow_chunks(monkeypatch, started: threading.Event, seen: list) -> None:
 
     monkeypatch.setattr(conv_compute, "_backprop_filter_chunk", chunk)
     monkeypatch.setattr(conv_compute, "CHUNK_BYTES", 1)
+    monkeypatch.setenv("GRADBLOCKS_KERNELS", "numpy")  # these chunks are the NumPy path's
 
 
 @pytest.mark.parametrize("how", ["close", "quit"])
@@ -61,6 +62,7 @@ def test_closing_during_a_long_kernel_cancels_it_and_closes(qtbot, tmp_path, mon
 SCRIPT = textwrap.dedent("""
     import os, sys, threading, time
     os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    os.environ["GRADBLOCKS_KERNELS"] = "numpy"  # the slowed chunks are the NumPy path's
     sys.path.insert(0, {root!r})
     import app
     from PySide6 import QtCore, QtWidgets

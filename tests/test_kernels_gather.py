@@ -30,6 +30,13 @@ def _patched(module, **values):
             setattr(module, k, v)
 
 
+@pytest.fixture(autouse=True)
+def numpy_kernels(monkeypatch):
+    """These tests are about the NumPy path's strategies: with numba installed, their 3x3
+    stride-1 cases would take Winograd (tested in tests/test_winograd.py)."""
+    monkeypatch.setenv("GRADBLOCKS_KERNELS", "numpy")
+
+
 def _many_channels():
     """Per-tap / gather paths (normally only for >= 16 channels) on small cases."""
     return _patched(conv_compute, IM2COL_MAX_CHANNELS=1)

@@ -1,0 +1,334 @@
+"""Winograd F(2x2, 3x3) for 3x3, stride-1, dilation-1 conv gradients (the ``fast`` extra).
+
+With the tile transforms of :mod:`engine.winograd_jit` (numba, imported on first use) and
+``G = [[1,0,0],[.5,.5,.5],[.5,-.5,.5],[0,0,1]]``, over 4x4 input tiles ``d`` at step 2:
+
+- forward:          ``y_tile = A^T [ sum_c (G w G^T) * (B^T d B) ] A``
+- input gradient:   the forward conv of ``dy`` with the filter flipped and transposed
+  (``wf[i, j, o, c] = w[2-i, 2-j, c, o]``), read from row ``h - (2 - pad_top)``;
+- filter gradient:  ``dw = G^T [ sum_tiles (B^T d B) * (A dy_tile A^T) ] G`` (the adjoint of the
+  forward formula in the filter).
+
+Each sum over channels (or over tiles) is 16 BLAS products, one per tile point, of a
+``(tiles, C)`` by a ``(C, K)`` matrix; the tiles of a batch chunk (bands of tile rows, at most
+:data:`CHUNK_BYTES` of buffers) are transformed, multiplied and written back before the next
+chunk, with :func:`engine.cancel.checkpoint` between chunks. Half types compute in float32 as
+the NumPy path does.
+
+Accuracy: transforms mix the elements of a 4x4 tile, so the rounding error of an output is
+relative to the terms of its tile (and, for the filter gradient, of all taps), not to its own
+``sum |terms|``: float32 results are within about 4e-7 of the largest exact value (TensorFlow's
+kernels: the same order). The contract tested is ``max |out - exact| <= RTOL * max bound``
+(normwise, :data:`engine.dtypes.RTOL`). The elementwise ``RTOL * bound`` of the NumPy path held
+on every golden case, but is not guaranteed: an element whose terms are far smaller than its
+tile neighbours' (a corner of a VALID input gradient with one output channel, a filter tap of a
+1-pixel image) keeps their rounding (hence also :data:`MIN_SIZE`). Because transforms also multiply padding zeros with data,
+Winograd runs only on operands that are finite and far from overflow (:func:`in_range`);
+everything else, and every call of the NaN/Inf path of :mod:`engine.nonfinite`, takes the exact
+NumPy path.
+
+When: :func:`chosen` (the rule is measured, see :data:`MIN_CHANNELS` and :data:`MIN_TILES`).
+``GRADBLOCKS_KERNELS=numpy`` or no numba turns it off (:func:`enabled`). :func:`used` names the
+path the last conv kernel call of this thread took.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import threading
+
+import numpy as np
+
+from engine.cancel import checkpoint
+from engine.conv_shapes import ConvGeometry
+from engine.dtypes import DTYPES
+from engine.nonfinite import exact_required
+from engine.parallel import map_ranges, workers
+
+#: Tile buffers of one chunk (per core): small enough to stay in cache while multiplied.
+CHUNK_BYTES = 2**20
+#: Winograd only when both channel counts are at least this (thin products lose to the
+#: per-tap NumPy path, and the transforms cost more than they save).
+MIN_CHANNELS = 16
+#: ... and their product at least this (16x16 lost everywhere measured; 16x64 and 32x32 won
+#: from about 14x14 images on)...
+MIN_CHANNEL_PRODUCT = 1024
+#: ... and the batch has at least this many 2x2 output tiles (below, fixed costs dominate).
+MIN_TILES = 128
+#: ... and input and output images at least this many rows and columns: Winograd's rounding
+#: is relative to a tile's terms, not to each element's own, and on tiny images most elements
+#: are border elements with a few terms next to ones with many (see the module doc).
+MIN_SIZE = 4
+#: A chunk holds at least this many tiles (BLAS needs rows to be efficient), whatever the
+#: channel count.
+MIN_CHUNK_TILES = 128
+#: Operands must be below ``2**MAX_EXPONENT`` in magnitude for Winograd: transforms add up to
+#: 16 elements, so products and sums then stay far from float32 overflow (2**128).
+MAX_EXPONENT = 40
+#: Per dtype: unsigned view, mantissa bits, exponent bias (the half types' whole finite range
+#: is below the limit: for them this is a finiteness check).
+#: Elements per block of :func:`in_range`.
+CHECK_BLOCK = 2**16
+_LAYOUT = {
+    np.dtype(np.float16): (np.uint16, 10, 15),
+    np.dtype(DTYPES["bfloat16"]): (np.uint16, 7, 127),
+    np.dtype(np.float32): (np.uint32, 23, 127),
+    np.dtype(np.float64): (np.uint64, 52, 1023),
+}
+
+_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+_last = threading.local()
+
+
+def _point_tables(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For ``P = m d m^T`` of a square patch ``d``: per point ``4*u + v`` the flat patch indices
+    and coefficients of its (at most 4) nonzero terms, padded with zero coefficients."""
+    size = m.shape[1]
+    idx = np.zeros((16, 4), np.int64)
+    coef = np.zeros((16, 4))
+    for u in range(4):
+        for v in range(4):
+            terms = [(i * size + j, m[u, i] * m[v, j]) for i in range(size)
+                     for j in range(size) if m[u, i] * m[v, j] != 0]
+            assert len(terms) <= 4
+            for q, (k, c) in enumerate(terms):
+                idx[4 * u + v, q], coef[4 * u + v, q] = k, c
+    return idx, coef
+
+
+#: ``B^T`` and ``A`` of F(2x2, 3x3) as patch tables for :func:`engine.winograd_jit.patch_tiles`.
+_INPUT_TABLES = _point_tables(np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0],
+                                        [0, 1, 0, -1]], float))
+_GRAD_TABLES = _point_tables(np.array([[1, 0], [1, 1], [1, -1], [0, -1]], float))
+
+
+def _input_tiles(src, row0, col0, th, tw, t0, t1, out) -> None:
+    idx, coef = _INPUT_TABLES
+    _jit().patch_tiles(src, 4, row0, col0, th, tw, t0, t1, idx, coef.astype(out.dtype), out)
+
+
+def _grad_tiles(src, th, tw, t0, t1, out) -> None:
+    idx, coef = _GRAD_TABLES
+    _jit().patch_tiles(src, 2, 0, 0, th, tw, t0, t1, idx, coef.astype(out.dtype), out)
+
+
+@functools.cache
+def _numba_importable() -> bool:
+    return importlib.util.find_spec("numba") is not None
+
+
+def enabled() -> bool:
+    """True unless ``GRADBLOCKS_KERNELS=numpy`` or numba is not installed."""
+    return os.environ.get("GRADBLOCKS_KERNELS", "auto") != "numpy" and _numba_importable()
+
+
+def applies(g: ConvGeometry) -> bool:
+    """True for the geometries Winograd computes, and faster than the NumPy path: a 3x3,
+    stride-1, dilation-1, ungrouped conv with at least :data:`MIN_CHANNELS` input and output
+    channels (product :data:`MIN_CHANNEL_PRODUCT`) and :data:`MIN_TILES` output tiles, padded by at most 2 on each side (so every
+    output reads data: an element whose terms all read padding must be exactly 0, and the
+    transforms would leave rounding there)."""
+    tiles = g.batch * (-(-g.out_rows // 2)) * (-(-g.out_cols // 2))
+    return (not g.depthwise and g.groups == 1
+            and (g.filter_rows, g.filter_cols) == (3, 3)
+            and (g.stride_rows, g.stride_cols, g.dilation_rows, g.dilation_cols) == (1, 1, 1, 1)
+            and max(g.pad_top, g.pad_bottom, g.pad_left, g.pad_right) <= 2
+            and min(g.in_depth, g.filter_out) >= MIN_CHANNELS
+            and g.in_depth * g.filter_out >= MIN_CHANNEL_PRODUCT and tiles >= MIN_TILES
+            and min(g.in_rows, g.in_cols, g.out_rows, g.out_cols) >= MIN_SIZE)
+
+
+def chosen(g: ConvGeometry) -> bool:
+    """True when a conv kernel call of geometry ``g`` on finite operands takes Winograd."""
+    return enabled() and applies(g)
+
+
+def in_range(*arrays: np.ndarray) -> bool:
+    """True when every element of every array is finite with magnitude below
+    ``2**MAX_EXPONENT`` (one pass over the exponent bits, as :mod:`engine.nonfinite`, in
+    blocks of :data:`CHECK_BLOCK` elements so it needs no operand-sized temporary)."""
+    for a in arrays:
+        if a.size == 0:
+            continue
+        utype, mantissa, bias = _LAYOUT[a.dtype]
+        if a.ndim and not (a.flags.c_contiguous or a.flags.f_contiguous):
+            a = np.ascontiguousarray(a)
+        bits = a.ravel(order="K").view(utype)  # a view: a is contiguous one way or the other
+        sign_off = utype((1 << (8 * a.dtype.itemsize - 1)) - 1)
+        limit = (bias + MAX_EXPONENT) << mantissa
+        buf = np.empty(min(bits.size, CHECK_BLOCK), utype)
+        for lo in range(0, bits.size, CHECK_BLOCK):
+            part = bits[lo : lo + CHECK_BLOCK]
+            np.bitwise_and(part, sign_off, out=buf[: part.size])
+            if int(buf[: part.size].max()) >= limit:
+                return False
+    return True
+
+
+def used() -> str:
+    """``"winograd"`` or ``"numpy"``: the path of this thread's last conv kernel call that
+    asked (see :func:`try_conv2d` and its siblings), ``""`` before any."""
+    return getattr(_last, "path", "")
+
+
+def _take(g: ConvGeometry, *operands: np.ndarray) -> bool:
+    ok = chosen(g) and not exact_required() and in_range(*operands)
+    _last.path = "winograd" if ok else "numpy"
+    return ok
+
+
+def _jit():
+    from engine import winograd_jit
+
+    return winograd_jit
+
+
+def _tiles(rows: int, cols: int) -> tuple[int, int]:
+    return -(-rows // 2), -(-cols // 2)
+
+
+def _chunked(tiles: int, channels: int, itemsize: int, work, state=lambda: None) -> list:
+    """Run ``work(t0, t1, st)`` on chunks of the tiles ``[0, tiles)`` whose buffers (16 points
+    of ``channels`` values per tile) fit :data:`CHUNK_BYTES`: each core walks its own contiguous
+    range chunk by chunk (a cancel checkpoint before each, BLAS on one thread) with its own
+    ``st = state()``, so a chunk's transformed tiles are multiplied while they are still in
+    cache. Returns each core's ``st``."""
+    step = max(MIN_CHUNK_TILES, CHUNK_BYTES // max(1, 16 * channels * itemsize))
+
+    def walk(lo: int, hi: int):
+        st = state()
+        for t0 in range(lo, hi, step):
+            checkpoint()
+            work(t0, min(hi, t0 + step), st)
+        return st
+
+    return map_ranges(walk, tiles, max(1, MIN_TILES))
+
+
+def _nhwc_operand(a: np.ndarray, ctype: np.dtype) -> np.ndarray:
+    """``a`` C-contiguous in ``ctype`` (a copy only for NCHW views or half types)."""
+    return np.ascontiguousarray(a, ctype)
+
+
+def _filter_transform(w: np.ndarray, ctype: np.dtype) -> np.ndarray:
+    """``U[u*4+v] = (G w G^T)[u, v]``: ``(16, C, K)`` of a ``(3, 3, C, K)`` filter."""
+    g = _G.astype(ctype)
+    u = np.einsum("ui,ijck,vj->uvck", g, w.astype(ctype, copy=False), g)
+    return np.ascontiguousarray(u.reshape(16, *w.shape[2:]))
+
+
+def _forward(src: np.ndarray, u: np.ndarray, row0: int, col0: int, out_rows: int,
+             out_cols: int, ctype: np.dtype) -> np.ndarray:
+    """``y[n, r, c, k] = sum_{i,j,q} src[n, r + i - row0, c + j - col0, q] w[i, j, q, k]`` (zero
+    outside ``src``), ``u`` the transformed ``w``; NHWC ``(N, out_rows, out_cols, K)``."""
+    jit = _jit()
+    n, ci, co = src.shape[0], src.shape[3], u.shape[2]
+    y = np.empty((n, out_rows, out_cols, co), ctype)
+    th, tw = _tiles(out_rows, out_cols)
+
+    def work(t0: int, t1: int, _) -> None:
+        v = np.empty((16, t1 - t0, ci), ctype)
+        _input_tiles(src, row0, col0, th, tw, t0, t1, v)
+        m = np.matmul(v, u)
+        jit.output_tiles(m, th, tw, t0, t1, y)
+
+    _chunked(n * th * tw, ci + co, ctype.itemsize, work)
+    return y
+
+
+def conv2d(g: ConvGeometry, x: np.ndarray, w: np.ndarray, ctype: np.dtype) -> np.ndarray:
+    """Forward conv of NHWC ``x`` ``(N, OH, OW, K)`` in ``ctype`` (:func:`applies` holds)."""
+    return _forward(_nhwc_operand(x, ctype), _filter_transform(w, ctype), g.pad_top,
+                    g.pad_left, g.out_rows, g.out_cols, ctype)
+
+
+def backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarray, ctype: np.dtype) -> np.ndarray:
+    """Input gradient ``(N, H, W, C)`` in ``ctype`` of NHWC ``dy`` (:func:`applies` holds)."""
+    wf = w[::-1, ::-1].transpose(0, 1, 3, 2)
+    return _forward(_nhwc_operand(dy, ctype), _filter_transform(wf, ctype), 2 - g.pad_top,
+                    2 - g.pad_left, g.in_rows, g.in_cols, ctype)
+
+
+def backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndarray,
+                    ctype: np.dtype) -> np.ndarray:
+    """Filter gradient ``(3, 3, C, K)`` in ``ctype`` of NHWC ``x`` and ``dy``."""
+    xs, es = _nhwc_operand(x, ctype), _nhwc_operand(dy, ctype)
+    n, ci, co = xs.shape[0], xs.shape[3], es.shape[3]
+    th, tw = _tiles(g.out_rows, g.out_cols)
+
+    def work(t0: int, t1: int, st: tuple[np.ndarray, np.ndarray]) -> None:
+        acc, tmp = st
+        v = np.empty((16, t1 - t0, ci), ctype)
+        _input_tiles(xs, g.pad_top, g.pad_left, th, tw, t0, t1, v)
+        e = np.empty((16, t1 - t0, co), ctype)
+        _grad_tiles(es, th, tw, t0, t1, e)
+        acc += np.matmul(v.transpose(0, 2, 1), e, out=tmp)
+
+    def state() -> tuple[np.ndarray, np.ndarray]:  # per core: its partial sum and a product
+        return np.zeros((16, ci, co), ctype), np.empty((16, ci, co), ctype)
+
+    parts = _chunked(n * th * tw, ci + co, ctype.itemsize, work, state)
+    acc = parts[0][0]
+    for part, _ in parts[1:]:
+        acc += part
+    gm = _G.astype(ctype)
+    dw = np.einsum("ui,uvck,vj->ijck", gm, acc.reshape(4, 4, ci, co), gm)
+    # taps that read only padding (tiny images) have no terms: exactly 0, not rounding
+    dw[~_taps_meeting_data(g.in_rows, g.out_rows, g.pad_top)] = 0
+    dw[:, ~_taps_meeting_data(g.in_cols, g.out_cols, g.pad_left)] = 0
+    return dw
+
+
+def _taps_meeting_data(size: int, out: int, pad: int) -> np.ndarray:
+    """Per filter row ``i``: some output row ``r < out`` reads input row ``r + i - pad`` inside
+    ``[0, size)``."""
+    i = np.arange(3)
+    return (np.maximum(0, i - pad) <= np.minimum(size - 1, out - 1 + i - pad)) & (size > 0)
+
+
+def try_conv2d(g, x, w, ctype) -> np.ndarray | None:
+    """:func:`conv2d` when Winograd is :func:`chosen` for these operands, else None."""
+    return conv2d(g, x, w, ctype) if _take(g, x, w) else None
+
+
+def try_backprop_filter(g, x, dy, ctype) -> np.ndarray | None:
+    """:func:`backprop_filter` when Winograd is :func:`chosen` for these operands, else None."""
+    return backprop_filter(g, x, dy, ctype) if _take(g, x, dy) else None
+
+
+def try_backprop_input(g, dy, w, ctype) -> np.ndarray | None:
+    """:func:`backprop_input` when Winograd is :func:`chosen` for these operands, else None."""
+    return backprop_input(g, dy, w, ctype) if _take(g, dy, w) else None
+
+
+def warm() -> None:
+    """Compile (or load from numba's on-disk cache) the transforms for float32 and float64, e.g.
+    in a background thread at start-up, so the first Winograd call does not wait for the JIT."""
+    if not enabled():
+        return
+    for dt in (np.float32, np.float64):
+        src = np.zeros((1, 2, 2, 1), dt)
+        out = np.zeros((16, 1, 1), dt)
+        _input_tiles(src, 0, 0, 1, 1, 0, 1, out)
+        _jit().output_tiles(out, 1, 1, 0, 1, np.zeros((1, 2, 2, 1), dt))
+
+
+def workspace_bytes(g: ConvGeometry, kind: str, ct: int) -> int:
+    """Upper bound of the extra memory of one Winograd call (``ct``: compute itemsize):
+    contiguous compute-dtype copies of both operands, per core one chunk's tile buffers and
+    its partial sum, the transformed filter and its temporaries, and the result in the compute
+    dtype (twice: cast or re-laid out at the end)."""
+    ci, co = g.in_depth, g.filter_out
+    rows, cols = (g.in_rows, g.in_cols) if kind == "input" else (g.out_rows, g.out_cols)
+    th, tw = _tiles(rows, cols)
+    tiles = g.batch * th * tw
+    chunk = min(tiles, max(MIN_CHUNK_TILES, CHUNK_BYTES // (16 * (ci + co) * ct)))
+    per_core = 16 * chunk * (ci + co) * ct + 2 * 16 * ci * co * ct
+    x = g.batch * g.in_rows * g.in_cols * ci
+    y = g.batch * g.out_rows * g.out_cols * co
+    w = 9 * ci * co
+    operands = {"forward": x + w, "filter": x + y, "input": y + w}[kind] * ct
+    result = {"forward": y, "filter": w, "input": x}[kind] * ct
+    return operands + workers() * per_core + 4 * 16 * ci * co * ct + 2 * result
