@@ -34,6 +34,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import NoReturn, TextIO
 
+from engine import accel
 from engine.atomic import write_atomically
 from engine.canvas import Canvas, CanvasError, load_canvas
 from engine.compiler import DEFAULT_MEMORY_LIMIT, Plan
@@ -255,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         opts = _parser().parse_args(argv)
     except SystemExit as exit_:
         return int(exit_.code or 0)
+    accel.announce_compiles()  # a numba compile (cache miss) says so once on stderr
     executor = Executor(memory_limit=opts.memory_limit)
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-from engine import conv_compute, conv_sparse
+from engine import accel, conv_compute, conv_sparse
 from engine.conv_layout import PhaseLayout
 from engine.conv_shapes import ConvGeometry
 from engine.dtypes import compute_dtype, to_dtype
@@ -69,6 +69,16 @@ def _sparse_bytes(g: ConvGeometry, kind: str, ct: int) -> int:
     return 4 * chunk + 2 * result + 3 * w * ct
 
 
+def _compiled_bytes(g: ConvGeometry, ct: int) -> int:
+    """The compiled depthwise kernels (:mod:`engine.numba_depthwise`): per batch chunk the
+    contiguous compute-dtype copies of its operands and its input-gradient result, plus the
+    per-block filter partials and their sum."""
+    x, w, y = _sizes(g)
+    per_image = ct * (x + y) // max(1, g.batch)
+    chunk = min(g.batch * per_image, max(accel.CHUNK_BYTES, per_image))
+    return 2 * chunk + (accel.BLOCKS_PER_CORE * workers() + 2) * w * ct
+
+
 def _kernel_bytes(g: ConvGeometry, kind: str, ct: int) -> int:
     """Compute buffers, result accumulators and filter casts of one finite-path call."""
     _, w, y = _sizes(g)
@@ -77,8 +87,8 @@ def _kernel_bytes(g: ConvGeometry, kind: str, ct: int) -> int:
     taps = g.filter_rows * g.filter_cols
     if conv_sparse.select(g) is not None:
         return _sparse_bytes(g, kind, ct)
-    if g.depthwise:
-        body = cores * _tile_bytes(g, ct)
+    if g.depthwise:  # either path may run (engine.accel decides at call time)
+        body = max(cores * _tile_bytes(g, ct), _compiled_bytes(g, ct))
     else:
         lay = PhaseLayout.of(g)
         cg, og = g.filter_in_depth, g.filter_out // g.groups

@@ -22,13 +22,14 @@ its defining sum over real (unpadded) elements is (:mod:`engine.nonfinite`).
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import numpy as np
 
+from engine import accel, conv_sparse
 from engine import conv_compute as cc
-from engine import conv_sparse
 from engine.conv_layout import PhaseLayout
 from engine.conv_shapes import (
     ConvGeometry,
@@ -49,10 +50,24 @@ __all__ = [
     "depthwise_conv2d_native",
     "depthwise_conv2d_native_backprop_filter",
     "depthwise_conv2d_native_backprop_input",
+    "last_path",
 ]
 
 
 F = TypeVar("F", bound=Callable[..., np.ndarray])
+
+_path = threading.local()
+
+
+def last_path() -> str:
+    """The kernel path of this thread's last conv op call: ``numpy`` (vectorized NumPy),
+    ``sparse`` (the tap-span NumPy path of :mod:`engine.conv_sparse`) or ``numba``
+    (:mod:`engine.numba_depthwise`, see :mod:`engine.accel`); ``""`` before any call."""
+    return getattr(_path, "value", "")
+
+
+def _ran(path: str) -> None:
+    _path.value = path
 
 
 def _memory_guard(kernel: F) -> F:
@@ -61,6 +76,7 @@ def _memory_guard(kernel: F) -> F:
     beyond the address space), never a bare NumPy error."""
     @functools.wraps(kernel)
     def guarded(*args, **kwargs):
+        _ran("numpy")  # the depthwise ops say when another path ran
         try:
             return kernel(*args, **kwargs)
         except MemoryError as err:
@@ -220,6 +236,10 @@ def depthwise_conv2d_native(
     ctype, xv = compute_dtype(dtype), _nhwc(x, data_format)
     if (sp := conv_sparse.select(g)) is not None:
         y = conv_sparse.depthwise_conv2d(g, *sp, xv, w, ctype)
+        _ran("sparse")
+    elif accel.use_compiled(ctype):
+        y = accel.compiled().depthwise_conv2d(g, xv, w, ctype)
+        _ran("numba")
     else:
         y = cc.depthwise_conv2d(PhaseLayout.of(g), xv, w, ctype)
     return _from_nhwc(y, data_format, dtype)
@@ -251,6 +271,10 @@ def depthwise_conv2d_native_backprop_filter(
     ctype, xv, dyv = compute_dtype(dtype), _nhwc(x, data_format), _nhwc(dy, data_format)
     if (sp := conv_sparse.select(g)) is not None:
         dw = conv_sparse.depthwise_conv2d_backprop_filter(g, *sp, xv, dyv, ctype)
+        _ran("sparse")
+    elif accel.use_compiled(ctype):
+        dw = accel.compiled().depthwise_conv2d_backprop_filter(g, xv, dyv, ctype)
+        _ran("numba")
     else:
         dw = cc.depthwise_conv2d_backprop_filter(PhaseLayout.of(g), xv, dyv, ctype)
     return dw.astype(dtype, copy=False)
@@ -283,6 +307,10 @@ def depthwise_conv2d_native_backprop_input(
     ctype, dyv = compute_dtype(dtype), _nhwc(dy, data_format)
     if (sp := conv_sparse.select(g)) is not None:
         outv[...] = conv_sparse.depthwise_conv2d_backprop_input(g, *sp, dyv, w, ctype)
+        _ran("sparse")
+    elif accel.use_compiled(ctype):
+        accel.compiled().depthwise_conv2d_backprop_input(g, dyv, w, ctype, outv)
+        _ran("numba")
     else:
         cc.depthwise_conv2d_backprop_input(PhaseLayout.of(g), dyv, w, ctype, outv)
     return out
