@@ -155,4 +155,4 @@ def _install_note_listener() -> None:
         def on_end(self, ev) -> None:
             pass
 
-    event.install_listener("numba:compile", _Note())
+    event.register("numba:compile", _Note())
