@@ -61,7 +61,8 @@ _path = threading.local()
 
 def last_path() -> str:
     """The kernel path of this thread's last conv op call: ``numpy`` (vectorized NumPy),
-    ``sparse`` (the tap-span NumPy path of :mod:`engine.conv_sparse`) or ``numba``
+    ``sparse`` (the tap-span NumPy path of :mod:`engine.conv_sparse`), ``empty`` (no terms,
+    no kernel ran) or ``numba``
     (:mod:`engine.numba_depthwise`, see :mod:`engine.accel`); ``""`` before any call."""
     return getattr(_path, "value", "")
 
@@ -104,8 +105,12 @@ def _from_nhwc(y: np.ndarray, data_format: str, dtype: np.dtype) -> np.ndarray:
 
 
 def _empty(g: ConvGeometry) -> bool:
-    """True when the sum over output positions has no terms (or no channels to sum into)."""
-    return g.batch == 0 or g.out_rows == 0 or g.out_cols == 0 or g.out_depth == 0
+    """True when the sum over output positions has no terms (or no channels to sum into);
+    the call then runs no kernel (:func:`last_path` says ``empty``)."""
+    empty = g.batch == 0 or g.out_rows == 0 or g.out_cols == 0 or g.out_depth == 0
+    if empty:
+        _ran("empty")
+    return empty
 
 
 def _group_slices(g: ConvGeometry):
