@@ -3,8 +3,11 @@ unless numba is in use).
 
 Same math and conventions as :mod:`engine.conv_compute` (NHWC ``x (N, H, W, C)``, filter
 ``w (KH, KW, C, M)`` seen as ``(KH, KW, C*M)``, ``dy (N, OH, OW, C*M)``, output channel
-``k = c*M + m`` reads input channel ``c``), as fused loops: one output (or input) row per
-parallel iteration, the innermost loop over contiguous channels (vectorized by LLVM). Taps that
+``k = c*M + m`` reads input channel ``c``; the kernels see ``C*M`` channels everywhere: the
+forward and filter gradient get the input chunk with each channel repeated ``M`` times, the
+input gradient computes ``C*M`` parts and sums each channel's ``M``), as fused loops: one output (or input) row per
+parallel iteration, the column range of each tap computed once (no branch inside), the
+innermost loop over contiguous channels (vectorized by LLVM). Taps that
 would read padding are skipped, so padding contributes nothing, not even ``NaN * 0``
 (:mod:`engine.nonfinite`). Arithmetic is in the compute dtype (float32 for the half types), no
 ``fastmath`` (IEEE order and NaN/Inf rules kept). The filter gradient keeps one partial sum per
@@ -35,12 +38,20 @@ _lock = threading.Lock()
 _JIT = {"nopython": True, "parallel": True, "nogil": True, "cache": True}
 
 
+@numba.njit(inline="always")
+def _span(count, step, offset, size):  # pragma: no cover - compiled
+    """``[lo, hi)``: the ``q < count`` with ``0 <= q*step + offset < size``."""
+    lo = 0 if offset >= 0 else (step - 1 - offset) // step
+    last = size - 1 - offset
+    hi = min(count, last // step + 1) if last >= 0 else 0
+    return lo, max(lo, hi)
+
+
 @numba.jit(**_JIT)
 def _forward(x, w, y, sr, sc, dr, dc, pt, pl):  # pragma: no cover - compiled
-    n_img, h_in, w_in, _ = x.shape
-    kh, kw, ck = w.shape
+    n_img, h_in, w_in, ck = x.shape
+    kh, kw, _ = w.shape
     _, oh, ow, _ = y.shape
-    mult = ck // x.shape[3]
     for row in prange(n_img * oh):
         n = row // oh
         r = row - n * oh
@@ -51,65 +62,52 @@ def _forward(x, w, y, sr, sc, dr, dc, pt, pl):  # pragma: no cover - compiled
             if h < 0 or h >= h_in:
                 continue
             xr = x[n, h]
-            for q in range(ow):
-                o = out[q]
-                for j in range(kw):
-                    v = q * sc + j * dc - pl
-                    if v < 0 or v >= w_in:
-                        continue
-                    xv = xr[v]
-                    wv = w[i, j]
-                    if mult == 1:
-                        for k in range(ck):
-                            o[k] += xv[k] * wv[k]
-                    else:
-                        for k in range(ck):
-                            o[k] += xv[k // mult] * wv[k]
+            for j in range(kw):
+                off = j * dc - pl
+                lo, hi = _span(ow, sc, off, w_in)
+                wv = w[i, j]
+                for q in range(lo, hi):
+                    v = q * sc + off
+                    for k in range(ck):
+                        out[q, k] += xr[v, k] * wv[k]
 
 
 @numba.jit(**_JIT)
 def _filter_grad(x, dy, parts, sr, sc, dr, dc, pt, pl):  # pragma: no cover - compiled
-    n_img, h_in, w_in, _ = x.shape
-    _, oh, ow, ck = dy.shape
+    n_img, h_in, w_in, ck = x.shape
+    _, oh, ow, _ = dy.shape
     blocks, kh, kw, _ = parts.shape
-    mult = ck // x.shape[3]
     rows = n_img * oh
     for b in prange(blocks):
-        acc = parts[b]
-        acc[:, :, :] = 0
+        acc = np.zeros((kh, kw, ck), parts.dtype)
         tmp = np.empty((kh, kw, ck), parts.dtype)
         for row in range(rows * b // blocks, rows * (b + 1) // blocks):
             n = row // oh
             r = row - n * oh
             tmp[:, :, :] = 0
+            gr = dy[n, r]
             for i in range(kh):
                 h = r * sr + i * dr - pt
                 if h < 0 or h >= h_in:
                     continue
                 xr = x[n, h]
-                for q in range(ow):
-                    g = dy[n, r, q]
-                    for j in range(kw):
-                        v = q * sc + j * dc - pl
-                        if v < 0 or v >= w_in:
-                            continue
-                        xv = xr[v]
-                        t = tmp[i, j]
-                        if mult == 1:
-                            for k in range(ck):
-                                t[k] += xv[k] * g[k]
-                        else:
-                            for k in range(ck):
-                                t[k] += xv[k // mult] * g[k]
-            acc += tmp
+                for j in range(kw):
+                    off = j * dc - pl
+                    lo, hi = _span(ow, sc, off, w_in)
+                    t = tmp[i, j]
+                    for q in range(lo, hi):
+                        v = q * sc + off
+                        for k in range(ck):
+                            t[k] += xr[v, k] * gr[q, k]
+            acc += tmp  # one partial sum per output row
+        parts[b] = acc
 
 
 @numba.jit(**_JIT)
 def _input_grad(dy, w, dx, sr, sc, dr, dc, pt, pl):  # pragma: no cover - compiled
-    n_img, h_in, w_in, c = dx.shape
-    _, oh, ow, ck = dy.shape
+    n_img, h_in, w_in, ck = dx.shape
+    _, oh, ow, _ = dy.shape
     kh, kw, _ = w.shape
-    mult = ck // c
     for row in prange(n_img * h_in):
         n = row // h_in
         h = row - n * h_in
@@ -117,29 +115,17 @@ def _input_grad(dy, w, dx, sr, sc, dr, dc, pt, pl):  # pragma: no cover - compil
         out[:, :] = 0
         for i in range(kh):
             t = h + pt - i * dr
-            if t < 0 or t % sr != 0:
+            if t < 0 or t % sr != 0 or t // sr >= oh:
                 continue
-            r = t // sr
-            if r >= oh:
-                continue
-            gr = dy[n, r]
-            for q in range(ow):
-                g = gr[q]
-                for j in range(kw):
-                    v = q * sc + j * dc - pl
-                    if v < 0 or v >= w_in:
-                        continue
-                    o = out[v]
-                    wv = w[i, j]
-                    if mult == 1:
-                        for k in range(c):
-                            o[k] += g[k] * wv[k]
-                    else:
-                        for k in range(c):
-                            s = g[k * mult] * wv[k * mult]
-                            for m in range(1, mult):
-                                s += g[k * mult + m] * wv[k * mult + m]
-                            o[k] += s
+            gr = dy[n, t // sr]
+            for j in range(kw):
+                off = j * dc - pl
+                lo, hi = _span(ow, sc, off, w_in)
+                wv = w[i, j]
+                for q in range(lo, hi):
+                    v = q * sc + off
+                    for k in range(ck):
+                        out[v, k] += gr[q, k] * wv[k]
 
 
 KERNELS = {"forward": _forward, "filter": _filter_grad, "input": _input_grad}
@@ -151,8 +137,9 @@ def _attrs(g: ConvGeometry) -> tuple[int, ...]:
 
 
 def _chunks(g: ConvGeometry, ctype: np.dtype):
-    """Batch slices whose operands take at most :data:`CHUNK_BYTES` in ``ctype``."""
-    per = (g.in_rows * g.in_cols * g.in_depth + g.out_rows * g.out_cols * g.out_depth)
+    """Batch slices whose operands (the input's channels repeated ``M`` times) take at most
+    :data:`CHUNK_BYTES` in ``ctype``."""
+    per = (g.in_rows * g.in_cols + g.out_rows * g.out_cols) * g.out_depth
     step = max(1, CHUNK_BYTES // max(1, per * ctype.itemsize))
     for start in range(0, g.batch, step):
         checkpoint()
@@ -163,13 +150,21 @@ def _filter(g: ConvGeometry, w: np.ndarray, ctype: np.dtype) -> np.ndarray:
     return np.ascontiguousarray(w, ctype).reshape(g.filter_rows, g.filter_cols, -1)
 
 
+def _input_chunk(g: ConvGeometry, x: np.ndarray, ctype: np.dtype) -> np.ndarray:
+    """Contiguous ``ctype`` copy of NHWC ``x`` with each channel repeated ``M`` times (output
+    channel ``c*M + m`` reads channel ``c``); ``x`` itself when it already is that."""
+    if g.filter_out == 1:
+        return np.ascontiguousarray(x, ctype)
+    return np.repeat(x.astype(ctype, copy=False), g.filter_out, axis=3)
+
+
 def depthwise_conv2d(g: ConvGeometry, x: np.ndarray, w: np.ndarray,
                      ctype: np.dtype) -> np.ndarray:
     """Forward ``(N, OH, OW, C*M)`` in ``ctype`` of NHWC ``x``."""
     y = np.empty((g.batch, g.out_rows, g.out_cols, g.out_depth), ctype)
     wc = _filter(g, w, ctype)
     for sl in _chunks(g, ctype):
-        xc = np.ascontiguousarray(x[sl], ctype)
+        xc = _input_chunk(g, x[sl], ctype)
         with _lock:
             _forward(xc, wc, y[sl], *_attrs(g))
     return y
@@ -181,7 +176,7 @@ def depthwise_conv2d_backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndar
     ck = g.out_depth
     dw = np.zeros((g.filter_rows, g.filter_cols, ck), ctype)
     for sl in _chunks(g, ctype):
-        xc = np.ascontiguousarray(x[sl], ctype)
+        xc = _input_chunk(g, x[sl], ctype)
         dyc = np.ascontiguousarray(dy[sl], ctype)
         blocks = max(1, min(xc.shape[0] * g.out_rows, BLOCKS_PER_CORE * workers()))
         parts = np.empty((blocks, g.filter_rows, g.filter_cols, ck), ctype)
@@ -193,17 +188,19 @@ def depthwise_conv2d_backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndar
 
 def depthwise_conv2d_backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarray,
                                     ctype: np.dtype, out: np.ndarray) -> None:
-    """Input gradient written into NHWC ``out`` (any dtype, any strides)."""
+    """Input gradient written into NHWC ``out`` (any dtype, any strides). With ``M > 1`` each
+    output channel's part is computed, then the ``M`` parts of a channel are summed."""
     wc = _filter(g, w, ctype)
-    direct = out.dtype == ctype and out.flags.c_contiguous
+    m = g.filter_out
+    direct = m == 1 and out.dtype == ctype and out.flags.c_contiguous
     for sl in _chunks(g, ctype):
         dyc = np.ascontiguousarray(dy[sl], ctype)
         dst = out[sl] if direct else np.empty(
-            (dyc.shape[0], g.in_rows, g.in_cols, g.in_depth), ctype)
+            (dyc.shape[0], g.in_rows, g.in_cols, g.out_depth), ctype)
         with _lock:
             _input_grad(dyc, wc, dst, *_attrs(g))
         if not direct:
-            out[sl] = dst
+            out[sl] = dst if m == 1 else dst.reshape(*dst.shape[:3], g.in_depth, m).sum(axis=4)
 
 
 def compiled_signatures() -> int:
