@@ -33,8 +33,6 @@ COMPILE_NOTE = "compiling the numba kernels (first use; cached afterwards)..."
 COMPUTE_DTYPES = ("float32", "float64")
 #: Operand bytes per compiled call (a batch chunk; read by :mod:`engine.kernel_memory` too).
 CHUNK_BYTES = 32 * 2**20
-#: Filter-gradient row blocks per core, each with its own partial sum of the filter's size.
-BLOCKS_PER_CORE = 4
 
 _lock = threading.Lock()
 _module: ModuleType | None = None

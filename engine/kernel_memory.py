@@ -72,11 +72,11 @@ def _sparse_bytes(g: ConvGeometry, kind: str, ct: int) -> int:
 def _compiled_bytes(g: ConvGeometry, ct: int) -> int:
     """The compiled depthwise kernels (:mod:`engine.numba_depthwise`): per batch chunk the
     contiguous compute-dtype copies of its operands (the input's channels repeated ``M`` times)
-    and its input-gradient parts, plus the per-block filter partials and their sum."""
+    and its input-gradient parts, plus one filter partial per core and the sum."""
     _, w, _ = _sizes(g)
     per_image = ct * (g.in_rows * g.in_cols + g.out_rows * g.out_cols) * g.out_depth
     chunk = min(g.batch * per_image, max(accel.CHUNK_BYTES, per_image))
-    return 3 * chunk + (accel.BLOCKS_PER_CORE * workers() + 2) * w * ct
+    return 3 * chunk + (workers() + 2) * w * ct
 
 
 def _kernel_bytes(g: ConvGeometry, kind: str, ct: int) -> int:

@@ -5,37 +5,36 @@ Same math and conventions as :mod:`engine.conv_compute` (NHWC ``x (N, H, W, C)``
 ``w (KH, KW, C, M)`` seen as ``(KH, KW, C*M)``, ``dy (N, OH, OW, C*M)``, output channel
 ``k = c*M + m`` reads input channel ``c``; the kernels see ``C*M`` channels everywhere: the
 forward and filter gradient get the input chunk with each channel repeated ``M`` times, the
-input gradient computes ``C*M`` parts and sums each channel's ``M``), as fused loops: one output (or input) row per
-parallel iteration, the column range of each tap computed once (no branch inside), the
-innermost loop over contiguous channels (vectorized by LLVM). Taps that
-would read padding are skipped, so padding contributes nothing, not even ``NaN * 0``
+input gradient computes ``C*M`` parts and sums each channel's ``M``), as fused loops over a
+range of output (or input) rows, the column range of each tap computed once (no branch
+inside), the innermost loop over contiguous channels (vectorized by LLVM). Taps that would read
+padding are skipped, so padding contributes nothing, not even ``NaN * 0``
 (:mod:`engine.nonfinite`). Arithmetic is in the compute dtype (float32 for the half types), no
 ``fastmath`` (IEEE order and NaN/Inf rules kept). The filter gradient keeps one partial sum per
-output row, added into one accumulator per block of rows (a few blocks per core), so its
-rounding error grows with the rows per block, not with the batch.
+output row, added into one accumulator per core's range of rows.
 
-Python calls the compiled kernels once per batch chunk of at most :data:`CHUNK_BYTES` of
-operands, so :func:`engine.cancel.checkpoint` runs between chunks and extra memory (the chunk's
-contiguous compute-dtype copies, a chunk result and the per-block filter partials) stays
-bounded whatever the batch. The kernels release the GIL; one lock serializes them because
-numba's default thread pool must not be entered from two threads at once.
+The kernels are compiled without ``parallel=True`` and release the GIL (``nogil``); the row
+ranges run on the cores in :mod:`engine.parallel`'s threads, like the NumPy kernels. Measured
+on these shared 2-core machines next to TensorFlow, numba's own thread pool (``prange``) cost
+8-12 ms per call whatever its size (its threads wait for each other while other processes'
+threads hold the cores) and 10x the compile time; with our threads the same loops were 2-10x
+faster there. Python calls the kernels once per batch chunk of at most
+:data:`~engine.accel.CHUNK_BYTES` of operands, so :func:`engine.cancel.checkpoint` runs between
+chunks (and ranges), and extra memory (the chunk's contiguous compute-dtype copies, an
+input-gradient chunk and one filter partial per core) stays bounded whatever the batch.
 """
 
 from __future__ import annotations
 
-import threading
-
 import numba
 import numpy as np
-from numba import prange
 
-from engine.accel import BLOCKS_PER_CORE, CHUNK_BYTES
+from engine.accel import CHUNK_BYTES
 from engine.cancel import checkpoint
 from engine.conv_shapes import ConvGeometry
-from engine.parallel import workers
+from engine.parallel import MIN_POSITIONS_PER_RANGE, map_ranges
 
-_lock = threading.Lock()
-_JIT = {"nopython": True, "parallel": True, "nogil": True, "cache": True}
+_JIT = {"nopython": True, "nogil": True, "cache": True}
 
 
 @numba.njit(inline="always")
@@ -48,11 +47,11 @@ def _span(count, step, offset, size):  # pragma: no cover - compiled
 
 
 @numba.jit(**_JIT)
-def _forward(x, w, y, sr, sc, dr, dc, pt, pl):  # pragma: no cover - compiled
-    n_img, h_in, w_in, ck = x.shape
+def _forward(x, w, y, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: no cover - compiled
+    _, h_in, w_in, ck = x.shape
     kh, kw, _ = w.shape
     _, oh, ow, _ = y.shape
-    for row in prange(n_img * oh):
+    for row in range(lo_row, hi_row):
         n = row // oh
         r = row - n * oh
         out = y[n, r]
@@ -73,42 +72,39 @@ def _forward(x, w, y, sr, sc, dr, dc, pt, pl):  # pragma: no cover - compiled
 
 
 @numba.jit(**_JIT)
-def _filter_grad(x, dy, parts, sr, sc, dr, dc, pt, pl):  # pragma: no cover - compiled
-    n_img, h_in, w_in, ck = x.shape
+def _filter_grad(x, dy, acc, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: no cover - compiled
+    _, h_in, w_in, ck = x.shape
     _, oh, ow, _ = dy.shape
-    blocks, kh, kw, _ = parts.shape
-    rows = n_img * oh
-    for b in prange(blocks):
-        acc = np.zeros((kh, kw, ck), parts.dtype)
-        tmp = np.empty((kh, kw, ck), parts.dtype)
-        for row in range(rows * b // blocks, rows * (b + 1) // blocks):
-            n = row // oh
-            r = row - n * oh
-            tmp[:, :, :] = 0
-            gr = dy[n, r]
-            for i in range(kh):
-                h = r * sr + i * dr - pt
-                if h < 0 or h >= h_in:
-                    continue
-                xr = x[n, h]
-                for j in range(kw):
-                    off = j * dc - pl
-                    lo, hi = _span(ow, sc, off, w_in)
-                    t = tmp[i, j]
-                    for q in range(lo, hi):
-                        v = q * sc + off
-                        for k in range(ck):
-                            t[k] += xr[v, k] * gr[q, k]
-            acc += tmp  # one partial sum per output row
-        parts[b] = acc
+    kh, kw, _ = acc.shape
+    acc[:, :, :] = 0
+    tmp = np.empty((kh, kw, ck), acc.dtype)
+    for row in range(lo_row, hi_row):
+        n = row // oh
+        r = row - n * oh
+        tmp[:, :, :] = 0
+        gr = dy[n, r]
+        for i in range(kh):
+            h = r * sr + i * dr - pt
+            if h < 0 or h >= h_in:
+                continue
+            xr = x[n, h]
+            for j in range(kw):
+                off = j * dc - pl
+                lo, hi = _span(ow, sc, off, w_in)
+                t = tmp[i, j]
+                for q in range(lo, hi):
+                    v = q * sc + off
+                    for k in range(ck):
+                        t[k] += xr[v, k] * gr[q, k]
+        acc += tmp  # one partial sum per output row
 
 
 @numba.jit(**_JIT)
-def _input_grad(dy, w, dx, sr, sc, dr, dc, pt, pl):  # pragma: no cover - compiled
-    n_img, h_in, w_in, ck = dx.shape
+def _input_grad(dy, w, dx, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: no cover - compiled
+    _, h_in, w_in, ck = dx.shape
     _, oh, ow, _ = dy.shape
     kh, kw, _ = w.shape
-    for row in prange(n_img * h_in):
+    for row in range(lo_row, hi_row):
         n = row // h_in
         h = row - n * h_in
         out = dx[n, h]
@@ -158,31 +154,43 @@ def _input_chunk(g: ConvGeometry, x: np.ndarray, ctype: np.dtype) -> np.ndarray:
     return np.repeat(x.astype(ctype, copy=False), g.filter_out, axis=3)
 
 
+def _rows(count: int, width: int, call) -> list:
+    """``call(lo, hi)`` over ``[0, count)`` rows split over the cores (engine.parallel's
+    threads: the kernels release the GIL), ranges of at least a few thousand positions."""
+    min_rows = -(-MIN_POSITIONS_PER_RANGE // max(1, width))
+    return map_ranges(call, count, min_rows)
+
+
 def depthwise_conv2d(g: ConvGeometry, x: np.ndarray, w: np.ndarray,
                      ctype: np.dtype) -> np.ndarray:
     """Forward ``(N, OH, OW, C*M)`` in ``ctype`` of NHWC ``x``."""
     y = np.empty((g.batch, g.out_rows, g.out_cols, g.out_depth), ctype)
     wc = _filter(g, w, ctype)
     for sl in _chunks(g, ctype):
-        xc = _input_chunk(g, x[sl], ctype)
-        with _lock:
-            _forward(xc, wc, y[sl], *_attrs(g))
+        xc, yc = _input_chunk(g, x[sl], ctype), y[sl]
+        _rows(xc.shape[0] * g.out_rows, g.out_cols,
+              lambda lo, hi: _forward(xc, wc, yc, *_attrs(g), lo, hi))  # noqa: B023
     return y
 
 
 def depthwise_conv2d_backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndarray,
                                      ctype: np.dtype) -> np.ndarray:
-    """Filter gradient ``(KH, KW, C, M)`` in ``ctype`` of NHWC ``x`` and ``dy``."""
+    """Filter gradient ``(KH, KW, C, M)`` in ``ctype`` of NHWC ``x`` and ``dy``: one partial
+    sum per core's range of output rows (itself a sum of per-row partial sums)."""
     ck = g.out_depth
     dw = np.zeros((g.filter_rows, g.filter_cols, ck), ctype)
+
+    def part(xc, dyc, lo, hi):
+        acc = np.empty((g.filter_rows, g.filter_cols, ck), ctype)
+        _filter_grad(xc, dyc, acc, *_attrs(g), lo, hi)
+        return acc
+
     for sl in _chunks(g, ctype):
         xc = _input_chunk(g, x[sl], ctype)
         dyc = np.ascontiguousarray(dy[sl], ctype)
-        blocks = max(1, min(xc.shape[0] * g.out_rows, BLOCKS_PER_CORE * workers()))
-        parts = np.empty((blocks, g.filter_rows, g.filter_cols, ck), ctype)
-        with _lock:
-            _filter_grad(xc, dyc, parts, *_attrs(g))
-        dw += parts.sum(axis=0)
+        for acc in _rows(xc.shape[0] * g.out_rows, g.out_cols,
+                         lambda lo, hi: part(xc, dyc, lo, hi)):  # noqa: B023
+            dw += acc
     return dw.reshape(g.filter_rows, g.filter_cols, g.in_depth, g.filter_out)
 
 
@@ -197,8 +205,8 @@ def depthwise_conv2d_backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarr
         dyc = np.ascontiguousarray(dy[sl], ctype)
         dst = out[sl] if direct else np.empty(
             (dyc.shape[0], g.in_rows, g.in_cols, g.out_depth), ctype)
-        with _lock:
-            _input_grad(dyc, wc, dst, *_attrs(g))
+        _rows(dyc.shape[0] * g.in_rows, g.in_cols,
+              lambda lo, hi: _input_grad(dyc, wc, dst, *_attrs(g), lo, hi))  # noqa: B023
         if not direct:
             out[sl] = dst if m == 1 else dst.reshape(*dst.shape[:3], g.in_depth, m).sum(axis=4)
 
