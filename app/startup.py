@@ -16,6 +16,7 @@ from PySide6 import QtCore, QtWidgets
 from app.files import internal_error_text, load_error_line
 from app.main_window import APP_NAME, MainWindow
 from app.theme import apply_dark_theme
+from engine import accel
 from engine.canvas import CanvasError, load_canvas
 from engine.errors import InvalidArgumentError
 
@@ -71,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     shot = args.screenshot is not None
     if shot:
         return _screenshot(args)
+    accel.warm_up_in_background()  # never blocks: NumPy kernels run until it is done
     window = MainWindow(recovery_dir=default_recovery_dir())
     install_excepthook(window)
     window.show()

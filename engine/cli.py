@@ -37,6 +37,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import NoReturn, TextIO
 
+from engine import accel
 from engine.atomic import write_atomically
 from engine.canvas import Canvas, CanvasError, load_canvas
 from engine.compiler import DEFAULT_MEMORY_LIMIT, Plan
@@ -290,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         opts = _parser().parse_args(argv)
     except SystemExit as exit_:
         return int(exit_.code or 0)
+    accel.announce_compiles()  # a numba compile (cache miss) says so once on stderr
     # import has no --memory-limit-gib: it runs nothing
     executor = Executor(memory_limit=getattr(opts, "memory_limit", DEFAULT_MEMORY_LIMIT))
     main_thread = threading.current_thread() is threading.main_thread()

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 
-from engine import conv_compute, conv_sparse, winograd
+from engine import accel, conv_compute, conv_sparse, winograd
 from engine.conv_layout import PhaseLayout
 from engine.conv_shapes import ConvGeometry
 from engine.dtypes import compute_dtype, to_dtype
@@ -72,6 +72,16 @@ def _sparse_bytes(g: ConvGeometry, kind: str, ct: int) -> int:
     return 4 * chunk + 2 * result + 3 * w * ct
 
 
+def _compiled_bytes(g: ConvGeometry, ct: int) -> int:
+    """The compiled depthwise kernels (:mod:`engine.numba_depthwise`): per batch chunk the
+    contiguous compute-dtype copies of its operands (the input's channels repeated ``M`` times)
+    and its input-gradient parts, plus one filter partial per core and the sum."""
+    _, w, _ = _sizes(g)
+    per_image = ct * (g.in_rows * g.in_cols + g.out_rows * g.out_cols) * g.out_depth
+    chunk = min(g.batch * per_image, max(accel.CHUNK_BYTES, per_image))
+    return 3 * chunk + (workers() + 2) * w * ct
+
+
 def _kernel_bytes(g: ConvGeometry, kind: str, ct: int) -> int:
     """Compute buffers, result accumulators and filter casts of one finite-path call."""
     if conv_sparse.select(g) is not None:
@@ -87,8 +97,8 @@ def _phase_bytes(g: ConvGeometry, kind: str, ct: int) -> int:
     out = {"forward": y, "filter": w, "input": 0}[kind]
     cores = workers()
     taps = g.filter_rows * g.filter_cols
-    if g.depthwise:
-        body = cores * _tile_bytes(g, ct)
+    if g.depthwise:  # either path may run (engine.accel decides at call time)
+        body = max(cores * _tile_bytes(g, ct), _compiled_bytes(g, ct))
     else:
         lay = PhaseLayout.of(g)
         cg, og = g.filter_in_depth, g.filter_out // g.groups

@@ -27,8 +27,8 @@ from typing import TypeVar
 
 import numpy as np
 
+from engine import accel, conv_sparse, kernel_path, winograd
 from engine import conv_compute as cc
-from engine import conv_sparse, kernel_path, winograd
 from engine.conv_layout import PhaseLayout
 from engine.conv_shapes import (
     ConvGeometry,
@@ -52,10 +52,17 @@ __all__ = [
     "depthwise_conv2d_native",
     "depthwise_conv2d_native_backprop_filter",
     "depthwise_conv2d_native_backprop_input",
+    "last_path",
 ]
 
 
 F = TypeVar("F", bound=Callable[..., np.ndarray])
+
+def _ran(path: str) -> None:
+    """Record this call's path (:mod:`engine.kernel_path`): ``empty`` (no terms, no kernel
+    ran), ``numba`` (:mod:`engine.numba_depthwise`, see :mod:`engine.accel`), ``winograd`` or
+    ``numpy <strategy>``."""
+    kernel_path.record(path)
 
 
 def _memory_guard(kernel: F) -> F:
@@ -64,6 +71,7 @@ def _memory_guard(kernel: F) -> F:
     beyond the address space), never a bare NumPy error."""
     @functools.wraps(kernel)
     def guarded(*args, **kwargs):
+        _ran("")  # each dispatch below records the path it takes
         try:
             return kernel(*args, **kwargs)
         except MemoryError as err:
@@ -91,8 +99,12 @@ def _from_nhwc(y: np.ndarray, data_format: str, dtype: np.dtype) -> np.ndarray:
 
 
 def _empty(g: ConvGeometry) -> bool:
-    """True when the sum over output positions has no terms (or no channels to sum into)."""
-    return g.batch == 0 or g.out_rows == 0 or g.out_cols == 0 or g.out_depth == 0
+    """True when the sum over output positions has no terms (or no channels to sum into);
+    the call then runs no kernel (:func:`last_path` says ``empty``)."""
+    empty = g.batch == 0 or g.out_rows == 0 or g.out_cols == 0 or g.out_depth == 0
+    if empty:
+        _ran("empty")
+    return empty
 
 
 def _group_slices(g: ConvGeometry):
@@ -254,6 +266,9 @@ def depthwise_conv2d_native(
     ctype, xv = compute_dtype(dtype), _nhwc(x, data_format)
     if (sp := _sparse(g)) is not None:
         y = conv_sparse.depthwise_conv2d(g, *sp, xv, w, ctype)
+    elif accel.use_compiled(ctype):
+        y = accel.compiled().depthwise_conv2d(g, xv, w, ctype)
+        _ran("numba")
     else:
         y = cc.depthwise_conv2d(_phase_layout(g, "forward"), xv, w, ctype)
     return _from_nhwc(y, data_format, dtype)
@@ -285,6 +300,9 @@ def depthwise_conv2d_native_backprop_filter(
     ctype, xv, dyv = compute_dtype(dtype), _nhwc(x, data_format), _nhwc(dy, data_format)
     if (sp := _sparse(g)) is not None:
         dw = conv_sparse.depthwise_conv2d_backprop_filter(g, *sp, xv, dyv, ctype)
+    elif accel.use_compiled(ctype):
+        dw = accel.compiled().depthwise_conv2d_backprop_filter(g, xv, dyv, ctype)
+        _ran("numba")
     else:
         dw = cc.depthwise_conv2d_backprop_filter(_phase_layout(g, "filter"), xv, dyv, ctype)
     return dw.astype(dtype, copy=False)
@@ -317,6 +335,9 @@ def depthwise_conv2d_native_backprop_input(
     ctype, dyv = compute_dtype(dtype), _nhwc(dy, data_format)
     if (sp := _sparse(g)) is not None:
         outv[...] = conv_sparse.depthwise_conv2d_backprop_input(g, *sp, dyv, w, ctype)
+    elif accel.use_compiled(ctype):
+        accel.compiled().depthwise_conv2d_backprop_input(g, dyv, w, ctype, outv)
+        _ran("numba")
     else:
         cc.depthwise_conv2d_backprop_input(_phase_layout(g, "input"), dyv, w, ctype, outv)
     return out

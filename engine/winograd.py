@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import os
 import threading
 
 import numpy as np
@@ -120,8 +119,11 @@ def _numba_importable() -> bool:
 
 
 def enabled() -> bool:
-    """True unless ``GRADBLOCKS_KERNELS=numpy`` or numba is not installed."""
-    return os.environ.get("GRADBLOCKS_KERNELS", "auto") != "numpy" and _numba_importable()
+    """True unless ``GRADBLOCKS_KERNELS=numpy`` (:func:`engine.accel.mode`, the one switch of
+    the compiled paths) or numba is not installed."""
+    from engine import accel
+
+    return accel.mode() != "numpy" and _numba_importable()
 
 
 def applies(g: ConvGeometry) -> bool:

@@ -1,0 +1,216 @@
+"""The depthwise trio compiled with numba (used through :mod:`engine.accel`; never imported
+unless numba is in use).
+
+Same math and conventions as :mod:`engine.conv_compute` (NHWC ``x (N, H, W, C)``, filter
+``w (KH, KW, C, M)`` seen as ``(KH, KW, C*M)``, ``dy (N, OH, OW, C*M)``, output channel
+``k = c*M + m`` reads input channel ``c``; the kernels see ``C*M`` channels everywhere: the
+forward and filter gradient get the input chunk with each channel repeated ``M`` times, the
+input gradient computes ``C*M`` parts and sums each channel's ``M``), as fused loops over a
+range of output (or input) rows, the column range of each tap computed once (no branch
+inside), the innermost loop over contiguous channels (vectorized by LLVM). Taps that would read
+padding are skipped, so padding contributes nothing, not even ``NaN * 0``
+(:mod:`engine.nonfinite`). Arithmetic is in the compute dtype (float32 for the half types), no
+``fastmath`` (IEEE order and NaN/Inf rules kept). The filter gradient keeps one partial sum per
+output row, added into one accumulator per core's range of rows.
+
+The kernels are compiled without ``parallel=True`` and release the GIL (``nogil``); the row
+ranges run on the cores in :mod:`engine.parallel`'s threads, like the NumPy kernels. Measured
+on these shared 2-core machines next to TensorFlow, numba's own thread pool (``prange``) cost
+8-12 ms per call whatever its size (its threads wait for each other while other processes'
+threads hold the cores) and 10x the compile time; with our threads the same loops were 2-10x
+faster there. Python calls the kernels once per batch chunk of at most
+:data:`~engine.accel.CHUNK_BYTES` of operands, so :func:`engine.cancel.checkpoint` runs between
+chunks (and ranges), and extra memory (the chunk's contiguous compute-dtype copies, an
+input-gradient chunk and one filter partial per core) stays bounded whatever the batch.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from engine.accel import CHUNK_BYTES
+from engine.cancel import checkpoint
+from engine.conv_shapes import ConvGeometry
+from engine.parallel import MIN_POSITIONS_PER_RANGE, map_ranges
+
+_JIT = {"nopython": True, "nogil": True, "cache": True}
+
+
+@numba.njit(inline="always")
+def _span(count, step, offset, size):  # pragma: no cover - compiled
+    """``[lo, hi)``: the ``q < count`` with ``0 <= q*step + offset < size``."""
+    lo = 0 if offset >= 0 else (step - 1 - offset) // step
+    last = size - 1 - offset
+    hi = min(count, last // step + 1) if last >= 0 else 0
+    return lo, max(lo, hi)
+
+
+@numba.jit(**_JIT)
+def _forward(x, w, y, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: no cover - compiled
+    _, h_in, w_in, ck = x.shape
+    kh, kw, _ = w.shape
+    _, oh, ow, _ = y.shape
+    for row in range(lo_row, hi_row):
+        n = row // oh
+        r = row - n * oh
+        out = y[n, r]
+        out[:, :] = 0
+        for i in range(kh):
+            h = r * sr + i * dr - pt
+            if h < 0 or h >= h_in:
+                continue
+            xr = x[n, h]
+            for j in range(kw):
+                off = j * dc - pl
+                lo, hi = _span(ow, sc, off, w_in)
+                wv = w[i, j]
+                for q in range(lo, hi):
+                    v = q * sc + off
+                    for k in range(ck):
+                        out[q, k] += xr[v, k] * wv[k]
+
+
+@numba.jit(**_JIT)
+def _filter_grad(x, dy, acc, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: no cover - compiled
+    _, h_in, w_in, ck = x.shape
+    _, oh, ow, _ = dy.shape
+    kh, kw, _ = acc.shape
+    acc[:, :, :] = 0
+    tmp = np.empty((kh, kw, ck), acc.dtype)
+    for row in range(lo_row, hi_row):
+        n = row // oh
+        r = row - n * oh
+        tmp[:, :, :] = 0
+        gr = dy[n, r]
+        for i in range(kh):
+            h = r * sr + i * dr - pt
+            if h < 0 or h >= h_in:
+                continue
+            xr = x[n, h]
+            for j in range(kw):
+                off = j * dc - pl
+                lo, hi = _span(ow, sc, off, w_in)
+                t = tmp[i, j]
+                for q in range(lo, hi):
+                    v = q * sc + off
+                    for k in range(ck):
+                        t[k] += xr[v, k] * gr[q, k]
+        acc += tmp  # one partial sum per output row
+
+
+@numba.jit(**_JIT)
+def _input_grad(dy, w, dx, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: no cover - compiled
+    _, h_in, w_in, ck = dx.shape
+    _, oh, ow, _ = dy.shape
+    kh, kw, _ = w.shape
+    for row in range(lo_row, hi_row):
+        n = row // h_in
+        h = row - n * h_in
+        out = dx[n, h]
+        out[:, :] = 0
+        for i in range(kh):
+            t = h + pt - i * dr
+            if t < 0 or t % sr != 0 or t // sr >= oh:
+                continue
+            gr = dy[n, t // sr]
+            for j in range(kw):
+                off = j * dc - pl
+                lo, hi = _span(ow, sc, off, w_in)
+                wv = w[i, j]
+                for q in range(lo, hi):
+                    v = q * sc + off
+                    for k in range(ck):
+                        out[v, k] += gr[q, k] * wv[k]
+
+
+KERNELS = {"forward": _forward, "filter": _filter_grad, "input": _input_grad}
+
+
+def _attrs(g: ConvGeometry) -> tuple[int, ...]:
+    return (g.stride_rows, g.stride_cols, g.dilation_rows, g.dilation_cols, g.pad_top,
+            g.pad_left)
+
+
+def _chunks(g: ConvGeometry, ctype: np.dtype):
+    """Batch slices whose operands (the input's channels repeated ``M`` times) take at most
+    :data:`CHUNK_BYTES` in ``ctype``."""
+    per = (g.in_rows * g.in_cols + g.out_rows * g.out_cols) * g.out_depth
+    step = max(1, CHUNK_BYTES // max(1, per * ctype.itemsize))
+    for start in range(0, g.batch, step):
+        checkpoint()
+        yield slice(start, min(g.batch, start + step))
+
+
+def _filter(g: ConvGeometry, w: np.ndarray, ctype: np.dtype) -> np.ndarray:
+    return np.ascontiguousarray(w, ctype).reshape(g.filter_rows, g.filter_cols, -1)
+
+
+def _input_chunk(g: ConvGeometry, x: np.ndarray, ctype: np.dtype) -> np.ndarray:
+    """Contiguous ``ctype`` copy of NHWC ``x`` with each channel repeated ``M`` times (output
+    channel ``c*M + m`` reads channel ``c``); ``x`` itself when it already is that."""
+    if g.filter_out == 1:
+        return np.ascontiguousarray(x, ctype)
+    return np.repeat(x.astype(ctype, copy=False), g.filter_out, axis=3)
+
+
+def _rows(count: int, width: int, call) -> list:
+    """``call(lo, hi)`` over ``[0, count)`` rows split over the cores (engine.parallel's
+    threads: the kernels release the GIL), ranges of at least a few thousand positions."""
+    min_rows = -(-MIN_POSITIONS_PER_RANGE // max(1, width))
+    return map_ranges(call, count, min_rows)
+
+
+def depthwise_conv2d(g: ConvGeometry, x: np.ndarray, w: np.ndarray,
+                     ctype: np.dtype) -> np.ndarray:
+    """Forward ``(N, OH, OW, C*M)`` in ``ctype`` of NHWC ``x``."""
+    y = np.empty((g.batch, g.out_rows, g.out_cols, g.out_depth), ctype)
+    wc = _filter(g, w, ctype)
+    for sl in _chunks(g, ctype):
+        xc, yc = _input_chunk(g, x[sl], ctype), y[sl]
+        _rows(xc.shape[0] * g.out_rows, g.out_cols,
+              lambda lo, hi: _forward(xc, wc, yc, *_attrs(g), lo, hi))  # noqa: B023
+    return y
+
+
+def depthwise_conv2d_backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndarray,
+                                     ctype: np.dtype) -> np.ndarray:
+    """Filter gradient ``(KH, KW, C, M)`` in ``ctype`` of NHWC ``x`` and ``dy``: one partial
+    sum per core's range of output rows (itself a sum of per-row partial sums)."""
+    ck = g.out_depth
+    dw = np.zeros((g.filter_rows, g.filter_cols, ck), ctype)
+
+    def part(xc, dyc, lo, hi):
+        acc = np.empty((g.filter_rows, g.filter_cols, ck), ctype)
+        _filter_grad(xc, dyc, acc, *_attrs(g), lo, hi)
+        return acc
+
+    for sl in _chunks(g, ctype):
+        xc = _input_chunk(g, x[sl], ctype)
+        dyc = np.ascontiguousarray(dy[sl], ctype)
+        for acc in _rows(xc.shape[0] * g.out_rows, g.out_cols,
+                         lambda lo, hi: part(xc, dyc, lo, hi)):  # noqa: B023
+            dw += acc
+    return dw.reshape(g.filter_rows, g.filter_cols, g.in_depth, g.filter_out)
+
+
+def depthwise_conv2d_backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarray,
+                                    ctype: np.dtype, out: np.ndarray) -> None:
+    """Input gradient written into NHWC ``out`` (any dtype, any strides). With ``M > 1`` each
+    output channel's part is computed, then the ``M`` parts of a channel are summed."""
+    wc = _filter(g, w, ctype)
+    m = g.filter_out
+    direct = m == 1 and out.dtype == ctype and out.flags.c_contiguous
+    for sl in _chunks(g, ctype):
+        dyc = np.ascontiguousarray(dy[sl], ctype)
+        dst = out[sl] if direct else np.empty(
+            (dyc.shape[0], g.in_rows, g.in_cols, g.out_depth), ctype)
+        _rows(dyc.shape[0] * g.in_rows, g.in_cols,
+              lambda lo, hi: _input_grad(dyc, wc, dst, *_attrs(g), lo, hi))  # noqa: B023
+        if not direct:
+            out[sl] = dst if m == 1 else dst.reshape(*dst.shape[:3], g.in_depth, m).sum(axis=4)
+
+
+def compiled_signatures() -> int:
+    """Signatures compiled or loaded from the cache so far in this process."""
+    return sum(len(k.signatures) for k in KERNELS.values())

@@ -1,0 +1,312 @@
+"""The compiled depthwise kernels (engine.accel, engine.numba_depthwise) against the NumPy ones.
+
+Tolerance: both paths compute in the compute dtype with different summation orders, so each is
+within ``RTOL[dtype] * bound`` of the exact sum (``bound`` = the op on ``|a|, |b|``, the sum of
+the terms' magnitudes) and they differ by at most twice that, plus the output dtype's smallest
+subnormal. The NumPy path is the reference (tests/test_kernels_properties.py checks it against
+the slow twin, and runs the compiled path too when numba imports: ``auto`` is the default).
+"""
+
+import os
+import subprocess
+import sys
+import threading
+import tracemalloc
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine import accel, cancel, kernels
+from engine.conv_shapes import conv2d_geometry
+from engine.dtypes import DTYPES, RTOL
+from engine.errors import InvalidArgumentError
+from engine.kernel_memory import conv_workspace
+from tests.golden_cases import ARRAYS, VALID, call_valid
+from tests.test_kernels_nonfinite import SPECIALS
+from tests.test_kernels_properties import conv_cases
+
+pytest.importorskip("numba")
+
+ROOT = Path(__file__).resolve().parents[1]
+FORWARD = kernels.depthwise_conv2d_native
+FILTER = kernels.depthwise_conv2d_native_backprop_filter
+INPUT = kernels.depthwise_conv2d_native_backprop_input
+
+
+
+def path_kind() -> str:
+    """The last call's path as these tests name it: ``numpy``, ``numba``, ``sparse`` (the
+    tap-span path), ``empty`` (engine.kernel_path records ``numpy <strategy>``)."""
+    path = kernels.last_path() or ""
+    if path == "numpy tap-spans":
+        return "sparse"
+    return "numpy" if path.startswith("numpy") else path
+
+def on_path(monkeypatch, path: str, op, *args, **attrs) -> np.ndarray:
+    """``op(*args, **attrs)`` with ``GRADBLOCKS_KERNELS=path``, checking which path ran."""
+    monkeypatch.setenv(accel.ENV, path)
+    out = op(*args, **attrs)
+    assert path_kind() in (path, "sparse", "empty")
+    return out
+
+
+def both_paths(monkeypatch, op, *args, **attrs) -> tuple[np.ndarray, np.ndarray, str]:
+    numpy_out = on_path(monkeypatch, "numpy", op, *args, **attrs)
+    compiled = on_path(monkeypatch, "numba", op, *args, **attrs)
+    return compiled, numpy_out, path_kind()
+
+
+def _close(compiled, numpy_out, bound, dtype):
+    assert compiled.shape == numpy_out.shape and compiled.dtype == numpy_out.dtype
+    tiny = float(ml_dtypes.finfo(DTYPES[dtype]).smallest_subnormal)
+    err = np.abs(compiled.astype(np.float64) - numpy_out.astype(np.float64))
+    assert np.all(err <= 2 * RTOL[dtype] * bound + tiny), float(err.max())
+
+
+def _family_args(g, dtype, seed, lo=-1.0):
+    rng = np.random.default_rng(seed)
+    dt = DTYPES[dtype]
+    x, w, dy = (rng.uniform(lo, 1, s).astype(dt)
+                for s in (g.input_shape, g.filter_shape, g.output_shape))
+    return x, w, dy
+
+
+@settings(max_examples=150, deadline=None)
+@given(conv_cases(depthwise=True))
+def test_compiled_depthwise_family_matches_numpy(case):
+    g, attrs, dtype, seed = case
+    x, w, dy = _family_args(g, dtype, seed)
+    ax, aw, ady = (abs(a).astype(np.float64) for a in (x, w, dy))
+    mp = pytest.MonkeyPatch()
+    try:
+        for op, args, absargs in (
+                (FORWARD, (x, w), (ax, aw)),
+                (FILTER, (x, g.filter_shape, dy), (ax, g.filter_shape, ady)),
+                (INPUT, (g.input_shape, w, dy), (g.input_shape, aw, ady))):
+            compiled, numpy_out, _ = both_paths(mp, op, *args, **attrs)
+            mp.setenv(accel.ENV, "numpy")
+            _close(compiled, numpy_out, op(*absargs, **attrs), dtype)
+    finally:
+        mp.undo()
+
+
+@settings(max_examples=60, deadline=None)
+@given(conv_cases(depthwise=True), st.integers(1, 3))
+def test_compiled_depthwise_nan_inf_are_exactly_the_numpy_paths(case, specials):
+    """NaN, +Inf and -Inf at the same positions on both paths (padding never contributes)."""
+    g, attrs, dtype, seed = case
+    rng = np.random.default_rng(seed)
+    x, w, dy = _family_args(g, dtype, seed)
+    for a in (x, w, dy):
+        flat = a.reshape(-1)
+        for _ in range(specials if flat.size else 0):
+            flat[rng.integers(flat.size)] = SPECIALS[rng.integers(len(SPECIALS))]
+    mp = pytest.MonkeyPatch()
+    try:
+        with np.errstate(invalid="ignore"):
+            for op, args in ((FORWARD, (x, w)), (FILTER, (x, g.filter_shape, dy)),
+                             (INPUT, (g.input_shape, w, dy))):
+                compiled, numpy_out, _ = both_paths(mp, op, *args, **attrs)
+                a, b = compiled.astype(np.float64), numpy_out.astype(np.float64)
+                for test in (np.isnan, np.isposinf, np.isneginf):
+                    np.testing.assert_array_equal(test(a), test(b))
+    finally:
+        mp.undo()
+
+
+def test_nan_next_to_the_padding_stays_out_of_the_border_on_the_compiled_path(monkeypatch):
+    """A NaN in the filter tap that only ever meets padding at the corner leaves it finite."""
+    x = np.ones((1, 4, 4, 2), np.float32)
+    w = np.ones((3, 3, 2, 1), np.float32)
+    w[0, 0, 0, 0] = np.nan  # the top-left tap reads padding for output (0, 0) under SAME
+    monkeypatch.setenv(accel.ENV, "numba")
+    y = FORWARD(x, w, [1, 1, 1, 1], "SAME")
+    assert path_kind() == "numba"
+    assert np.isfinite(y[0, 0, 0, 0]) and y[0, 0, 0, 0] == 4.0
+    assert np.isnan(y[0, 1, 1, 0]) and np.isfinite(y[0, 1, 1, 1])
+
+
+DEPTHWISE_GOLDEN = [c for c in VALID if c["op"].startswith("Depthwise")]
+
+
+@pytest.mark.parametrize("path", ["numpy", "numba"])
+@pytest.mark.parametrize("case", DEPTHWISE_GOLDEN, ids=[c["id"] for c in DEPTHWISE_GOLDEN])
+def test_depthwise_golden_cases_on_both_paths(monkeypatch, case, path):
+    monkeypatch.setenv(accel.ENV, path)
+    out = call_valid(case)
+    assert path_kind() in (path, "sparse", "empty")
+    exact, bound = ARRAYS[case["id"] + ".exact"], ARRAYS[case["id"] + ".bound"]
+    err = np.abs(out.astype(np.float64) - exact)
+    assert np.all(err <= case["rtol"] * bound + 1e-30)
+
+
+def test_golden_depthwise_cases_exist_and_some_run_compiled(monkeypatch):
+    assert len(DEPTHWISE_GOLDEN) >= 10
+    monkeypatch.setenv(accel.ENV, "auto")
+    paths = set()
+    for case in DEPTHWISE_GOLDEN:
+        call_valid(case)
+        paths.add(path_kind())
+    assert "numba" in paths
+
+
+def test_the_switch_picks_the_path_and_names_a_bad_value(monkeypatch):
+    x, w = np.ones((1, 5, 5, 3), np.float32), np.ones((3, 3, 3, 2), np.float32)
+    for value, path in (("numpy", "numpy"), ("auto", "numba"), ("", "numba"), ("NUMBA", "numba")):
+        monkeypatch.setenv(accel.ENV, value)
+        FORWARD(x, w, [1, 1, 1, 1], "SAME")
+        assert path_kind() == path, value
+    kernels.conv2d(x, np.ones((3, 3, 3, 2), np.float32), [1, 1, 1, 1], "SAME")
+    assert path_kind() == "numpy"
+    monkeypatch.setenv(accel.ENV, "fast")
+    with pytest.raises(InvalidArgumentError, match="GRADBLOCKS_KERNELS='fast'.*auto, numpy, numba"):
+        FORWARD(x, w, [1, 1, 1, 1], "SAME")
+
+
+def test_numba_forced_without_numba_is_a_clear_error_and_auto_falls_back(monkeypatch):
+    monkeypatch.setattr(accel, "_module", None)
+    monkeypatch.setattr(accel, "_failed", "No module named 'numba'")
+    x, w = np.ones((1, 5, 5, 3), np.float32), np.ones((3, 3, 3, 1), np.float32)
+    monkeypatch.setenv(accel.ENV, "numba")
+    with pytest.raises(InvalidArgumentError, match=r"numba is not importable.*gradblocks\[fast\]"):
+        FORWARD(x, w, [1, 1, 1, 1], "SAME")
+    monkeypatch.setenv(accel.ENV, "auto")
+    assert FORWARD(x, w, [1, 1, 1, 1], "SAME")[0, 2, 2, 0] == 9
+    assert path_kind() == "numpy"
+
+
+def test_extreme_geometry_keeps_the_tap_span_path(monkeypatch):
+    monkeypatch.setenv(accel.ENV, "numba")
+    x, w = np.ones((2, 64, 48, 8), np.float32), np.ones((3, 3, 8, 2), np.float32)
+    attrs = {"strides": [1, 20000, 3, 1], "dilations": [1, 1, 2**20, 1], "padding": "SAME"}
+    y = FORWARD(x, w, **attrs)
+    assert path_kind() == "sparse" and y.shape == (2, 1, 16, 16)
+    g = conv2d_geometry(x.shape, w.shape, attrs["strides"], "SAME", (), "NHWC",
+                        attrs["dilations"], depthwise=True)  # the compiled loops agree
+    np.testing.assert_array_equal(accel.compiled().depthwise_conv2d(g, x, w, y.dtype), y)
+
+
+def test_auto_runs_numpy_for_a_dtype_still_warming_up(monkeypatch):
+    """While the background thread compiles, the app computes with NumPy instead of waiting."""
+    release = threading.Event()
+    busy = threading.Thread(target=release.wait)
+    busy.start()
+    try:
+        monkeypatch.setattr(accel, "_warm_thread", busy)
+        monkeypatch.setattr(accel, "_ready", {"float64"})
+        monkeypatch.setenv(accel.ENV, "auto")
+        x, w = np.ones((1, 5, 5, 3), np.float32), np.ones((3, 3, 3, 1), np.float32)
+        FORWARD(x, w, [1, 1, 1, 1], "SAME")
+        assert path_kind() == "numpy"
+        FORWARD(x.astype(np.float64), w.astype(np.float64), [1, 1, 1, 1], "SAME")
+        assert path_kind() == "numba"
+        FORWARD(x.astype(np.float16), w.astype(np.float16), [1, 1, 1, 1], "SAME")
+        assert path_kind() == "numpy"  # half types compute in float32
+    finally:
+        release.set()
+        busy.join()
+
+
+def test_background_warm_up_marks_both_compute_dtypes_ready(monkeypatch):
+    monkeypatch.setattr(accel, "_warm_thread", None)
+    monkeypatch.setattr(accel, "_ready", set())
+    monkeypatch.setenv(accel.ENV, "auto")
+    thread = accel.warm_up_in_background()
+    assert thread is not None and thread.daemon
+    assert accel.warm_up_in_background() is thread  # started once
+    thread.join()
+    assert accel._ready == {"float32", "float64"}
+    assert accel.use_compiled(np.dtype(np.float32))
+    monkeypatch.setattr(accel, "_warm_thread", None)
+    monkeypatch.setenv(accel.ENV, "numpy")
+    assert accel.warm_up_in_background() is None
+
+
+def test_a_cancelled_run_stops_between_compiled_batch_chunks(monkeypatch):
+    monkeypatch.setenv(accel.ENV, "numba")
+    monkeypatch.setattr(accel, "CHUNK_BYTES", 2**11)
+    from engine import numba_depthwise
+    monkeypatch.setattr(numba_depthwise, "CHUNK_BYTES", 2**11)
+    x = np.ones((6, 8, 8, 4), np.float32)
+    dy = np.ones((6, 8, 8, 4), np.float32)
+    calls = []
+    real = numba_depthwise.checkpoint
+
+    def counting():
+        calls.append(1)
+        if len(calls) == 3:
+            event.set()
+        real()
+
+    event = threading.Event()
+    monkeypatch.setattr(numba_depthwise, "checkpoint", counting)
+    with cancel.scope(event), pytest.raises(cancel.Cancelled):
+        FILTER(x, [3, 3, 4, 1], dy, [1, 1, 1, 1], "SAME")
+    assert len(calls) == 3  # stopped at the third chunk of six
+
+
+def _peak(fn) -> tuple[int, object]:
+    """tracemalloc's peak of ``fn()`` (NumPy reports its buffers to tracemalloc)."""
+    tracemalloc.start()
+    try:
+        out = fn()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak, out
+
+
+@pytest.mark.parametrize("kind", ["forward", "filter", "input"])
+def test_compiled_extra_memory_is_bounded_as_the_batch_grows_and_within_the_estimate(
+        monkeypatch, kind):
+    monkeypatch.setenv(accel.ENV, "numba")
+    module = accel.compiled()
+    monkeypatch.setattr(accel, "CHUNK_BYTES", 2**18)
+    monkeypatch.setattr(module, "CHUNK_BYTES", 2**18)
+    attrs = {"strides": [1, 1, 1, 1], "padding": "SAME", "data_format": "NCHW"}
+    f32 = np.dtype(np.float32)
+    kernel_peaks = []
+    for batch in (4, 32):
+        shape = (batch, 8, 32, 32)  # NCHW: every chunk is copied to NHWC
+        g = conv2d_geometry(shape, (3, 3, 8, 2), attrs["strides"], "SAME", (), "NCHW",
+                            depthwise=True)
+        rng = np.random.default_rng(batch)
+        x, w = rng.standard_normal(shape, f32), rng.standard_normal((3, 3, 8, 2), f32)
+        dy = rng.standard_normal(g.output_shape, f32)
+        op, args = {"forward": (FORWARD, (x, w)), "filter": (FILTER, (x, w.shape, dy)),
+                    "input": (INPUT, (x.shape, w, dy))}[kind]
+        op(*args, **attrs)  # compiled before measuring
+        peak, out = _peak(lambda: op(*args, **attrs))  # noqa: B023 - called at once
+        assert path_kind() == "numba"
+        assert peak - out.nbytes <= conv_workspace(g, kind, "float32", True)
+        xv, dyv = x.transpose(0, 2, 3, 1), dy.transpose(0, 2, 3, 1)  # the op's NHWC views
+        dx = np.zeros(x.shape, f32).transpose(0, 2, 3, 1)
+        call = {"forward": lambda: module.depthwise_conv2d(g, xv, w, f32),  # noqa: B023
+                "filter": lambda: module.depthwise_conv2d_backprop_filter(g, xv, dyv, f32),  # noqa: B023
+                "input": lambda: module.depthwise_conv2d_backprop_input(g, dyv, w, f32, dx)}  # noqa: B023
+        peak, res = _peak(call[kind])
+        kernel_peaks.append(peak - (res.nbytes if res is not None else 0))
+    assert kernel_peaks[1] <= kernel_peaks[0] + 2**16  # 8x the batch, the same workspace
+    assert kernel_peaks[1] <= 3 * 2**18 + 2**16
+
+
+def _run_cli(canvas: Path, cache: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), GRADBLOCKS_KERNELS="auto")
+    return subprocess.run([sys.executable, "-m", "engine.cli", "run", str(canvas)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_the_cli_says_once_that_it_compiles_then_loads_from_the_cache(tmp_path):
+    canvas = ROOT / "assets" / "examples" / "depthwise_backprop_filter.gbc.json"
+    cold = _run_cli(canvas, tmp_path)
+    assert cold.returncode == 0, cold.stderr
+    assert cold.stderr.count(accel.COMPILE_NOTE) == 1, cold.stderr
+    assert "DepthwiseBackpropFilter" in cold.stdout
+    assert any(tmp_path.rglob("*.nbi"))  # numba's cache index was written there
+    warm = _run_cli(canvas, tmp_path)
+    assert warm.returncode == 0 and accel.COMPILE_NOTE not in warm.stderr, warm.stderr
+    assert warm.stdout.splitlines()[-1].split()[:6] == cold.stdout.splitlines()[-1].split()[:6]
