@@ -82,7 +82,7 @@ class ConvGeometry:
         return (self.filter_rows, self.filter_cols, self.filter_in_depth, self.filter_out)
 
 
-def _spatial(data_format: str) -> tuple[int, int, int, int]:
+def spatial_axes(data_format: str) -> tuple[int, int, int, int]:
     """Indices of (batch, rows, cols, depth) in a 4-vector of ``data_format``."""
     return (0, 1, 2, 3) if data_format == "NHWC" else (0, 2, 3, 1)
 
@@ -139,10 +139,10 @@ def _check_format(data_format: str) -> None:
     _check_enum("data_format", data_format, DATA_FORMATS)
 
 
-def _window_attr(name: str, value: object, data_format: str) -> tuple[int, int]:
+def window_attr(name: str, value: object, data_format: str) -> tuple[int, int]:
     """(rows, cols) of ``strides`` or ``dilations``; batch and depth entries must be 1."""
     vec = int_vector(name, value, (4,))
-    n, r, c, d = _spatial(data_format)
+    n, r, c, d = spatial_axes(data_format)
     if vec[n] != 1 or vec[d] != 1:
         raise InvalidArgumentError(
             f"{name} {list(vec)}: {name} in the batch and depth dimensions must be 1 "
@@ -152,7 +152,7 @@ def _window_attr(name: str, value: object, data_format: str) -> tuple[int, int]:
     return vec[r], vec[c]
 
 
-def _explicit_pads(
+def explicit_pads(
     padding: str, explicit_paddings: object, data_format: str
 ) -> tuple[int, int, int, int]:
     """(top, bottom, left, right) from TF's 8 explicit paddings in data_format order."""
@@ -171,7 +171,7 @@ def _explicit_pads(
         raise InvalidArgumentError(
             f"explicit_paddings {list(pads)}: every element must be nonnegative",
             "explicit_paddings")
-    n, r, c, d = _spatial(data_format)
+    n, r, c, d = spatial_axes(data_format)
     if pads[2 * n] or pads[2 * n + 1] or pads[2 * d] or pads[2 * d + 1]:
         raise InvalidArgumentError(
             f"explicit_paddings {list(pads)}: padding in the batch and depth dimensions must be "
@@ -210,15 +210,15 @@ def _geometry(
     filter_name: str,
 ) -> ConvGeometry:
     _check_format(data_format)
-    pads = _explicit_pads(padding, explicit_paddings, data_format)
-    sr, sc = _window_attr("strides", strides, data_format)
-    dr, dc = _window_attr("dilations", dilations, data_format)
+    pads = explicit_pads(padding, explicit_paddings, data_format)
+    sr, sc = window_attr("strides", strides, data_format)
+    dr, dc = window_attr("dilations", dilations, data_format)
     ishape = _shape4(input_name, input_shape)
     if min(ishape) < 0:
         raise InvalidArgumentError(f"{input_name} {list(ishape)}: sizes must be >= 0",
                                    input_name)
     fr, fc, fin, fout = _filter_dims(filter_name, filter_shape)
-    n, r, c, d = _spatial(data_format)
+    n, r, c, d = spatial_axes(data_format)
     batch, rows, cols, depth = ishape[n], ishape[r], ishape[c], ishape[d]
     if depthwise:
         if depth != fin:
@@ -257,7 +257,7 @@ def _geometry(
 def _check_out_backprop(g: ConvGeometry, out_backprop_shape: Sequence[int]) -> None:
     """out_backprop must have exactly the forward op's output shape."""
     shape = _shape4("out_backprop", out_backprop_shape)
-    n, r, c, d = _spatial(g.data_format)
+    n, r, c, d = spatial_axes(g.data_format)
     checks = (
         ("batch", shape[n], g.batch, f"input batch {g.batch}"),
         ("height", shape[r], g.out_rows,
@@ -337,7 +337,7 @@ def backprop_input_geometry(
     if len(sizes) == 2:
         ob = _shape4("out_backprop", out_backprop_shape)
         fshape = _filter_dims("filter", filter_shape)
-        n, r, c, d = _spatial(data_format)
+        n, r, c, d = spatial_axes(data_format)
         full = [0, 0, 0, 0]
         full[n], full[r], full[c], full[d] = ob[n], sizes[0], sizes[1], fshape[2]
         sizes = tuple(full)

@@ -18,7 +18,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.conv_shapes import _explicit_pads, _spatial, _window_attr
+from engine.conv_shapes import explicit_pads, spatial_axes, window_attr
 from engine.padding import effective_filter_size
 
 
@@ -46,10 +46,10 @@ def spatial_choices(out_backprop_shape: Sequence[int], filter_shape: Sequence[in
     fmt = attrs.get("data_format", "NHWC")
     padding = attrs.get("padding", "SAME")
     explicit = attrs.get("explicit_paddings", ()) if padding == "EXPLICIT" else ()
-    top, bottom, left, right = _explicit_pads(padding, explicit, fmt)
-    sr, sc = _window_attr("strides", attrs.get("strides", (1, 1, 1, 1)), fmt)
-    dr, dc = _window_attr("dilations", attrs.get("dilations", (1, 1, 1, 1)), fmt)
-    _, r, c, _ = _spatial(fmt)
+    top, bottom, left, right = explicit_pads(padding, explicit, fmt)
+    sr, sc = window_attr("strides", attrs.get("strides", (1, 1, 1, 1)), fmt)
+    dr, dc = window_attr("dilations", attrs.get("dilations", (1, 1, 1, 1)), fmt)
+    _, r, c, _ = spatial_axes(fmt)
     return (sizes_for_output(int(out_backprop_shape[r]), int(filter_shape[0]), dr, sr, padding,
                              top, bottom),
             sizes_for_output(int(out_backprop_shape[c]), int(filter_shape[1]), dc, sc, padding,
@@ -61,7 +61,7 @@ def consistent_input_sizes(out_backprop_shape: Sequence[int], filter_shape: Sequ
     """Every input size vector (in ``data_format`` order) whose forward output has
     out_backprop's spatial size: batch from out_backprop, depth the filter's in_channels (an
     ungrouped conv, or depthwise), heights times widths from :func:`spatial_choices`."""
-    n, r, c, d = _spatial(attrs.get("data_format", "NHWC"))
+    n, r, c, d = spatial_axes(attrs.get("data_format", "NHWC"))
     rows, cols = spatial_choices(out_backprop_shape, filter_shape, attrs)
     out = []
     for h, w in itertools.product(rows, cols):

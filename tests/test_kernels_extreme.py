@@ -10,7 +10,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from engine import conv_sparse, kernels
+from engine import accel, conv_sparse, kernels
 from engine.conv_shapes import conv2d_geometry
 from engine.errors import InvalidArgumentError
 from tests import reference
@@ -25,6 +25,15 @@ from tests.test_kernels_properties import (
 )
 
 MiB = 2**20
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compiled_kernels_loaded():
+    """Import numba and compile (or load) the compiled kernels before any peak is measured:
+    numba's import and JIT allocate tens of MB of Python objects once per process, which are no
+    kernel's workspace."""
+    if accel.compiled() is not None:
+        accel.warm_up()
 
 
 @contextmanager
