@@ -126,7 +126,7 @@ def test_a_cancel_during_a_long_kernel_stops_it_between_chunks(monkeypatch):
     assert {"x", "fs", "dy"} <= set(result.times)
     monkeypatch.undo()
     again = ex.run(plan, cancel=threading.Event())
-    assert not again.cancelled and again.computed == {"grad"}
+    assert not again.cancelled and again.computed == {"grad"}, again.errors
 
 
 def test_a_cancelled_source_stops_between_its_chunks(monkeypatch):
