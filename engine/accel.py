@@ -40,6 +40,7 @@ _failed: str | None = None
 _ready: set[str] = set()
 _warm_thread: threading.Thread | None = None
 _note_stream: TextIO | None = None
+_note_wanted = False
 _noted = False
 
 
@@ -63,7 +64,7 @@ def compiled() -> ModuleType | None:
             except ImportError as err:  # numba missing or broken: the NumPy kernels run
                 _failed = str(err)
             else:  # announce_compiles came first: listen now that numba is imported
-                if _note_stream is not None:
+                if _note_wanted:
                     _install_note_listener()
         return _module
 
@@ -131,13 +132,27 @@ def _warm_quietly() -> None:
 
 
 def announce_compiles(stream: TextIO | None = None) -> None:
-    """Print :data:`COMPILE_NOTE` once on ``stream`` (stderr) when this process first compiles
-    a kernel (a cache miss; loading from numba's disk cache prints nothing)."""
-    global _note_stream
-    first = _note_stream is None
-    _note_stream = stream if stream is not None else sys.stderr
+    """Print :data:`COMPILE_NOTE` once on ``stream`` (default: whatever ``sys.stderr`` is when
+    the compile happens) when this process first compiles a kernel (a cache miss; loading from
+    numba's disk cache prints nothing)."""
+    global _note_stream, _note_wanted
+    first = not _note_wanted
+    _note_wanted, _note_stream = True, stream
     if first and _module is not None:
         _install_note_listener()
+
+
+def _note() -> None:
+    """Say once that kernels are being compiled. A note never breaks a kernel: a stream that is
+    gone (closed, or a broken pipe) only loses the note."""
+    global _noted
+    if _noted or not _note_wanted:
+        return
+    _noted = True
+    try:
+        print(COMPILE_NOTE, file=_note_stream or sys.stderr, flush=True)
+    except (OSError, ValueError):  # ValueError: I/O operation on a closed file
+        pass
 
 
 def _install_note_listener() -> None:
@@ -145,10 +160,7 @@ def _install_note_listener() -> None:
 
     class _Note(event.Listener):
         def on_start(self, ev) -> None:
-            global _noted
-            if not _noted and _note_stream is not None:
-                _noted = True
-                print(COMPILE_NOTE, file=_note_stream, flush=True)
+            _note()
 
         def on_end(self, ev) -> None:
             pass

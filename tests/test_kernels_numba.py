@@ -310,3 +310,25 @@ def test_the_cli_says_once_that_it_compiles_then_loads_from_the_cache(tmp_path):
     warm = _run_cli(canvas, tmp_path)
     assert warm.returncode == 0 and accel.COMPILE_NOTE not in warm.stderr, warm.stderr
     assert warm.stdout.splitlines()[-1].split()[:6] == cold.stdout.splitlines()[-1].split()[:6]
+
+
+def test_the_compile_note_never_breaks_a_kernel_when_its_stream_is_gone(monkeypatch):
+    """A CLI run inside a test (or a closed pipe) left the note pointing at a closed stream; the
+    next cold-cache compile then raised 'I/O operation on closed file' inside a kernel call."""
+    import io
+
+    monkeypatch.setattr(accel, "_noted", False)
+    monkeypatch.setattr(accel, "_note_wanted", False)
+    monkeypatch.setattr(accel, "_note_stream", None)
+    gone = io.StringIO()
+    gone.close()
+    monkeypatch.setattr(accel, "_install_note_listener", lambda: None)
+    accel.announce_compiles(gone)
+    accel._note()  # what numba's compile event calls: no exception
+    assert accel._noted
+    shown = io.StringIO()
+    monkeypatch.setattr(accel, "_noted", False)
+    monkeypatch.setattr("sys.stderr", shown)
+    accel.announce_compiles()  # default: sys.stderr as it is when the compile happens
+    accel._note()
+    assert shown.getvalue().strip() == accel.COMPILE_NOTE
