@@ -231,7 +231,8 @@ class Executor:
 def internal_error(type_id: str, err: BaseException) -> str:
     """The message of an unexpected exception in a block: a bug to report, never a user's
     mistake (those are :class:`InvalidArgumentError`)."""
-    return (f"internal error in a {type_id} block: {type(err).__name__}: {err}. This is a bug "
+    what = str(err).rstrip(".")  # "I/O operation on closed file." ends with its own period
+    return (f"internal error in a {type_id} block: {type(err).__name__}: {what}. This is a bug "
             f"in GradBlocks: please report it with the block type ({type_id}) and this message")
 
 

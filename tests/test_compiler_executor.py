@@ -187,3 +187,10 @@ def test_sources_get_axis_names_from_their_consumer():
     assert plan.specs[("x", "output")].axes == ("N", "C", "H", "W")
     assert plan.specs[("w", "output")].axes == ("kh", "kw", "in", "out")
     assert plan.specs[("dy_seed", "output")].axes is None
+
+
+def test_an_internal_error_message_ends_its_sentence_once():
+    from engine.executor import internal_error
+
+    text = internal_error("Conv2D", ValueError("I/O operation on closed file."))
+    assert "closed file. This is a bug in GradBlocks" in text and ".." not in text
