@@ -15,6 +15,22 @@ _local = threading.local()
 def record(name: str) -> None:
     """Note that this thread's current kernel call computes through ``name``."""
     _local.name = name
+    _local.vouched = False
+
+
+def vouch_finite() -> None:
+    """Say that this thread's current kernel call computed every term of every output element
+    as an explicit IEEE product added into its sum (no term skipped, none reordered into a
+    mix of elements as Winograd does, no BLAS that may skip zero factors) and that its whole
+    result is finite. Then no term had a NaN or Inf factor (such a product is NaN or ±Inf,
+    and a sum with one stays NaN or ±Inf), so the result already follows
+    :mod:`engine.nonfinite`'s contract without scanning the inputs."""
+    _local.vouched = True
+
+
+def vouched_finite() -> bool:
+    """True when this thread's last kernel call called :func:`vouch_finite`."""
+    return getattr(_local, "vouched", False)
 
 
 def last() -> str | None:

@@ -86,6 +86,13 @@ def _memory_guard(kernel: F) -> F:
     return guarded  # type: ignore[return-value]
 
 
+def _compiled_likely(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether the compiled depthwise loops will probably compute ``a``'s dtype: they vouch for
+    a finite result, so :func:`~engine.nonfinite.nonfinite_safe` runs them before (and
+    usually instead of) scanning the inputs for NaN/Inf."""
+    return a.dtype == b.dtype and accel.use_compiled(compute_dtype(a.dtype))
+
+
 def _nhwc(a: np.ndarray, data_format: str) -> np.ndarray:
     """A view of ``a`` in NHWC order."""
     return a if data_format == "NHWC" else a.transpose(0, 2, 3, 1)
@@ -245,7 +252,7 @@ def conv2d_backprop_input(
 
 
 @_memory_guard
-@nonfinite_safe("input", "filter")
+@nonfinite_safe("input", "filter", vouching=_compiled_likely)
 def depthwise_conv2d_native(
     input: np.ndarray,
     filter: np.ndarray,
@@ -267,15 +274,15 @@ def depthwise_conv2d_native(
     if (sp := _sparse(g)) is not None:
         y = conv_sparse.depthwise_conv2d(g, *sp, xv, w, ctype)
     elif accel.use_compiled(ctype):
+        _ran("numba")  # before the call: the compiled kernel may vouch for its result
         y = accel.compiled().depthwise_conv2d(g, xv, w, ctype)
-        _ran("numba")
     else:
         y = cc.depthwise_conv2d(_phase_layout(g, "forward"), xv, w, ctype)
     return _from_nhwc(y, data_format, dtype)
 
 
 @_memory_guard
-@nonfinite_safe("input", "out_backprop")
+@nonfinite_safe("input", "out_backprop", vouching=_compiled_likely)
 def depthwise_conv2d_native_backprop_filter(
     input: np.ndarray,
     filter_sizes: IntSeq,
@@ -301,15 +308,15 @@ def depthwise_conv2d_native_backprop_filter(
     if (sp := _sparse(g)) is not None:
         dw = conv_sparse.depthwise_conv2d_backprop_filter(g, *sp, xv, dyv, ctype)
     elif accel.use_compiled(ctype):
-        dw = accel.compiled().depthwise_conv2d_backprop_filter(g, xv, dyv, ctype)
         _ran("numba")
+        dw = accel.compiled().depthwise_conv2d_backprop_filter(g, xv, dyv, ctype)
     else:
         dw = cc.depthwise_conv2d_backprop_filter(_phase_layout(g, "filter"), xv, dyv, ctype)
     return dw.astype(dtype, copy=False)
 
 
 @_memory_guard
-@nonfinite_safe("filter", "out_backprop")
+@nonfinite_safe("filter", "out_backprop", vouching=_compiled_likely)
 def depthwise_conv2d_native_backprop_input(
     input_sizes: IntSeq,
     filter: np.ndarray,
@@ -336,8 +343,8 @@ def depthwise_conv2d_native_backprop_input(
     if (sp := _sparse(g)) is not None:
         outv[...] = conv_sparse.depthwise_conv2d_backprop_input(g, *sp, dyv, w, ctype)
     elif accel.use_compiled(ctype):
-        accel.compiled().depthwise_conv2d_backprop_input(g, dyv, w, ctype, outv)
         _ran("numba")
+        accel.compiled().depthwise_conv2d_backprop_input(g, dyv, w, ctype, outv)
     else:
         cc.depthwise_conv2d_backprop_input(_phase_layout(g, "input"), dyv, w, ctype, outv)
     return out

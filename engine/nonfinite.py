@@ -39,6 +39,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from engine import kernel_path
 from engine.dtypes import DTYPES
 
 F = TypeVar("F", bound=Callable[..., np.ndarray])
@@ -52,15 +53,32 @@ _EXPONENT = {
 }
 
 
+#: Elements per block of :func:`all_finite` (a 256 KiB float32 block stays in cache).
+SCAN_BLOCK = 1 << 16
+
+
 def all_finite(a: np.ndarray) -> bool:
-    """True when no element of the float array ``a`` is NaN or ±Inf (one pass over the
-    exponent bits, no float compare: fast for the half types too)."""
+    """True when no element of the float array ``a`` is NaN or ±Inf: one pass in cache-sized
+    blocks, no full-size temporary, stopping at the first block with one (float32/float64 by
+    ``np.isfinite``; the half types by their exponent bits, no float compare)."""
     if a.size == 0:
         return True
-    utype, mask = _EXPONENT[a.dtype]
     if a.ndim and not a.flags.c_contiguous and not a.flags.f_contiguous:
         a = np.ascontiguousarray(a)
-    return int((a.view(utype) & utype(mask)).max()) != mask
+    flat = a.reshape(-1, order="A")
+    utype, mask = _EXPONENT[a.dtype]
+    bits = a.dtype.itemsize < 4
+    buf = np.empty(min(flat.size, SCAN_BLOCK), utype if bits else bool)
+    for start in range(0, flat.size, SCAN_BLOCK):
+        block = flat[start:start + SCAN_BLOCK]
+        out = buf[:block.size]
+        if bits:
+            np.bitwise_and(block.view(utype), utype(mask), out=out)
+            if int(out.max()) == mask:
+                return False
+        elif not np.isfinite(block, out=out).all():
+            return False
+    return True
 
 
 #: True while :func:`nonfinite_safe` computes a result with non-finite terms: kernels must then
@@ -115,9 +133,17 @@ TERM_RULES: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
-def nonfinite_safe(a_name: str, b_name: str) -> Callable[[F], F]:
+def nonfinite_safe(a_name: str, b_name: str,
+                   vouching: Callable[[np.ndarray, np.ndarray], bool] | None = None
+                   ) -> Callable[[F], F]:
     """Decorate a conv kernel, bilinear in its arguments ``a_name`` and ``b_name``, so that it
-    follows the NaN/Inf contract of this module."""
+    follows the NaN/Inf contract of this module.
+
+    ``vouching(a, b)`` True says the kernel will probably take a path that can vouch for its
+    own result (:func:`engine.kernel_path.vouch_finite`): the kernel then runs first, and
+    when it vouches the two input scans are skipped (for memory-bound kernels they cost as
+    much as the kernel). A kernel that does not vouch is followed by the scans as usual, so a
+    wrong guess costs time (an extra call when an input is not finite), never a result."""
 
     def wrap(kernel: F) -> F:
         signature = inspect.signature(kernel)
@@ -130,8 +156,15 @@ def nonfinite_safe(a_name: str, b_name: str) -> Callable[[F], F]:
                 return kernel(*args, **kwargs)  # a wrong call: Python says what is wrong
             a = _float_or_none(bound.arguments.get(a_name))
             b = _float_or_none(bound.arguments.get(b_name))
-            if a is None or b is None or (all_finite(a) and all_finite(b)):
+            if a is None or b is None:
                 return kernel(*args, **kwargs)
+            out = None
+            if vouching is not None and vouching(a, b):
+                out = kernel(*args, **kwargs)
+                if kernel_path.vouched_finite():
+                    return out
+            if all_finite(a) and all_finite(b):
+                return kernel(*args, **kwargs) if out is None else out
             token = _EXACT.set(True)
             try:
                 return _with_nonfinite_terms(kernel, bound, a_name, a, b_name, b)

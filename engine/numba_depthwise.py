@@ -29,12 +29,16 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from engine import kernel_path
 from engine.accel import CHUNK_BYTES
 from engine.cancel import checkpoint
 from engine.conv_shapes import ConvGeometry
+from engine.nonfinite import all_finite
 from engine.parallel import MIN_POSITIONS_PER_RANGE, map_ranges
 
-_JIT = {"nopython": True, "nogil": True, "cache": True}
+#: ``contract``: ``a*b + c`` may be one fused multiply-add (one rounding instead of two; sums
+#: keep their order, NaN/Inf rules stay IEEE). No other fast-math flag.
+_JIT = {"nopython": True, "nogil": True, "cache": True, "fastmath": {"contract"}}
 
 
 @numba.njit(inline="always")
@@ -46,11 +50,46 @@ def _span(count, step, offset, size):  # pragma: no cover - compiled
     return lo, max(lo, hi)
 
 
+@numba.njit(inline="always")
+def _common(count, step, offset, dc, size):  # pragma: no cover - compiled
+    """``[lo, hi)`` where all three taps ``offset``, ``offset+dc``, ``offset+2dc`` read inside."""
+    la, ha = _span(count, step, offset, size)
+    lb, hb = _span(count, step, offset + dc, size)
+    lc, hc = _span(count, step, offset + 2 * dc, size)
+    lo = max(la, max(lb, lc))
+    return lo, max(lo, min(ha, min(hb, hc)))
+
+
+@numba.jit(**_JIT)
+def _finite(rows):  # pragma: no cover - compiled
+    """True when no element of the 2-D ``rows`` is NaN or ±Inf (``v - v`` is 0 just then)."""
+    ok = True
+    for q in range(rows.shape[0]):
+        o = rows[q]
+        for k in range(rows.shape[1]):
+            v = o[k]
+            ok &= (v - v) == 0
+    return ok
+
+
+@numba.jit(**_JIT)
+def _forward_tap(out, xr, wv, lo, hi, sc, off):  # pragma: no cover - compiled
+    for q in range(lo, hi):
+        o = out[q]
+        xv = xr[q * sc + off]
+        for k in range(out.shape[1]):
+            o[k] += xv[k] * wv[k]
+
+
 @numba.jit(**_JIT)
 def _forward(x, w, y, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: no cover - compiled
+    """Rows ``[lo_row, hi_row)`` of ``y``; True when they are all finite. Taps go three at a
+    time where all three read inside the row (one pass over the output row for three taps),
+    one at a time near the borders; every element adds its taps in (i, j) order."""
     _, h_in, w_in, ck = x.shape
     kh, kw, _ = w.shape
     _, oh, ow, _ = y.shape
+    ok = True
     for row in range(lo_row, hi_row):
         n = row // oh
         r = row - n * oh
@@ -61,18 +100,47 @@ def _forward(x, w, y, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: no cov
             if h < 0 or h >= h_in:
                 continue
             xr = x[n, h]
-            for j in range(kw):
+            wi = w[i]
+            j0 = 0
+            while j0 + 3 <= kw:
+                oa = j0 * dc - pl
+                lo, hi = _common(ow, sc, oa, dc, w_in)
+                for j in range(3):  # border columns: the taps that read inside
+                    la, ha = _span(ow, sc, oa + j * dc, w_in)
+                    _forward_tap(out, xr, wi[j0 + j], la, min(ha, lo), sc, oa + j * dc)
+                wa, wb, wc = wi[j0], wi[j0 + 1], wi[j0 + 2]
+                for q in range(lo, hi):
+                    o = out[q]
+                    v = q * sc + oa
+                    xa, xb, xc = xr[v], xr[v + dc], xr[v + 2 * dc]
+                    for k in range(ck):
+                        o[k] = o[k] + xa[k] * wa[k] + xb[k] * wb[k] + xc[k] * wc[k]
+                for j in range(3):
+                    la, ha = _span(ow, sc, oa + j * dc, w_in)
+                    _forward_tap(out, xr, wi[j0 + j], max(la, hi), ha, sc, oa + j * dc)
+                j0 += 3
+            for j in range(j0, kw):
                 off = j * dc - pl
                 lo, hi = _span(ow, sc, off, w_in)
-                wv = w[i, j]
-                for q in range(lo, hi):
-                    v = q * sc + off
-                    for k in range(ck):
-                        out[q, k] += xr[v, k] * wv[k]
+                _forward_tap(out, xr, wi[j], lo, hi, sc, off)
+        ok &= _finite(out)
+    return ok
+
+
+@numba.jit(**_JIT)
+def _filter_tap(t, xr, gr, lo, hi, sc, off):  # pragma: no cover - compiled
+    for q in range(lo, hi):
+        xv = xr[q * sc + off]
+        g = gr[q]
+        for k in range(t.shape[0]):
+            t[k] += xv[k] * g[k]
 
 
 @numba.jit(**_JIT)
 def _filter_grad(x, dy, acc, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: no cover - compiled
+    """``acc`` = the filter gradient over output rows ``[lo_row, hi_row)``: one partial sum per
+    output row. Three taps share each pass over two output columns where all three read
+    inside, one tap at a time near the borders."""
     _, h_in, w_in, ck = x.shape
     _, oh, ow, _ = dy.shape
     kh, kw, _ = acc.shape
@@ -88,22 +156,46 @@ def _filter_grad(x, dy, acc, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma:
             if h < 0 or h >= h_in:
                 continue
             xr = x[n, h]
-            for j in range(kw):
+            ti = tmp[i]
+            j0 = 0
+            while j0 + 3 <= kw:
+                oa = j0 * dc - pl
+                lo, hi = _common(ow, sc, oa, dc, w_in)
+                ta, tb, tc = ti[j0], ti[j0 + 1], ti[j0 + 2]
+                for j in range(3):  # border columns, one tap at a time
+                    la, ha = _span(ow, sc, oa + j * dc, w_in)
+                    _filter_tap(ti[j0 + j], xr, gr, la, min(ha, lo), sc, oa + j * dc)
+                    _filter_tap(ti[j0 + j], xr, gr, max(la, hi), ha, sc, oa + j * dc)
+                q = lo
+                while q + 1 < hi:
+                    g0, g1 = gr[q], gr[q + 1]
+                    v = q * sc + oa
+                    xa0, xa1 = xr[v], xr[v + sc]
+                    xb0, xb1 = xr[v + dc], xr[v + sc + dc]
+                    xc0, xc1 = xr[v + 2 * dc], xr[v + sc + 2 * dc]
+                    for k in range(ck):
+                        ta[k] = ta[k] + xa0[k] * g0[k] + xa1[k] * g1[k]
+                        tb[k] = tb[k] + xb0[k] * g0[k] + xb1[k] * g1[k]
+                        tc[k] = tc[k] + xc0[k] * g0[k] + xc1[k] * g1[k]
+                    q += 2
+                for j in range(3):
+                    _filter_tap(ti[j0 + j], xr, gr, q, hi, sc, oa + j * dc)
+                j0 += 3
+            for j in range(j0, kw):
                 off = j * dc - pl
                 lo, hi = _span(ow, sc, off, w_in)
-                t = tmp[i, j]
-                for q in range(lo, hi):
-                    v = q * sc + off
-                    for k in range(ck):
-                        t[k] += xr[v, k] * gr[q, k]
+                _filter_tap(ti[j], xr, gr, lo, hi, sc, off)
         acc += tmp  # one partial sum per output row
 
 
 @numba.jit(**_JIT)
 def _input_grad(dy, w, dx, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: no cover - compiled
+    """Rows ``[lo_row, hi_row)`` of ``dx`` by scattering each ``dy`` column into the columns
+    it reaches (strided case); True when they are all finite."""
     _, h_in, w_in, ck = dx.shape
     _, oh, ow, _ = dy.shape
     kh, kw, _ = w.shape
+    ok = True
     for row in range(lo_row, hi_row):
         n = row // h_in
         h = row - n * h_in
@@ -122,6 +214,8 @@ def _input_grad(dy, w, dx, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: n
                     v = q * sc + off
                     for k in range(ck):
                         out[v, k] += gr[q, k] * wv[k]
+        ok &= _finite(out)
+    return ok
 
 
 KERNELS = {"forward": _forward, "filter": _filter_grad, "input": _input_grad}
@@ -161,15 +255,25 @@ def _rows(count: int, width: int, call) -> list:
     return map_ranges(call, count, min_rows)
 
 
+def _vouch(finite: bool) -> None:
+    """These loops compute every term as an explicit product added into its sum (padding taps
+    are skipped, not multiplied by zero), so a finite result vouches for the inputs
+    (:func:`engine.kernel_path.vouch_finite`)."""
+    if finite:
+        kernel_path.vouch_finite()
+
+
 def depthwise_conv2d(g: ConvGeometry, x: np.ndarray, w: np.ndarray,
                      ctype: np.dtype) -> np.ndarray:
     """Forward ``(N, OH, OW, C*M)`` in ``ctype`` of NHWC ``x``."""
     y = np.empty((g.batch, g.out_rows, g.out_cols, g.out_depth), ctype)
     wc = _filter(g, w, ctype)
+    finite = True
     for sl in _chunks(g, ctype):
         xc, yc = _input_chunk(g, x[sl], ctype), y[sl]
-        _rows(xc.shape[0] * g.out_rows, g.out_cols,
-              lambda lo, hi: _forward(xc, wc, yc, *_attrs(g), lo, hi))  # noqa: B023
+        finite &= all(_rows(xc.shape[0] * g.out_rows, g.out_cols,
+                            lambda lo, hi: _forward(xc, wc, yc, *_attrs(g), lo, hi)))  # noqa: B023
+    _vouch(finite)
     return y
 
 
@@ -191,7 +295,25 @@ def depthwise_conv2d_backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndar
         for acc in _rows(xc.shape[0] * g.out_rows, g.out_cols,
                          lambda lo, hi: part(xc, dyc, lo, hi)):  # noqa: B023
             dw += acc
+    _vouch(all_finite(dw))  # a non-finite term would have made its partial sums non-finite
     return dw.reshape(g.filter_rows, g.filter_cols, g.in_depth, g.filter_out)
+
+
+def _input_rows(g: ConvGeometry, dyc: np.ndarray, wc: np.ndarray, dst: np.ndarray) -> bool:
+    """``dst`` = the input gradient of the chunk ``dyc``; True when finite. Stride 1 is the
+    forward loops on ``dy`` with the filter flipped (``dx[h] = sum_i dy[h + pt - i*dr] w[i]``
+    is ``sum_i' dy[h + i'*dr - ((KH-1)*dr - pt)] w[KH-1-i']``, the same for columns); larger
+    strides scatter each ``dy`` column."""
+    total = dyc.shape[0] * g.in_rows
+    if g.stride_rows == 1 and g.stride_cols == 1:
+        flipped = np.ascontiguousarray(wc[::-1, ::-1])
+        pt = (g.filter_rows - 1) * g.dilation_rows - g.pad_top
+        pl = (g.filter_cols - 1) * g.dilation_cols - g.pad_left
+        attrs = (1, 1, g.dilation_rows, g.dilation_cols, pt, pl)
+        return all(_rows(total, g.in_cols,
+                         lambda lo, hi: _forward(dyc, flipped, dst, *attrs, lo, hi)))
+    return all(_rows(total, g.in_cols,
+                     lambda lo, hi: _input_grad(dyc, wc, dst, *_attrs(g), lo, hi)))
 
 
 def depthwise_conv2d_backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarray,
@@ -201,14 +323,15 @@ def depthwise_conv2d_backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarr
     wc = _filter(g, w, ctype)
     m = g.filter_out
     direct = m == 1 and out.dtype == ctype and out.flags.c_contiguous
+    finite = True
     for sl in _chunks(g, ctype):
         dyc = np.ascontiguousarray(dy[sl], ctype)
         dst = out[sl] if direct else np.empty(
             (dyc.shape[0], g.in_rows, g.in_cols, g.out_depth), ctype)
-        _rows(dyc.shape[0] * g.in_rows, g.in_cols,
-              lambda lo, hi: _input_grad(dyc, wc, dst, *_attrs(g), lo, hi))  # noqa: B023
+        finite &= _input_rows(g, dyc, wc, dst)
         if not direct:
             out[sl] = dst if m == 1 else dst.reshape(*dst.shape[:3], g.in_depth, m).sum(axis=4)
+    _vouch(finite)
 
 
 def compiled_signatures() -> int:

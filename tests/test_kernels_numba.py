@@ -332,3 +332,80 @@ def test_the_compile_note_never_breaks_a_kernel_when_its_stream_is_gone(monkeypa
     accel.announce_compiles()  # default: sys.stderr as it is when the compile happens
     accel._note()
     assert shown.getvalue().strip() == accel.COMPILE_NOTE
+
+
+def _counting_scans(monkeypatch) -> list[tuple[int, ...]]:
+    """Record the shape of every array nonfinite_safe scans for NaN/Inf."""
+    from engine import nonfinite
+    scanned: list[tuple[int, ...]] = []
+    real = nonfinite.all_finite
+
+    def counting(a):
+        scanned.append(a.shape)
+        return real(a)
+
+    monkeypatch.setattr(nonfinite, "all_finite", counting)
+    return scanned
+
+
+@pytest.mark.parametrize("kind", ["forward", "filter", "input"])
+def test_a_finite_compiled_result_skips_the_input_scans(monkeypatch, kind):
+    """The compiled loops vouch for a finite result, so the two input scans (as costly as the
+    kernel for depthwise shapes) are skipped; the NumPy path still scans both inputs."""
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((2, 9, 9, 4), np.float32), rng.standard_normal((3, 3, 4, 2),
+                                                                              np.float32)
+    attrs = {"strides": [1, 2, 2, 1], "padding": "SAME"}
+    dy = rng.standard_normal((2, 5, 5, 8), np.float32)
+    op, args = {"forward": (FORWARD, (x, w)), "filter": (FILTER, (x, w.shape, dy)),
+                "input": (INPUT, (x.shape, w, dy))}[kind]
+    reference = on_path(monkeypatch, "numpy", op, *args, **attrs)
+    scanned = _counting_scans(monkeypatch)
+    on_path(monkeypatch, "numpy", op, *args, **attrs)
+    assert len(scanned) == 2
+    scanned.clear()
+    out = on_path(monkeypatch, "numba", op, *args, **attrs)
+    assert path_kind() == "numba" and scanned == []
+    np.testing.assert_allclose(out, reference, rtol=1e-5, atol=1e-5)
+
+
+def test_a_nan_no_term_reads_is_vouched_for_and_one_that_is_read_is_not(monkeypatch):
+    """Stride 2 VALID with a 2-wide filter never reads the fifth column: a NaN there changes nothing and is never
+    scanned for. A NaN in a column that is read makes the result non-finite, so the inputs
+    are scanned and the NaN/Inf rules apply (the same NaN positions as the NumPy path)."""
+    x = np.ones((1, 5, 5, 2), np.float32)
+    w = np.ones((2, 2, 2, 1), np.float32)
+    attrs = {"strides": [1, 2, 2, 1], "padding": "VALID"}
+    x[0, 1, 4, 0] = np.nan  # column 4: the windows start at columns 0 and 2
+    scanned = _counting_scans(monkeypatch)
+    y = on_path(monkeypatch, "numba", FORWARD, x, w, **attrs)
+    assert scanned == [] and np.all(y == 4.0)
+    x[0, 1, 1, 0] = np.nan
+    y = on_path(monkeypatch, "numba", FORWARD, x, w, **attrs)
+    assert scanned == [x.shape]  # the scan stops at the first array with a NaN
+    expected = np.full_like(y, 4.0)
+    expected[0, 0, 0, 0] = np.nan
+    np.testing.assert_array_equal(y, expected)
+    np.testing.assert_array_equal(np.isnan(on_path(monkeypatch, "numpy", FORWARD, x, w,
+                                                   **attrs)), np.isnan(y))
+
+
+def test_a_wrong_guess_of_the_compiled_path_still_scans_the_inputs(monkeypatch):
+    """While float32 is still compiling in the background, ``auto`` runs NumPy although
+    numba imports: that path does not vouch, so a NaN read only through padding-free terms
+    still gets the NaN/Inf rules (padding never contributes)."""
+    release = threading.Event()
+    busy = threading.Thread(target=release.wait)
+    busy.start()
+    try:
+        monkeypatch.setattr(accel, "_warm_thread", busy)
+        monkeypatch.setattr(accel, "_ready", set())
+        monkeypatch.setenv(accel.ENV, "auto")
+        x, w = np.ones((1, 4, 4, 1), np.float32), np.ones((3, 3, 1, 1), np.float32)
+        w[0, 0, 0, 0] = np.nan  # meets only padding at output (0, 0)
+        y = FORWARD(x, w, [1, 1, 1, 1], "SAME")
+        assert path_kind() == "numpy"
+        assert y[0, 0, 0, 0] == 4.0 and np.isnan(y[0, 1, 1, 0])
+    finally:
+        release.set()
+        busy.join()
