@@ -330,8 +330,17 @@ def depthwise_conv2d_backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarr
             (dyc.shape[0], g.in_rows, g.in_cols, g.out_depth), ctype)
         finite &= _input_rows(g, dyc, wc, dst)
         if not direct:
-            out[sl] = dst if m == 1 else dst.reshape(*dst.shape[:3], g.in_depth, m).sum(axis=4)
+            out[sl] = dst if m == 1 else _sum_parts(dst.reshape(*dst.shape[:3], g.in_depth, m))
     _vouch(finite)
+
+
+def _sum_parts(parts: np.ndarray) -> np.ndarray:
+    """``parts.sum(axis=-1)`` in order, by whole-array adds of the strided parts (NumPy's
+    reduction over a trailing axis of 2 took 1.4 ms for 1 MiB here, these adds 0.2 ms)."""
+    total = parts[..., 0] + parts[..., 1]
+    for j in range(2, parts.shape[-1]):
+        total += parts[..., j]
+    return total
 
 
 def compiled_signatures() -> int:
