@@ -126,3 +126,27 @@ def gemm_acc(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
     m, k = a.shape
     fn(_ROW_MAJOR, ta, tb, m, c.shape[1], k, 1.0, a.ctypes.data, lda, b.ctypes.data, ldb,
        1.0, c.ctypes.data, ldc)
+
+
+@functools.cache
+def propagates_nonfinite() -> bool:
+    """True when this process's BLAS multiplies every factor pair, so ``Inf * 0`` and
+    ``NaN * 0`` reach the result as NaN, through both :func:`gemm_acc` and ``np.matmul``, in
+    float32 and float64, at sizes that take a small-matrix and a blocked kernel, with the
+    non-finite factor on either side. Reference BLAS skips the products of a zero element of
+    one operand (``IF (B(L,J).NE.ZERO)``); with such a BLAS the kernels' results cannot vouch
+    for their inputs (:func:`engine.kernel_path.vouch_finite`). Checked once per process."""
+    for dtype in (np.float32, np.float64):
+        for m, k, n in ((1, 1, 1), (5, 6, 7), (96, 300, 24), (300, 96, 40)):
+            for bad in (np.inf, np.nan):
+                a = np.ones((m, k), dtype)
+                b = np.ones((k, n), dtype)
+                a[:, k // 2] = bad  # column l of a meets row l of b, which is all zero
+                b[k // 2] = 0
+                for x, y in ((a, b), (b.T.copy(), a.T.copy())):
+                    c = np.zeros((x.shape[0], y.shape[1]), dtype)
+                    gemm_acc(c, x, y)
+                    with np.errstate(invalid="ignore"):
+                        if not (np.isnan(c).all() and np.isnan(x @ y).all()):
+                            return False
+    return True

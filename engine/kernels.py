@@ -27,7 +27,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from engine import accel, conv_sparse, kernel_path, winograd
+from engine import accel, conv_sparse, gemm, kernel_path, winograd
 from engine import conv_compute as cc
 from engine.conv_layout import PhaseLayout
 from engine.conv_shapes import (
@@ -38,7 +38,7 @@ from engine.conv_shapes import (
 )
 from engine.dtypes import compute_dtype, float_array, same_dtype
 from engine.errors import InvalidArgumentError
-from engine.nonfinite import nonfinite_safe
+from engine.nonfinite import all_finite, nonfinite_safe
 
 IntSeq = Sequence[int] | np.ndarray
 
@@ -86,11 +86,37 @@ def _memory_guard(kernel: F) -> F:
     return guarded  # type: ignore[return-value]
 
 
-def _compiled_likely(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether the compiled depthwise loops will probably compute ``a``'s dtype: they vouch for
-    a finite result, so :func:`~engine.nonfinite.nonfinite_safe` runs them before (and
-    usually instead of) scanning the inputs for NaN/Inf."""
-    return a.dtype == b.dtype and accel.use_compiled(compute_dtype(a.dtype))
+def _winograd_ran() -> None:
+    """Record the Winograd path; its result was found finite already (so no second scan)."""
+    kernel_path.record("winograd")
+    if gemm.propagates_nonfinite():
+        kernel_path.vouch_finite()
+
+
+def _vouching(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether this call will probably vouch for a finite result (see
+    :func:`_vouch_finite_result`), so :func:`~engine.nonfinite.nonfinite_safe` runs it before
+    (and usually instead of) scanning both inputs for NaN/Inf: a scan costs about as much as
+    a depthwise kernel, and 5-25% of a conv gradient."""
+    return gemm.propagates_nonfinite() or (
+        a.dtype == b.dtype and accel.use_compiled(compute_dtype(a.dtype)))
+
+
+def _vouch_finite_result(kernel: F) -> F:
+    """Vouch for a finite result (:func:`engine.kernel_path.vouch_finite`). Every path of these
+    kernels computes each term as an explicit product added into its sum: NumPy's loops, the
+    compiled loops, Winograd's transforms (a non-finite tile element reaches every output it is
+    a term of) and BLAS, when :func:`engine.gemm.propagates_nonfinite` (the multiplications by
+    padding zeros the layouts add can only turn a result non-finite, never finite). The
+    compiled depthwise loops vouch by themselves while computing (no extra pass)."""
+    @functools.wraps(kernel)
+    def vouching(*args, **kwargs):
+        out = kernel(*args, **kwargs)
+        decided = kernel_path.vouched_finite() or kernel_path.last() == "numba"
+        if not decided and gemm.propagates_nonfinite() and all_finite(out):
+            kernel_path.vouch_finite()
+        return out
+    return vouching  # type: ignore[return-value]
 
 
 def _nhwc(a: np.ndarray, data_format: str) -> np.ndarray:
@@ -149,7 +175,8 @@ def _input_grad_buffer(g: ConvGeometry, dtype: np.dtype) -> tuple[np.ndarray, np
 
 
 @_memory_guard
-@nonfinite_safe("input", "filter")
+@nonfinite_safe("input", "filter", vouching=_vouching)
+@_vouch_finite_result
 def conv2d(
     input: np.ndarray,
     filter: np.ndarray,
@@ -171,7 +198,7 @@ def conv2d(
     if (sp := _sparse(g)) is not None:
         return _from_nhwc(conv_sparse.conv2d(g, *sp, xv, w, ctype), data_format, dtype)
     if (y := winograd.try_conv2d(g, xv, w, ctype)) is not None:
-        kernel_path.record("winograd")
+        _winograd_ran()
         return _from_nhwc(y, data_format, dtype)
     lay = _phase_layout(g, "forward")
     parts = [cc.conv2d(lay, xv[..., si], w[..., so], ctype) for si, so in _group_slices(g)]
@@ -180,7 +207,8 @@ def conv2d(
 
 
 @_memory_guard
-@nonfinite_safe("input", "out_backprop")
+@nonfinite_safe("input", "out_backprop", vouching=_vouching)
+@_vouch_finite_result
 def conv2d_backprop_filter(
     input: np.ndarray,
     filter_sizes: IntSeq,
@@ -205,7 +233,7 @@ def conv2d_backprop_filter(
         return conv_sparse.conv2d_backprop_filter(g, *sp, xv, dyv, ctype).astype(
             dtype, copy=False)
     if (dw := winograd.try_backprop_filter(g, xv, dyv, ctype)) is not None:
-        kernel_path.record("winograd")
+        _winograd_ran()
         return dw.astype(dtype, copy=False)
     lay = _phase_layout(g, "filter")
     parts = [cc.conv2d_backprop_filter(lay, xv[..., si], dyv[..., so], ctype)
@@ -215,7 +243,8 @@ def conv2d_backprop_filter(
 
 
 @_memory_guard
-@nonfinite_safe("filter", "out_backprop")
+@nonfinite_safe("filter", "out_backprop", vouching=_vouching)
+@_vouch_finite_result
 def conv2d_backprop_input(
     input_sizes: IntSeq,
     filter: np.ndarray,
@@ -242,7 +271,7 @@ def conv2d_backprop_input(
         outv[...] = conv_sparse.conv2d_backprop_input(g, *sp, dyv, w, ctype)
         return out
     if (dx := winograd.try_backprop_input(g, dyv, w, ctype)) is not None:
-        kernel_path.record("winograd")
+        _winograd_ran()
         outv[...] = dx
         return out
     lay = _phase_layout(g, "input")
@@ -252,7 +281,8 @@ def conv2d_backprop_input(
 
 
 @_memory_guard
-@nonfinite_safe("input", "filter", vouching=_compiled_likely)
+@nonfinite_safe("input", "filter", vouching=_vouching)
+@_vouch_finite_result
 def depthwise_conv2d_native(
     input: np.ndarray,
     filter: np.ndarray,
@@ -282,7 +312,8 @@ def depthwise_conv2d_native(
 
 
 @_memory_guard
-@nonfinite_safe("input", "out_backprop", vouching=_compiled_likely)
+@nonfinite_safe("input", "out_backprop", vouching=_vouching)
+@_vouch_finite_result
 def depthwise_conv2d_native_backprop_filter(
     input: np.ndarray,
     filter_sizes: IntSeq,
@@ -316,7 +347,8 @@ def depthwise_conv2d_native_backprop_filter(
 
 
 @_memory_guard
-@nonfinite_safe("filter", "out_backprop", vouching=_compiled_likely)
+@nonfinite_safe("filter", "out_backprop", vouching=_vouching)
+@_vouch_finite_result
 def depthwise_conv2d_native_backprop_input(
     input_sizes: IntSeq,
     filter: np.ndarray,

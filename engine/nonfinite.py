@@ -14,7 +14,9 @@ result of an element whose terms are not all finite:
 The fast kernels compute on padded, phase-split layouts where padding and layout positions are
 multiplied by zeros: harmless for finite data, but ``NaN * 0`` would spread a NaN to outputs no
 term of which touches it. :func:`nonfinite_safe` therefore runs the kernel as it is when both
-arrays are finite (one cheap pass over their exponent bits), and otherwise computes
+arrays are finite (one pass over each, :func:`all_finite`), or when the kernel vouches for its
+finite result (:func:`engine.kernel_path.vouch_finite`: then no term had a non-finite factor,
+and the scans are skipped), and otherwise computes
 
 1. the finite part: the kernel on both arrays with every non-finite element replaced by 0;
 2. for each kind of non-finite term (NaN, +Inf, -Inf), how many terms of each output element
@@ -25,7 +27,7 @@ arrays are finite (one cheap pass over their exponent bits), and otherwise compu
 
 and overwrites the elements with non-finite terms by the rule above. This is TensorFlow's
 float32 CPU behaviour, applied to every dtype (TensorFlow's float64 path multiplies padding
-zeros and gives NaN on every border). It costs nothing on finite data and a bounded number of
+zeros and gives NaN on every border). It costs at most the scans on finite data and a bounded number of
 extra kernel calls (at most 12, one per indicator product that is not all zero) otherwise.
 """
 

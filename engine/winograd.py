@@ -23,9 +23,9 @@ kernels: the same order). The contract tested is ``max |out - exact| <= RTOL * m
 on every golden case, but is not guaranteed: an element whose terms are far smaller than its
 tile neighbours' (a corner of a VALID input gradient with one output channel, a filter tap of a
 1-pixel image) keeps their rounding (hence also :data:`MIN_SIZE`). Because transforms also multiply padding zeros with data,
-Winograd runs only on operands that are finite and far from overflow (:func:`in_range`);
-everything else, and every call of the NaN/Inf path of :mod:`engine.nonfinite`, takes the exact
-NumPy path.
+a result that is not finite (an operand not finite, or a transform overflowing) is dropped for
+the exact NumPy path (:func:`_finite_or_none`), as is every call of the NaN/Inf path of
+:mod:`engine.nonfinite`.
 
 When: :func:`chosen` (the rule is measured, see :data:`MIN_CHANNELS` and :data:`MIN_TILES`).
 ``GRADBLOCKS_KERNELS=numpy`` or no numba turns it off (:func:`enabled`). :func:`used` names the
@@ -42,8 +42,7 @@ import numpy as np
 
 from engine.cancel import checkpoint
 from engine.conv_shapes import ConvGeometry
-from engine.dtypes import DTYPES
-from engine.nonfinite import exact_required
+from engine.nonfinite import all_finite, exact_required
 from engine.parallel import map_ranges, workers
 
 #: Tile buffers of one chunk (per core): small enough to stay in cache while multiplied.
@@ -63,20 +62,6 @@ MIN_SIZE = 4
 #: A chunk holds at least this many tiles (BLAS needs rows to be efficient), whatever the
 #: channel count.
 MIN_CHUNK_TILES = 128
-#: Operands must be below ``2**MAX_EXPONENT`` in magnitude for Winograd: transforms add up to
-#: 16 elements, so products and sums then stay far from float32 overflow (2**128).
-MAX_EXPONENT = 40
-#: Per dtype: unsigned view, mantissa bits, exponent bias (the half types' whole finite range
-#: is below the limit: for them this is a finiteness check).
-#: Elements per block of :func:`in_range`.
-CHECK_BLOCK = 2**16
-_LAYOUT = {
-    np.dtype(np.float16): (np.uint16, 10, 15),
-    np.dtype(DTYPES["bfloat16"]): (np.uint16, 7, 127),
-    np.dtype(np.float32): (np.uint32, 23, 127),
-    np.dtype(np.float64): (np.uint64, 52, 1023),
-}
-
 _G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 _last = threading.local()
 
@@ -147,38 +132,29 @@ def chosen(g: ConvGeometry) -> bool:
     return enabled() and applies(g)
 
 
-def in_range(*arrays: np.ndarray) -> bool:
-    """True when every element of every array is finite with magnitude below
-    ``2**MAX_EXPONENT`` (one pass over the exponent bits, as :mod:`engine.nonfinite`, in
-    blocks of :data:`CHECK_BLOCK` elements so it needs no operand-sized temporary)."""
-    for a in arrays:
-        if a.size == 0:
-            continue
-        utype, mantissa, bias = _LAYOUT[a.dtype]
-        if a.ndim and not (a.flags.c_contiguous or a.flags.f_contiguous):
-            a = np.ascontiguousarray(a)
-        bits = a.ravel(order="K").view(utype)  # a view: a is contiguous one way or the other
-        sign_off = utype((1 << (8 * a.dtype.itemsize - 1)) - 1)
-        limit = (bias + MAX_EXPONENT) << mantissa
-        buf = np.empty(min(bits.size, CHECK_BLOCK), utype)
-        for lo in range(0, bits.size, CHECK_BLOCK):
-            part = bits[lo : lo + CHECK_BLOCK]
-            np.bitwise_and(part, sign_off, out=buf[: part.size])
-            if int(buf[: part.size].max()) >= limit:
-                return False
-    return True
-
-
 def used() -> str:
     """``"winograd"`` or ``"numpy"``: the path of this thread's last conv kernel call that
     asked (see :func:`try_conv2d` and its siblings), ``""`` before any."""
     return getattr(_last, "path", "")
 
 
-def _take(g: ConvGeometry, *operands: np.ndarray) -> bool:
-    ok = chosen(g) and not exact_required() and in_range(*operands)
+def _take(g: ConvGeometry) -> bool:
+    ok = chosen(g) and not exact_required()
     _last.path = "winograd" if ok else "numpy"
     return ok
+
+
+def _finite_or_none(out: np.ndarray) -> np.ndarray | None:
+    """``out`` when all finite, else None (the caller then takes the exact NumPy path).
+
+    Checked after the fact instead of scanning the operands first: transforms add up to 16
+    elements and multiply padding zeros with data, so an operand that is not finite, or so
+    large that a transform overflows, shows as a non-finite result (a NaN or Inf never turns
+    finite again through sums and products), while a finite result has overflowed nowhere."""
+    if all_finite(out):
+        return out
+    _last.path = "numpy"
+    return None
 
 
 def _jit():
@@ -291,18 +267,20 @@ def _taps_meeting_data(size: int, out: int, pad: int) -> np.ndarray:
 
 
 def try_conv2d(g, x, w, ctype) -> np.ndarray | None:
-    """:func:`conv2d` when Winograd is :func:`chosen` for these operands, else None."""
-    return conv2d(g, x, w, ctype) if _take(g, x, w) else None
+    """:func:`conv2d` when Winograd is :func:`chosen` and its result is finite, else None."""
+    return _finite_or_none(conv2d(g, x, w, ctype)) if _take(g) else None
 
 
 def try_backprop_filter(g, x, dy, ctype) -> np.ndarray | None:
-    """:func:`backprop_filter` when Winograd is :func:`chosen` for these operands, else None."""
-    return backprop_filter(g, x, dy, ctype) if _take(g, x, dy) else None
+    """:func:`backprop_filter` when Winograd is :func:`chosen` and its result is finite, else
+    None."""
+    return _finite_or_none(backprop_filter(g, x, dy, ctype)) if _take(g) else None
 
 
 def try_backprop_input(g, dy, w, ctype) -> np.ndarray | None:
-    """:func:`backprop_input` when Winograd is :func:`chosen` for these operands, else None."""
-    return backprop_input(g, dy, w, ctype) if _take(g, dy, w) else None
+    """:func:`backprop_input` when Winograd is :func:`chosen` and its result is finite, else
+    None."""
+    return _finite_or_none(backprop_input(g, dy, w, ctype)) if _take(g) else None
 
 
 def warm() -> None:

@@ -97,3 +97,26 @@ def test_a_numpy_built_against_a_system_blas_is_found_through_threadpoolctl(monk
         np.testing.assert_array_equal(c, 4)
     finally:
         gemm._cblas.cache_clear()
+
+
+def test_the_nonfinite_probe_accepts_this_blas_and_refuses_one_that_skips_zero_factors(
+        monkeypatch):
+    """NumPy's OpenBLAS multiplies every factor pair (Inf * 0 is NaN); a BLAS that skips the
+    products of a zero factor (as reference BLAS's ``IF (B(L,J).NE.ZERO)`` does) is caught, so
+    results are not trusted to vouch for their inputs there."""
+    gemm.propagates_nonfinite.cache_clear()
+    try:
+        assert gemm.propagates_nonfinite()
+
+        def skipping(c, a, b):  # reference BLAS: column l of a is skipped where b[l, j] == 0
+            for j in range(b.shape[1]):
+                for l in range(a.shape[1]):
+                    if b[l, j] != 0:
+                        c[:, j] += a[:, l] * b[l, j]
+
+        monkeypatch.setattr(gemm, "gemm_acc", skipping)
+        gemm.propagates_nonfinite.cache_clear()
+        assert not gemm.propagates_nonfinite()
+    finally:
+        monkeypatch.undo()
+        gemm.propagates_nonfinite.cache_clear()

@@ -335,7 +335,8 @@ def test_the_compile_note_never_breaks_a_kernel_when_its_stream_is_gone(monkeypa
 
 
 def _counting_scans(monkeypatch) -> list[tuple[int, ...]]:
-    """Record the shape of every array nonfinite_safe scans for NaN/Inf."""
+    """Record the shape of every array nonfinite_safe scans for NaN/Inf, and of every result
+    engine.kernels checks before vouching for it."""
     from engine import nonfinite
     scanned: list[tuple[int, ...]] = []
     real = nonfinite.all_finite
@@ -345,13 +346,16 @@ def _counting_scans(monkeypatch) -> list[tuple[int, ...]]:
         return real(a)
 
     monkeypatch.setattr(nonfinite, "all_finite", counting)
+    monkeypatch.setattr(kernels, "all_finite", counting)  # the result check of the NumPy path
     return scanned
 
 
 @pytest.mark.parametrize("kind", ["forward", "filter", "input"])
 def test_a_finite_compiled_result_skips_the_input_scans(monkeypatch, kind):
     """The compiled loops vouch for a finite result, so the two input scans (as costly as the
-    kernel for depthwise shapes) are skipped; the NumPy path still scans both inputs."""
+    kernel for depthwise shapes) are skipped; the NumPy path vouches only when this process's
+    BLAS multiplies every factor (engine.gemm.propagates_nonfinite), else it scans both."""
+    from engine import gemm
     rng = np.random.default_rng(1)
     x, w = rng.standard_normal((2, 9, 9, 4), np.float32), rng.standard_normal((3, 3, 4, 2),
                                                                               np.float32)
@@ -361,8 +365,13 @@ def test_a_finite_compiled_result_skips_the_input_scans(monkeypatch, kind):
                 "input": (INPUT, (x.shape, w, dy))}[kind]
     reference = on_path(monkeypatch, "numpy", op, *args, **attrs)
     scanned = _counting_scans(monkeypatch)
+    assert gemm.propagates_nonfinite()  # NumPy's bundled OpenBLAS
     on_path(monkeypatch, "numpy", op, *args, **attrs)
-    assert len(scanned) == 2
+    assert len(scanned) == 1  # the result only (vouched)
+    scanned.clear()
+    monkeypatch.setattr(gemm, "propagates_nonfinite", lambda: False)
+    on_path(monkeypatch, "numpy", op, *args, **attrs)
+    assert len(scanned) == 2  # both inputs
     scanned.clear()
     out = on_path(monkeypatch, "numba", op, *args, **attrs)
     assert path_kind() == "numba" and scanned == []
