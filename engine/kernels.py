@@ -263,17 +263,16 @@ def conv2d_backprop_input(
     dtype = same_dtype(filter=w, out_backprop=dy)
     g = backprop_input_geometry(input_sizes, w.shape, dy.shape, strides, padding,
                                 explicit_paddings, data_format, dilations)
-    out, outv = _input_grad_buffer(g, dtype)
     if _empty(g):
-        return out
+        return np.zeros(g.input_shape, dtype)
     ctype, dyv = compute_dtype(dtype), _nhwc(dy, data_format)
     if (sp := _sparse(g)) is not None:
-        outv[...] = conv_sparse.conv2d_backprop_input(g, *sp, dyv, w, ctype)
-        return out
+        return _from_nhwc(conv_sparse.conv2d_backprop_input(g, *sp, dyv, w, ctype), data_format,
+                          dtype)
     if (dx := winograd.try_backprop_input(g, dyv, w, ctype)) is not None:
         _winograd_ran()
-        outv[...] = dx
-        return out
+        return _from_nhwc(dx, data_format, dtype)  # no copy for NHWC in the compute dtype
+    out, outv = _input_grad_buffer(g, dtype)
     lay = _phase_layout(g, "input")
     for si, so in _group_slices(g):
         cc.conv2d_backprop_input(lay, dyv[..., so], w[..., so], ctype, outv[..., si])
@@ -368,15 +367,18 @@ def depthwise_conv2d_native_backprop_input(
     dtype = same_dtype(filter=w, out_backprop=dy)
     g = backprop_input_geometry(input_sizes, w.shape, dy.shape, strides, padding,
                                 explicit_paddings, data_format, dilations, depthwise=True)
-    out, outv = _input_grad_buffer(g, dtype)
     if _empty(g):
-        return out
+        return np.zeros(g.input_shape, dtype)
     ctype, dyv = compute_dtype(dtype), _nhwc(dy, data_format)
     if (sp := _sparse(g)) is not None:
-        outv[...] = conv_sparse.depthwise_conv2d_backprop_input(g, *sp, dyv, w, ctype)
-    elif accel.use_compiled(ctype):
+        return _from_nhwc(conv_sparse.depthwise_conv2d_backprop_input(g, *sp, dyv, w, ctype),
+                          data_format, dtype)
+    if accel.use_compiled(ctype):
         _ran("numba")
-        accel.compiled().depthwise_conv2d_backprop_input(g, dyv, w, ctype, outv)
-    else:
-        cc.depthwise_conv2d_backprop_input(_phase_layout(g, "input"), dyv, w, ctype, outv)
+        out = np.empty(g.input_shape, dtype)  # every element is written: no zeroing pass
+        accel.compiled().depthwise_conv2d_backprop_input(g, dyv, w, ctype,
+                                                         _nhwc(out, data_format))
+        return out
+    out, outv = _input_grad_buffer(g, dtype)
+    cc.depthwise_conv2d_backprop_input(_phase_layout(g, "input"), dyv, w, ctype, outv)
     return out
