@@ -7,11 +7,18 @@ Same math and conventions as :mod:`engine.conv_compute` (NHWC ``x (N, H, W, C)``
 forward and filter gradient get the input chunk with each channel repeated ``M`` times, the
 input gradient computes ``C*M`` parts and sums each channel's ``M``), as fused loops over a
 range of output (or input) rows, the column range of each tap computed once (no branch
-inside), the innermost loop over contiguous channels (vectorized by LLVM). Taps that would read
-padding are skipped, so padding contributes nothing, not even ``NaN * 0``
-(:mod:`engine.nonfinite`). Arithmetic is in the compute dtype (float32 for the half types), no
-``fastmath`` (IEEE order and NaN/Inf rules kept). The filter gradient keeps one partial sum per
-output row, added into one accumulator per core's range of rows.
+inside), the innermost loop over contiguous channels (vectorized by LLVM). Where three
+neighbouring taps of a filter row all read inside the row they share one pass (the forward adds
+three products per output element, the filter gradient two output columns into three taps);
+near the borders taps go one at a time. The stride-1 input gradient is the forward loops on
+``dy`` with the filter flipped; larger strides scatter. Taps that would read padding are
+skipped, so padding contributes nothing, not even ``NaN * 0`` (:mod:`engine.nonfinite`), and
+every term is an explicit product: a finite result vouches for the inputs
+(:func:`engine.kernel_path.vouch_finite`; the forward and input-gradient loops check their
+rows while they are in cache). Arithmetic is in the compute dtype (float32 for the half
+types); the only fast-math flag is ``contract`` (fused multiply-add; sums keep their order,
+NaN/Inf rules stay IEEE). The filter gradient keeps one partial sum per output row, added into
+one accumulator per core's range of rows.
 
 The kernels are compiled without ``parallel=True`` and release the GIL (``nogil``); the row
 ranges run on the cores in :mod:`engine.parallel`'s threads, like the NumPy kernels. Measured
