@@ -41,6 +41,7 @@ from engine.accel import CHUNK_BYTES
 from engine.cancel import checkpoint
 from engine.conv_shapes import ConvGeometry
 from engine.nonfinite import all_finite
+from engine.numba_simd import acc_products, acc_products3
 from engine.parallel import MIN_POSITIONS_PER_RANGE, map_ranges
 
 #: ``contract``: ``a*b + c`` may be one fused multiply-add (one rounding instead of two; sums
@@ -135,63 +136,54 @@ def _forward(x, w, y, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: no cov
 
 
 @numba.jit(**_JIT)
-def _filter_tap(t, xr, gr, lo, hi, sc, off):  # pragma: no cover - compiled
-    for q in range(lo, hi):
-        xv = xr[q * sc + off]
-        g = gr[q]
-        for k in range(t.shape[0]):
-            t[k] += xv[k] * g[k]
-
-
-@numba.jit(**_JIT)
 def _filter_grad(x, dy, acc, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: no cover - compiled
     """``acc`` = the filter gradient over output rows ``[lo_row, hi_row)``: one partial sum per
-    output row. Three taps share each pass over two output columns where all three read
-    inside, one tap at a time near the borders."""
-    _, h_in, w_in, ck = x.shape
+    output row. Each tap's sum over the row's columns runs in vector registers
+    (:mod:`engine.numba_simd`); three taps share each pass where all three read inside the row,
+    one tap at a time near the borders."""
+    nb, h_in, w_in, ck = x.shape
     _, oh, ow, _ = dy.shape
     kh, kw, _ = acc.shape
+    xf = x.reshape(nb * h_in * w_in * ck)
+    gf = dy.reshape(dy.shape[0] * oh * ow * ck)
     acc[:, :, :] = 0
     tmp = np.empty((kh, kw, ck), acc.dtype)
+    xs = sc * ck
     for row in range(lo_row, hi_row):
         n = row // oh
         r = row - n * oh
         tmp[:, :, :] = 0
-        gr = dy[n, r]
+        g0 = (n * oh + r) * ow * ck
         for i in range(kh):
             h = r * sr + i * dr - pt
             if h < 0 or h >= h_in:
                 continue
-            xr = x[n, h]
-            ti = tmp[i]
+            x0 = (n * h_in + h) * w_in * ck
             j0 = 0
             while j0 + 3 <= kw:
                 oa = j0 * dc - pl
                 lo, hi = _common(ow, sc, oa, dc, w_in)
-                ta, tb, tc = ti[j0], ti[j0 + 1], ti[j0 + 2]
                 for j in range(3):  # border columns, one tap at a time
-                    la, ha = _span(ow, sc, oa + j * dc, w_in)
-                    _filter_tap(ti[j0 + j], xr, gr, la, min(ha, lo), sc, oa + j * dc)
-                    _filter_tap(ti[j0 + j], xr, gr, max(la, hi), ha, sc, oa + j * dc)
-                q = lo
-                while q + 1 < hi:
-                    g0, g1 = gr[q], gr[q + 1]
-                    v = q * sc + oa
-                    xa0, xa1 = xr[v], xr[v + sc]
-                    xb0, xb1 = xr[v + dc], xr[v + sc + dc]
-                    xc0, xc1 = xr[v + 2 * dc], xr[v + sc + 2 * dc]
-                    for k in range(ck):
-                        ta[k] = ta[k] + xa0[k] * g0[k] + xa1[k] * g1[k]
-                        tb[k] = tb[k] + xb0[k] * g0[k] + xb1[k] * g1[k]
-                        tc[k] = tc[k] + xc0[k] * g0[k] + xc1[k] * g1[k]
-                    q += 2
-                for j in range(3):
-                    _filter_tap(ti[j0 + j], xr, gr, q, hi, sc, oa + j * dc)
+                    off = oa + j * dc
+                    la, ha = _span(ow, sc, off, w_in)
+                    end = min(ha, lo)
+                    if end > la:
+                        acc_products(tmp[i, j0 + j], xf, gf, x0 + (la * sc + off) * ck,
+                                     g0 + la * ck, end - la, xs, ck, 0)
+                    start = max(la, hi)
+                    if ha > start:
+                        acc_products(tmp[i, j0 + j], xf, gf, x0 + (start * sc + off) * ck,
+                                     g0 + start * ck, ha - start, xs, ck, 0)
+                if hi > lo:
+                    acc_products3(tmp[i, j0:j0 + 3], xf, gf, x0 + (lo * sc + oa) * ck,
+                                  g0 + lo * ck, hi - lo, xs, ck, dc * ck)
                 j0 += 3
             for j in range(j0, kw):
                 off = j * dc - pl
                 lo, hi = _span(ow, sc, off, w_in)
-                _filter_tap(ti[j], xr, gr, lo, hi, sc, off)
+                if hi > lo:
+                    acc_products(tmp[i, j], xf, gf, x0 + (lo * sc + off) * ck, g0 + lo * ck,
+                                 hi - lo, xs, ck, 0)
         acc += tmp  # one partial sum per output row
 
 

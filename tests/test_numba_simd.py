@@ -1,0 +1,69 @@
+"""engine.numba_simd: the register-accumulating product sums against NumPy, over channel counts
+that fill whole vector blocks, part of one, or none, both float dtypes and one or three taps."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+numba = pytest.importorskip("numba")
+
+from engine.numba_simd import acc_products, acc_products3
+
+
+@numba.njit
+def _one(t, x, g, x0, g0, nq, xs, gs):
+    acc_products(t, x, g, x0, g0, nq, xs, gs, 0)
+
+
+@numba.njit
+def _three(t, x, g, x0, g0, nq, xs, gs, xt):
+    acc_products3(t, x, g, x0, g0, nq, xs, gs, xt)
+
+
+def _expected(t, x, g, x0, g0, nq, xs, gs, xt):
+    """The sum in float64, per tap ``a`` reading ``x`` from ``x0 + a*xt``."""
+    c = t.shape[-1]
+    out = t.astype(np.float64).reshape(-1, c).copy()
+    for a in range(out.shape[0]):
+        for q in range(nq):
+            xa = x[x0 + a * xt + q * xs: x0 + a * xt + q * xs + c].astype(np.float64)
+            out[a] += xa * g[g0 + q * gs: g0 + q * gs + c]
+    return out.reshape(t.shape)
+
+
+@settings(max_examples=120, deadline=None)
+@given(taps=st.sampled_from([1, 3]), channels=st.integers(1, 70), nq=st.integers(0, 9),
+       stride=st.integers(1, 3), dtype=st.sampled_from(["float32", "float64"]),
+       seed=st.integers(0, 2**16))
+def test_products_match_numpy(taps, channels, nq, stride, dtype, seed):
+    rng = np.random.default_rng(seed)
+    xs, gs, xt = stride * channels, channels, channels  # as the filter gradient calls them
+    x0, g0 = 2 * channels, channels
+    x = rng.standard_normal(x0 + 2 * xt + nq * xs + channels + 3).astype(dtype)
+    g = rng.standard_normal(g0 + nq * gs + channels + 3).astype(dtype)
+    t = rng.standard_normal((channels,) if taps == 1 else (3, channels)).astype(dtype)
+    want = _expected(t, x, g, x0, g0, nq, xs, gs, xt)
+    if taps == 1:
+        _one(t, x, g, x0, g0, nq, xs, gs)
+    else:
+        _three(t, x, g, x0, g0, nq, xs, gs, xt)
+    bound = _expected(np.abs(t), np.abs(x), np.abs(g), x0, g0, nq, xs, gs, xt)
+    eps = np.finfo(dtype).eps
+    assert np.all(np.abs(t - want) <= (nq + 2) * eps * bound)
+
+
+def test_a_nan_or_inf_factor_reaches_the_sum():
+    """IEEE arithmetic throughout: Inf * 0 is NaN, so the result vouches for its inputs."""
+    x = np.ones(40, np.float32)
+    g = np.zeros(40, np.float32)
+    x[17] = np.inf  # q = 1 (xs = 16), channel 1
+    t = np.zeros(16, np.float32)
+    _one(t, x, g, 0, 0, 2, 16, 16)
+    assert np.isnan(t[1]) and np.all(t[np.arange(16) != 1] == 0)
+
+
+def test_other_arrays_are_refused_when_compiling():
+    with pytest.raises(numba.core.errors.TypingError):
+        _one(np.zeros(4, np.float32), np.zeros(8, np.float64), np.zeros(8, np.float32),
+             0, 0, 1, 4, 4)
