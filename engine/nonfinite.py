@@ -135,6 +135,14 @@ TERM_RULES: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
+# The kernels' float warnings are off: a non-finite result is the answer (the contract above),
+# and a call on NaN/Inf operands runs before they are found (a vouching kernel, see
+# nonfinite_safe), so NumPy's "invalid value encountered" would only be noise.
+def _quiet() -> np.errstate:
+    """A fresh ``errstate`` (one instance must not be entered by two threads at once)."""
+    return np.errstate(invalid="ignore", over="ignore")
+
+
 def nonfinite_safe(a_name: str, b_name: str,
                    vouching: Callable[[np.ndarray, np.ndarray], bool] | None = None
                    ) -> Callable[[F], F]:
@@ -162,14 +170,19 @@ def nonfinite_safe(a_name: str, b_name: str,
                 return kernel(*args, **kwargs)
             out = None
             if vouching is not None and vouching(a, b):
-                out = kernel(*args, **kwargs)
+                with _quiet():  # NaN/Inf inputs or overflow: the result says so, not a warning
+                    out = kernel(*args, **kwargs)
                 if kernel_path.vouched_finite():
                     return out
             if all_finite(a) and all_finite(b):
-                return kernel(*args, **kwargs) if out is None else out
+                if out is None:
+                    with _quiet():
+                        out = kernel(*args, **kwargs)
+                return out
             token = _EXACT.set(True)
             try:
-                return _with_nonfinite_terms(kernel, bound, a_name, a, b_name, b)
+                with _quiet():
+                    return _with_nonfinite_terms(kernel, bound, a_name, a, b_name, b)
             finally:
                 _EXACT.reset(token)
 

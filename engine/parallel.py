@@ -10,6 +10,7 @@ set the thread count of the BLAS libraries NumPy and SciPy load.
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import os
 import threading
@@ -73,12 +74,14 @@ def copy_ranges(fn: Callable[[int, int], object], images: int, bytes_per_image: 
 def map_ranges(
     fn: Callable[[int, int], T], total: int, min_size: int | None = None
 ) -> list[T]:
-    """``[fn(lo, hi) for each range of [0, total)]``, ranges run in parallel threads."""
+    """``[fn(lo, hi) for each range of [0, total)]``, ranges run in parallel threads, each in a
+    copy of the caller's context (so NumPy's ``errstate`` and other context variables hold
+    there too)."""
     spans = ranges(total, min_size)
     if len(spans) <= 1:
         return [fn(lo, hi) for lo, hi in spans]
     pool, controller = _resources()
     fn = cancel.bound(fn)  # a cancelled run stops in every worker thread too
     with controller.limit(limits=1, user_api="blas"):
-        futures = [pool.submit(fn, lo, hi) for lo, hi in spans]
+        futures = [pool.submit(contextvars.copy_context().run, fn, lo, hi) for lo, hi in spans]
         return [f.result() for f in futures]

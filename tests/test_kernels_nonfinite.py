@@ -172,3 +172,27 @@ def test_conv2d_family_nonfinite_matches_the_sum_over_real_terms(case, specials)
 @given(conv_cases(depthwise=True), st.integers(1, 3))
 def test_depthwise_family_nonfinite_matches_the_sum_over_real_terms(case, specials):
     _check_family_nonfinite(*DEPTHWISE, case, specials)
+
+
+@pytest.mark.parametrize("channels", [4, 32])  # the per-tap/im2col paths, and Winograd's
+def test_nan_and_huge_operands_give_results_not_numpy_warnings(channels):
+    """A call on NaN or overflowing operands runs before they are found (the result vouches
+    when finite): NumPy's "invalid value" and "overflow" warnings, also from the worker
+    threads, would only be noise on the command line; the result carries the answer."""
+    import warnings
+
+    from engine import kernels
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 12, 12, channels)).astype(np.float32)
+    dy = rng.standard_normal((4, 12, 12, channels)).astype(np.float32)
+    x[1, 4, 4, 0] = np.nan
+    dy[2, 5, 5, 1] = 3e38
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dw = kernels.conv2d_backprop_filter(x, (3, 3, channels, channels), dy, [1, 1, 1, 1],
+                                            "SAME")
+        dx = kernels.conv2d_backprop_input(x.shape, np.ones((3, 3, channels, channels),
+                                                            np.float32), dy, [1, 1, 1, 1],
+                                           "SAME")
+    assert np.isnan(dw[:, :, 0]).all()  # every tap reads the NaN for input channel 0
+    assert np.isfinite(dx[0]).all()  # image 0 has no huge element
