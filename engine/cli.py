@@ -276,7 +276,15 @@ class Terminated(KeyboardInterrupt):
 
 
 def _raise_terminated(_signum, _frame) -> NoReturn:
+    # The signal can land inside a constructor (a ZipFile being opened for --out): the
+    # half-built object's __del__ then fails while the program unwinds, and Python would print
+    # its traceback. The program is ending and says so in one line; such messages are noise.
+    sys.unraisablehook = _ignore_unraisable
     raise Terminated
+
+
+def _ignore_unraisable(_unraisable) -> None:
+    """An ``unraisablehook`` that prints nothing (installed once SIGTERM has arrived)."""
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -44,6 +44,12 @@ from engine.nonfinite import all_finite
 from engine.numba_simd import acc_products, acc_products3
 from engine.parallel import MIN_POSITIONS_PER_RANGE, map_ranges
 
+#: SHA-256 of ``engine/numba_simd.py``. numba's on-disk cache of these loops is checked against
+#: this file's stamp only, and :func:`_filter_grad` inlines that module's intrinsics:
+#: ``tests/test_numba_simd.py`` fails until this matches, so a change there changes this file too
+#: and the cached loops are rebuilt.
+SIMD_SOURCE_SHA256 = "244df43cfb47bdc5de9a8e964381bd15f659fade992d6020ef7a7037db314edb"
+
 #: ``contract``: ``a*b + c`` may be one fused multiply-add (one rounding instead of two; sums
 #: keep their order, NaN/Inf rules stay IEEE). No other fast-math flag.
 _JIT = {"nopython": True, "nogil": True, "cache": True, "fastmath": {"contract"}}

@@ -298,3 +298,19 @@ def test_terminated_run_removes_its_temporary_file(tmp_path):
     assert proc.returncode == 143, err
     assert out.read_bytes() == before and _leftovers(tmp_path) == []
     assert "Traceback" not in err and "terminated" in err
+
+
+def test_a_termination_keeps_the_errors_of_half_built_objects_quiet(capfd, monkeypatch):
+    """SIGTERM inside a constructor (ZipFile.__init__ for --out) left an object whose __del__
+    failed while the program unwound: Python printed its traceback after our one line."""
+    monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)  # Python's, which prints
+
+    class HalfBuilt:
+        def __del__(self):
+            raise AttributeError("'ZipFile' object has no attribute '_writing'")
+
+    with pytest.raises(cli.Terminated):
+        cli._raise_terminated(15, None)
+    obj = HalfBuilt()
+    del obj
+    assert "Traceback" not in capfd.readouterr().err

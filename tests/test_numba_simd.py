@@ -67,3 +67,16 @@ def test_other_arrays_are_refused_when_compiling():
     with pytest.raises(numba.core.errors.TypingError):
         _one(np.zeros(4, np.float32), np.zeros(8, np.float64), np.zeros(8, np.float32),
              0, 0, 1, 4, 4)
+
+
+def test_the_depthwise_loops_are_recompiled_when_the_intrinsics_change():
+    """numba's cache of engine/numba_depthwise.py is keyed by that file's stamp only: it
+    records engine/numba_simd.py's hash, so changing the intrinsics means changing it too."""
+    import hashlib
+    from pathlib import Path
+
+    from engine import numba_depthwise, numba_simd
+
+    source = Path(numba_simd.__file__).read_bytes()
+    assert numba_depthwise.SIMD_SOURCE_SHA256 == hashlib.sha256(source).hexdigest(), (
+        "engine/numba_simd.py changed: put its new SHA-256 in numba_depthwise.SIMD_SOURCE_SHA256")
