@@ -1,5 +1,5 @@
-"""Register-accumulating product sums for the compiled depthwise filter gradient (numba
-intrinsics; imported by :mod:`engine.numba_depthwise` only).
+"""Register-accumulating product sums (numba intrinsics; imported by the compiled kernels only):
+the depthwise filter gradient's tap sums and the small matrix products of Winograd.
 
 :func:`acc_products` (one tap) and :func:`acc_products3` (three taps sharing ``g``) compute
 
@@ -142,3 +142,116 @@ def acc_products3(typingctx, t, x, g, x0, g0, nq, xs, gs, xt):
     if not _accepts(t, x, g, 3):
         return None
     return types.void(t, x, g, x0, g0, nq, xs, gs, xt), _codegen(3, 4)
+
+
+def _gemm_codegen(accumulate: bool):
+    """``C (+)= A @ B`` in register tiles of ``MR`` rows by ``NR`` vectors of columns (then one
+    row at a time, then single vectors, then single columns), the sum over ``l`` in order."""
+    def codegen(context, builder, signature, args):
+        cv, av, bv, c0, a0, b0, m, n, kd, ldc, ars, acs, brs = args
+        ty = signature.args[0]
+        carr = context.make_array(ty)(context, builder, cv)
+        aarr = context.make_array(signature.args[1])(context, builder, av)
+        barr = context.make_array(signature.args[2])(context, builder, bv)
+        fty = context.get_data_type(ty.dtype)
+        lanes = VECTOR_BYTES // (4 if ty.dtype == types.float32 else 8)
+        mr, nr = (6, 4) if VECTOR_BYTES == 64 else (4, 2)  # accumulators fill the registers
+        vty = ir.VectorType(fty, lanes)
+        i64, i32 = ir.IntType(64), ir.IntType(32)
+        cp = builder.gep(carr.data, [c0])
+        ap = builder.gep(aarr.data, [a0])
+        bp = builder.gep(barr.data, [b0])
+        accs = [[cgutils.alloca_once(builder, vty) for _ in range(nr)] for _ in range(mr)]
+        acc1 = cgutils.alloca_once(builder, fty)
+        splat_mask = ir.Constant(ir.VectorType(i32, lanes), [0] * lanes)
+        undef = ir.Constant(vty, ir.Undefined)
+        zero = ir.Constant(vty, [0.0] * lanes)
+
+        def const(v: int):
+            return ir.Constant(i64, v)
+
+        def vector(ptr, off):
+            return builder.bitcast(builder.gep(ptr, [off]), vty.as_pointer())
+
+        def tile(i0, rows: int, j0, nvec: int) -> None:
+            coff = [builder.add(builder.mul(builder.add(i0, const(r)), ldc), j0)
+                    for r in range(rows)]
+            for r in range(rows):
+                for u in range(nvec):
+                    start = (builder.load(vector(cp, builder.add(coff[r], const(u * lanes))),
+                                          align=4) if accumulate else zero)
+                    builder.store(start, accs[r][u])
+            arow = [builder.mul(builder.add(i0, const(r)), ars) for r in range(rows)]
+            with cgutils.for_range(builder, kd) as l:
+                boff = builder.add(builder.mul(l.index, brs), j0)
+                bvec = [builder.load(vector(bp, builder.add(boff, const(u * lanes))), align=4)
+                        for u in range(nvec)]
+                loff = builder.mul(l.index, acs)
+                for r in range(rows):
+                    a = builder.load(builder.gep(ap, [builder.add(arow[r], loff)]))
+                    splat = builder.shuffle_vector(
+                        builder.insert_element(undef, a, ir.Constant(i32, 0)), undef, splat_mask)
+                    for u in range(nvec):
+                        acc = builder.load(accs[r][u])
+                        builder.store(_fmuladd(builder, splat, bvec[u], acc), accs[r][u])
+            for r in range(rows):
+                for u in range(nvec):
+                    builder.store(builder.load(accs[r][u]),
+                                  vector(cp, builder.add(coff[r], const(u * lanes))), align=4)
+
+        def columns(j0, nvec: int):
+            step = const(nvec * lanes)
+            count = builder.sdiv(builder.sub(n, j0), step)
+            with cgutils.for_range(builder, count) as jb:
+                js = builder.add(j0, builder.mul(jb.index, step))
+                blocks = builder.sdiv(m, const(mr))
+                with cgutils.for_range(builder, blocks) as ib:
+                    tile(builder.mul(ib.index, const(mr)), mr, js, nvec)
+                with cgutils.for_range_slice(builder, builder.mul(blocks, const(mr)), m,
+                                             const(1)) as (i, _):
+                    tile(i, 1, js, nvec)
+            return builder.add(j0, builder.mul(count, step))
+
+        rest = columns(columns(const(0), nr), 1)
+        with (cgutils.for_range_slice(builder, rest, n, const(1)) as (j, _),
+              cgutils.for_range(builder, m) as i):
+            ci = builder.add(builder.mul(i.index, ldc), j)
+            start = builder.load(builder.gep(cp, [ci])) if accumulate else ir.Constant(fty, 0)
+            builder.store(start, acc1)
+            ai = builder.mul(i.index, ars)
+            with cgutils.for_range(builder, kd) as l:
+                a = builder.load(builder.gep(ap, [builder.add(ai, builder.mul(l.index, acs))]))
+                b = builder.load(builder.gep(bp, [builder.add(builder.mul(l.index, brs), j)]))
+                builder.store(_fmuladd(builder, a, b, builder.load(acc1)), acc1)
+            builder.store(builder.load(acc1), builder.gep(cp, [ci]))
+        return context.get_dummy_value()
+
+    return codegen
+
+
+def _gemm_accepts(c, a, b) -> bool:
+    floats = (types.float32, types.float64)
+    return (all(isinstance(x, types.Array) and x.layout == "C" and x.ndim == 1
+                for x in (c, a, b)) and c.dtype in floats and a.dtype == b.dtype == c.dtype)
+
+
+@intrinsic
+def gemm_acc(typingctx, c, a, b, c0, a0, b0, m, n, kd, ldc, ars, acs, brs):
+    """``C += A @ B`` on flat arrays: ``C[i, j]`` at ``c0 + i*ldc + j``, ``A[i, l]`` at
+    ``a0 + i*ars + l*acs``, ``B[l, j]`` at ``b0 + l*brs + j`` (``i < m``, ``j < n``, ``l < kd``)."""
+    if not _gemm_accepts(c, a, b):
+        return None
+    return types.void(c, a, b, c0, a0, b0, m, n, kd, ldc, ars, acs, brs), _gemm_codegen(True)
+
+
+@intrinsic
+def gemm_set(typingctx, c, a, b, c0, a0, b0, m, n, kd, ldc, ars, acs, brs):
+    """``C = A @ B``, addressed as :func:`gemm_acc`."""
+    if not _gemm_accepts(c, a, b):
+        return None
+    return types.void(c, a, b, c0, a0, b0, m, n, kd, ldc, ars, acs, brs), _gemm_codegen(False)
+
+
+def lanes(itemsize: int) -> int:
+    """Elements per vector of the loops above for an item of ``itemsize`` bytes."""
+    return VECTOR_BYTES // itemsize

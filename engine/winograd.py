@@ -9,8 +9,9 @@ With the tile transforms of :mod:`engine.winograd_jit` (numba, imported on first
 - filter gradient:  ``dw = G^T [ sum_tiles (B^T d B) * (A dy_tile A^T) ] G`` (the adjoint of the
   forward formula in the filter).
 
-Each sum over channels (or over tiles) is 16 BLAS products, one per tile point, of a
-``(tiles, C)`` by a ``(C, K)`` matrix; the tiles of a batch chunk (bands of tile rows, at most
+Each sum over channels (or over tiles) is 16 products, one per tile point, of a ``(tiles, C)``
+by a ``(C, K)`` matrix: register tiles of :mod:`engine.numba_simd` when the result's columns fill
+whole vectors (:func:`_simd_columns`), BLAS otherwise; the tiles of a batch chunk (bands of tile rows, at most
 :data:`CHUNK_BYTES` of buffers) are transformed, multiplied and written back before the next
 chunk, with :func:`engine.cancel.checkpoint` between chunks. Half types compute in float32 as
 the NumPy path does.
@@ -185,6 +186,16 @@ def _chunked(tiles: int, channels: int, itemsize: int, work, state=lambda: None)
     return map_ranges(walk, tiles, max(1, MIN_TILES))
 
 
+def _simd_columns(columns: int, ctype: np.dtype) -> bool:
+    """True when the per-point products run as :mod:`engine.numba_simd`'s register tiles: the
+    result's columns fill whole vectors. Measured single-threaded on the benchmark's 64-channel
+    products: 1.3-1.8x OpenBLAS with ``OPENBLAS_CORETYPE=Haswell`` (BLAS, which the other
+    shapes keep, is then at its AVX2 speed on an AVX-512 CPU)."""
+    from engine.numba_simd import lanes
+
+    return columns % lanes(np.dtype(ctype).itemsize) == 0
+
+
 def _nhwc_operand(a: np.ndarray, ctype: np.dtype) -> np.ndarray:
     """``a`` C-contiguous in ``ctype`` (a copy only for NCHW views or half types)."""
     return np.ascontiguousarray(a, ctype)
@@ -206,10 +217,16 @@ def _forward(src: np.ndarray, u: np.ndarray, row0: int, col0: int, out_rows: int
     y = np.empty((n, out_rows, out_cols, co), ctype)
     th, tw = _tiles(out_rows, out_cols)
 
+    simd = _simd_columns(co, ctype)
+
     def work(t0: int, t1: int, _) -> None:
         v = np.empty((16, t1 - t0, ci), ctype)
         _input_tiles(src, row0, col0, th, tw, t0, t1, v)
-        m = np.matmul(v, u)
+        if simd:
+            m = np.empty((16, t1 - t0, co), ctype)
+            jit.point_products(v, u, m)
+        else:
+            m = np.matmul(v, u)
         jit.output_tiles(m, th, tw, t0, t1, y)
 
     _chunked(n * th * tw, ci + co, ctype.itemsize, work)
@@ -236,13 +253,19 @@ def backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndarray,
     n, ci, co = xs.shape[0], xs.shape[3], es.shape[3]
     th, tw = _tiles(g.out_rows, g.out_cols)
 
+    simd = _simd_columns(co, ctype)
+    jit = _jit()
+
     def work(t0: int, t1: int, st: tuple[np.ndarray, np.ndarray]) -> None:
         acc, tmp = st
         v = np.empty((16, t1 - t0, ci), ctype)
         _input_tiles(xs, g.pad_top, g.pad_left, th, tw, t0, t1, v)
         e = np.empty((16, t1 - t0, co), ctype)
         _grad_tiles(es, th, tw, t0, t1, e)
-        acc += np.matmul(v.transpose(0, 2, 1), e, out=tmp)
+        if simd:
+            jit.point_products_t(v, e, acc)
+        else:
+            acc += np.matmul(v.transpose(0, 2, 1), e, out=tmp)
 
     def state() -> tuple[np.ndarray, np.ndarray]:  # per core: its partial sum and a product
         return np.zeros((16, ci, co), ctype), np.empty((16, ci, co), ctype)

@@ -20,6 +20,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from engine.numba_simd import gemm_acc, gemm_set
+
+#: SHA-256 of ``engine/numba_simd.py`` (see :data:`engine.numba_depthwise.SIMD_SOURCE_SHA256`:
+#: numba's cache of this file's loops is rebuilt only when this file changes).
+SIMD_SOURCE_SHA256 = "f660f30b154fada148ccc1c766fba31fe10dfe93f928b0bdd15753ad8adc22ac"
+
 
 @njit(nogil=True, cache=True)
 def patch_tiles(src, size, row0, col0, tiles_h, tiles_w, t0, t1, idx, coef, out):  # pragma: no cover
@@ -82,3 +88,24 @@ def output_tiles(m, tiles_h, tiles_w, t0, t1, dst):  # pragma: no cover
                 dst[n, r0 + 1, c0, k] = d0 + d1 + d2
                 if col2:
                     dst[n, r0 + 1, c0 + 1, k] = d1 - d2 - d3
+
+
+@njit(nogil=True, cache=True)
+def point_products(v, u, out):  # pragma: no cover
+    """``out[p] = v[p] @ u[p]`` for the 16 points: ``(T, C) @ (C, K)`` (forward and input
+    gradient), in register tiles (:func:`engine.numba_simd.gemm_set`)."""
+    points, t, c = v.shape
+    k = u.shape[2]
+    vf, uf, of = v.reshape(points * t * c), u.reshape(points * c * k), out.reshape(points * t * k)
+    for p in range(points):
+        gemm_set(of, vf, uf, p * t * k, p * t * c, p * c * k, t, k, c, k, c, 1, k)
+
+
+@njit(nogil=True, cache=True)
+def point_products_t(v, e, acc):  # pragma: no cover
+    """``acc[p] += v[p].T @ e[p]`` for the 16 points: ``(C, T) @ (T, K)`` (filter gradient)."""
+    points, t, c = v.shape
+    k = e.shape[2]
+    vf, ef, af = v.reshape(points * t * c), e.reshape(points * t * k), acc.reshape(points * c * k)
+    for p in range(points):
+        gemm_acc(af, vf, ef, p * c * k, p * t * c, p * t * k, c, k, t, k, 1, c, k)

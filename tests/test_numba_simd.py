@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 numba = pytest.importorskip("numba")
 
-from engine.numba_simd import acc_products, acc_products3
+from engine.numba_simd import acc_products, acc_products3, gemm_acc, gemm_set
 
 
 @numba.njit
@@ -69,14 +69,43 @@ def test_other_arrays_are_refused_when_compiling():
              0, 0, 1, 4, 4)
 
 
-def test_the_depthwise_loops_are_recompiled_when_the_intrinsics_change():
-    """numba's cache of engine/numba_depthwise.py is keyed by that file's stamp only: it
-    records engine/numba_simd.py's hash, so changing the intrinsics means changing it too."""
+def test_the_compiled_loops_are_recompiled_when_the_intrinsics_change():
+    """numba's cache of a module's loops is keyed by that file's stamp only: the modules that
+    inline the intrinsics record engine/numba_simd.py's hash, so changing the intrinsics means
+    changing them too."""
     import hashlib
     from pathlib import Path
 
-    from engine import numba_depthwise, numba_simd
+    from engine import numba_depthwise, numba_simd, winograd_jit
 
-    source = Path(numba_simd.__file__).read_bytes()
-    assert numba_depthwise.SIMD_SOURCE_SHA256 == hashlib.sha256(source).hexdigest(), (
-        "engine/numba_simd.py changed: put its new SHA-256 in numba_depthwise.SIMD_SOURCE_SHA256")
+    digest = hashlib.sha256(Path(numba_simd.__file__).read_bytes()).hexdigest()
+    for module in (numba_depthwise, winograd_jit):
+        assert module.SIMD_SOURCE_SHA256 == digest, (
+            f"engine/numba_simd.py changed: put its new SHA-256 in {module.__name__}")
+
+
+@numba.njit
+def _gemm(c, a, b, m, n, kd, ldc, ars, acs, brs, accumulate):
+    if accumulate:
+        gemm_acc(c, a, b, 0, 0, 0, m, n, kd, ldc, ars, acs, brs)
+    else:
+        gemm_set(c, a, b, 0, 0, 0, m, n, kd, ldc, ars, acs, brs)
+
+
+@settings(max_examples=80, deadline=None)
+@given(m=st.integers(1, 20), n=st.integers(1, 70), kd=st.integers(0, 40),
+       transposed=st.booleans(), accumulate=st.booleans(),
+       dtype=st.sampled_from(["float32", "float64"]), seed=st.integers(0, 2**16))
+def test_register_tile_products_match_numpy(m, n, kd, transposed, accumulate, dtype, seed):
+    """Whole tiles, single rows, single vectors and single columns, A read row- or
+    column-major, C overwritten or added to."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((kd, m) if transposed else (m, kd)).astype(dtype)
+    b = rng.standard_normal((kd, n)).astype(dtype)
+    c = rng.standard_normal((m, n)).astype(dtype)
+    av = a.T if transposed else a
+    want = av.astype(np.float64) @ b + (c if accumulate else 0)
+    ars, acs = (1, m) if transposed else (kd, 1)
+    _gemm(c.reshape(-1), a.reshape(-1), b.reshape(-1), m, n, kd, n, ars, acs, n, accumulate)
+    bound = np.abs(av).astype(np.float64) @ np.abs(b) + (np.abs(c) if accumulate else 0)
+    assert np.all(np.abs(c - want) <= (kd + 2) * np.finfo(dtype).eps * bound + 1e-30)
