@@ -48,7 +48,7 @@ from engine.parallel import MIN_POSITIONS_PER_RANGE, map_ranges
 #: this file's stamp only, and :func:`_filter_grad` inlines that module's intrinsics:
 #: ``tests/test_numba_simd.py`` fails until this matches, so a change there changes this file too
 #: and the cached loops are rebuilt.
-SIMD_SOURCE_SHA256 = "f660f30b154fada148ccc1c766fba31fe10dfe93f928b0bdd15753ad8adc22ac"
+SIMD_SOURCE_SHA256 = "bef782657ee7118527e9500415a319005ad983d2a99f87fe94d7e4a6dff28fb5"
 
 #: ``contract``: ``a*b + c`` may be one fused multiply-add (one rounding instead of two; sums
 #: keep their order, NaN/Inf rules stay IEEE). No other fast-math flag.

@@ -59,16 +59,22 @@ def _accepts(t, x, g, taps: int) -> bool:
             and t.ndim == (1 if taps == 1 else 2) and x.ndim == g.ndim == 1)
 
 
+def _operands(context, builder, signature, args):
+    """The three array arguments (numba's array structs), the element type, the lanes per
+    vector and the vector type."""
+    arrays = tuple(context.make_array(signature.args[i])(context, builder, args[i])
+                   for i in range(3))
+    dtype = signature.args[0].dtype
+    fty = context.get_data_type(dtype)
+    lanes = VECTOR_BYTES // (4 if dtype == types.float32 else 8)
+    return arrays, fty, lanes, ir.VectorType(fty, lanes)
+
+
 def _codegen(taps: int, tile: int):
     def codegen(context, builder, signature, args):
-        tv, xv, gv, x0, g0, nq, xs, gs, xt = args
+        _, _, _, x0, g0, nq, xs, gs, xt = args
         ty = signature.args[0]
-        tarr = context.make_array(ty)(context, builder, tv)
-        xarr = context.make_array(signature.args[1])(context, builder, xv)
-        garr = context.make_array(signature.args[2])(context, builder, gv)
-        fty = context.get_data_type(ty.dtype)
-        lanes = VECTOR_BYTES // (4 if ty.dtype == types.float32 else 8)
-        vty = ir.VectorType(fty, lanes)
+        (tarr, xarr, garr), fty, lanes, vty = _operands(context, builder, signature, args)
         i64 = ir.IntType(64)
         ck = builder.extract_value(tarr.shape, ty.ndim - 1)
         tbase = [builder.gep(tarr.data, [builder.mul(ck, ir.Constant(i64, a))])
@@ -148,15 +154,9 @@ def _gemm_codegen(accumulate: bool):
     """``C (+)= A @ B`` in register tiles of ``MR`` rows by ``NR`` vectors of columns (then one
     row at a time, then single vectors, then single columns), the sum over ``l`` in order."""
     def codegen(context, builder, signature, args):
-        cv, av, bv, c0, a0, b0, m, n, kd, ldc, ars, acs, brs = args
-        ty = signature.args[0]
-        carr = context.make_array(ty)(context, builder, cv)
-        aarr = context.make_array(signature.args[1])(context, builder, av)
-        barr = context.make_array(signature.args[2])(context, builder, bv)
-        fty = context.get_data_type(ty.dtype)
-        lanes = VECTOR_BYTES // (4 if ty.dtype == types.float32 else 8)
+        _, _, _, c0, a0, b0, m, n, kd, ldc, ars, acs, brs = args
+        (carr, aarr, barr), fty, lanes, vty = _operands(context, builder, signature, args)
         mr, nr = (6, 4) if VECTOR_BYTES == 64 else (4, 2)  # accumulators fill the registers
-        vty = ir.VectorType(fty, lanes)
         i64, i32 = ir.IntType(64), ir.IntType(32)
         cp = builder.gep(carr.data, [c0])
         ap = builder.gep(aarr.data, [a0])

@@ -24,7 +24,7 @@ from engine.numba_simd import gemm_acc, gemm_set
 
 #: SHA-256 of ``engine/numba_simd.py`` (see :data:`engine.numba_depthwise.SIMD_SOURCE_SHA256`:
 #: numba's cache of this file's loops is rebuilt only when this file changes).
-SIMD_SOURCE_SHA256 = "f660f30b154fada148ccc1c766fba31fe10dfe93f928b0bdd15753ad8adc22ac"
+SIMD_SOURCE_SHA256 = "bef782657ee7118527e9500415a319005ad983d2a99f87fe94d7e4a6dff28fb5"
 
 
 @njit(nogil=True, cache=True)
