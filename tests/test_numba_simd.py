@@ -109,3 +109,35 @@ def test_register_tile_products_match_numpy(m, n, kd, transposed, accumulate, dt
     _gemm(c.reshape(-1), a.reshape(-1), b.reshape(-1), m, n, kd, n, ars, acs, n, accumulate)
     bound = np.abs(av).astype(np.float64) @ np.abs(b) + (np.abs(c) if accumulate else 0)
     assert np.all(np.abs(c - want) <= (kd + 2) * np.finfo(dtype).eps * bound + 1e-30)
+
+
+@pytest.mark.parametrize("vector_bytes", [16, 32, 64])
+def test_every_vector_width_computes_the_same_sums(monkeypatch, vector_bytes):
+    """The widths chosen on other CPUs (SSE, AVX2; AVX-512 here) and their tile shapes: fresh
+    compiles under each width against NumPy, with sizes that leave every kind of remainder."""
+    from engine import numba_simd
+
+    monkeypatch.setattr(numba_simd, "VECTOR_BYTES", vector_bytes)
+
+    @numba.njit
+    def products3(t, x, g, nq, xs, gs, xt):  # compiled now, with this width
+        acc_products3(t, x, g, 0, 0, nq, xs, gs, xt)
+
+    @numba.njit
+    def tiles(c, a, b, m, n, kd):
+        gemm_acc(c, a, b, 0, 0, 0, m, n, kd, n, kd, 1, n)
+
+    rng = np.random.default_rng(vector_bytes)
+    for ch in (3, 16, 37, 128):
+        t = rng.standard_normal((3, ch)).astype(np.float32)
+        x = rng.standard_normal(5 * ch + 2 * ch).astype(np.float32)
+        g = rng.standard_normal(5 * ch).astype(np.float32)
+        want = _expected(t, x, g, 0, 0, 5, ch, ch, ch)
+        products3(t, x, g, 5, ch, ch, ch)
+        np.testing.assert_allclose(t, want, rtol=1e-5, atol=1e-5)
+    for m, n, kd in ((13, 70, 9), (6, 64, 20), (1, 5, 3)):
+        a, b = rng.standard_normal((m, kd)), rng.standard_normal((kd, n))
+        c = rng.standard_normal((m, n))
+        want = c + a @ b
+        tiles(c.reshape(-1), a.reshape(-1), b.reshape(-1), m, n, kd)
+        np.testing.assert_allclose(c, want, rtol=1e-12, atol=1e-12)
