@@ -139,8 +139,13 @@ def used() -> str:
     return getattr(_last, "path", "")
 
 
-def _take(g: ConvGeometry) -> bool:
-    ok = chosen(g) and not exact_required()
+def _take(g: ConvGeometry, ctype: np.dtype) -> bool:
+    """Winograd for this call: :func:`chosen`, not the exact NaN/Inf path, and the compiled
+    loops ready for ``ctype`` (while the app compiles them in the background, ``auto`` takes
+    the NumPy path instead of waiting: :func:`engine.accel.use_compiled`)."""
+    from engine import accel
+
+    ok = chosen(g) and not exact_required() and accel.use_compiled(ctype)
     _last.path = "winograd" if ok else "numpy"
     return ok
 
@@ -291,31 +296,35 @@ def _taps_meeting_data(size: int, out: int, pad: int) -> np.ndarray:
 
 def try_conv2d(g, x, w, ctype) -> np.ndarray | None:
     """:func:`conv2d` when Winograd is :func:`chosen` and its result is finite, else None."""
-    return _finite_or_none(conv2d(g, x, w, ctype)) if _take(g) else None
+    return _finite_or_none(conv2d(g, x, w, ctype)) if _take(g, ctype) else None
 
 
 def try_backprop_filter(g, x, dy, ctype) -> np.ndarray | None:
     """:func:`backprop_filter` when Winograd is :func:`chosen` and its result is finite, else
     None."""
-    return _finite_or_none(backprop_filter(g, x, dy, ctype)) if _take(g) else None
+    return _finite_or_none(backprop_filter(g, x, dy, ctype)) if _take(g, ctype) else None
 
 
 def try_backprop_input(g, dy, w, ctype) -> np.ndarray | None:
     """:func:`backprop_input` when Winograd is :func:`chosen` and its result is finite, else
     None."""
-    return _finite_or_none(backprop_input(g, dy, w, ctype)) if _take(g) else None
+    return _finite_or_none(backprop_input(g, dy, w, ctype)) if _take(g, ctype) else None
 
 
-def warm() -> None:
-    """Compile (or load from numba's on-disk cache) the transforms for float32 and float64, e.g.
-    in a background thread at start-up, so the first Winograd call does not wait for the JIT."""
+def warm(dtypes: tuple[type, ...] = (np.float32, np.float64)) -> None:
+    """Compile (or load from numba's on-disk cache) the transforms and the per-point products
+    for ``dtypes`` (:func:`engine.accel.warm_up` does, in a background thread at start-up), so
+    the first Winograd call does not wait for the JIT."""
     if not enabled():
         return
-    for dt in (np.float32, np.float64):
+    jit = _jit()
+    for dt in dtypes:
         src = np.zeros((1, 2, 2, 1), dt)
         out = np.zeros((16, 1, 1), dt)
         _input_tiles(src, 0, 0, 1, 1, 0, 1, out)
-        _jit().output_tiles(out, 1, 1, 0, 1, np.zeros((1, 2, 2, 1), dt))
+        jit.output_tiles(out, 1, 1, 0, 1, np.zeros((1, 2, 2, 1), dt))
+        jit.point_products(out, np.zeros((16, 1, 1), dt), np.zeros((16, 1, 1), dt))
+        jit.point_products_t(out, out, np.zeros((16, 1, 1), dt))
 
 
 def workspace_bytes(g: ConvGeometry, kind: str, ct: int) -> int:

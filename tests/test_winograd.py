@@ -293,3 +293,38 @@ def test_warm_compiles_without_computing_anything_and_import_stays_light():
             "assert 'numba' not in sys.modules; "
             "from engine import winograd; winograd.warm(); assert 'numba' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
+def test_a_call_while_the_app_still_compiles_takes_the_numpy_path(monkeypatch):
+    """The app compiles in the background at start-up; until a dtype's loops (depthwise and
+    Winograd) are ready, ``auto`` computes with NumPy instead of waiting for the compiler."""
+    from engine import accel
+
+    release = threading.Event()
+    busy = threading.Thread(target=release.wait)
+    busy.start()
+    try:
+        monkeypatch.setenv("GRADBLOCKS_KERNELS", "auto")
+        monkeypatch.setattr(accel, "_warm_thread", busy)
+        monkeypatch.setattr(accel, "_ready", {"float64"})
+        x, w, dy, attrs = _case()
+        kernels.conv2d_backprop_filter(x, w.shape, dy, **attrs)
+        assert winograd.used() == "numpy" and kernels.last_path().startswith("numpy")
+        x, w, dy, attrs = _case(np.float64)
+        kernels.conv2d_backprop_filter(x, w.shape, dy, **attrs)
+        assert winograd.used() == "winograd"
+    finally:
+        release.set()
+        busy.join()
+
+
+def test_the_background_warm_up_compiles_the_winograd_loops(monkeypatch):
+    """accel.warm_up runs Winograd's transforms and products too, so they are compiled (or
+    loaded from the cache) before a dtype is marked ready."""
+    from engine import accel, winograd_jit
+
+    monkeypatch.setattr(accel, "_ready", set())
+    accel.warm_up(("float32",))
+    assert accel._ready == {"float32"}
+    f32 = [sig for sig in winograd_jit.point_products.signatures if sig[0].dtype.name == "float32"]
+    assert f32 and winograd_jit.point_products_t.signatures
