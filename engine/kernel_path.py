@@ -19,9 +19,10 @@ def record(name: str) -> None:
 
 
 def vouch_finite() -> None:
-    """Say that this thread's current kernel call computed every term of every output element
-    as an explicit IEEE product added into its sum (no term skipped, none reordered into a
-    mix of elements as Winograd does, no BLAS that may skip zero factors) and that its whole
+    """Say that this thread's current kernel call let every term of every output element reach
+    that element through IEEE products and sums (no term skipped; no BLAS that skips zero
+    factors; extra products with padding zeros, and Winograd's transforms, which carry a
+    non-finite tile element into every output it is a term of, are fine) and that its whole
     result is finite. Then no term had a NaN or Inf factor (such a product is NaN or ±Inf,
     and a sum with one stays NaN or ±Inf), so the result already follows
     :mod:`engine.nonfinite`'s contract without scanning the inputs."""

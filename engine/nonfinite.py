@@ -27,8 +27,9 @@ and the scans are skipped), and otherwise computes
 
 and overwrites the elements with non-finite terms by the rule above. This is TensorFlow's
 float32 CPU behaviour, applied to every dtype (TensorFlow's float64 path multiplies padding
-zeros and gives NaN on every border). It costs at most the scans on finite data and a bounded number of
-extra kernel calls (at most 12, one per indicator product that is not all zero) otherwise.
+zeros and gives NaN on every border). It costs at most the scans on finite data and a
+bounded number of extra kernel calls (at most 12, one per indicator product that is not all
+zero) otherwise.
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ With the tile transforms of :mod:`engine.winograd_jit` (numba, imported on first
   forward formula in the filter).
 
 Each sum over channels (or over tiles) is 16 products, one per tile point, of a ``(tiles, C)``
-by a ``(C, K)`` matrix: register tiles of :mod:`engine.numba_simd` when the result's columns fill
-whole vectors (:func:`_simd_columns`), BLAS otherwise; the tiles of a batch chunk (bands of tile rows, at most
-:data:`CHUNK_BYTES` of buffers) are transformed, multiplied and written back before the next
+by a ``(C, K)`` matrix: register tiles of :mod:`engine.numba_simd` when the result's columns
+fill whole vectors (:func:`_simd_columns`), BLAS otherwise; the tiles of a batch chunk (bands of
+tile rows, at most :data:`CHUNK_BYTES` of buffers) are transformed, multiplied and written back before the next
 chunk, with :func:`engine.cancel.checkpoint` between chunks. Half types compute in float32 as
 the NumPy path does.
 
@@ -261,7 +261,7 @@ def backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndarray,
     simd = _simd_columns(co, ctype)
     jit = _jit()
 
-    def work(t0: int, t1: int, st: tuple[np.ndarray, np.ndarray]) -> None:
+    def work(t0: int, t1: int, st: tuple[np.ndarray, np.ndarray | None]) -> None:
         acc, tmp = st
         v = np.empty((16, t1 - t0, ci), ctype)
         _input_tiles(xs, g.pad_top, g.pad_left, th, tw, t0, t1, v)
@@ -272,8 +272,9 @@ def backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndarray,
         else:
             acc += np.matmul(v.transpose(0, 2, 1), e, out=tmp)
 
-    def state() -> tuple[np.ndarray, np.ndarray]:  # per core: its partial sum and a product
-        return np.zeros((16, ci, co), ctype), np.empty((16, ci, co), ctype)
+    def state() -> tuple[np.ndarray, np.ndarray | None]:
+        """Per core: its partial sum, and a buffer for BLAS's product (the tiles add in place)."""
+        return np.zeros((16, ci, co), ctype), None if simd else np.empty((16, ci, co), ctype)
 
     parts = _chunked(n * th * tw, ci + co, ctype.itemsize, work, state)
     acc = parts[0][0]

@@ -103,3 +103,20 @@ def test_every_block_type_has_a_translation():
 
     missing = [t for t, spec in REGISTRY.items() if export_frameworks._emitter(spec) is None]
     assert missing == []
+
+
+def test_the_scripts_compare_gives_inf_minus_inf_as_nan_quietly():
+    """The exported scripts' Compare helper is a copy of the block's (scripts never import
+    GradBlocks): Inf - Inf is NaN in its output, without NumPy's RuntimeWarning, as the block."""
+    import warnings
+
+    from engine.export_frameworks import COMMON
+
+    namespace: dict = {}
+    exec(compile(COMMON, "<COMMON>", "exec"), namespace)  # noqa: S102 - this module's fixed text
+    namespace["_np"] = np.asarray  # what each target's prelude defines (tensor -> NumPy)
+    a = np.array([np.inf, 1.0], np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = namespace["_compare"](a, a, "float32", "float32")
+    assert np.isnan(got["output"][0]) and got["output"][1] == 0 and not got["agree"]
