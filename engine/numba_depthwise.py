@@ -119,9 +119,11 @@ def _forward(x, w, y, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: no cov
             while j0 + 3 <= kw:
                 oa = j0 * dc - pl
                 lo, hi = _common(ow, sc, oa, dc, w_in)
-                for j in range(3):  # border columns: the taps that read inside
-                    la, ha = _span(ow, sc, oa + j * dc, w_in)
-                    _forward_tap(out, xr, wi[j0 + j], la, min(ha, lo), sc, oa + j * dc)
+                for j in range(3):  # border columns (each meets only these taps), in tap order
+                    off = oa + j * dc
+                    la, ha = _span(ow, sc, off, w_in)
+                    _forward_tap(out, xr, wi[j0 + j], la, min(ha, lo), sc, off)
+                    _forward_tap(out, xr, wi[j0 + j], max(la, hi), ha, sc, off)
                 wa, wb, wc = wi[j0], wi[j0 + 1], wi[j0 + 2]
                 for q in range(lo, hi):
                     o = out[q]
@@ -129,9 +131,6 @@ def _forward(x, w, y, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: no cov
                     xa, xb, xc = xr[v], xr[v + dc], xr[v + 2 * dc]
                     for k in range(ck):
                         o[k] = o[k] + xa[k] * wa[k] + xb[k] * wb[k] + xc[k] * wc[k]
-                for j in range(3):
-                    la, ha = _span(ow, sc, oa + j * dc, w_in)
-                    _forward_tap(out, xr, wi[j0 + j], max(la, hi), ha, sc, oa + j * dc)
                 j0 += 3
             for j in range(j0, kw):
                 off = j * dc - pl
