@@ -110,25 +110,33 @@ def test_atomic_write_keeps_permissions_of_the_file_it_replaces(tmp_path):
     assert path.read_bytes() == b"new" and (path.stat().st_mode & 0o777) == 0o751
 
 
-def test_killed_run_leaves_the_previous_results_intact(tmp_path):
-    """SIGKILL while the .npz is being written (its temporary file exists): the old one stays."""
+def _run_until_writing(tmp_path: Path, out: Path, stderr) -> subprocess.Popen:
+    """``gradblocks run`` of a 256 MiB canvas with ``--out out``, returned once the .npz's
+    temporary file exists (the write is under way)."""
     c = Canvas()
     c.add_node("Tensor", attrs={"fill": "ones", "shape": [64, 1024, 1024]}, id="big")
     canvas = tmp_path / "big.gbc.json"
     save_canvas(c, canvas)
-    out = tmp_path / "results.npz"
-    before = _previous(out)
     proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "run", str(canvas), "--out",
                              str(out)], env={**os.environ, "PYTHONPATH": str(REPO)},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=stderr, text=True)
     try:
         while not _leftovers(tmp_path) and proc.poll() is None:
             time.sleep(0.001)
         assert _leftovers(tmp_path), "the run ended before its write could be interrupted"
-        proc.kill()
-    finally:
+    except BaseException:
         proc.kill()
         proc.wait()
+        raise
+    return proc
+
+
+def test_killed_run_leaves_the_previous_results_intact(tmp_path):
+    """SIGKILL while the .npz is being written (its temporary file exists): the old one stays."""
+    out, before = tmp_path / "results.npz", _previous(tmp_path / "results.npz")
+    proc = _run_until_writing(tmp_path, out, subprocess.DEVNULL)
+    proc.kill()
+    proc.wait()
     assert proc.returncode == -signal.SIGKILL
     assert out.read_bytes() == before
     with np.load(out) as data:
@@ -277,19 +285,9 @@ def test_usage_errors_are_one_line(tmp_path):
 def test_terminated_run_removes_its_temporary_file(tmp_path):
     """SIGTERM (kill, a CI timeout) while the .npz is written unwinds like Ctrl+C: the old file
     stays, the temporary file goes, one line says so, exit status 143."""
-    c = Canvas()
-    c.add_node("Tensor", attrs={"fill": "ones", "shape": [64, 1024, 1024]}, id="big")
-    canvas = tmp_path / "big.gbc.json"
-    save_canvas(c, canvas)
-    out = tmp_path / "results.npz"
-    before = _previous(out)
-    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "run", str(canvas), "--out",
-                             str(out)], env={**os.environ, "PYTHONPATH": str(REPO)},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    out, before = tmp_path / "results.npz", _previous(tmp_path / "results.npz")
+    proc = _run_until_writing(tmp_path, out, subprocess.PIPE)
     try:
-        while not _leftovers(tmp_path) and proc.poll() is None:
-            time.sleep(0.001)
-        assert _leftovers(tmp_path), "the run ended before its write could be interrupted"
         proc.terminate()
         _out, err = proc.communicate(timeout=120)
     finally:
