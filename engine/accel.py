@@ -86,9 +86,9 @@ def use_compiled(ctype: np.dtype) -> bool:
 
 def warm_up(dtypes: tuple[str, ...] = COMPUTE_DTYPES) -> None:
     """Compile (or load from the disk cache) the compiled kernels for ``dtypes`` by running
-    each on a tiny problem; a dtype is marked ready when its three depthwise kernels and
-    Winograd's loops are."""
-    from engine import winograd
+    each on a tiny problem; a dtype is marked ready when its three depthwise kernels,
+    Winograd's loops and the per-tap tiles (:mod:`engine.conv_tiles`) are."""
+    from engine import conv_tiles, winograd
     from engine.conv_shapes import conv2d_geometry
 
     module = compiled()
@@ -104,6 +104,7 @@ def warm_up(dtypes: tuple[str, ...] = COMPUTE_DTYPES) -> None:
         module.depthwise_conv2d_backprop_filter(g, x, dy, ct)
         module.depthwise_conv2d_backprop_input(g, dy, w, ct, np.zeros(x.shape, ct))
         winograd.warm((ct.type,))
+        conv_tiles.warm((ct.type,))
         _ready.add(name)
 
 

@@ -31,7 +31,7 @@ import dataclasses
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from engine import parallel
+from engine import conv_tiles, parallel
 from engine.cancel import checkpoint
 from engine.conv_layout import PhaseLayout
 from engine.gemm import gemm_acc
@@ -107,9 +107,11 @@ def conv2d(lay: PhaseLayout, x: np.ndarray, w: np.ndarray, ctype: np.dtype) -> n
     y = np.empty((n, g.out_rows, g.out_cols, co), ctype)
     wc = np.ascontiguousarray(w, ctype)
     few = _few_channels(ci)
+    tiles = not few and conv_tiles.take(ctype)
     per = _per_image_bytes(lay, ci * (1 + few * len(lay.taps)), co, ctype.itemsize)
     for sl in _chunks(n, per):
-        acc = _conv2d_chunk(lay, _flat_phases(lay, x[sl], ctype, few), wc, few)
+        pf = _flat_phases(lay, x[sl], ctype, few)
+        acc = conv_tiles.conv2d(lay, pf, wc) if tiles else _conv2d_chunk(lay, pf, wc, few)
         y[sl] = acc.reshape(-1, lay.hq, lay.wq, co)[:, : g.out_rows, : g.out_cols]
     return y
 
@@ -143,11 +145,14 @@ def conv2d_backprop_filter(
     n, ci, co = x.shape[0], x.shape[3], dy.shape[3]
     dw = np.zeros((g.filter_rows, g.filter_cols, ci, co), ctype)
     few = _few_channels(ci)
+    tiles = conv_tiles.take(ctype)
     per = _per_image_bytes(lay, ci, co, ctype.itemsize)  # im2col blocks are cache-sized
     for sl in _chunks(n, per):
-        pf = _flat_phases(lay, x[sl], ctype, few)
+        pf = _flat_phases(lay, x[sl], ctype, few and not tiles)
         e = lay.embed_output(dy[sl], ctype).reshape(-1, co)
-        dw += _backprop_filter_chunk(lay, pf, e[: e.shape[0] - lay.max_offset], few)
+        e = e[: e.shape[0] - lay.max_offset]
+        dw += (conv_tiles.backprop_filter(lay, pf, e) if tiles
+               else _backprop_filter_chunk(lay, pf, e, few))
     return dw
 
 
@@ -198,15 +203,18 @@ def conv2d_backprop_input(
     n, ci, co = dy.shape[0], w.shape[2], w.shape[3]
     wt = np.ascontiguousarray(w.astype(ctype, copy=False).transpose(0, 1, 3, 2))  # (KH,KW,O,C)
     few = _few_channels(ci)
+    tiles = not few and conv_tiles.take(ctype)
     per = _per_image_bytes(lay, ci * (1 + few * len(lay.taps)), co, ctype.itemsize)
     sr, sc = g.stride_rows, g.stride_cols
     for sl in _chunks(n, per):
         nb = sl.stop - sl.start
         e = lay.embed_output(dy[sl], ctype).reshape(-1, co)
+        e = e[: e.shape[0] - lay.max_offset]
         direct = (not few and lay.identity and out.dtype == ctype
                   and out[sl].flags.c_contiguous)
-        d = _backprop_input_chunk(lay, e[: e.shape[0] - lay.max_offset], wt, few,
-                                  out[sl].reshape(1, 1, -1, ci) if direct else None)
+        into = out[sl].reshape(1, 1, -1, ci) if direct else None
+        d = (conv_tiles.backprop_input(lay, e, wt, into) if tiles
+             else _backprop_input_chunk(lay, e, wt, few, into))
         if direct:  # accumulated straight into the result
             continue
         if few:

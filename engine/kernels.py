@@ -27,7 +27,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from engine import accel, conv_sparse, gemm, kernel_path, winograd
+from engine import accel, conv_sparse, conv_tiles, gemm, kernel_path, winograd
 from engine import conv_compute as cc
 from engine.conv_layout import PhaseLayout
 from engine.conv_shapes import (
@@ -155,16 +155,20 @@ def _sparse(g: ConvGeometry):
     return sp
 
 
-def _phase_layout(g: ConvGeometry, kind: str) -> PhaseLayout:
-    """The phase layout of ``g``, recording the NumPy strategy ``kind`` uses on it."""
+def _phase_layout(g: ConvGeometry, kind: str, ctype: np.dtype) -> PhaseLayout:
+    """The phase layout of ``g``, recording the strategy ``kind`` uses on it: ``numba
+    tiles`` (:mod:`engine.conv_tiles`) or the NumPy one."""
     lay = PhaseLayout.of(g)
+    few = g.filter_in_depth < cc.IM2COL_MAX_CHANNELS
     if g.depthwise:
-        name = "tiles"
+        name = "numpy tiles"
+    elif conv_tiles.take(ctype) and (kind == "filter" or not few):
+        name = "numba tiles"
     elif kind == "input":
-        name = cc.input_strategy(lay, g.filter_in_depth)
+        name = f"numpy {cc.input_strategy(lay, g.filter_in_depth)}"
     else:
-        name = "im2col" if g.filter_in_depth < cc.IM2COL_MAX_CHANNELS else "per-tap"
-    kernel_path.record(f"numpy {name}")
+        name = "numpy im2col" if few else "numpy per-tap"
+    kernel_path.record(name)
     return lay
 
 
@@ -200,7 +204,7 @@ def conv2d(
     if (y := winograd.try_conv2d(g, xv, w, ctype)) is not None:
         _winograd_ran()
         return _from_nhwc(y, data_format, dtype)
-    lay = _phase_layout(g, "forward")
+    lay = _phase_layout(g, "forward", ctype)
     parts = [cc.conv2d(lay, xv[..., si], w[..., so], ctype) for si, so in _group_slices(g)]
     y = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=3)
     return _from_nhwc(y, data_format, dtype)
@@ -235,7 +239,7 @@ def conv2d_backprop_filter(
     if (dw := winograd.try_backprop_filter(g, xv, dyv, ctype)) is not None:
         _winograd_ran()
         return dw.astype(dtype, copy=False)
-    lay = _phase_layout(g, "filter")
+    lay = _phase_layout(g, "filter", ctype)
     parts = [cc.conv2d_backprop_filter(lay, xv[..., si], dyv[..., so], ctype)
              for si, so in _group_slices(g)]
     dw = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=3)
@@ -273,7 +277,7 @@ def conv2d_backprop_input(
         _winograd_ran()
         return _from_nhwc(dx, data_format, dtype)  # no copy for NHWC in the compute dtype
     out, outv = _input_grad_buffer(g, dtype)
-    lay = _phase_layout(g, "input")
+    lay = _phase_layout(g, "input", ctype)
     for si, so in _group_slices(g):
         cc.conv2d_backprop_input(lay, dyv[..., so], w[..., so], ctype, outv[..., si])
     return out
@@ -306,7 +310,7 @@ def depthwise_conv2d_native(
         _ran("numba")  # before the call: the compiled kernel may vouch for its result
         y = accel.compiled().depthwise_conv2d(g, xv, w, ctype)
     else:
-        y = cc.depthwise_conv2d(_phase_layout(g, "forward"), xv, w, ctype)
+        y = cc.depthwise_conv2d(_phase_layout(g, "forward", ctype), xv, w, ctype)
     return _from_nhwc(y, data_format, dtype)
 
 
@@ -341,7 +345,7 @@ def depthwise_conv2d_native_backprop_filter(
         _ran("numba")
         dw = accel.compiled().depthwise_conv2d_backprop_filter(g, xv, dyv, ctype)
     else:
-        dw = cc.depthwise_conv2d_backprop_filter(_phase_layout(g, "filter"), xv, dyv, ctype)
+        dw = cc.depthwise_conv2d_backprop_filter(_phase_layout(g, "filter", ctype), xv, dyv, ctype)
     return dw.astype(dtype, copy=False)
 
 
@@ -380,5 +384,5 @@ def depthwise_conv2d_native_backprop_input(
                                                          _nhwc(out, data_format))
         return out
     out, outv = _input_grad_buffer(g, dtype)
-    cc.depthwise_conv2d_backprop_input(_phase_layout(g, "input"), dyv, w, ctype, outv)
+    cc.depthwise_conv2d_backprop_input(_phase_layout(g, "input", ctype), dyv, w, ctype, outv)
     return out
