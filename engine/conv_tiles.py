@@ -48,6 +48,12 @@ def _jit():
     return conv_tiles_jit
 
 
+def _tile_columns(itemsize: int) -> int:
+    from engine.numba_simd import tile_columns
+
+    return tile_columns(itemsize)
+
+
 def _phase(lay: PhaseLayout, phase_row: int, phase_col: int) -> int:
     return phase_row * lay.g.stride_cols + phase_col
 
@@ -98,19 +104,34 @@ def backprop_filter(lay: PhaseLayout, pf: np.ndarray, e: np.ndarray) -> np.ndarr
     return out.reshape(g.filter_rows, g.filter_cols, ci, co)
 
 
+def panels(b: np.ndarray) -> np.ndarray:
+    """``(taps, k, n)`` matrices as :func:`~engine.conv_tiles_jit.shifted_products` reads them:
+    flat ``(taps, P, k, nr)``, ``nr`` the columns of one register tile, the last panel padded
+    with zeros (never read)."""
+    taps, k, n = b.shape
+    nr = _tile_columns(b.dtype.itemsize)
+    count = -(-n // nr)
+    out = np.zeros((taps, count, k, nr), b.dtype)
+    for p in range(count):
+        out[:, p, :, : min(nr, n - p * nr)] = b[:, :, p * nr : (p + 1) * nr]
+    return out.reshape(-1)
+
+
 def _shifted(c: np.ndarray, c_base: int, rows: int, a: np.ndarray, b: np.ndarray,
-             shifts, a_bases, a_rows: int, b_bases, lda: int, ldb: int, ldc: int, k: int,
-             n: int) -> None:
+             shifts, a_bases, a_rows: int, lda: int, ldc: int) -> None:
     """:func:`~engine.conv_tiles_jit.shifted_products` over destination rows ``[0, rows)``,
-    split over cores."""
+    split over cores; ``b`` the ``(taps, k, n)`` matrices."""
     jit = _jit()
-    s, ab, bb = (np.asarray(v, np.int64) for v in (shifts, a_bases, b_bases))
+    s, ab = (np.asarray(v, np.int64) for v in (shifts, a_bases))
+    _, k, n = b.shape
+    bp = panels(b)
+    nr = _tile_columns(b.dtype.itemsize)
 
     def part(lo: int, hi: int) -> None:
         for q0 in range(lo, hi, CALL_POSITIONS):
             checkpoint()
-            jit.shifted_products(c, a, b, c_base, q0, min(hi, q0 + CALL_POSITIONS), s, ab,
-                                 a_rows, bb, lda, ldb, ldc, k, n, ROW_BLOCK)
+            jit.shifted_products(c, a, bp, c_base, q0, min(hi, q0 + CALL_POSITIONS), s, ab,
+                                 a_rows, lda, ldc, k, n, nr, ROW_BLOCK)
 
     map_ranges(part, rows)
 
@@ -118,36 +139,34 @@ def _shifted(c: np.ndarray, c_base: int, rows: int, a: np.ndarray, b: np.ndarray
 def backprop_input(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray,
                    into: np.ndarray | None) -> np.ndarray:
     """Flat phase gradients ``(sr, sc, L, C)`` of one chunk (accumulated into the zeroed
-    ``into`` when given): ``E`` ``(T, O)`` and the C-contiguous ``wt`` ``(KH, KW, O, C)``."""
+    ``into`` when given): ``E`` ``(T, O)`` and ``wt`` ``(KH, KW, O, C)``."""
     g = lay.g
     t, co = e.shape
     ci = wt.shape[3]
     length = t + lay.max_offset
     d = into if into is not None else np.zeros(
         (g.stride_rows, g.stride_cols, length, ci), e.dtype)
-    dflat, eflat, wflat = d.reshape(-1), np.ascontiguousarray(e).reshape(-1), wt.reshape(-1)
+    dflat, eflat = d.reshape(-1), np.ascontiguousarray(e).reshape(-1)
     for grid in lay.grids:
         taps = [lay.taps[i] for i in grid.taps]
         _shifted(dflat, _phase(lay, grid.phase_row, grid.phase_col) * length * ci, length,
-                 eflat, wflat, [-tap.offset for tap in taps], [0] * len(taps), t,
-                 [(tap.row * g.filter_cols + tap.col) * co * ci for tap in taps],
-                 co, ci, ci, co, ci)
+                 eflat, np.stack([wt[tap.row, tap.col] for tap in taps]),
+                 [-tap.offset for tap in taps], [0] * len(taps), t, co, ci)
     return d
 
 
 def conv2d(lay: PhaseLayout, pf: np.ndarray, wc: np.ndarray) -> np.ndarray:
     """Flat ``(L, O)`` forward result of one chunk's C-contiguous phases ``pf``
     ``(sr, sc, L, C)`` and filter ``wc`` ``(KH, KW, C, O)`` (rows from ``T`` on stay 0)."""
-    g = lay.g
     length, ci = pf.shape[2], pf.shape[3]
     co = wc.shape[3]
     t = length - lay.max_offset
     acc = np.zeros((length, co), wc.dtype)
     taps = lay.taps
-    _shifted(acc.reshape(-1), 0, t, pf.reshape(-1), wc.reshape(-1),
-             [tap.offset for tap in taps],
+    _shifted(acc.reshape(-1), 0, t, pf.reshape(-1),
+             np.stack([wc[tap.row, tap.col] for tap in taps]), [tap.offset for tap in taps],
              [_phase(lay, tap.phase_row, tap.phase_col) * length * ci for tap in taps], length,
-             [(tap.row * g.filter_cols + tap.col) * ci * co for tap in taps], ci, co, co, ci, co)
+             ci, co)
     return acc
 
 
@@ -158,4 +177,4 @@ def warm(dtypes: tuple[type, ...] = (np.float32, np.float64)) -> None:
     for dt in dtypes:
         z = np.zeros(8, dt)
         jit.filter_sums(z, z, z, one * 0, one, one * 0, 0, 1, 1, 1, 1)
-        jit.shifted_products(z, z, z, 0, 0, 1, one * 0, one * 0, 1, one * 0, 1, 1, 1, 1, 1, 1)
+        jit.shifted_products(z, z, z, 0, 0, 1, one * 0, one * 0, 1, 1, 1, 1, 1, 1, 1)

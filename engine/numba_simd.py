@@ -151,12 +151,13 @@ def acc_products3(typingctx, t, x, g, x0, g0, nq, xs, gs, xt):
 
 
 def _gemm_codegen(accumulate: bool):
-    """``C (+)= A @ B`` in register tiles of ``MR`` rows by ``NR`` vectors of columns (then one
-    row at a time, then single vectors, then single columns), the sum over ``l`` in order."""
+    """``C (+)= A @ B`` in register tiles of ``MR`` rows by ``NR`` vectors of columns (the
+    last ``m % MR`` rows as one tile of that many rows; then single vectors, then single
+    columns), the sum over ``l`` in order."""
     def codegen(context, builder, signature, args):
         _, _, _, c0, a0, b0, m, n, kd, ldc, ars, acs, brs = args
         (carr, aarr, barr), fty, lanes, vty = _operands(context, builder, signature, args)
-        mr, nr = (6, 4) if VECTOR_BYTES == 64 else (4, 2)  # accumulators fill the registers
+        mr, nr = tile_shape()
         i64, i32 = ir.IntType(64), ir.IntType(32)
         cp = builder.gep(carr.data, [c0])
         ap = builder.gep(aarr.data, [a0])
@@ -207,9 +208,11 @@ def _gemm_codegen(accumulate: bool):
                 blocks = builder.sdiv(m, const(mr))
                 with cgutils.for_range(builder, blocks) as ib:
                     tile(builder.mul(ib.index, const(mr)), mr, js, nvec)
-                with cgutils.for_range_slice(builder, builder.mul(blocks, const(mr)), m,
-                                             const(1)) as (i, _):
-                    tile(i, 1, js, nvec)
+                last = builder.mul(blocks, const(mr))
+                rem = builder.sub(m, last)
+                for rows in range(1, mr):  # the last rows as one narrower tile
+                    with builder.if_then(builder.icmp_signed("==", rem, const(rows))):
+                        tile(last, rows, js, nvec)
             return builder.add(j0, builder.mul(count, step))
 
         rest = columns(columns(const(0), nr), 1)
@@ -255,3 +258,14 @@ def gemm_set(typingctx, c, a, b, c0, a0, b0, m, n, kd, ldc, ars, acs, brs):
 def lanes(itemsize: int) -> int:
     """Elements per vector of the loops above for an item of ``itemsize`` bytes."""
     return VECTOR_BYTES // itemsize
+
+
+def tile_shape() -> tuple[int, int]:
+    """Rows and vectors of columns of one :func:`gemm_acc` register tile: the accumulators and
+    the operands of one step fill the vector registers (32 with AVX-512, 16 without)."""
+    return (6, 4) if VECTOR_BYTES == 64 else (4, 2)
+
+
+def tile_columns(itemsize: int) -> int:
+    """Columns of one :func:`gemm_acc` register tile for an item of ``itemsize`` bytes."""
+    return tile_shape()[1] * lanes(itemsize)
