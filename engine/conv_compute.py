@@ -7,8 +7,8 @@ phase images ``P`` of ``x`` and the zero-embedded flat ``E`` of ``dy`` (``T`` po
 - conv2d:          ``Y[p]      = sum_t P_t[p + off_t] @ w_t``
 - backprop filter: ``dw_t      = P_t[off_t : off_t + T].T @ E[:T]``
 - backprop input:  ``D_t[p + off_t] += E[p] @ w_t.T``, then phases merged back into ``dx``;
-  at stride 1 gathered instead: ``D[p] = [E[p - off_t] for t] @ [w_t.T for t]`` per cache-sized
-  block of ``p`` (one product with ``K = taps * O``, :func:`_backprop_input_gather`)
+  at stride 1 gathered instead: ``D[p] = sum_a R[p - a*row_step] @ W_a`` per cache-sized
+  block of ``p``, ``R`` one tap row's sources (:func:`_backprop_input_gather`)
 
 Each is one matrix product per filter tap on shifted views (no copies), or, when the channel
 count is too small for a per-tap product to be efficient, one product per cache-sized block of
@@ -32,6 +32,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from engine import conv_tiles, parallel
+from engine.buffers import zeroed
 from engine.cancel import checkpoint
 from engine.conv_layout import PhaseLayout
 from engine.gemm import gemm_acc
@@ -121,7 +122,7 @@ def _conv2d_chunk(lay: PhaseLayout, pf: np.ndarray, wc: np.ndarray, few: bool) -
     length = pf.shape[-1] if few else pf.shape[2]
     t = length - lay.max_offset
     co = wc.shape[3]
-    acc = np.zeros((length, co), wc.dtype)
+    acc = zeroed((length, co), wc.dtype)
     if few:  # one product on the transposed im2col matrix, split over cores
         wg = wc.reshape(len(lay.taps), -1, co)[list(lay.grid_order)].reshape(-1, co)
 
@@ -208,13 +209,19 @@ def conv2d_backprop_input(
     sr, sc = g.stride_rows, g.stride_cols
     for sl in _chunks(n, per):
         nb = sl.stop - sl.start
-        e = lay.embed_output(dy[sl], ctype).reshape(-1, co)
-        e = e[: e.shape[0] - lay.max_offset]
+        if not tiles and not few and input_strategy(lay, ci) == "gather":
+            # E after max_offset zero rows: the gather reads sources before position 0
+            src = lay.embed_output_flat(dy[sl], ctype, lay.max_offset)
+            e = src[lay.max_offset : src.shape[0] - lay.max_offset]
+        else:
+            src = None
+            e = lay.embed_output(dy[sl], ctype).reshape(-1, co)
+            e = e[: e.shape[0] - lay.max_offset]
         direct = (not few and lay.identity and out.dtype == ctype
                   and out[sl].flags.c_contiguous)
         into = out[sl].reshape(1, 1, -1, ci) if direct else None
         d = (conv_tiles.backprop_input(lay, e, wt, into) if tiles
-             else _backprop_input_chunk(lay, e, wt, few, into))
+             else _backprop_input_chunk(lay, e, wt, few, into, src))
         if direct:  # accumulated straight into the result
             continue
         if few:
@@ -241,54 +248,61 @@ def gather_block(lay: PhaseLayout, o: int, itemsize: int) -> int:
 
 
 def _backprop_input_gather(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray,
-                           into: np.ndarray | None) -> np.ndarray:
-    """Stride-1 ``D[p] = sum_t E[p - off_t] @ w_t.T`` as one product per cache-sized block
-    of destinations ``p``: the block's ``(B, taps, O)`` sources are gathered by one strided copy
-    of the zero-headed ``E`` (the taps form one grid, see :class:`PhaseGrid`), then multiplied
-    by the stacked ``(taps * O, C)`` filter straight into ``D``. Blocks are split over cores."""
+                           into: np.ndarray | None, src: np.ndarray | None = None) -> np.ndarray:
+    """Stride-1 ``D[p] = sum_t E[p - off_t] @ w_t.T`` in cache-sized blocks of destinations
+    ``p``, one product per row ``a`` of the tap grid: ``D[p] += R[p - a*row_step] @ W_a`` with
+    ``R[q] = [E[q - b*col_step] for b in grid columns]`` gathered once per block (one strided
+    copy of the zero-headed ``E``, a third of the full im2col for a 3x3 filter: every grid row
+    reads ``R`` at its own row shift) and ``W_a`` the grid row's stacked ``(cols * O, C)``
+    filter. The first row's product writes ``D``, the others add in place (BLAS, ``beta = 1``).
+    Blocks are split over cores."""
     (grid,) = lay.grids
     t, co, ci = e.shape[0], wt.shape[2], wt.shape[3]
     head = lay.max_offset
     length = t + head
     d = into if into is not None else np.empty((1, 1, length, ci), e.dtype)
     dflat = d.reshape(length, ci)
-    src = np.empty((head + length, co), e.dtype)  # E with max_offset zero rows before it
-    src[:head] = 0
-    src[head : head + t] = e
-    src[head + t :] = 0
-    order = list(grid.taps)  # grid order of the gathered columns
-    ws = wt.reshape(len(lay.taps), co, ci)[order].reshape(-1, ci)
+    if src is None:  # E between max_offset zero rows (embed_output_flat's layout)
+        src = np.zeros((2 * head + t, co), e.dtype)
+        src[head : head + t] = e
+    ws = wt.reshape(len(lay.taps), co, ci)[list(grid.taps)].reshape(grid.rows, -1, ci)
     block = gather_block(lay, co, e.itemsize)
+    reach = (grid.rows - 1) * grid.row_step  # extra R rows the grid rows shift over
     s0, s1 = src.strides
 
     def part(lo: int, hi: int) -> None:
-        cols = np.empty((block, grid.rows, grid.cols, co), e.dtype)
+        r = np.empty((block + reach, grid.cols, co), e.dtype)
         for b0 in range(lo, hi, block):
             checkpoint()
             b1 = min(hi, b0 + block)
-            first = src[head - grid.offset + b0 :]  # row of tap (0, 0) for destination b0
-            view = as_strided(first, shape=(b1 - b0, grid.rows, grid.cols, co),
-                              strides=(s0, -grid.row_step * s0, -grid.col_step * s0, s1),
-                              writeable=False)
-            c = cols[: b1 - b0]
-            c[...] = view
-            np.matmul(c.reshape(b1 - b0, -1), ws, out=dflat[b0:b1])
+            first = src[head - grid.offset - reach + b0 :]  # R[0]: column 0 of the last row
+            view = as_strided(first, shape=(b1 - b0 + reach, grid.cols, co),
+                              strides=(s0, -grid.col_step * s0, s1), writeable=False)
+            rb = r[: b1 - b0 + reach]
+            rb[...] = view
+            rows = rb.reshape(b1 - b0 + reach, -1)
+            for a in range(grid.rows):
+                shift = reach - a * grid.row_step
+                if a == 0:
+                    np.matmul(rows[shift : shift + b1 - b0], ws[a], out=dflat[b0:b1])
+                else:
+                    gemm_acc(dflat[b0:b1], rows[shift : shift + b1 - b0], ws[a])
 
     map_ranges(part, length, block)  # one-thread BLAS per core: small products stay cheap
     return d
 
 
 def _backprop_input_chunk(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray, few: bool,
-                          into: np.ndarray | None = None):
+                          into: np.ndarray | None = None, src: np.ndarray | None = None):
     """Flat phase gradients of one chunk: ``(sr, sc, C, L)`` if ``few`` else ``(sr, sc, L, C)``
     (accumulated into the zeroed ``into`` when given)."""
     g = lay.g
     t, ci, co = e.shape[0], wt.shape[3], wt.shape[2]
     length = t + lay.max_offset
     if not few and input_strategy(lay, ci) == "gather":
-        return _backprop_input_gather(lay, e, wt, into)
+        return _backprop_input_gather(lay, e, wt, into, src)
     if not few:  # one product per tap accumulated in place into the shifted phase view
-        d = into if into is not None else np.zeros(
+        d = into if into is not None else zeroed(
             (g.stride_rows, g.stride_cols, length, ci), e.dtype)
         for tap in lay.taps:
             checkpoint()
@@ -296,7 +310,7 @@ def _backprop_input_chunk(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray, few: 
             gemm_acc(dst, e, wt[tap.row, tap.col])
         return d
     # col2im: one product, then contiguous per-tap plane adds split over cores by destination
-    d = np.zeros((g.stride_rows, g.stride_cols, ci, length), e.dtype)
+    d = zeroed((g.stride_rows, g.stride_cols, ci, length), e.dtype)
     cols = (wt.transpose(0, 1, 3, 2).reshape(-1, co) @ e.T).reshape(len(lay.taps), ci, t)
 
     def part(lo: int, hi: int) -> None:

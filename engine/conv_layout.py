@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.buffers import zeroed
 from engine.conv_shapes import ConvGeometry
 from engine.parallel import copy_ranges
 
@@ -130,7 +131,7 @@ class PhaseLayout:
         if self.identity and not planar and x.dtype == dtype and x.flags.c_contiguous:
             return x.reshape(1, 1, *x.shape)
         inner = (c, n, self.hq, self.wq) if planar else (n, self.hq, self.wq, c)
-        out = np.zeros((g.stride_rows, g.stride_cols, *inner), dtype)
+        out = zeroed((g.stride_rows, g.stride_cols, *inner), dtype)
         spans = list(self.spans())
 
         def part(lo: int, hi: int) -> None:  # images [lo, hi): copies split over cores
@@ -161,8 +162,14 @@ class PhaseLayout:
         """NHWC ``y`` of the output's size, zero-padded to ``(N, Hq, Wq, C)`` in ``dtype``."""
         if y.shape[1:3] == (self.hq, self.wq) and y.dtype == dtype and y.flags.c_contiguous:
             return y
+        return self.embed_output_flat(y, dtype, 0).reshape(-1, self.hq, self.wq, y.shape[3])
+
+    def embed_output_flat(self, y: np.ndarray, dtype: np.dtype, head: int) -> np.ndarray:
+        """:meth:`embed_output` flattened to ``(N * Hq * Wq, C)`` after ``head`` zero rows."""
         n, h, w = y.shape[:3]
-        out = np.empty((n, self.hq, self.wq, y.shape[3]), dtype)
+        flat = np.empty((head + n * self.hq * self.wq, y.shape[3]), dtype)
+        flat[:head] = 0
+        out = flat[head:].reshape(n, self.hq, self.wq, y.shape[3])
         out[:, h:] = 0
         out[:, :h, w:] = 0
 
@@ -170,7 +177,7 @@ class PhaseLayout:
             out[lo:hi, :h, :w] = y[lo:hi]
 
         copy_ranges(part, n, y[:1].nbytes)
-        return out
+        return flat
 
 
 def _grids(taps: list[Tap], filter_cols: int) -> tuple[PhaseGrid, ...]:

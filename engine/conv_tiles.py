@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine import accel
+from engine.buffers import zeroed
 from engine.cancel import checkpoint
 from engine.conv_layout import PhaseLayout
 from engine.parallel import map_ranges
@@ -144,7 +145,7 @@ def backprop_input(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray,
     t, co = e.shape
     ci = wt.shape[3]
     length = t + lay.max_offset
-    d = into if into is not None else np.zeros(
+    d = into if into is not None else zeroed(
         (g.stride_rows, g.stride_cols, length, ci), e.dtype)
     dflat, eflat = d.reshape(-1), np.ascontiguousarray(e).reshape(-1)
     for grid in lay.grids:
@@ -161,7 +162,7 @@ def conv2d(lay: PhaseLayout, pf: np.ndarray, wc: np.ndarray) -> np.ndarray:
     length, ci = pf.shape[2], pf.shape[3]
     co = wc.shape[3]
     t = length - lay.max_offset
-    acc = np.zeros((length, co), wc.dtype)
+    acc = zeroed((length, co), wc.dtype)
     taps = lay.taps
     _shifted(acc.reshape(-1), 0, t, pf.reshape(-1),
              np.stack([wc[tap.row, tap.col] for tap in taps]), [tap.offset for tap in taps],

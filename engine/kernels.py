@@ -29,6 +29,7 @@ import numpy as np
 
 from engine import accel, conv_sparse, conv_tiles, gemm, kernel_path, winograd
 from engine import conv_compute as cc
+from engine.buffers import zeroed
 from engine.conv_layout import PhaseLayout
 from engine.conv_shapes import (
     ConvGeometry,
@@ -174,7 +175,7 @@ def _phase_layout(g: ConvGeometry, kind: str, ctype: np.dtype) -> PhaseLayout:
 
 def _input_grad_buffer(g: ConvGeometry, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
     """Zeroed result in ``g.data_format`` and its NHWC view."""
-    out = np.zeros(g.input_shape, dtype)
+    out = zeroed(g.input_shape, dtype)
     return out, _nhwc(out, g.data_format)
 
 
