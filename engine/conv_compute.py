@@ -219,6 +219,10 @@ def conv2d_backprop_input(
             e = e[: e.shape[0] - lay.max_offset]
         direct = (not few and lay.identity and out.dtype == ctype
                   and out[sl].flags.c_contiguous)
+        if tiles and not direct and out.dtype == ctype and (
+                flat := conv_tiles.flat_nhwc(out[sl])):
+            conv_tiles.backprop_input_into(lay, e, wt, out[sl], flat)  # no phase buffer
+            continue
         into = out[sl].reshape(1, 1, -1, ci) if direct else None
         d = (conv_tiles.backprop_input(lay, e, wt, into) if tiles
              else _backprop_input_chunk(lay, e, wt, few, into, src))

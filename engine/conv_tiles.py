@@ -23,6 +23,7 @@ each :data:`CALL_POSITIONS` positions of a core's range.
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from engine import accel
 from engine.buffers import zeroed
@@ -154,6 +155,66 @@ def backprop_input(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray,
                  eflat, np.stack([wt[tap.row, tap.col] for tap in taps]),
                  [-tap.offset for tap in taps], [0] * len(taps), t, co, ci)
     return d
+
+
+def flat_nhwc(out: np.ndarray) -> tuple[np.ndarray, tuple[int, int, int]] | None:
+    """``out`` (an NHWC view, channels adjacent) as a flat array over its extent and its
+    element strides ``(image, row, column)``; None when the channels are not adjacent."""
+    it = out.itemsize
+    if out.size == 0 or out.strides[3] != it or any(s % it or s < 0 for s in out.strides):
+        return None
+    steps = tuple(s // it for s in out.strides[:3])
+    extent = sum((d - 1) * s for d, s in zip(out.shape[:3], steps)) + out.shape[3]
+    return as_strided(out, shape=(extent,), strides=(it,)), steps  # type: ignore[return-value]
+
+
+def backprop_input_into(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray, out: np.ndarray,
+                        flat: tuple[np.ndarray, tuple[int, int, int]]) -> None:
+    """The input gradient of one chunk added straight into the zeroed NHWC ``out`` (its
+    :func:`flat_nhwc` view ``flat``) in the compute dtype: each phase's rows that hold input
+    rows are segments of ``out`` with a column step of ``stride_cols`` pixels, so no phase
+    buffer is zeroed, filled and merged, and the phase positions outside the input (the
+    padding the layout adds) are never computed."""
+    g = lay.g
+    t, co = e.shape
+    ci = wt.shape[3]
+    base, (sn, sh, sw) = flat
+    eflat = np.ascontiguousarray(e).reshape(-1)
+    nb = out.shape[0]
+    for pr, pc, (rs, cs), (ri, cols) in lay.spans():
+        grid = next((gr for gr in lay.grids if (gr.phase_row, gr.phase_col) == (pr, pc)), None)
+        if grid is None:
+            continue  # no tap writes this phase: its pixels stay 0
+        taps = [lay.taps[i] for i in grid.taps]
+        shifts = np.array([-tap.offset for tap in taps], np.int64)
+        bp = panels(np.stack([wt[tap.row, tap.col] for tap in taps]))
+        rows = np.arange(rs.start, rs.stop)
+        n_idx = np.repeat(np.arange(nb), len(rows))
+        i_idx = np.tile(rows, nb)
+        q_starts = ((n_idx * lay.hq + i_idx) * lay.wq + cs.start).astype(np.int64)
+        out_rows = ri.start + (i_idx - rs.start) * g.stride_rows
+        c_bases = (n_idx * sn + out_rows * sh + cols.start * sw).astype(np.int64)
+        _segments(base, eflat, bp, c_bases, q_starts, cs.stop - cs.start,
+                  g.stride_cols * sw, shifts, t, co, ci)
+
+
+def _segments(c: np.ndarray, a: np.ndarray, bp: np.ndarray, c_bases: np.ndarray,
+              q_starts: np.ndarray, length: int, ldc: int, shifts: np.ndarray, a_rows: int,
+              k: int, n: int) -> None:
+    """:func:`~engine.conv_tiles_jit.segment_products` over every segment, split over cores
+    (each segment has one owner), a cancel checkpoint before each call."""
+    jit = _jit()
+    per_call = max(1, CALL_POSITIONS // max(1, length))
+    zeros = np.zeros(len(shifts), np.int64)
+    nr = _tile_columns(a.dtype.itemsize)
+
+    def part(lo: int, hi: int) -> None:
+        for s0 in range(lo, hi, per_call):
+            checkpoint()
+            jit.segment_products(c, a, bp, c_bases, q_starts, length, ldc, s0,
+                                 min(hi, s0 + per_call), shifts, zeros, a_rows, k, k, n, nr)
+
+    map_ranges(part, len(q_starts), max(1, ROW_BLOCK * 16 // max(1, length)))
 
 
 def conv2d(lay: PhaseLayout, pf: np.ndarray, wc: np.ndarray) -> np.ndarray:

@@ -61,3 +61,23 @@ def shifted_products(c, a, b, c_base, q_lo, q_hi, shifts, a_bases, a_rows, lda, 
                     gemm_acc(c, a, b, c_base + (s0 - s) * ldc + pj * nr, a_bases[t] + s0 * lda,
                              (t * panels + pj) * k * nr, s1 - s0, min(nr, n - pj * nr), k, ldc,
                              lda, 1, nr)
+
+
+@njit(nogil=True, cache=True)
+def segment_products(c, a, b, c_bases, q_starts, length, ldc, s_lo, s_hi, shifts, a_bases,
+                     a_rows, lda, k, n, nr):  # pragma: no cover
+    """:func:`shifted_products` on row segments written where they belong:
+    ``c[c_bases[s] + r*ldc + j] += sum_t sum_l a[a_bases[t] + (q + shifts[t])*lda + l] *
+    B_t[l, j]`` with ``q = q_starts[s] + r`` for the segments ``s_lo <= s < s_hi``,
+    ``r < length``, ``j < n`` (``b`` in panels as there)."""
+    panels = (n + nr - 1) // nr
+    for seg in range(s_lo, s_hi):
+        q0 = q_starts[seg]
+        for t in range(shifts.shape[0]):
+            s = shifts[t]
+            s0, s1 = max(q0 + s, 0), min(q0 + length + s, a_rows)
+            if s1 > s0:
+                for pj in range(panels):
+                    gemm_acc(c, a, b, c_bases[seg] + (s0 - s - q0) * ldc + pj * nr,
+                             a_bases[t] + s0 * lda, (t * panels + pj) * k * nr, s1 - s0,
+                             min(nr, n - pj * nr), k, ldc, lda, 1, nr)
