@@ -196,15 +196,21 @@ def _filter_grad_im2col(lay, pf, e, lo, hi, shape) -> np.ndarray:
     return out.reshape(shape)
 
 
-def conv2d_backprop_input(
-    lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype: np.dtype, out: np.ndarray
-) -> None:
-    """Input gradient written into zeroed NHWC ``out`` (one group)."""
+def conv2d_backprop_input(lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype: np.dtype,
+                          out: np.ndarray, cleared: bool = True) -> None:
+    """Input gradient written into NHWC ``out`` (one group), zeroed unless ``cleared`` is
+    False: then it is zeroed here, except where every element is written without being read
+    (the gathered or compiled stride-1 products straight into a C-contiguous ``out`` in the
+    compute dtype), which saves a pass over the result."""
     g = lay.g
     n, ci, co = dy.shape[0], w.shape[2], w.shape[3]
     wt = np.ascontiguousarray(w.astype(ctype, copy=False).transpose(0, 1, 3, 2))  # (KH,KW,O,C)
     few = _few_channels(ci)
     tiles = not few and conv_tiles.take(ctype)
+    whole = (not few and lay.identity and out.dtype == ctype and out.flags.c_contiguous
+             and (tiles or input_strategy(lay, ci) == "gather"))
+    if not cleared and not whole:
+        out[...] = 0
     per = _per_image_bytes(lay, ci * (1 + few * len(lay.taps)), co, ctype.itemsize)
     sr, sc = g.stride_rows, g.stride_cols
     for sl in _chunks(n, per):

@@ -120,7 +120,7 @@ def panels(b: np.ndarray) -> np.ndarray:
 
 
 def _shifted(c: np.ndarray, c_base: int, rows: int, a: np.ndarray, b: np.ndarray,
-             shifts, a_bases, a_rows: int, lda: int, ldc: int) -> None:
+             shifts, a_bases, a_rows: int, lda: int, ldc: int, overwrite: bool) -> None:
     """:func:`~engine.conv_tiles_jit.shifted_products` over destination rows ``[0, rows)``,
     split over cores; ``b`` the ``(taps, k, n)`` matrices."""
     jit = _jit()
@@ -133,27 +133,30 @@ def _shifted(c: np.ndarray, c_base: int, rows: int, a: np.ndarray, b: np.ndarray
         for q0 in range(lo, hi, CALL_POSITIONS):
             checkpoint()
             jit.shifted_products(c, a, bp, c_base, q0, min(hi, q0 + CALL_POSITIONS), s, ab,
-                                 a_rows, lda, ldc, k, n, nr, ROW_BLOCK)
+                                 a_rows, lda, ldc, k, n, nr, ROW_BLOCK, overwrite)
 
     map_ranges(part, rows)
 
 
 def backprop_input(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray,
                    into: np.ndarray | None) -> np.ndarray:
-    """Flat phase gradients ``(sr, sc, L, C)`` of one chunk (accumulated into the zeroed
-    ``into`` when given): ``E`` ``(T, O)`` and ``wt`` ``(KH, KW, O, C)``."""
+    """Flat phase gradients ``(sr, sc, L, C)`` of one chunk (written into ``into`` when given;
+    its contents do not matter): ``E`` ``(T, O)`` and ``wt`` ``(KH, KW, O, C)``."""
     g = lay.g
     t, co = e.shape
     ci = wt.shape[3]
     length = t + lay.max_offset
     d = into if into is not None else zeroed(
         (g.stride_rows, g.stride_cols, length, ci), e.dtype)
+    whole = len(lay.grids) == g.stride_rows * g.stride_cols  # every phase written
+    if into is not None and not whole:
+        into[...] = 0
     dflat, eflat = d.reshape(-1), np.ascontiguousarray(e).reshape(-1)
     for grid in lay.grids:
         taps = [lay.taps[i] for i in grid.taps]
         _shifted(dflat, _phase(lay, grid.phase_row, grid.phase_col) * length * ci, length,
                  eflat, np.stack([wt[tap.row, tap.col] for tap in taps]),
-                 [-tap.offset for tap in taps], [0] * len(taps), t, co, ci)
+                 [-tap.offset for tap in taps], [0] * len(taps), t, co, ci, whole)
     return d
 
 
@@ -223,20 +226,25 @@ def conv2d(lay: PhaseLayout, pf: np.ndarray, wc: np.ndarray) -> np.ndarray:
     length, ci = pf.shape[2], pf.shape[3]
     co = wc.shape[3]
     t = length - lay.max_offset
-    acc = zeroed((length, co), wc.dtype)
+    acc = np.empty((length, co), wc.dtype)
+    acc[t:] = 0
     taps = lay.taps
     _shifted(acc.reshape(-1), 0, t, pf.reshape(-1),
              np.stack([wc[tap.row, tap.col] for tap in taps]), [tap.offset for tap in taps],
              [_phase(lay, tap.phase_row, tap.phase_col) * length * ci for tap in taps], length,
-             ci, co)
+             ci, co, True)
     return acc
 
 
 def warm(dtypes: tuple[type, ...] = (np.float32, np.float64)) -> None:
-    """Compile (or load from numba's disk cache) both loops for ``dtypes``."""
+    """Compile (or load from numba's disk cache) the loops for ``dtypes``."""
     jit = _jit()
     one = np.ones(1, np.int64)
     for dt in dtypes:
         z = np.zeros(8, dt)
         jit.filter_sums(z, z, z, one * 0, one, one * 0, 0, 1, 1, 1, 1)
-        jit.shifted_products(z, z, z, 0, 0, 1, one * 0, one * 0, 1, 1, 1, 1, 1, 1, 1)
+        for overwrite in (False, True):
+            jit.shifted_products(z, z, z, 0, 0, 1, one * 0, one * 0, 1, 1, 1, 1, 1, 1, 1,
+                                 overwrite)
+        jit.segment_products(z, z, z, one * 0, one * 0, 1, 1, 0, 1, one * 0, one * 0, 1, 1, 1,
+                             1, 1)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from numba import njit
 
-from engine.numba_simd import gemm_acc
+from engine.numba_simd import gemm_acc, gemm_set
 
 #: SHA-256 of ``engine/numba_simd.py`` (see :data:`engine.numba_depthwise.SIMD_SOURCE_SHA256`:
 #: numba's cache of this file's loops is rebuilt only when this file changes).
@@ -44,11 +44,12 @@ def filter_sums(out, p, e, a_bases, rows, out_bases, lo, hi, lda, co, kc):  # pr
 
 @njit(nogil=True, cache=True)
 def shifted_products(c, a, b, c_base, q_lo, q_hi, shifts, a_bases, a_rows, lda, ldc, k, n, nr,
-                     mb):  # pragma: no cover
-    """``c[c_base + q*ldc + j] += sum_t sum_{l < k} a[a_bases[t] + (q + shifts[t])*lda + l] *
+                     mb, overwrite):  # pragma: no cover
+    """``c[c_base + q*ldc + j] (+)= sum_t sum_{l < k} a[a_bases[t] + (q + shifts[t])*lda + l] *
     B_t[l, j]`` for ``q_lo <= q < q_hi``, ``j < n``, the taps ``t`` whose source row
-    ``q + shifts[t]`` is in ``[0, a_rows)``, in tap order. ``b`` holds each ``B_t`` as panels of
-    ``nr`` columns (:func:`engine.conv_tiles.panels`): ``B_t[l, j]`` at
+    ``q + shifts[t]`` is in ``[0, a_rows)``, in tap order; with ``overwrite`` the rows are
+    written, not added to (``c`` may hold anything there). ``b`` holds each ``B_t`` as panels
+    of ``nr`` columns (:func:`engine.conv_tiles.panels`): ``B_t[l, j]`` at
     ``((t*P + j // nr)*k + l)*nr + j % nr`` with ``P = ceil(n / nr)`` panels."""
     panels = (n + nr - 1) // nr
     for q0 in range(q_lo, q_hi, mb):
@@ -56,11 +57,22 @@ def shifted_products(c, a, b, c_base, q_lo, q_hi, shifts, a_bases, a_rows, lda, 
         for t in range(shifts.shape[0]):
             s = shifts[t]
             s0, s1 = max(q0 + s, 0), min(q1 + s, a_rows)
+            first = overwrite and t == 0
+            if first and (s1 <= s0 or s0 - s > q0 or s1 - s < q1):
+                for q in range(q0, q1):  # the first tap does not cover the block: zero it
+                    row = c_base + q * ldc
+                    c[row : row + n] = 0
+                first = False
             if s1 > s0:
                 for pj in range(panels):
-                    gemm_acc(c, a, b, c_base + (s0 - s) * ldc + pj * nr, a_bases[t] + s0 * lda,
-                             (t * panels + pj) * k * nr, s1 - s0, min(nr, n - pj * nr), k, ldc,
-                             lda, 1, nr)
+                    c0 = c_base + (s0 - s) * ldc + pj * nr
+                    b0 = (t * panels + pj) * k * nr
+                    if first:
+                        gemm_set(c, a, b, c0, a_bases[t] + s0 * lda, b0, s1 - s0,
+                                 min(nr, n - pj * nr), k, ldc, lda, 1, nr)
+                    else:
+                        gemm_acc(c, a, b, c0, a_bases[t] + s0 * lda, b0, s1 - s0,
+                                 min(nr, n - pj * nr), k, ldc, lda, 1, nr)
 
 
 @njit(nogil=True, cache=True)

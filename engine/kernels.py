@@ -277,10 +277,11 @@ def conv2d_backprop_input(
     if (dx := winograd.try_backprop_input(g, dyv, w, ctype)) is not None:
         _winograd_ran()
         return _from_nhwc(dx, data_format, dtype)  # no copy for NHWC in the compute dtype
-    out, outv = _input_grad_buffer(g, dtype)
     lay = _phase_layout(g, "input", ctype)
+    out = np.empty(g.input_shape, dtype)  # each group's call zeroes it where needed
+    outv = _nhwc(out, g.data_format)
     for si, so in _group_slices(g):
-        cc.conv2d_backprop_input(lay, dyv[..., so], w[..., so], ctype, outv[..., si])
+        cc.conv2d_backprop_input(lay, dyv[..., so], w[..., so], ctype, outv[..., si], False)
     return out
 
 

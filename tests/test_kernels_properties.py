@@ -1,9 +1,11 @@
 """The fast kernels against the slow reference on random cases, and the adjoint identities."""
 
+import os
 from contextlib import contextmanager
 
 import ml_dtypes
 import numpy as np
+import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
@@ -149,15 +151,62 @@ def _per_tap_products():
         conv_compute.IM2COL_MAX_CHANNELS = old
 
 
-@given(conv_cases())
-def test_per_tap_product_paths_match_reference(case):
-    with _per_tap_products():
+@contextmanager
+def _kernels(path: str):
+    """``GRADBLOCKS_KERNELS=path`` inside (``auto`` takes the compiled tiles when numba is
+    installed, as in CI; ``numpy`` the NumPy per-tap and gathered products)."""
+    old = os.environ.get("GRADBLOCKS_KERNELS")
+    os.environ["GRADBLOCKS_KERNELS"] = path
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["GRADBLOCKS_KERNELS"]
+        else:
+            os.environ["GRADBLOCKS_KERNELS"] = old
+
+
+@contextmanager
+def _poisoned_empty():
+    """Every ``np.empty`` float array starts as 1234.5: a buffer or result the kernels allocate
+    without zeroing and then read before writing (or leave partly unwritten) shows. Finite on
+    purpose: a NaN result would send the call to the NaN/Inf path and hide the read."""
+    real = np.empty
+
+    def empty(shape, dtype=float, *args, **kwargs):
+        out = real(shape, dtype, *args, **kwargs)
+        if out.dtype.kind == "f" or out.dtype in (ml_dtypes.bfloat16,):
+            out.fill(1234.5)
+        return out
+
+    np.empty = empty
+    try:
+        yield
+    finally:
+        np.empty = real
+
+
+@pytest.mark.parametrize("path", ["numpy", "auto"])
+@given(case=conv_cases())
+def test_per_tap_product_paths_match_reference(path, case):
+    with _per_tap_products(), _kernels(path):
         _check_family(*CONV, case)
 
 
-@given(conv_cases())
-def test_per_tap_product_paths_in_parallel_match_reference(case):
-    with _per_tap_products(), _threads_on_tiny_cases():
+@pytest.mark.parametrize("path", ["numpy", "auto"])
+@given(case=conv_cases())
+def test_per_tap_product_paths_in_parallel_match_reference(path, case):
+    with _per_tap_products(), _threads_on_tiny_cases(), _kernels(path):
+        _check_family(*CONV, case)
+
+
+@pytest.mark.parametrize("path", ["numpy", "auto"])
+@given(case=conv_cases())
+def test_no_path_reads_a_buffer_it_did_not_write(path, case):
+    """Results and work buffers allocated with ``np.empty`` (the input gradient's result is
+    zeroed only where its path does not write every element) are written before they are
+    read: with every such buffer starting as garbage, the results still match the reference."""
+    with _per_tap_products(), _kernels(path), _poisoned_empty():
         _check_family(*CONV, case)
 
 
