@@ -25,14 +25,14 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from engine import accel
+from engine import accel, parallel
 from engine.buffers import zeroed
 from engine.cancel import checkpoint
 from engine.conv_layout import PhaseLayout
 from engine.parallel import map_ranges
 
-#: Positions per K block of the filter-gradient tiles (measured: 128-512 within 3%).
-FILTER_BLOCK = 256
+#: Positions per K block of the filter-gradient tiles (measured: 128 best, 64-512 within 10%).
+FILTER_BLOCK = 128
 #: Destination rows per block of the forward / input-gradient tiles (6-384 within 3%).
 ROW_BLOCK = 96
 #: Positions (or destination rows) per compiled call: a cancel checkpoint between calls.
@@ -117,6 +117,43 @@ def panels(b: np.ndarray) -> np.ndarray:
     for p in range(count):
         out[:, p, :, : min(nr, n - p * nr)] = b[:, :, p * nr : (p + 1) * nr]
     return out.reshape(-1)
+
+
+def backprop_filter_direct(g, x: np.ndarray, dy: np.ndarray) -> np.ndarray | None:
+    """``(KH, KW, C, O)`` filter gradient of NHWC ``x`` and ``dy`` (one group, both in the
+    compute dtype) read in place: each tap's operand is a window of ``x`` (column step
+    ``stride_cols`` pixels, row step ``stride_rows`` rows) against the same rows of ``dy``, so
+    no phase images and no zero-embedded ``dy`` are built; taps and pixels that would read
+    padding are clipped away. None when an operand's channels are not adjacent."""
+    fx, fd = flat_nhwc(x), flat_nhwc(dy)
+    if fx is None or fd is None or g.out_rows == 0 or g.out_cols == 0:
+        return None
+    (xf, xs), (df, ds) = fx, fd
+    ci, co = x.shape[3], dy.shape[3]
+    taps = [(i, j) for i in range(g.filter_rows) for j in range(g.filter_cols)]
+    row_offs = np.array([i * g.dilation_rows - g.pad_top for i, _ in taps], np.int64)
+    col_offs = np.array([j * g.dilation_cols - g.pad_left for _, j in taps], np.int64)
+    rows = max(1, FILTER_BLOCK // g.out_cols)  # output rows per work item: one K block
+    blocks = -(-g.out_rows // rows)
+    items = x.shape[0] * blocks
+    per_call = max(1, CALL_POSITIONS // (rows * g.out_cols))
+    xsa, dsa = np.array(xs, np.int64), np.array(ds, np.int64)
+    jit = _jit()
+
+    def part(lo: int, hi: int) -> np.ndarray:
+        acc = np.zeros(len(taps) * ci * co, x.dtype)
+        for w0 in range(lo, hi, per_call):
+            checkpoint()
+            jit.filter_direct(acc, xf, df, w0, min(hi, w0 + per_call), blocks, rows, xsa, dsa,
+                              g.stride_rows, g.stride_cols, g.in_rows, g.in_cols, g.out_rows,
+                              g.out_cols, row_offs, col_offs, ci, co)
+        return acc
+
+    parts = map_ranges(part, items, max(1, parallel.MIN_POSITIONS_PER_RANGE // (rows * g.out_cols)))
+    acc = parts[0]
+    for p in parts[1:]:
+        acc += p
+    return acc.reshape(g.filter_rows, g.filter_cols, ci, co)
 
 
 def _shifted(c: np.ndarray, c_base: int, rows: int, a: np.ndarray, b: np.ndarray,

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from numba import njit
 
-from engine.numba_simd import gemm_acc, gemm_set
+from engine.numba_simd import gemm_acc, gemm_acc2, gemm_set
 
 #: SHA-256 of ``engine/numba_simd.py`` (see :data:`engine.numba_depthwise.SIMD_SOURCE_SHA256`:
 #: numba's cache of this file's loops is rebuilt only when this file changes).
-SIMD_SOURCE_SHA256 = "a8af5695f09a4a4edfecc54f7ca84c4544f0b9dccd30f30cd8ed5cb7d4eb8917"
+SIMD_SOURCE_SHA256 = "9742561cca2506203b6af4c12094577078aff532acead35d7eb8dffdae4e0db8"
 
 
 @njit(nogil=True, cache=True)
@@ -93,3 +93,30 @@ def segment_products(c, a, b, c_bases, q_starts, length, ldc, s_lo, s_hi, shifts
                     gemm_acc(c, a, b, c_bases[seg] + (s0 - s - q0) * ldc + pj * nr,
                              a_bases[t] + s0 * lda, (t * panels + pj) * k * nr, s1 - s0,
                              min(nr, n - pj * nr), k, ldc, lda, 1, nr)
+
+
+@njit(nogil=True, cache=True)
+def filter_direct(out, x, dy, items_lo, items_hi, blocks, rows_per_block, xs, ds, sr, sc,
+                  in_rows, in_cols, out_rows, out_cols, row_offs, col_offs, ci, co):  # pragma: no cover
+    """``out[t*ci*co + i*co + j] += sum_{r, c} x[n, r*sr + row_offs[t], c*sc + col_offs[t], i]
+    * dy[n, r, c, j]`` over the pixels ``(r, c)`` whose input pixel is inside ``x``, for the
+    work items ``items_lo <= w < items_hi`` (image ``n = w // blocks``, output rows
+    ``[b*rows_per_block, (b+1)*rows_per_block)`` with ``b = w % blocks``), read in place:
+    ``x`` and ``dy`` flat with element strides ``xs``/``ds`` = (image, row, column) and adjacent
+    channels. Per item, every tap sums its window of the same rows of ``dy`` (in cache)."""
+    for w in range(items_lo, items_hi):
+        n, b = w // blocks, w % blocks
+        r_a = b * rows_per_block
+        r_b = min(out_rows, r_a + rows_per_block)
+        for t in range(row_offs.shape[0]):
+            ro, cofs = row_offs[t], col_offs[t]
+            r_lo = max(r_a, (-ro + sr - 1) // sr) if ro < 0 else r_a
+            r_hi = min(r_b, (in_rows - 1 - ro) // sr + 1) if in_rows - 1 - ro >= 0 else r_a
+            c_lo = (-cofs + sc - 1) // sc if cofs < 0 else 0
+            c_hi = min(out_cols, (in_cols - 1 - cofs) // sc + 1) if in_cols - 1 - cofs >= 0 else 0
+            if r_hi <= r_lo or c_hi <= c_lo:
+                continue
+            a0 = n * xs[0] + (r_lo * sr + ro) * xs[1] + (c_lo * sc + cofs) * xs[2]
+            b0 = n * ds[0] + r_lo * ds[1] + c_lo * ds[2]
+            gemm_acc2(out, x, dy, t * ci * co, a0, b0, ci, co, c_hi - c_lo, co, 1, sc * xs[2],
+                      ds[2], r_hi - r_lo, sr * xs[1], ds[1])

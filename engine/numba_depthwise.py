@@ -48,7 +48,7 @@ from engine.parallel import MIN_POSITIONS_PER_RANGE, map_ranges
 #: this file's stamp only, and :func:`_filter_grad` inlines that module's intrinsics:
 #: ``tests/test_numba_simd.py`` fails until this matches, so a change there changes this file too
 #: and the cached loops are rebuilt.
-SIMD_SOURCE_SHA256 = "a8af5695f09a4a4edfecc54f7ca84c4544f0b9dccd30f30cd8ed5cb7d4eb8917"
+SIMD_SOURCE_SHA256 = "9742561cca2506203b6af4c12094577078aff532acead35d7eb8dffdae4e0db8"
 
 #: ``contract``: ``a*b + c`` may be one fused multiply-add (one rounding instead of two; sums
 #: keep their order, NaN/Inf rules stay IEEE). No other fast-math flag.

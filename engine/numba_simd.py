@@ -20,6 +20,8 @@ is ``(C,)`` or ``(3, C)``, and every index above is inside its array.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
@@ -150,12 +152,13 @@ def acc_products3(typingctx, t, x, g, x0, g0, nq, xs, gs, xt):
     return types.void(t, x, g, x0, g0, nq, xs, gs, xt), _codegen(3, 4)
 
 
-def _gemm_codegen(accumulate: bool):
+def _gemm_codegen(accumulate: bool, two_level: bool = False):
     """``C (+)= A @ B`` in register tiles of ``MR`` rows by ``NR`` vectors of columns (the
     last ``m % MR`` rows as one tile of that many rows; then single vectors, then single
-    columns), the sum over ``l`` in order."""
+    columns), the sum over ``l`` in order (with ``two_level``, over ``(l2, l)`` in order)."""
     def codegen(context, builder, signature, args):
-        _, _, _, c0, a0, b0, m, n, kd, ldc, ars, acs, brs = args
+        _, _, _, c0, a0, b0, m, n, kd, ldc, ars, acs, brs = args[:13]
+        kd2, acs2, brs2 = args[13:] if two_level else (None, None, None)
         (carr, aarr, barr), fty, lanes, vty = _operands(context, builder, signature, args)
         mr, nr = tile_shape()
         i64, i32 = ir.IntType(64), ir.IntType(32)
@@ -174,6 +177,19 @@ def _gemm_codegen(accumulate: bool):
         def vector(ptr, off):
             return builder.bitcast(builder.gep(ptr, [off]), vty.as_pointer())
 
+        @contextmanager
+        def k_loop():
+            """The sum's loop(s), yielding the offsets of step ``l`` into A and into B."""
+            if not two_level:
+                with cgutils.for_range(builder, kd) as l:
+                    yield builder.mul(l.index, acs), builder.mul(l.index, brs)
+                return
+            with cgutils.for_range(builder, kd2) as l2:
+                a2, b2 = builder.mul(l2.index, acs2), builder.mul(l2.index, brs2)
+                with cgutils.for_range(builder, kd) as l:
+                    yield (builder.add(a2, builder.mul(l.index, acs)),
+                           builder.add(b2, builder.mul(l.index, brs)))
+
         def tile(i0, rows: int, j0, nvec: int) -> None:
             coff = [builder.add(builder.mul(builder.add(i0, const(r)), ldc), j0)
                     for r in range(rows)]
@@ -183,11 +199,10 @@ def _gemm_codegen(accumulate: bool):
                                           align=4) if accumulate else zero)
                     builder.store(start, accs[r][u])
             arow = [builder.mul(builder.add(i0, const(r)), ars) for r in range(rows)]
-            with cgutils.for_range(builder, kd) as l:
-                boff = builder.add(builder.mul(l.index, brs), j0)
+            with k_loop() as (loff, koff):
+                boff = builder.add(koff, j0)
                 bvec = [builder.load(vector(bp, builder.add(boff, const(u * lanes))), align=4)
                         for u in range(nvec)]
-                loff = builder.mul(l.index, acs)
                 for r in range(rows):
                     a = builder.load(builder.gep(ap, [builder.add(arow[r], loff)]))
                     splat = builder.shuffle_vector(
@@ -222,9 +237,9 @@ def _gemm_codegen(accumulate: bool):
             start = builder.load(builder.gep(cp, [ci])) if accumulate else ir.Constant(fty, 0)
             builder.store(start, acc1)
             ai = builder.mul(i.index, ars)
-            with cgutils.for_range(builder, kd) as l:
-                a = builder.load(builder.gep(ap, [builder.add(ai, builder.mul(l.index, acs))]))
-                b = builder.load(builder.gep(bp, [builder.add(builder.mul(l.index, brs), j)]))
+            with k_loop() as (loff, koff):
+                a = builder.load(builder.gep(ap, [builder.add(ai, loff)]))
+                b = builder.load(builder.gep(bp, [builder.add(koff, j)]))
                 builder.store(_fmuladd(builder, a, b, builder.load(acc1)), acc1)
             builder.store(builder.load(acc1), builder.gep(cp, [ci]))
         return context.get_dummy_value()
@@ -253,6 +268,17 @@ def gemm_set(typingctx, c, a, b, c0, a0, b0, m, n, kd, ldc, ars, acs, brs):
     if not _gemm_accepts(c, a, b):
         return None
     return types.void(c, a, b, c0, a0, b0, m, n, kd, ldc, ars, acs, brs), _gemm_codegen(False)
+
+
+@intrinsic
+def gemm_acc2(typingctx, c, a, b, c0, a0, b0, m, n, kd, ldc, ars, acs, brs, kd2, acs2, brs2):
+    """:func:`gemm_acc` summing over two indices ``l2 < kd2``, ``l < kd`` (in that order):
+    ``A[i, (l2, l)]`` at ``a0 + i*ars + l2*acs2 + l*acs``, ``B[(l2, l), j]`` at
+    ``b0 + l2*brs2 + l*brs + j`` (a sum over a 2-D window, e.g. rows x columns of pixels)."""
+    if not _gemm_accepts(c, a, b):
+        return None
+    sig = types.void(c, a, b, c0, a0, b0, m, n, kd, ldc, ars, acs, brs, kd2, acs2, brs2)
+    return sig, _gemm_codegen(True, two_level=True)
 
 
 def lanes(itemsize: int) -> int:

@@ -24,7 +24,7 @@ from engine.numba_simd import gemm_acc, gemm_set
 
 #: SHA-256 of ``engine/numba_simd.py`` (see :data:`engine.numba_depthwise.SIMD_SOURCE_SHA256`:
 #: numba's cache of this file's loops is rebuilt only when this file changes).
-SIMD_SOURCE_SHA256 = "a8af5695f09a4a4edfecc54f7ca84c4544f0b9dccd30f30cd8ed5cb7d4eb8917"
+SIMD_SOURCE_SHA256 = "9742561cca2506203b6af4c12094577078aff532acead35d7eb8dffdae4e0db8"
 
 
 @njit(nogil=True, cache=True)
