@@ -204,14 +204,18 @@ def conv2d_backprop_input(lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype
     """Input gradient written into NHWC ``out`` (one group), zeroed unless ``cleared`` is
     False: then it is zeroed here, except where every element is written without being read
     (the gathered or compiled stride-1 products straight into a C-contiguous ``out`` in the
-    compute dtype), which saves a pass over the result."""
+    compute dtype, or the compiled phase segments when they cover every pixel), which saves a
+    pass over the result."""
     g = lay.g
     n, ci, co = dy.shape[0], w.shape[2], w.shape[3]
     wt = np.ascontiguousarray(w.astype(ctype, copy=False).transpose(0, 1, 3, 2))  # (KH,KW,O,C)
     few = _few_channels(ci)
     tiles = not few and conv_tiles.take(ctype)
-    whole = (not few and lay.identity and out.dtype == ctype and out.flags.c_contiguous
-             and (tiles or input_strategy(lay, ci) == "gather"))
+    direct = not few and lay.identity and out.dtype == ctype and out.flags.c_contiguous
+    segments = (tiles and not direct and out.dtype == ctype
+                and conv_tiles.flat_nhwc(out) is not None)
+    overwrite = segments and conv_tiles.covers_input(lay)
+    whole = overwrite or (direct and (tiles or input_strategy(lay, ci) == "gather"))
     if not cleared and not whole:
         out[...] = 0
     per = _per_image_bytes(lay, ci * (1 + few * len(lay.taps)), co, ctype.itemsize)
@@ -226,11 +230,8 @@ def conv2d_backprop_input(lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype
             src = None
             e = lay.embed_output(dy[sl], ctype).reshape(-1, co)
             e = e[: e.shape[0] - lay.max_offset]
-        direct = (not few and lay.identity and out.dtype == ctype
-                  and out[sl].flags.c_contiguous)
-        if tiles and not direct and out.dtype == ctype and (
-                flat := conv_tiles.flat_nhwc(out[sl])):
-            conv_tiles.backprop_input_into(lay, e, wt, out[sl], flat)  # no phase buffer
+        if segments and (flat := conv_tiles.flat_nhwc(out[sl])):
+            conv_tiles.backprop_input_into(lay, e, wt, out[sl], flat, overwrite)  # no phases
             continue
         into = out[sl].reshape(1, 1, -1, ci) if direct else None
         d = (conv_tiles.backprop_input(lay, e, wt, into) if tiles

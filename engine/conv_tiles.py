@@ -208,12 +208,24 @@ def flat_nhwc(out: np.ndarray) -> tuple[np.ndarray, tuple[int, int, int]] | None
     return as_strided(out, shape=(extent,), strides=(it,)), steps  # type: ignore[return-value]
 
 
+def covers_input(lay: PhaseLayout) -> bool:
+    """True when the phases that taps write hold every input pixel, so
+    :func:`backprop_input_into` with ``overwrite`` writes every element of its ``out``."""
+    g = lay.g
+    written = {(gr.phase_row, gr.phase_col) for gr in lay.grids}
+    pixels = sum((rs.stop - rs.start) * (cs.stop - cs.start)
+                 for pr, pc, (rs, cs), _ in lay.spans() if (pr, pc) in written)
+    return pixels == g.in_rows * g.in_cols
+
+
 def backprop_input_into(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray, out: np.ndarray,
-                        flat: tuple[np.ndarray, tuple[int, int, int]]) -> None:
+                        flat: tuple[np.ndarray, tuple[int, int, int]],
+                        overwrite: bool = False) -> None:
     """The input gradient of one chunk added straight into the zeroed NHWC ``out`` (its
-    :func:`flat_nhwc` view ``flat``) in the compute dtype: each phase's rows that hold input
-    rows are segments of ``out`` with a column step of ``stride_cols`` pixels, so no phase
-    buffer is zeroed, filled and merged, and the phase positions outside the input (the
+    :func:`flat_nhwc` view ``flat``) in the compute dtype, or written over whatever ``out``
+    holds with ``overwrite`` (only when :func:`covers_input`): each phase's rows that hold
+    input rows are segments of ``out`` with a column step of ``stride_cols`` pixels, so no
+    phase buffer is zeroed, filled and merged, and the phase positions outside the input (the
     padding the layout adds) are never computed."""
     g = lay.g
     t, co = e.shape
@@ -235,12 +247,12 @@ def backprop_input_into(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray, out: np
         out_rows = ri.start + (i_idx - rs.start) * g.stride_rows
         c_bases = (n_idx * sn + out_rows * sh + cols.start * sw).astype(np.int64)
         _segments(base, eflat, bp, c_bases, q_starts, cs.stop - cs.start,
-                  g.stride_cols * sw, shifts, t, co, ci)
+                  g.stride_cols * sw, shifts, t, co, ci, overwrite)
 
 
 def _segments(c: np.ndarray, a: np.ndarray, bp: np.ndarray, c_bases: np.ndarray,
               q_starts: np.ndarray, length: int, ldc: int, shifts: np.ndarray, a_rows: int,
-              k: int, n: int) -> None:
+              k: int, n: int, overwrite: bool) -> None:
     """:func:`~engine.conv_tiles_jit.segment_products` over every segment, split over cores
     (each segment has one owner), a cancel checkpoint before each call."""
     jit = _jit()
@@ -252,7 +264,8 @@ def _segments(c: np.ndarray, a: np.ndarray, bp: np.ndarray, c_bases: np.ndarray,
         for s0 in range(lo, hi, per_call):
             checkpoint()
             jit.segment_products(c, a, bp, c_bases, q_starts, length, ldc, s0,
-                                 min(hi, s0 + per_call), shifts, zeros, a_rows, k, k, n, nr)
+                                 min(hi, s0 + per_call), shifts, zeros, a_rows, k, k, n, nr,
+                                 overwrite)
 
     map_ranges(part, len(q_starts), max(1, ROW_BLOCK * 16 // max(1, length)))
 
@@ -283,5 +296,5 @@ def warm(dtypes: tuple[type, ...] = (np.float32, np.float64)) -> None:
         for overwrite in (False, True):
             jit.shifted_products(z, z, z, 0, 0, 1, one * 0, one * 0, 1, 1, 1, 1, 1, 1, 1,
                                  overwrite)
-        jit.segment_products(z, z, z, one * 0, one * 0, 1, 1, 0, 1, one * 0, one * 0, 1, 1, 1,
-                             1, 1)
+            jit.segment_products(z, z, z, one * 0, one * 0, 1, 1, 0, 1, one * 0, one * 0, 1,
+                                 1, 1, 1, 1, overwrite)

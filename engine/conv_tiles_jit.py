@@ -77,22 +77,33 @@ def shifted_products(c, a, b, c_base, q_lo, q_hi, shifts, a_bases, a_rows, lda, 
 
 @njit(nogil=True, cache=True)
 def segment_products(c, a, b, c_bases, q_starts, length, ldc, s_lo, s_hi, shifts, a_bases,
-                     a_rows, lda, k, n, nr):  # pragma: no cover
+                     a_rows, lda, k, n, nr, overwrite):  # pragma: no cover
     """:func:`shifted_products` on row segments written where they belong:
-    ``c[c_bases[s] + r*ldc + j] += sum_t sum_l a[a_bases[t] + (q + shifts[t])*lda + l] *
+    ``c[c_bases[s] + r*ldc + j] (+)= sum_t sum_l a[a_bases[t] + (q + shifts[t])*lda + l] *
     B_t[l, j]`` with ``q = q_starts[s] + r`` for the segments ``s_lo <= s < s_hi``,
-    ``r < length``, ``j < n`` (``b`` in panels as there)."""
+    ``r < length``, ``j < n`` (``b`` in panels as there; ``overwrite`` as there)."""
     panels = (n + nr - 1) // nr
     for seg in range(s_lo, s_hi):
         q0 = q_starts[seg]
         for t in range(shifts.shape[0]):
             s = shifts[t]
             s0, s1 = max(q0 + s, 0), min(q0 + length + s, a_rows)
+            first = overwrite and t == 0
+            if first and (s1 <= s0 or s0 - s > q0 or s1 - s < q0 + length):
+                for r in range(length):  # the first tap does not cover the segment: zero it
+                    row = c_bases[seg] + r * ldc
+                    c[row : row + n] = 0
+                first = False
             if s1 > s0:
                 for pj in range(panels):
-                    gemm_acc(c, a, b, c_bases[seg] + (s0 - s - q0) * ldc + pj * nr,
-                             a_bases[t] + s0 * lda, (t * panels + pj) * k * nr, s1 - s0,
-                             min(nr, n - pj * nr), k, ldc, lda, 1, nr)
+                    c0 = c_bases[seg] + (s0 - s - q0) * ldc + pj * nr
+                    b0 = (t * panels + pj) * k * nr
+                    if first:
+                        gemm_set(c, a, b, c0, a_bases[t] + s0 * lda, b0, s1 - s0,
+                                 min(nr, n - pj * nr), k, ldc, lda, 1, nr)
+                    else:
+                        gemm_acc(c, a, b, c0, a_bases[t] + s0 * lda, b0, s1 - s0,
+                                 min(nr, n - pj * nr), k, ldc, lda, 1, nr)
 
 
 @njit(nogil=True, cache=True)
