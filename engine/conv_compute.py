@@ -147,7 +147,7 @@ def conv2d_backprop_filter(
     dw = np.zeros((g.filter_rows, g.filter_cols, ci, co), ctype)
     few = _few_channels(ci)
     tiles = conv_tiles.take(ctype)
-    if (tiles and not few and x.dtype == dy.dtype == ctype
+    if (tiles and x.dtype == dy.dtype == ctype
             and (direct := conv_tiles.backprop_filter_direct(g, x, dy)) is not None):
         return direct  # read in place: no phase images, no embedded dy, no batch chunks
     per = _per_image_bytes(lay, ci, co, ctype.itemsize)  # im2col blocks are cache-sized

@@ -33,6 +33,12 @@ from engine.parallel import map_ranges
 
 #: Positions per K block of the filter-gradient tiles (measured: 128 best, 64-512 within 10%).
 FILTER_BLOCK = 128
+#: Positions per work item of the in-place filter gradient's grouped few-channel operands
+#: (7x7 stride-2 on 3 channels: 512 3.6 ms, 1024-2048 3.2-3.3 ms, 4096 3.4 ms).
+GROUPED_BLOCK = 2048
+#: Below this many input channels a filter row's taps form one operand (the in-place filter
+#: gradient; as :data:`engine.conv_compute.IM2COL_MAX_CHANNELS`).
+FEW_CHANNELS = 16
 #: Destination rows per block of the forward / input-gradient tiles (6-384 within 3%).
 ROW_BLOCK = 96
 #: Positions (or destination rows) per compiled call: a cancel checkpoint between calls.
@@ -130,10 +136,14 @@ def backprop_filter_direct(g, x: np.ndarray, dy: np.ndarray) -> np.ndarray | Non
         return None
     (xf, xs), (df, ds) = fx, fd
     ci, co = x.shape[3], dy.shape[3]
-    taps = [(i, j) for i in range(g.filter_rows) for j in range(g.filter_cols)]
-    row_offs = np.array([i * g.dilation_rows - g.pad_top for i, _ in taps], np.int64)
-    col_offs = np.array([j * g.dilation_cols - g.pad_left for _, j in taps], np.int64)
-    rows = max(1, FILTER_BLOCK // g.out_cols)  # output rows per work item: one K block
+    taps = g.filter_rows * g.filter_cols
+    row_offs = np.arange(g.filter_rows, dtype=np.int64) * g.dilation_rows - g.pad_top
+    col_offs = np.arange(g.filter_cols, dtype=np.int64) * g.dilation_cols - g.pad_left
+    # a filter row's taps one pixel apart read adjacent channels: one operand of KW*C rows
+    group = g.filter_cols if g.dilation_cols == 1 and xs[2] == ci and ci < FEW_CHANNELS else 1
+    tap_rows, tap_cols = (np.repeat(row_offs, g.filter_cols), np.tile(col_offs, g.filter_rows))
+    # output rows per work item: one K block (longer for the short grouped operands)
+    rows = max(1, (FILTER_BLOCK if group == 1 else GROUPED_BLOCK) // g.out_cols)
     blocks = -(-g.out_rows // rows)
     items = x.shape[0] * blocks
     per_call = max(1, CALL_POSITIONS // (rows * g.out_cols))
@@ -141,12 +151,19 @@ def backprop_filter_direct(g, x: np.ndarray, dy: np.ndarray) -> np.ndarray | Non
     jit = _jit()
 
     def part(lo: int, hi: int) -> np.ndarray:
-        acc = np.zeros(len(taps) * ci * co, x.dtype)
+        acc = np.zeros(taps * ci * co, x.dtype)
         for w0 in range(lo, hi, per_call):
             checkpoint()
-            jit.filter_direct(acc, xf, df, w0, min(hi, w0 + per_call), blocks, rows, xsa, dsa,
-                              g.stride_rows, g.stride_cols, g.in_rows, g.in_cols, g.out_rows,
-                              g.out_cols, row_offs, col_offs, ci, co)
+            end = min(hi, w0 + per_call)
+            if group == 1:
+                jit.filter_direct(acc, xf, df, w0, end, blocks, rows, xsa, dsa, g.stride_rows,
+                                  g.stride_cols, g.in_rows, g.in_cols, g.out_rows, g.out_cols,
+                                  tap_rows, tap_cols, ci, co)
+            else:
+                jit.filter_direct_grouped(acc, xf, df, w0, end, blocks, rows, xsa, dsa,
+                                          g.stride_rows, g.stride_cols, g.in_rows, g.in_cols,
+                                          g.out_rows, g.out_cols, row_offs, col_offs, group,
+                                          ci, co)
         return acc
 
     parts = map_ranges(part, items, max(1, parallel.MIN_POSITIONS_PER_RANGE // (rows * g.out_cols)))
@@ -293,6 +310,11 @@ def warm(dtypes: tuple[type, ...] = (np.float32, np.float64)) -> None:
     for dt in dtypes:
         z = np.zeros(8, dt)
         jit.filter_sums(z, z, z, one * 0, one, one * 0, 0, 1, 1, 1, 1)
+        steps = np.ones(3, np.int64)
+        jit.filter_direct(z, z, z, 0, 1, 1, 1, steps, steps, 1, 1, 1, 1, 1, 1, one * 0,
+                          one * 0, 1, 1)
+        jit.filter_direct_grouped(z, z, z, 0, 1, 1, 1, steps, steps, 1, 1, 1, 1, 1, 1, one * 0,
+                                  one * 0, 1, 1, 1)
         for overwrite in (False, True):
             jit.shifted_products(z, z, z, 0, 0, 1, one * 0, one * 0, 1, 1, 1, 1, 1, 1, 1,
                                  overwrite)

@@ -1,0 +1,666 @@
+"""The compiled per-tap conv products (engine.conv_tiles, engine.conv_tiles_jit: the ``numba
+tiles`` path of Conv2D, Conv2DBackpropFilter and Conv2DBackpropInput) against the NumPy path.
+
+- random geometries on both paths (``GRADBLOCKS_KERNELS=numba`` / ``numpy``), with the tiles'
+  blocks, call sizes and core split forced tiny in some examples, and the routing asserted;
+  fixed geometries that must take each tiles route (forward, filter, the three input routes);
+- the three jit loops against a float64 NumPy evaluation of their docstring formulas;
+- TensorFlow's golden cases on both paths, NaN/Inf positions, cancellation between compiled
+  calls, extra memory as the batch grows, and the NumPy path while the warm-up compiles.
+
+Tolerance (as tests/test_kernels_numba.py): both paths are within ``RTOL[dtype] * bound`` of the
+exact sum (``bound`` = the op on ``|a|, |b|``), so they differ by at most twice that plus the
+output dtype's smallest subnormal.
+"""
+
+import threading
+import tracemalloc
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("numba")
+
+from engine import accel, cancel, conv_compute, conv_tiles, conv_tiles_jit, kernels, parallel
+from engine.conv_layout import PhaseLayout
+from engine.conv_shapes import conv2d_geometry
+from engine.dtypes import DTYPES, RTOL
+from engine.kernel_memory import conv_workspace
+from engine.numba_simd import lanes, tile_columns
+from tests.golden_cases import ARRAYS, VALID, call_valid
+from tests.test_kernels_properties import conv_attrs, conv_cases, valid_geometry
+
+FORWARD = kernels.conv2d
+FILTER = kernels.conv2d_backprop_filter
+INPUT = kernels.conv2d_backprop_input
+KINDS = ("forward", "filter", "input")
+TILES = "numba tiles"
+#: Paths that take precedence over the tiles (or run no kernel at all).
+OTHERS = ("numpy tap-spans", "winograd", "empty")
+
+
+def _op(kind, x, w, dy, wshape=None, xshape=None):
+    """``(op, args)`` of one kind on the operands (shapes default to the arrays')."""
+    wshape = w.shape if wshape is None else wshape
+    xshape = x.shape if xshape is None else xshape
+    return {"forward": (FORWARD, (x, w)), "filter": (FILTER, (x, wshape, dy)),
+            "input": (INPUT, (xshape, w, dy))}[kind]
+
+
+def _abs_args(kind, x, w, dy, g):
+    ax, aw, ady = (None if a is None else abs(a).astype(np.float64) for a in (x, w, dy))
+    return _op(kind, ax, aw, ady, g.filter_shape, g.input_shape)[1]
+
+
+def _run(mp, path, op, args, attrs):
+    """``op(*args, **attrs)`` with ``GRADBLOCKS_KERNELS=path``: the result and the path taken."""
+    mp.setenv(accel.ENV, path)
+    out = op(*args, **attrs)
+    return out, kernels.last_path()
+
+
+def _close(compiled, numpy_out, bound, dtype):
+    assert compiled.shape == numpy_out.shape and compiled.dtype == numpy_out.dtype
+    tiny = float(ml_dtypes.finfo(DTYPES[dtype]).smallest_subnormal)
+    err = np.abs(compiled.astype(np.float64) - numpy_out.astype(np.float64))
+    assert np.all(err <= 2 * RTOL[dtype] * bound + tiny), float(err.max(initial=0))
+
+
+def _operands(g, dtype, seed):
+    rng = np.random.default_rng(seed)
+    dt = DTYPES[dtype]
+    return tuple(rng.uniform(-1, 1, s).astype(dt)
+                 for s in (g.input_shape, g.filter_shape, g.output_shape))
+
+
+@st.composite
+def wide_conv_cases(draw):
+    """conv_cases with channel counts around the tiles' widths: up to 40 input channels per
+    group (16 and more take the tiles for the forward and input gradient too) and up to 70
+    output channels per group (more than one register tile of columns, and remainders)."""
+    fmt = draw(st.sampled_from(["NHWC", "NCHW"]))
+    kh, kw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    sh, sw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    dh, dw = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    n, h, w = draw(st.integers(1, 2)), draw(st.integers(1, 6)), draw(st.integers(1, 6))
+    groups, fin = draw(st.integers(1, 2)), draw(st.integers(1, 40))
+    c, fout = groups * fin, groups * draw(st.integers(1, 70))
+    padding = draw(st.sampled_from(["SAME", "VALID", "EXPLICIT"]))
+    pads = [draw(st.integers(0, 2)) for _ in range(4)]
+    attrs = conv_attrs(fmt, (sh, sw), (dh, dw), padding, pads)
+    in_shape = (n, h, w, c) if fmt == "NHWC" else (n, c, h, w)
+    g = valid_geometry(in_shape, (kh, kw, fin, fout), False, attrs)
+    dtype = draw(st.sampled_from(sorted(DTYPES)))
+    return g, attrs, dtype, draw(st.integers(0, 2**32 - 1))
+
+
+@st.composite
+def tile_settings(draw):
+    """None (the defaults), or tiny blocks, calls and ranges: every block, call and core
+    boundary of the tiles falls inside the small random cases."""
+    if draw(st.booleans()):
+        return None
+    return {"FILTER_BLOCK": draw(st.integers(1, 5)), "ROW_BLOCK": draw(st.integers(1, 7)),
+            "CALL_POSITIONS": draw(st.integers(1, 9))}
+
+
+@settings(max_examples=80, deadline=None)
+@given(case=st.one_of(conv_cases(), wide_conv_cases()), per_tap=st.booleans(),
+       tiny=tile_settings())
+def test_tiles_match_the_numpy_path(case, per_tap, tiny):
+    """Conv2D and both gradients: the tiles (whenever the routing rules say so) agree with the
+    NumPy path. ``per_tap`` sends few channels to the per-tap products too (as
+    tests/test_kernels_properties.py does), so the forward and input tiles run on small cases."""
+    g, attrs, dtype, seed = case
+    x, w, dy = _operands(g, dtype, seed)
+    mp = pytest.MonkeyPatch()
+    try:
+        if per_tap:
+            mp.setattr(conv_compute, "IM2COL_MAX_CHANNELS", 1)
+        if tiny is not None:
+            for name, value in tiny.items():
+                mp.setattr(conv_tiles, name, value)
+            mp.setattr(parallel, "MIN_POSITIONS_PER_RANGE", 1)
+            mp.setattr(parallel, "MIN_COPY_BYTES", 1)
+        few = g.filter_in_depth < conv_compute.IM2COL_MAX_CHANNELS
+        for kind in KINDS:
+            op, args = _op(kind, x, w, dy, g.filter_shape, g.input_shape)
+            numpy_out, numpy_path = _run(mp, "numpy", op, args, attrs)
+            compiled, path = _run(mp, "numba", op, args, attrs)
+            assert not numpy_path.startswith("numba")
+            if path not in OTHERS:  # the routing: tiles unless few channels keep im2col/col2im
+                assert path == (TILES if kind == "filter" or not few else
+                                {"forward": "numpy im2col", "input": "numpy col2im"}[kind])
+            mp.setenv(accel.ENV, "numpy")
+            _close(compiled, numpy_out, op(*_abs_args(kind, x, w, dy, g), **attrs), dtype)
+    finally:
+        mp.undo()
+
+
+def _spy(monkeypatch) -> list[str]:
+    """Record which entry points of engine.conv_tiles compute (the in-place filter gradient
+    only when it takes the call: it declines layouts it cannot read in place)."""
+    seen: list[str] = []
+    for name in ("conv2d", "backprop_filter", "backprop_filter_direct", "backprop_input",
+                 "backprop_input_into"):
+        real = getattr(conv_tiles, name)
+
+        def spy(*args, _real=real, _name=name):
+            out = _real(*args)
+            if _name != "backprop_filter_direct" or out is not None:
+                seen.append(_name)
+            return out
+
+        monkeypatch.setattr(conv_tiles, name, spy)
+    return seen
+
+
+S2 = {"strides": [1, 2, 2, 1], "padding": "SAME"}
+#: (id, input shape, filter shape, attrs, dtype, the conv_tiles entry point of each kind: None
+#: where few channels keep the NumPy im2col / col2im strategy). The filter gradient reads NHWC
+#: operands in the compute dtype in place (``backprop_filter_direct``), others from the phase
+#: images (``backprop_filter``); the input gradient goes straight into a C-contiguous result at
+#: stride 1 without padding (``backprop_input`` with ``into``), into NHWC segments
+#: (``backprop_input_into``), or through phase buffers (``backprop_input``: NCHW, half types).
+FIXED = [
+    ("stride2", (2, 9, 11, 24), (3, 3, 24, 40), S2, "float32",
+     ("conv2d", "backprop_filter_direct", "backprop_input_into")),
+    ("stride2-dilated", (2, 10, 12, 24), (2, 2, 24, 40), S2 | {"dilations": [1, 2, 2, 1]},
+     "float32", ("conv2d", "backprop_filter_direct", "backprop_input_into")),  # 1 phase of 4
+    ("dilated", (1, 10, 9, 20), (3, 3, 20, 33),
+     {"strides": [1, 1, 1, 1], "padding": "VALID", "dilations": [1, 2, 2, 1]}, "float32",
+     ("conv2d", "backprop_filter_direct", "backprop_input")),
+    ("1x1-float64", (2, 5, 6, 32), (1, 1, 32, 70), {"strides": [1, 1, 1, 1], "padding": "VALID"},
+     "float64", ("conv2d", "backprop_filter_direct", "backprop_input")),
+    ("grouped", (2, 7, 8, 36), (3, 2, 18, 26), {"strides": [1, 1, 2, 1], "padding": "SAME"},
+     "float32", ("conv2d", "backprop_filter_direct", "backprop_input_into")),
+    ("nchw-explicit", (2, 20, 8, 7), (2, 3, 20, 18),
+     {"strides": [1, 1, 2, 1], "padding": "EXPLICIT", "data_format": "NCHW",
+      "explicit_paddings": [0, 0, 0, 0, 1, 2, 0, 1]}, "float64",
+     ("conv2d", "backprop_filter", "backprop_input")),
+    ("float16", (2, 8, 8, 17), (3, 3, 17, 9), S2, "float16",
+     ("conv2d", "backprop_filter", "backprop_input")),  # computes in float32
+    ("few-7x7-s2", (2, 23, 21, 3), (7, 7, 3, 16), S2, "float32",
+     (None, "backprop_filter_direct", None)),  # a filter row's 7 taps: one 21-row operand
+    ("few-7x7-s2-nchw", (2, 3, 23, 21), (7, 7, 3, 16),
+     {"strides": [1, 1, 2, 2], "padding": "SAME", "data_format": "NCHW"}, "float32",
+     (None, "backprop_filter", None)),  # grid rows of 4 or 3 taps: 12 or 9 rows
+    ("few-dilated-float64", (2, 12, 11, 5), (3, 3, 5, 7),
+     {"strides": [1, 1, 1, 1], "padding": "SAME", "dilations": [1, 2, 2, 1]}, "float64",
+     (None, "backprop_filter_direct", None)),  # dilated columns: tap by tap
+]
+
+
+@pytest.mark.parametrize("case", FIXED, ids=[c[0] for c in FIXED])
+def test_fixed_geometries_take_the_tiles_and_match_numpy(monkeypatch, case):
+    _, xshape, wshape, attrs, dtype, entries = case
+    g = conv2d_geometry(xshape, wshape, **attrs)
+    x, w, dy = _operands(g, dtype, 5)
+    seen = _spy(monkeypatch)
+    for kind, entry in zip(KINDS, entries, strict=True):
+        op, args = _op(kind, x, w, dy)
+        numpy_out, _ = _run(monkeypatch, "numpy", op, args, attrs)
+        assert seen == []
+        compiled, path = _run(monkeypatch, "numba", op, args, attrs)
+        if entry is None:
+            assert path == {"forward": "numpy im2col", "input": "numpy col2im"}[kind]
+            assert seen == []
+        else:
+            assert path == TILES and set(seen) == {entry}, (kind, seen)
+        seen.clear()
+        monkeypatch.setenv(accel.ENV, "numpy")
+        _close(compiled, numpy_out, op(*_abs_args(kind, x, w, dy, g), **attrs), dtype)
+    if entries[2] == "backprop_input_into":  # segments written over, or added to a zeroed dx
+        assert conv_tiles.covers_input(PhaseLayout.of(g)) == (case[0] != "stride2-dilated")
+
+
+def test_a_few_channel_7x7_stride2_filter_reads_grid_rows_as_one_operand():
+    """On the phase images, the taps of one grid row one position apart form one operand of
+    ``cols * C`` rows (a 7x7 stride-2 filter on 3 channels: 4 and 3 taps, 12 and 9 rows)."""
+    g = conv2d_geometry((2, 23, 21, 3), (7, 7, 3, 16), [1, 2, 2, 1], "SAME")
+    lay = PhaseLayout.of(g)
+    _, rows, outs = conv_tiles._filter_groups(lay, 100, 3, 16)
+    assert sorted(set(rows.tolist())) == [9, 12] and rows.sum() == 49 * 3
+    assert len(rows) == 14  # 4 phases x 4 or 3 grid rows
+    np.testing.assert_array_equal(outs, np.concatenate([[0], np.cumsum(rows[:-1]) * 16]))
+
+
+# --- the jit loops against their docstring formulas ------------------------------------------
+
+FLOATS = st.sampled_from(["float32", "float64"])
+
+
+def _eps_bound(got, want, bound, terms, dtype):
+    err = np.abs(got.astype(np.float64) - want)
+    assert np.all(err <= (terms + 2) * np.finfo(dtype).eps * bound + 1e-300), float(err.max())
+
+
+@settings(max_examples=80, deadline=None)
+@given(dtype=FLOATS, groups=st.integers(1, 4), lda=st.integers(1, 20), co=st.integers(1, 70),
+       lo=st.integers(0, 9), count=st.integers(0, 40), kc=st.integers(1, 45),
+       data=st.data())
+def test_filter_sums_is_its_formula(dtype, groups, lda, co, lo, count, kc, data):
+    """``out[out_bases[g] + i*co + j] += sum_{lo <= q < hi} p[a_bases[g] + q*lda + i] *
+    e[q*co + j]``: rows[g] may span several positions (a run of taps), column counts that
+    are not multiples of the vector width, K blocks smaller than the range."""
+    hi = lo + count
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    rows = np.array([data.draw(st.integers(1, 3 * lda)) for _ in range(groups)], np.int64)
+    a_bases = np.array([data.draw(st.integers(0, 30)) for _ in range(groups)], np.int64)
+    gaps = [data.draw(st.integers(0, 5)) for _ in range(groups)]
+    out_bases = np.cumsum([0] + [int(r) * co + gp for r, gp in zip(rows, gaps, strict=True)])
+    out_bases = out_bases[:-1].astype(np.int64) + 3
+    p = rng.standard_normal(int((a_bases + hi * lda + rows).max()) + 4).astype(dtype)
+    e = rng.standard_normal(hi * co + 5).astype(dtype)
+    out = rng.standard_normal(int(out_bases[-1] + rows[-1] * co) + 7).astype(dtype)
+    want, bound = out.astype(np.float64), np.abs(out).astype(np.float64)
+    p64, e64 = p.astype(np.float64), e.astype(np.float64)
+    em = e64[lo * co : hi * co].reshape(count, co)
+    for gi in range(groups):
+        idx = a_bases[gi] + np.arange(lo, hi)[:, None] * lda + np.arange(rows[gi])[None, :]
+        am = p64[idx]  # (count, rows)
+        dst = slice(out_bases[gi], out_bases[gi] + rows[gi] * co)
+        want[dst] += (am.T @ em).reshape(-1)
+        bound[dst] += (abs(am).T @ abs(em)).reshape(-1)
+    conv_tiles_jit.filter_sums(out, p, e, a_bases, rows, out_bases, lo, hi, lda, co, kc)
+    _eps_bound(out, want, bound, count, dtype)
+
+
+def _panels(bs: np.ndarray, nr: int) -> np.ndarray:
+    """``B_t[l, j]`` at ``((t*P + j // nr)*k + l)*nr + j % nr`` (the docstring's layout)."""
+    taps, k, n = bs.shape
+    count = -(-n // nr)
+    out = np.zeros(taps * count * k * nr, bs.dtype)
+    t, lv, j = np.meshgrid(np.arange(taps), np.arange(k), np.arange(n), indexing="ij")
+    out[((t * count + j // nr) * k + lv) * nr + j % nr] = bs
+    return out
+
+
+def _shifted_case(data, dtype, taps, k, n, a_rows):
+    """Random taps (shifts reaching past both ends of ``[0, a_rows)``), operands and panels."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    shifts = np.array([data.draw(st.integers(-a_rows - 3, a_rows + 3)) for _ in range(taps)],
+                      np.int64)
+    lda = data.draw(st.integers(k, k + 3))
+    a_bases = np.array([data.draw(st.integers(0, 50)) for _ in range(taps)], np.int64)
+    a = rng.standard_normal(int(a_bases.max()) + a_rows * lda + k + 3).astype(dtype)
+    bs = rng.standard_normal((taps, k, n)).astype(dtype)
+    nr = data.draw(st.sampled_from([tile_columns(np.dtype(dtype).itemsize),
+                                    lanes(np.dtype(dtype).itemsize), 5]))
+    return rng, shifts, lda, a_bases, a, bs, nr
+
+
+def _shifted_sum(a, bs, shifts, a_bases, a_rows, lda, q):
+    """``sum_t A[q + shift_t] @ B_t`` (taps whose source row is in ``[0, a_rows)``) and the
+    same on absolute values, float64, for the destination rows ``q``."""
+    n = bs.shape[2]
+    want, bound = np.zeros((len(q), n)), np.zeros((len(q), n))
+    a64 = a.astype(np.float64)
+    for t, s in enumerate(shifts):
+        src = q + s
+        ok = (src >= 0) & (src < a_rows)
+        idx = a_bases[t] + src[ok][:, None] * lda + np.arange(bs.shape[1])[None, :]
+        want[ok] += a64[idx] @ bs[t]
+        bound[ok] += abs(a64[idx]) @ abs(bs[t].astype(np.float64))
+    return want, bound
+
+
+@settings(max_examples=80, deadline=None)
+@given(dtype=FLOATS, taps=st.integers(1, 5), k=st.integers(1, 20), n=st.integers(1, 70),
+       a_rows=st.integers(1, 30), q_lo=st.integers(0, 8), count=st.integers(0, 30),
+       mb=st.integers(1, 40), overwrite=st.booleans(), data=st.data())
+def test_shifted_products_is_its_formula(dtype, taps, k, n, a_rows, q_lo, count, mb, overwrite,
+                                         data):
+    """``c[c_base + q*ldc + j] (+)= sum_t A[q + shift_t] @ B_t`` for ``q_lo <= q < q_hi``:
+    shifts that clip at both ends, row blocks smaller than the range, the first tap covering
+    a block or not (overwrite: the rows start as NaN, never read), nothing else written."""
+    rng, shifts, lda, a_bases, a, bs, nr = _shifted_case(data, dtype, taps, k, n, a_rows)
+    q_hi = q_lo + count
+    ldc = n + data.draw(st.integers(0, 4))
+    c_base = data.draw(st.integers(0, 6))
+    c = rng.standard_normal(c_base + (q_hi + 2) * ldc).astype(dtype)
+    before = c.copy()
+    rows = c[c_base:].reshape(-1, ldc)  # a view: row q of C
+    q = np.arange(q_lo, q_hi)
+    want, bound = _shifted_sum(a, bs, shifts, a_bases, a_rows, lda, q)
+    if overwrite:
+        rows[q_lo:q_hi, :n] = np.nan
+    else:
+        want += rows[q_lo:q_hi, :n]
+        bound += abs(rows[q_lo:q_hi, :n].astype(np.float64))
+    bp = _panels(bs, nr)
+    if nr == tile_columns(np.dtype(dtype).itemsize):
+        np.testing.assert_array_equal(conv_tiles.panels(bs), bp)
+    conv_tiles_jit.shifted_products(c, a, bp, c_base, q_lo, q_hi, shifts, a_bases, a_rows, lda,
+                                    ldc, k, n, nr, mb, overwrite)
+    _eps_bound(rows[q_lo:q_hi, :n], want, bound, taps * k, dtype)
+    untouched = np.ones(c.shape, bool)
+    untouched[c_base:].reshape(-1, ldc)[q_lo:q_hi, :n] = False
+    np.testing.assert_array_equal(c[untouched], before[untouched])
+
+
+@settings(max_examples=80, deadline=None)
+@given(dtype=FLOATS, taps=st.integers(1, 4), k=st.integers(1, 20), n=st.integers(1, 70),
+       a_rows=st.integers(1, 30), length=st.integers(1, 9), segments=st.integers(1, 8),
+       interleave=st.integers(1, 3), overwrite=st.booleans(), data=st.data())
+def test_segment_products_is_its_formula(dtype, taps, k, n, a_rows, length, segments,
+                                         interleave, overwrite, data):
+    """``c[c_bases[s] + r*ldc + j] (+)= sum_t A[q_starts[s] + r + shift_t] @ B_t``: segments
+    whose rows interleave (a column step of ``interleave`` segment widths, as the phases of
+    the input gradient's NHWC result), clipped shifts, a sub-range of segments; with
+    ``overwrite`` their elements start as NaN (never read)."""
+    rng, shifts, lda, a_bases, a, bs, nr = _shifted_case(data, dtype, taps, k, n, a_rows)
+    ldc = interleave * n + data.draw(st.integers(0, 3))
+    slots = np.array(data.draw(st.permutations(range(segments))), np.int64)
+    c_bases = (slots // interleave) * length * ldc + (slots % interleave) * n + 2
+    q_starts = np.array([data.draw(st.integers(-length - 2, a_rows + 2))
+                         for _ in range(segments)], np.int64)
+    s_lo = data.draw(st.integers(0, segments - 1))
+    s_hi = data.draw(st.integers(s_lo, segments))
+    c = rng.standard_normal(int(c_bases.max()) + length * ldc + 3).astype(dtype)
+    touched = np.zeros(c.shape, bool)
+    for s in range(s_lo, s_hi):
+        touched[c_bases[s] + np.arange(length)[:, None] * ldc + np.arange(n)[None, :]] = True
+    if overwrite:
+        c[touched] = np.nan
+    before = c.copy()
+    want = np.where(touched & overwrite, 0, c.astype(np.float64))
+    bound = abs(want)
+    for s in range(s_lo, s_hi):
+        w_s, b_s = _shifted_sum(a, bs, shifts, a_bases, a_rows, lda,
+                                q_starts[s] + np.arange(length))
+        idx = c_bases[s] + np.arange(length)[:, None] * ldc + np.arange(n)[None, :]
+        want[idx] += w_s
+        bound[idx] += b_s
+    conv_tiles_jit.segment_products(c, a, _panels(bs, nr), c_bases, q_starts, length, ldc, s_lo,
+                                    s_hi, shifts, a_bases, a_rows, lda, k, n, nr, overwrite)
+    _eps_bound(c[touched], want[touched], bound[touched], taps * k, dtype)
+    np.testing.assert_array_equal(c[~touched], before[~touched])
+
+
+def _strided(rng, dtype, shape, pad_cols, pad_channels):
+    """A random NHWC array ``shape`` inside a flat buffer: each pixel ``pad_channels`` and each
+    row ``pad_cols`` pixels wider, the gaps NaN (a read of them shows). The flat buffer and
+    its element strides (image, row, column)."""
+    n, h, w, c = shape
+    full = np.full((n, h, w + pad_cols, c + pad_channels), np.nan, dtype)
+    full[:, :, :w, :c] = rng.uniform(-1, 1, shape)
+    sw = c + pad_channels
+    return full.reshape(-1), (h * (w + pad_cols) * sw, (w + pad_cols) * sw, sw)
+
+
+@settings(max_examples=100, deadline=None)
+@given(dtype=FLOATS, grouped=st.booleans(), n=st.integers(1, 3), in_rows=st.integers(1, 9),
+       in_cols=st.integers(1, 9), out_rows=st.integers(1, 7), out_cols=st.integers(1, 7),
+       ci=st.integers(1, 20), co=st.integers(1, 70), kh=st.integers(1, 3), kw=st.integers(1, 4),
+       sr=st.integers(1, 3), sc=st.integers(1, 3), dc=st.integers(1, 2), data=st.data())
+def test_the_in_place_filter_loops_are_their_formulas(dtype, grouped, n, in_rows, in_cols,
+                                                      out_rows, out_cols, ci, co, kh, kw, sr,
+                                                      sc, dc, data):
+    """``filter_direct``: ``out[t*ci*co + i*co + j] += sum_{r, c} x[n, r*sr + row_offs[t],
+    c*sc + col_offs[t], i] * dy[n, r, c, j]``, any offsets per tap; ``filter_direct_grouped``:
+    the same with tap ``(i, j)`` at ``row_offs[i]``, ``col_offs[j]`` and a filter row's
+    ``group`` adjacent taps read as one operand. Sums over the pixels inside ``x`` of the work
+    items ``[items_lo, items_hi)`` (image, block of output rows): offsets past both sides,
+    strided operands (their gaps NaN, never read), rows per block not dividing the rows."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    adjacent = data.draw(st.booleans())  # x's pixels adjacent: taps may be grouped
+    xf, xs = _strided(rng, dtype, (n, in_rows, in_cols, ci), data.draw(st.integers(0, 2)),
+                      0 if adjacent else data.draw(st.integers(1, 3)))
+    df, ds = _strided(rng, dtype, (n, out_rows, out_cols, co), data.draw(st.integers(0, 2)),
+                      data.draw(st.integers(0, 3)))
+    offsets = st.integers(-3, 10)
+    if grouped:
+        row_offs = np.arange(kh, dtype=np.int64) * data.draw(st.integers(1, 2)) - data.draw(
+            st.integers(-1, 3))
+        col_offs = np.arange(kw, dtype=np.int64) * dc - data.draw(st.integers(-1, 3))
+        group = data.draw(st.integers(1, kw)) if adjacent and dc == 1 else 1
+        taps = [(i * kw + j, row_offs[i], col_offs[j]) for i in range(kh) for j in range(kw)]
+    else:
+        count = data.draw(st.integers(1, 6))
+        row_offs, col_offs = (np.array([data.draw(offsets) for _ in range(count)], np.int64)
+                              for _ in range(2))
+        taps = list(zip(range(count), row_offs, col_offs, strict=True))
+    rows_per_block = data.draw(st.integers(1, out_rows + 1))
+    blocks = -(-out_rows // rows_per_block)
+    items_lo = data.draw(st.integers(0, n * blocks - 1))
+    items_hi = data.draw(st.integers(items_lo, n * blocks))
+    out = rng.standard_normal(len(taps) * ci * co).astype(dtype)
+    want = out.astype(np.float64).reshape(len(taps), ci, co)
+    bound = abs(want)
+    x64, d64 = (f.astype(np.float64) for f in (xf, df))
+    terms = 0
+    for item in range(items_lo, items_hi):
+        img, b = divmod(item, blocks)
+        for t, ro, cofs in taps:
+            for r in range(b * rows_per_block, min(out_rows, (b + 1) * rows_per_block)):
+                cv = np.array([c for c in range(out_cols) if 0 <= c * sc + cofs < in_cols])
+                if not 0 <= r * sr + ro < in_rows or not len(cv):
+                    continue
+                xa = x64[img * xs[0] + (r * sr + ro) * xs[1] + (cv * sc + cofs)[:, None] * xs[2]
+                         + np.arange(ci)]
+                da = d64[img * ds[0] + r * ds[1] + cv[:, None] * ds[2] + np.arange(co)]
+                want[t] += xa.T @ da
+                bound[t] += abs(xa).T @ abs(da)
+                terms = max(terms, len(cv))
+    common = (out, xf, df, items_lo, items_hi, blocks, rows_per_block, np.array(xs, np.int64),
+              np.array(ds, np.int64), sr, sc, in_rows, in_cols, out_rows, out_cols, row_offs,
+              col_offs)
+    if grouped:
+        conv_tiles_jit.filter_direct_grouped(*common, group, ci, co)
+    else:
+        conv_tiles_jit.filter_direct(*common, ci, co)
+    _eps_bound(out.reshape(want.shape), want, bound, n * out_rows * out_cols, dtype)
+
+
+# --- TensorFlow's golden cases ---------------------------------------------------------------
+
+CONV_GOLDEN = [c for c in VALID if c["op"].startswith("Conv2D")]
+
+
+def _per_tap(monkeypatch, path: str) -> str:
+    """``numba-per-tap``: the compiled path with few channels sent to the per-tap products (so
+    the golden Conv2D and input-gradient cases, all on few channels, run on the tiles too)."""
+    if path == "numba-per-tap":
+        monkeypatch.setattr(conv_compute, "IM2COL_MAX_CHANNELS", 1)
+        return "numba"
+    return path
+
+
+@pytest.mark.parametrize("path", ["numpy", "numba", "numba-per-tap"])
+@pytest.mark.parametrize("case", CONV_GOLDEN, ids=[c["id"] for c in CONV_GOLDEN])
+def test_conv_golden_cases_on_both_paths(monkeypatch, case, path):
+    monkeypatch.setenv(accel.ENV, _per_tap(monkeypatch, path))
+    out = call_valid(case)
+    ran = kernels.last_path()
+    assert ran.startswith("numpy") or ran in (TILES, "empty", "winograd")
+    if path == "numpy":
+        assert not ran.startswith("numba")
+    exact, bound = ARRAYS[case["id"] + ".exact"], ARRAYS[case["id"] + ".bound"]
+    assert out.shape == exact.shape
+    err = np.abs(out.astype(np.float64) - exact)
+    assert np.all(err <= case["rtol"] * bound + 1e-30)
+
+
+def test_golden_conv_cases_exist_and_run_on_the_tiles(monkeypatch):
+    """Every golden filter gradient that runs a kernel takes the tiles; with the per-tap
+    products forced, the forward and input-gradient cases do too."""
+    assert len(CONV_GOLDEN) >= 60
+    for path in ("numba", "numba-per-tap"):
+        monkeypatch.setenv(accel.ENV, _per_tap(monkeypatch, path))
+        paths: dict[str, set[str]] = {}
+        for case in CONV_GOLDEN:
+            call_valid(case)
+            paths.setdefault(case["op"], set()).add(kernels.last_path())
+        assert paths["Conv2DBackpropFilter"] - set(OTHERS) == {TILES}
+        if path == "numba-per-tap":
+            assert TILES in paths["Conv2D"] and TILES in paths["Conv2DBackpropInput"]
+
+
+# --- NaN and Inf ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("kind", ["filter", "input"])
+def test_nan_and_inf_land_where_the_numpy_path_puts_them(monkeypatch, kind, stride):
+    """NaN, +Inf and -Inf in both operands (some next to the padding, one never read at
+    stride 2): the same NaN/±Inf masks on both paths, and the finite elements close."""
+    attrs = {"strides": [1, stride, stride, 1], "padding": "SAME"}
+    xshape, wshape = (2, 11, 10, 20), (3, 2, 20, 24)  # 3x2: never Winograd
+    g = conv2d_geometry(xshape, wshape, **attrs)
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        x, w, dy = _operands(g, "float32", seed)
+        a, b = (x, dy) if kind == "filter" else (w, dy)
+        for arr in (a, b):
+            flat = arr.reshape(-1)
+            for value in (np.nan, np.inf, -np.inf):
+                flat[rng.integers(flat.size)] = value
+        a.reshape(-1)[0] = np.nan  # a corner, next to the padding
+        op, args = _op(kind, x, w, dy)
+        with np.errstate(invalid="ignore"):
+            numpy_out, _ = _run(monkeypatch, "numpy", op, args, attrs)
+            compiled, path = _run(monkeypatch, "numba", op, args, attrs)
+        assert path == TILES
+        for test in (np.isnan, np.isposinf, np.isneginf):
+            np.testing.assert_array_equal(test(compiled), test(numpy_out))
+        assert np.isnan(compiled).any() and not np.isnan(compiled).all()
+        fin = np.isfinite(numpy_out)
+        np.testing.assert_allclose(compiled[fin], numpy_out[fin], rtol=1e-4, atol=1e-4)
+
+
+def test_a_nan_no_term_reads_stays_out_of_the_tiles_result(monkeypatch):
+    """Stride 2 VALID with a 2-wide filter never reads the last input column: a NaN there
+    leaves the filter gradient finite on both paths."""
+    attrs = {"strides": [1, 2, 2, 1], "padding": "VALID"}
+    g = conv2d_geometry((1, 9, 9, 4), (2, 2, 4, 8), **attrs)
+    x, _, dy = _operands(g, "float32", 1)
+    x[0, 3, 8, 1] = np.nan
+    out, path = _run(monkeypatch, "numba", FILTER, (x, g.filter_shape, dy), attrs)
+    assert path == TILES and np.isfinite(out).all()
+    x[0, 3, 7, 1] = np.inf  # read: channel 1 of the filter's second column
+    out, _ = _run(monkeypatch, "numba", FILTER, (x, g.filter_shape, dy), attrs)
+    assert np.isinf(out[:, 1, 1]).all() or np.isnan(out[:, 1, 1]).all()
+    assert np.isfinite(np.delete(out, 1, axis=2)).all()
+
+
+# --- cancellation, memory, warm-up ------------------------------------------------------------
+
+#: (id, kind, strides): the filter tiles, the input gradient into the NHWC result (stride 2)
+#: and into the whole C-contiguous result (stride 1, no padding: the direct rows).
+CANCEL_CASES = [("filter", "filter", 2), ("input-segments", "input", 2),
+                ("input-direct", "input", 1)]
+
+
+@pytest.mark.parametrize("case", CANCEL_CASES, ids=[c[0] for c in CANCEL_CASES])
+def test_a_cancelled_run_stops_between_compiled_calls(monkeypatch, case):
+    """With small calls, a cancel set by another thread stops the tiles at the next call."""
+    _, kind, stride = case
+    monkeypatch.setenv(accel.ENV, "numba")
+    monkeypatch.setattr(conv_tiles, "CALL_POSITIONS", 16)
+    attrs = {"strides": [1, stride, stride, 1], "padding": "SAME" if stride == 2 else "VALID"}
+    g = conv2d_geometry((1, 40, 40, 16), (3, 2, 16, 16), **attrs)
+    x, w, dy = _operands(g, "float32", 2)
+    op, args = _op(kind, x, w, dy)
+    real = conv_tiles.checkpoint
+    calls = []
+    monkeypatch.setattr(conv_tiles, "checkpoint", lambda: (calls.append(1), real()))
+    op(*args, **attrs)
+    assert kernels.last_path() == TILES
+    total = len(calls)
+    assert total >= 20  # many compiled calls
+
+    event, reached = threading.Event(), threading.Event()
+    calls.clear()
+
+    def counting():
+        calls.append(1)
+        if len(calls) == 3:
+            reached.set()
+            assert event.wait(10)  # the other thread cancels the run now
+        real()
+
+    canceller = threading.Thread(target=lambda: (reached.wait(10), event.set()))
+    canceller.start()
+    monkeypatch.setattr(conv_tiles, "checkpoint", counting)
+    try:
+        with cancel.scope(event), pytest.raises(cancel.Cancelled):
+            op(*args, **attrs)
+    finally:
+        reached.set()
+        canceller.join()
+    assert kernels.last_path() == TILES
+    assert 3 <= len(calls) <= 3 + parallel.workers() < total
+
+
+def _peak(fn) -> tuple[int, object]:
+    """tracemalloc's peak of ``fn()`` above what was allocated before (NumPy reports its
+    buffers to tracemalloc)."""
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        out = fn()
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    return peak, out
+
+
+@pytest.mark.parametrize("kind", ["filter", "input"])
+def test_tiles_extra_memory_is_bounded_as_the_batch_grows_and_within_the_estimate(
+        monkeypatch, kind):
+    monkeypatch.setenv(accel.ENV, "numba")
+    monkeypatch.setattr(conv_compute, "CHUNK_BYTES", 2**18)  # a few images per chunk
+    attrs = {"strides": [1, 2, 2, 1], "padding": "SAME"}
+    extras = []
+    for batch in (4, 32):
+        g = conv2d_geometry((batch, 32, 32, 32), (3, 3, 32, 32), **attrs)
+        x, w, dy = _operands(g, "float32", batch)
+        op, args = _op(kind, x, w, dy)
+        op(*args, **attrs)  # compiled (or loaded from the cache) before measuring
+        peak, out = _peak(lambda: op(*args, **attrs))  # noqa: B023 - called at once
+        assert kernels.last_path() == TILES
+        extra = peak - out.nbytes
+        assert extra <= conv_workspace(g, kind, "float32", True)
+        extras.append(extra)
+    assert extras[1] <= extras[0] + 2**16, extras  # 8x the batch, the same workspace
+    assert extras[1] <= 4 * 2**18 + 2**20
+
+
+def test_auto_runs_numpy_for_a_dtype_still_warming_up(monkeypatch):
+    """While the background thread compiles, the app computes with NumPy instead of waiting:
+    a filter gradient that takes the tiles once its dtype is ready."""
+    release = threading.Event()
+    busy = threading.Thread(target=release.wait)
+    busy.start()
+    try:
+        monkeypatch.setattr(accel, "_warm_thread", busy)
+        monkeypatch.setattr(accel, "_ready", {"float64"})
+        monkeypatch.setenv(accel.ENV, "auto")
+        attrs = {"strides": [1, 2, 2, 1], "padding": "SAME"}
+        g = conv2d_geometry((2, 9, 9, 20), (3, 3, 20, 24), **attrs)
+        x, _, dy = _operands(g, "float64", 3)
+        expected = {}
+        for dt in (np.float32, np.float64, np.float16):
+            out = FILTER(x.astype(dt), g.filter_shape, dy.astype(dt), **attrs)
+            expected[dt] = kernels.last_path()
+            np.testing.assert_allclose(out, FILTER(x, g.filter_shape, dy, **attrs),
+                                       rtol=1e-2, atol=1e-2)
+        assert expected == {np.float32: "numpy per-tap", np.float64: TILES,
+                            np.float16: "numpy per-tap"}  # half types compute in float32
+    finally:
+        release.set()
+        busy.join()
+
+
+def test_the_background_warm_up_compiles_the_tiles_loops(monkeypatch):
+    """accel.warm_up runs the tiles' three loops, so they are compiled (or loaded from the
+    cache) before a dtype is marked ready."""
+    monkeypatch.setattr(accel, "_ready", set())
+    accel.warm_up(("float32",))
+    assert accel._ready == {"float32"}
+    for loop in (conv_tiles_jit.filter_sums, conv_tiles_jit.shifted_products,
+                 conv_tiles_jit.segment_products):
+        assert any(sig[0].dtype.name == "float32" for sig in loop.signatures), loop

@@ -1,0 +1,151 @@
+"""The compiled per-tap conv paths (engine.conv_tiles) on float32/float64, where they run:
+against the float64 reference on random geometries with few and many channels (so the grouped
+and per-tap in-place filter gradients, the phase-image fallback, the input gradient's segments
+and the forward's shifted rows all run), the path each case records, the edges of the
+grouped filter operand, and numba_simd.gemm_acc2 against NumPy."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+numba = pytest.importorskip("numba")
+
+from engine import kernels
+from engine.dtypes import RTOL
+from engine.numba_simd import gemm_acc2
+from tests import reference
+from tests.test_kernels_properties import _poisoned_empty, conv_attrs, valid_geometry
+
+
+@pytest.fixture(autouse=True)
+def compiled(monkeypatch):
+    monkeypatch.setenv("GRADBLOCKS_KERNELS", "numba")
+
+
+@st.composite
+def cases(draw):
+    """float32/float64 geometries: 1-3 or 17-20 channels per group (the few-channel grouped
+    filter operand, and the per-tap paths), strides 1-3, dilations 1-2, every padding,
+    NHWC (in place) or NCHW (the phase-image fallback), 1-2 groups."""
+    fmt = draw(st.sampled_from(["NHWC", "NHWC", "NCHW"]))
+    kh, kw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    strides = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    dilations = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    n, h, w = draw(st.integers(1, 2)), draw(st.integers(1, 9)), draw(st.integers(1, 9))
+    groups = draw(st.integers(1, 2))
+    fin = draw(st.sampled_from([1, 2, 3, 17, 20]))
+    fout = draw(st.sampled_from([1, 5, 16, 33]))
+    padding = draw(st.sampled_from(["SAME", "VALID", "EXPLICIT"]))
+    pads = [draw(st.integers(0, 3)) for _ in range(4)]
+    attrs = conv_attrs(fmt, strides, dilations, padding, pads)
+    c = groups * fin
+    in_shape = (n, h, w, c) if fmt == "NHWC" else (n, c, h, w)
+    g = valid_geometry(in_shape, (kh, kw, fin, groups * fout), False, attrs)
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    return g, attrs, dtype, draw(st.integers(0, 2**32 - 1))
+
+
+def _close(out, exact, bound, dtype):
+    assert out.shape == exact.shape and out.dtype == dtype
+    err = np.abs(out.astype(np.float64) - exact)
+    assert np.all(err <= RTOL[np.dtype(dtype).name] * bound + 1e-300), float(
+        np.max(err - RTOL[np.dtype(dtype).name] * bound))
+
+
+@settings(max_examples=120, deadline=None)
+@given(cases())
+def test_the_compiled_conv_family_matches_the_reference(case):
+    """Also with every ``np.empty`` buffer starting as garbage: the results that skip their
+    zeroing pass (the input gradient's) must write every element."""
+    g, attrs, dtype, seed = case
+    rng = np.random.default_rng(seed)
+    x, w, dy = (rng.standard_normal(s).astype(dtype)
+                for s in (g.input_shape, g.filter_shape, g.output_shape))
+    ax, aw, ady = abs(x), abs(w), abs(dy)
+    with _poisoned_empty():
+        y = kernels.conv2d(x, w, **attrs)
+        dw = kernels.conv2d_backprop_filter(x, g.filter_shape, dy, **attrs)
+        dx = kernels.conv2d_backprop_input(g.input_shape, w, dy, **attrs)
+    _close(y, reference.conv2d(x, w, g), reference.conv2d(ax, aw, g), dtype)
+    _close(dw, reference.backprop_filter(x, dy, g), reference.backprop_filter(ax, ady, g), dtype)
+    _close(dx, reference.backprop_input(w, dy, g), reference.backprop_input(aw, ady, g), dtype)
+
+
+# (input NHWC, filter HWIO, strides, padding): the grouped few-channel filter operand with
+# padding on either side (taps whose columns differ), a filter wider than the image, stride 2
+# with 3 channels (the 7x7 benchmark's shape, small), and many channels at stride 2.
+EDGE_CASES = [
+    ((1, 5, 7, 3), (3, 3, 3, 2), (1, 1, 1, 1), "SAME"),
+    ((2, 7, 7, 2), (3, 2, 2, 3), (1, 2, 1, 1), "SAME"),
+    ((1, 6, 6, 1), (2, 2, 1, 1), (1, 1, 1, 1), "SAME"),
+    ((1, 3, 2, 3), (2, 5, 3, 4), (1, 1, 1, 1), "SAME"),
+    ((2, 23, 21, 3), (7, 7, 3, 8), (1, 2, 2, 1), "SAME"),
+    ((2, 11, 12, 24), (3, 3, 24, 20), (1, 2, 2, 1), "SAME"),
+    ((1, 9, 9, 18), (1, 1, 18, 40), (1, 1, 1, 1), "VALID"),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,fshape,strides,padding", EDGE_CASES)
+def test_edge_geometries_on_the_in_place_paths(shape, fshape, strides, padding, dtype):
+    """Each of these takes the in-place compiled path (recorded as ``numba tiles``) and
+    matches the reference elementwise."""
+    rng = np.random.default_rng(1)
+    attrs = {"strides": list(strides), "padding": padding}
+    g = reference.geometry(shape, fshape, depthwise=False, **attrs)
+    x, w = rng.standard_normal(shape).astype(dtype), rng.standard_normal(fshape).astype(dtype)
+    dy = rng.standard_normal(g.output_shape).astype(dtype)
+    dw = kernels.conv2d_backprop_filter(x, fshape, dy, **attrs)
+    assert kernels.last_path() == "numba tiles"
+    _close(dw, reference.backprop_filter(x, dy, g),
+           reference.backprop_filter(abs(x), abs(dy), g), dtype)
+    dx = kernels.conv2d_backprop_input(shape, w, dy, **attrs)
+    _close(dx, reference.backprop_input(w, dy, g),
+           reference.backprop_input(abs(w), abs(dy), g), dtype)
+    y = kernels.conv2d(x, w, **attrs)
+    _close(y, reference.conv2d(x, w, g), reference.conv2d(abs(x), abs(w), g), dtype)
+
+
+def test_many_channels_take_the_compiled_input_and_forward_paths():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 9, 8, 20)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 20, 17)).astype(np.float32)
+    attrs = {"strides": [1, 2, 2, 1], "padding": "SAME"}
+    y = kernels.conv2d(x, w, **attrs)
+    assert kernels.last_path() == "numba tiles"
+    kernels.conv2d_backprop_input(x.shape, w, y, **attrs)
+    assert kernels.last_path() == "numba tiles"
+
+
+@numba.njit
+def _acc2(c, a, b, m, n, kd, ldc, ars, acs, brs, kd2, acs2, brs2):
+    gemm_acc2(c, a, b, 0, 0, 0, m, n, kd, ldc, ars, acs, brs, kd2, acs2, brs2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(m=st.integers(1, 14), n=st.integers(1, 70), kd=st.integers(0, 9), kd2=st.integers(0, 4),
+       dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**16))
+def test_gemm_acc2_sums_over_a_two_level_window(m, n, kd, kd2, dtype, seed):
+    """``C[i, j] += sum_{l2, l} A[i, (l2, l)] B[(l2, l), j]`` with A's rows and both levels
+    strided (ragged tiles: rows not a multiple of 6, columns not of the vector width)."""
+    rng = np.random.default_rng(seed)
+    ars, acs, acs2 = 1, m + 2, (m + 2) * (kd + 1) + 3
+    brs, ldc = n + 3, n + 1
+    brs2 = brs * (kd + 2)
+    a = rng.standard_normal(m + kd * acs + kd2 * acs2 + 8).astype(dtype)
+    b = rng.standard_normal(kd * brs + kd2 * brs2 + n + 8).astype(dtype)
+    c = rng.standard_normal(m * ldc).astype(dtype)
+    idx_a = (np.arange(m)[:, None, None] * ars + np.arange(kd2)[None, :, None] * acs2
+             + np.arange(kd)[None, None, :] * acs)
+    idx_b = np.arange(kd2)[:, None, None] * brs2 + np.arange(kd)[None, :, None] * brs \
+        + np.arange(n)[None, None, :]
+    prod = np.einsum("ipl,plj->ij", a.astype(np.float64)[idx_a], b.astype(np.float64)[idx_b])
+    want = c.astype(np.float64).reshape(m, ldc).copy()
+    want[:, :n] += prod
+    bound = np.abs(c.astype(np.float64)).reshape(m, ldc).copy()
+    bound[:, :n] += np.einsum("ipl,plj->ij", np.abs(a.astype(np.float64))[idx_a],
+                              np.abs(b.astype(np.float64))[idx_b])
+    _acc2(c, a, b, m, n, kd, ldc, ars, acs, brs, kd2, acs2, brs2)
+    eps = np.finfo(dtype).eps
+    assert np.all(np.abs(c.reshape(m, ldc) - want) <= (kd * kd2 + 2) * eps * bound)
