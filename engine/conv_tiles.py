@@ -1,17 +1,22 @@
 """The compiled path of the per-tap conv kernels: the products of :mod:`engine.conv_compute`
-as :mod:`engine.conv_tiles_jit`'s register tiles read in place from the same phase layout.
+as :mod:`engine.conv_tiles_jit`'s register tiles, read in place (no packing, no im2col).
 
-With the flat phase images ``P`` ``(sr, sc, L, C)``, the zero-embedded ``E`` ``(T, O)`` and the
-tap offsets ``off_t`` of :class:`~engine.conv_layout.PhaseLayout`:
-
-- filter gradient: ``dw_t = sum_p P_t[p + off_t].T @ E[p]``; the taps of one grid row that
-  lie one position apart (``col_step == 1``) read consecutive channels, so they form one operand
-  of ``cols * C`` rows (a 7x7 stride-2 filter on 3 channels gets 12-row tiles, not 3-row ones);
-  positions are split over cores, each summing a partial ``dw``;
-- input gradient: ``D_phase[q] = sum_{t in phase} E[q - off_t] @ w_t.T``, destination rows
-  split over cores (each row has one owner, so no races) and every tap of a phase added into
-  a block of rows while it is in cache;
-- forward: ``Y[q] = sum_t P_t[q + off_t] @ w_t``, split the same way.
+- filter gradient, :func:`backprop_filter_direct`: ``dw[i, j] = sum_{n,r,c} x[n, r*sr + i*dr
+  - pt, c*sc + j*dc - pl].T @ dy[n, r, c]`` straight from NHWC ``x`` and ``dy`` (windows of
+  pixels clipped to the image, so no phase images and no zero-embedded ``dy``); work items of
+  a few output rows split over cores, each core summing a partial ``dw``. On fewer than 16
+  channels a filter row's taps one pixel apart read adjacent channels and form one operand of
+  ``KW * C`` rows (a 7x7 filter on 3 channels gets 21-row tiles, not 3-row ones). Operands
+  whose channels are not adjacent (NCHW views) or that need a dtype conversion take
+  :func:`backprop_filter` on the phase images ``P`` and embedded ``E`` of
+  :class:`~engine.conv_layout.PhaseLayout`: ``dw_t = sum_p P_t[p + off_t].T @ E[p]``.
+- input gradient: ``D_phase[q] = sum_{t in phase} E[q - off_t] @ w_t.T``, written by
+  :func:`backprop_input_into` straight into the result, one segment per phase row (columns
+  ``stride_cols`` pixels apart), over the result's old contents when the phases cover every
+  pixel (:func:`covers_input`), so the result needs no zeroing pass; or by
+  :func:`backprop_input` into flat phase images. Destination rows are split over cores (one
+  owner per row, no races) and every tap of a phase adds into a block while it is in cache.
+- forward: ``Y[q] = sum_t P_t[q + off_t] @ w_t`` (:func:`conv2d`), split the same way.
 
 The NumPy kernels stay the reference; :func:`take` says when this path runs (float32 and
 float64 compute, the compiled kernels chosen and ready: :func:`engine.accel.use_compiled`).
@@ -29,6 +34,7 @@ from engine import accel, parallel
 from engine.buffers import zeroed
 from engine.cancel import checkpoint
 from engine.conv_layout import PhaseLayout
+from engine.conv_shapes import ConvGeometry
 from engine.parallel import map_ranges
 
 #: Positions per K block of the filter-gradient tiles (measured: 128 best, 64-512 within 10%).
@@ -125,7 +131,8 @@ def panels(b: np.ndarray) -> np.ndarray:
     return out.reshape(-1)
 
 
-def backprop_filter_direct(g, x: np.ndarray, dy: np.ndarray) -> np.ndarray | None:
+def backprop_filter_direct(g: ConvGeometry, x: np.ndarray,
+                           dy: np.ndarray) -> np.ndarray | None:
     """``(KH, KW, C, O)`` filter gradient of NHWC ``x`` and ``dy`` (one group, both in the
     compute dtype) read in place: each tap's operand is a window of ``x`` (column step
     ``stride_cols`` pixels, row step ``stride_rows`` rows) against the same rows of ``dy``, so
@@ -166,7 +173,8 @@ def backprop_filter_direct(g, x: np.ndarray, dy: np.ndarray) -> np.ndarray | Non
                                           ci, co)
         return acc
 
-    parts = map_ranges(part, items, max(1, parallel.MIN_POSITIONS_PER_RANGE // (rows * g.out_cols)))
+    positions = rows * g.out_cols  # per work item
+    parts = map_ranges(part, items, max(1, parallel.MIN_POSITIONS_PER_RANGE // positions))
     acc = parts[0]
     for p in parts[1:]:
         acc += p
