@@ -1,25 +1,33 @@
 """The compiled per-tap conv products (engine.conv_tiles, engine.conv_tiles_jit: the ``numba
 tiles`` path of Conv2D, Conv2DBackpropFilter and Conv2DBackpropInput) against the NumPy path.
 
-- random geometries on both paths (``GRADBLOCKS_KERNELS=numba`` / ``numpy``), with the tiles'
-  blocks, call sizes and core split forced tiny in some examples, and the routing asserted;
-  fixed geometries that must take each tiles route (forward, filter, the three input routes);
-- the three jit loops against a float64 NumPy evaluation of their docstring formulas;
+- random geometries on both paths (``GRADBLOCKS_KERNELS=numba`` / ``numpy``; every dtype,
+  layout, padding, stride, dilation, 1-2 groups), with the tiles' blocks, call sizes and core
+  split forced tiny in some examples, and the routing asserted; fixed geometries that must take
+  each tiles route (the forward; the filter gradient read in place or from the phase images;
+  the input gradient into the whole result, into NHWC segments or through phase buffers);
+- each loop of engine.conv_tiles_jit against a float64 NumPy evaluation of its docstring
+  formula;
 - TensorFlow's golden cases on both paths, NaN/Inf positions, cancellation between compiled
-  calls, extra memory as the batch grows, and the NumPy path while the warm-up compiles.
+  calls, extra memory as the batch grows, the NumPy path while the warm-up compiles, and the
+  warm-up compiling every loop.
 
 Tolerance (as tests/test_kernels_numba.py): both paths are within ``RTOL[dtype] * bound`` of the
 exact sum (``bound`` = the op on ``|a|, |b|``), so they differ by at most twice that plus the
 output dtype's smallest subnormal.
 """
 
+import os
+import subprocess
+import sys
 import threading
 import tracemalloc
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("numba")
@@ -33,6 +41,7 @@ from engine.numba_simd import lanes, tile_columns
 from tests.golden_cases import ARRAYS, VALID, call_valid
 from tests.test_kernels_properties import conv_attrs, conv_cases, valid_geometry
 
+ROOT = Path(__file__).resolve().parents[1]
 FORWARD = kernels.conv2d
 FILTER = kernels.conv2d_backprop_filter
 INPUT = kernels.conv2d_backprop_input
@@ -100,15 +109,23 @@ def wide_conv_cases(draw):
 @st.composite
 def tile_settings(draw):
     """None (the defaults), or tiny blocks, calls and ranges: every block, call and core
-    boundary of the tiles falls inside the small random cases."""
+    boundary of the tiles falls inside the small random cases; a filter row's taps grouped
+    into one in-place operand for few channels (the default), every channel count or none."""
     if draw(st.booleans()):
         return None
-    return {"FILTER_BLOCK": draw(st.integers(1, 5)), "ROW_BLOCK": draw(st.integers(1, 7)),
-            "CALL_POSITIONS": draw(st.integers(1, 9))}
+    return {"FILTER_BLOCK": draw(st.integers(1, 5)), "GROUPED_BLOCK": draw(st.integers(1, 9)),
+            "ROW_BLOCK": draw(st.integers(1, 7)), "CALL_POSITIONS": draw(st.integers(1, 9)),
+            "FEW_CHANNELS": draw(st.sampled_from([16, 1, 10**6]))}
 
 
-@settings(max_examples=80, deadline=None)
-@given(case=st.one_of(conv_cases(), wide_conv_cases()), per_tap=st.booleans(),
+def _nonempty(case) -> bool:
+    """Some output position has terms (empty inputs padded to outputs stay in)."""
+    g = case[0]
+    return g.batch * g.out_rows * g.out_cols > 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(case=st.one_of(conv_cases(), wide_conv_cases()).filter(_nonempty), per_tap=st.booleans(),
        tiny=tile_settings())
 def test_tiles_match_the_numpy_path(case, per_tap, tiny):
     """Conv2D and both gradients: the tiles (whenever the routing rules say so) agree with the
@@ -131,6 +148,7 @@ def test_tiles_match_the_numpy_path(case, per_tap, tiny):
             numpy_out, numpy_path = _run(mp, "numpy", op, args, attrs)
             compiled, path = _run(mp, "numba", op, args, attrs)
             assert not numpy_path.startswith("numba")
+            event(f"{kind}: {path}")  # --hypothesis-show-statistics: how often each path ran
             if path not in OTHERS:  # the routing: tiles unless few channels keep im2col/col2im
                 assert path == (TILES if kind == "filter" or not few else
                                 {"forward": "numpy im2col", "input": "numpy col2im"}[kind])
@@ -140,81 +158,95 @@ def test_tiles_match_the_numpy_path(case, per_tap, tiny):
         mp.undo()
 
 
-def _spy(monkeypatch) -> list[str]:
+def _spy(monkeypatch) -> set[str]:
     """Record which entry points of engine.conv_tiles compute (the in-place filter gradient
-    only when it takes the call: it declines layouts it cannot read in place)."""
-    seen: list[str] = []
-    for name in ("conv2d", "backprop_filter", "backprop_filter_direct", "backprop_input",
-                 "backprop_input_into"):
-        real = getattr(conv_tiles, name)
+    only when it takes the call: it declines operands it cannot read in place; the input
+    gradient's phase products as ``backprop_input(into)`` when they go straight into the
+    result) and which loops of engine.conv_tiles_jit run."""
+    seen: set[str] = set()
 
-        def spy(*args, _real=real, _name=name):
-            out = _real(*args)
-            if _name != "backprop_filter_direct" or out is not None:
-                seen.append(_name)
+    def wrap(module, name):
+        real = getattr(module, name)
+
+        def spy(*args):
+            out = real(*args)
+            if name != "backprop_filter_direct" or out is not None:
+                into = name == "backprop_input" and args[3] is not None
+                seen.add(name + "(into)" * into)
             return out
 
-        monkeypatch.setattr(conv_tiles, name, spy)
+        monkeypatch.setattr(module, name, spy)
+
+    for name in ("conv2d", "backprop_filter", "backprop_filter_direct", "backprop_input",
+                 "backprop_input_into"):
+        wrap(conv_tiles, name)
+    for name in ("filter_sums", "filter_direct", "filter_direct_grouped", "shifted_products",
+                 "segment_products"):
+        wrap(conv_tiles_jit, name)
     return seen
 
 
+#: The entry point and loops of each tiles route.
+FORWARD_ROWS = {"conv2d", "shifted_products"}
+FILTER_IN_PLACE = {"backprop_filter_direct", "filter_direct"}
+FILTER_GROUPED = {"backprop_filter_direct", "filter_direct_grouped"}  # a row's taps, one operand
+FILTER_PHASES = {"backprop_filter", "filter_sums"}
+INPUT_WHOLE = {"backprop_input(into)", "shifted_products"}  # stride 1, no padding
+INPUT_SEGMENTS = {"backprop_input_into", "segment_products"}  # NHWC in the compute dtype
+INPUT_PHASES = {"backprop_input", "shifted_products"}  # NCHW, half types: merged afterwards
 S2 = {"strides": [1, 2, 2, 1], "padding": "SAME"}
-#: (id, input shape, filter shape, attrs, dtype, the conv_tiles entry point of each kind: None
-#: where few channels keep the NumPy im2col / col2im strategy). The filter gradient reads NHWC
-#: operands in the compute dtype in place (``backprop_filter_direct``), others from the phase
-#: images (``backprop_filter``); the input gradient goes straight into a C-contiguous result at
-#: stride 1 without padding (``backprop_input`` with ``into``), into NHWC segments
-#: (``backprop_input_into``), or through phase buffers (``backprop_input``: NCHW, half types).
+#: (id, input shape, filter shape, attrs, dtype, the route of each kind: None where few
+#: channels keep the NumPy im2col / col2im strategy).
 FIXED = [
     ("stride2", (2, 9, 11, 24), (3, 3, 24, 40), S2, "float32",
-     ("conv2d", "backprop_filter_direct", "backprop_input_into")),
+     (FORWARD_ROWS, FILTER_IN_PLACE, INPUT_SEGMENTS)),
     ("stride2-dilated", (2, 10, 12, 24), (2, 2, 24, 40), S2 | {"dilations": [1, 2, 2, 1]},
-     "float32", ("conv2d", "backprop_filter_direct", "backprop_input_into")),  # 1 phase of 4
+     "float32", (FORWARD_ROWS, FILTER_IN_PLACE, INPUT_SEGMENTS)),  # taps in 1 phase of 4
     ("dilated", (1, 10, 9, 20), (3, 3, 20, 33),
      {"strides": [1, 1, 1, 1], "padding": "VALID", "dilations": [1, 2, 2, 1]}, "float32",
-     ("conv2d", "backprop_filter_direct", "backprop_input")),
+     (FORWARD_ROWS, FILTER_IN_PLACE, INPUT_WHOLE)),
     ("1x1-float64", (2, 5, 6, 32), (1, 1, 32, 70), {"strides": [1, 1, 1, 1], "padding": "VALID"},
-     "float64", ("conv2d", "backprop_filter_direct", "backprop_input")),
+     "float64", (FORWARD_ROWS, FILTER_IN_PLACE, INPUT_WHOLE)),
     ("grouped", (2, 7, 8, 36), (3, 2, 18, 26), {"strides": [1, 1, 2, 1], "padding": "SAME"},
-     "float32", ("conv2d", "backprop_filter_direct", "backprop_input_into")),
+     "float32", (FORWARD_ROWS, FILTER_IN_PLACE, INPUT_SEGMENTS)),
     ("nchw-explicit", (2, 20, 8, 7), (2, 3, 20, 18),
      {"strides": [1, 1, 2, 1], "padding": "EXPLICIT", "data_format": "NCHW",
       "explicit_paddings": [0, 0, 0, 0, 1, 2, 0, 1]}, "float64",
-     ("conv2d", "backprop_filter", "backprop_input")),
+     (FORWARD_ROWS, FILTER_PHASES, INPUT_PHASES)),
     ("float16", (2, 8, 8, 17), (3, 3, 17, 9), S2, "float16",
-     ("conv2d", "backprop_filter", "backprop_input")),  # computes in float32
+     (FORWARD_ROWS, FILTER_PHASES, INPUT_PHASES)),  # computes in float32
     ("few-7x7-s2", (2, 23, 21, 3), (7, 7, 3, 16), S2, "float32",
-     (None, "backprop_filter_direct", None)),  # a filter row's 7 taps: one 21-row operand
+     (None, FILTER_GROUPED, None)),  # a filter row's 7 taps: one 21-row operand
     ("few-7x7-s2-nchw", (2, 3, 23, 21), (7, 7, 3, 16),
      {"strides": [1, 1, 2, 2], "padding": "SAME", "data_format": "NCHW"}, "float32",
-     (None, "backprop_filter", None)),  # grid rows of 4 or 3 taps: 12 or 9 rows
+     (None, FILTER_PHASES, None)),  # grid rows of 4 or 3 taps: 12 or 9 rows
     ("few-dilated-float64", (2, 12, 11, 5), (3, 3, 5, 7),
      {"strides": [1, 1, 1, 1], "padding": "SAME", "dilations": [1, 2, 2, 1]}, "float64",
-     (None, "backprop_filter_direct", None)),  # dilated columns: tap by tap
+     (None, FILTER_IN_PLACE, None)),  # dilated columns: tap by tap
 ]
 
 
 @pytest.mark.parametrize("case", FIXED, ids=[c[0] for c in FIXED])
 def test_fixed_geometries_take_the_tiles_and_match_numpy(monkeypatch, case):
-    _, xshape, wshape, attrs, dtype, entries = case
+    name, xshape, wshape, attrs, dtype, routes = case
     g = conv2d_geometry(xshape, wshape, **attrs)
     x, w, dy = _operands(g, dtype, 5)
     seen = _spy(monkeypatch)
-    for kind, entry in zip(KINDS, entries, strict=True):
+    for kind, route in zip(KINDS, routes, strict=True):
         op, args = _op(kind, x, w, dy)
         numpy_out, _ = _run(monkeypatch, "numpy", op, args, attrs)
-        assert seen == []
+        assert seen == set()
         compiled, path = _run(monkeypatch, "numba", op, args, attrs)
-        if entry is None:
+        if route is None:
             assert path == {"forward": "numpy im2col", "input": "numpy col2im"}[kind]
-            assert seen == []
+            assert seen == set()
         else:
-            assert path == TILES and set(seen) == {entry}, (kind, seen)
+            assert path == TILES and seen == route, (kind, seen)
         seen.clear()
         monkeypatch.setenv(accel.ENV, "numpy")
         _close(compiled, numpy_out, op(*_abs_args(kind, x, w, dy, g), **attrs), dtype)
-    if entries[2] == "backprop_input_into":  # segments written over, or added to a zeroed dx
-        assert conv_tiles.covers_input(PhaseLayout.of(g)) == (case[0] != "stride2-dilated")
+    if routes[2] is INPUT_SEGMENTS:  # segments written over, or added to a zeroed result
+        assert conv_tiles.covers_input(PhaseLayout.of(g)) == (name != "stride2-dilated")
 
 
 def test_a_few_channel_7x7_stride2_filter_reads_grid_rows_as_one_operand():
@@ -238,7 +270,7 @@ def _eps_bound(got, want, bound, terms, dtype):
     assert np.all(err <= (terms + 2) * np.finfo(dtype).eps * bound + 1e-300), float(err.max())
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(dtype=FLOATS, groups=st.integers(1, 4), lda=st.integers(1, 20), co=st.integers(1, 70),
        lo=st.integers(0, 9), count=st.integers(0, 40), kc=st.integers(1, 45),
        data=st.data())
@@ -308,7 +340,7 @@ def _shifted_sum(a, bs, shifts, a_bases, a_rows, lda, q):
     return want, bound
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(dtype=FLOATS, taps=st.integers(1, 5), k=st.integers(1, 20), n=st.integers(1, 70),
        a_rows=st.integers(1, 30), q_lo=st.integers(0, 8), count=st.integers(0, 30),
        mb=st.integers(1, 40), overwrite=st.booleans(), data=st.data())
@@ -342,7 +374,7 @@ def test_shifted_products_is_its_formula(dtype, taps, k, n, a_rows, q_lo, count,
     np.testing.assert_array_equal(c[untouched], before[untouched])
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(dtype=FLOATS, taps=st.integers(1, 4), k=st.integers(1, 20), n=st.integers(1, 70),
        a_rows=st.integers(1, 30), length=st.integers(1, 9), segments=st.integers(1, 8),
        interleave=st.integers(1, 3), overwrite=st.booleans(), data=st.data())
@@ -395,34 +427,36 @@ def _strided(rng, dtype, shape, pad_cols, pad_channels):
 @settings(max_examples=100, deadline=None)
 @given(dtype=FLOATS, grouped=st.booleans(), n=st.integers(1, 3), in_rows=st.integers(1, 9),
        in_cols=st.integers(1, 9), out_rows=st.integers(1, 7), out_cols=st.integers(1, 7),
-       ci=st.integers(1, 20), co=st.integers(1, 70), kh=st.integers(1, 3), kw=st.integers(1, 4),
-       sr=st.integers(1, 3), sc=st.integers(1, 3), dc=st.integers(1, 2), data=st.data())
+       ci=st.integers(1, 20), co=st.integers(1, 70), sr=st.integers(1, 3), sc=st.integers(1, 3),
+       data=st.data())
 def test_the_in_place_filter_loops_are_their_formulas(dtype, grouped, n, in_rows, in_cols,
-                                                      out_rows, out_cols, ci, co, kh, kw, sr,
-                                                      sc, dc, data):
+                                                      out_rows, out_cols, ci, co, sr, sc, data):
     """``filter_direct``: ``out[t*ci*co + i*co + j] += sum_{r, c} x[n, r*sr + row_offs[t],
     c*sc + col_offs[t], i] * dy[n, r, c, j]``, any offsets per tap; ``filter_direct_grouped``:
-    the same with tap ``(i, j)`` at ``row_offs[i]``, ``col_offs[j]`` and a filter row's
-    ``group`` adjacent taps read as one operand. Sums over the pixels inside ``x`` of the work
-    items ``[items_lo, items_hi)`` (image, block of output rows): offsets past both sides,
-    strided operands (their gaps NaN, never read), rows per block not dividing the rows."""
+    the same with tap ``(i, j)`` at ``row_offs[i]``, ``col_offs[j]`` (columns one pixel apart,
+    pixels adjacent) and ``group`` adjacent taps of a filter row read as one operand. Sums over
+    the pixels inside ``x`` of the work items ``[items_lo, items_hi)`` (image, block of output
+    rows): offsets past both sides, strided operands (their gaps NaN, never read), rows per
+    block not dividing the rows."""
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
-    adjacent = data.draw(st.booleans())  # x's pixels adjacent: taps may be grouped
+    adjacent = grouped or data.draw(st.booleans())  # pixels adjacent, or channels padded
     xf, xs = _strided(rng, dtype, (n, in_rows, in_cols, ci), data.draw(st.integers(0, 2)),
                       0 if adjacent else data.draw(st.integers(1, 3)))
     df, ds = _strided(rng, dtype, (n, out_rows, out_cols, co), data.draw(st.integers(0, 2)),
                       data.draw(st.integers(0, 3)))
-    offsets = st.integers(-3, 10)
     if grouped:
-        row_offs = np.arange(kh, dtype=np.int64) * data.draw(st.integers(1, 2)) - data.draw(
-            st.integers(-1, 3))
-        col_offs = np.arange(kw, dtype=np.int64) * dc - data.draw(st.integers(-1, 3))
-        group = data.draw(st.integers(1, kw)) if adjacent and dc == 1 else 1
+        kh, kw = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 5))
+        row_offs = (np.arange(kh, dtype=np.int64) * data.draw(st.integers(1, 2))
+                    - data.draw(st.integers(-1, 3)))
+        # padding on the left (a group's taps then start reading at different columns), on
+        # the right, or cropping
+        col_offs = np.arange(kw, dtype=np.int64) - data.draw(st.sampled_from([1, 2, 0, 3, -1]))
+        group = data.draw(st.one_of(st.just(kw), st.integers(1, kw)))  # the engine: kw
         taps = [(i * kw + j, row_offs[i], col_offs[j]) for i in range(kh) for j in range(kw)]
     else:
-        count = data.draw(st.integers(1, 6))
-        row_offs, col_offs = (np.array([data.draw(offsets) for _ in range(count)], np.int64)
-                              for _ in range(2))
+        count = data.draw(st.integers(1, 6))  # offsets mostly inside x, clipped on one side
+        row_offs, col_offs = (np.array([data.draw(st.integers(-3, size)) for _ in range(count)],
+                                       np.int64) for size in (in_rows, in_cols))
         taps = list(zip(range(count), row_offs, col_offs, strict=True))
     rows_per_block = data.draw(st.integers(1, out_rows + 1))
     blocks = -(-out_rows // rows_per_block)
@@ -502,15 +536,21 @@ def test_golden_conv_cases_exist_and_run_on_the_tiles(monkeypatch):
 
 # --- NaN and Inf ------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("padding", ["SAME", "VALID"])
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
 @pytest.mark.parametrize("stride", [1, 2])
 @pytest.mark.parametrize("kind", ["filter", "input"])
-def test_nan_and_inf_land_where_the_numpy_path_puts_them(monkeypatch, kind, stride):
-    """NaN, +Inf and -Inf in both operands (some next to the padding, one never read at
-    stride 2): the same NaN/±Inf masks on both paths, and the finite elements close."""
-    attrs = {"strides": [1, stride, stride, 1], "padding": "SAME"}
-    xshape, wshape = (2, 11, 10, 20), (3, 2, 20, 24)  # 3x2: never Winograd
-    g = conv2d_geometry(xshape, wshape, **attrs)
-    for seed in range(4):
+def test_nan_and_inf_land_where_the_numpy_path_puts_them(monkeypatch, kind, stride, layout,
+                                                         padding):
+    """NaN, +Inf and -Inf in both operands (one in a corner, next to the padding): the same
+    NaN/±Inf masks on both paths, and the finite elements close. NHWC reads the filter
+    gradient's operands in place and writes the input gradient's rows straight into the
+    result (stride 1 VALID: the whole result; else segments); NCHW goes through the phase
+    images."""
+    attrs = conv_attrs(layout, (stride, stride), (1, 1), padding, [])
+    xshape = (2, 11, 10, 20) if layout == "NHWC" else (2, 20, 11, 10)
+    g = conv2d_geometry(xshape, (3, 2, 20, 24), **attrs)  # 3x2: never Winograd
+    for seed in range(3):
         rng = np.random.default_rng(seed)
         x, w, dy = _operands(g, "float32", seed)
         a, b = (x, dy) if kind == "filter" else (w, dy)
@@ -532,36 +572,51 @@ def test_nan_and_inf_land_where_the_numpy_path_puts_them(monkeypatch, kind, stri
 
 
 def test_a_nan_no_term_reads_stays_out_of_the_tiles_result(monkeypatch):
-    """Stride 2 VALID with a 2-wide filter never reads the last input column: a NaN there
-    leaves the filter gradient finite on both paths."""
+    """Stride 2 VALID with a 2x2 filter never reads the last input row and column: a NaN there
+    leaves the filter gradient finite on both paths; an Inf that one tap reads reaches that
+    tap's channel only."""
     attrs = {"strides": [1, 2, 2, 1], "padding": "VALID"}
     g = conv2d_geometry((1, 9, 9, 4), (2, 2, 4, 8), **attrs)
     x, _, dy = _operands(g, "float32", 1)
-    x[0, 3, 8, 1] = np.nan
-    out, path = _run(monkeypatch, "numba", FILTER, (x, g.filter_shape, dy), attrs)
-    assert path == TILES and np.isfinite(out).all()
-    x[0, 3, 7, 1] = np.inf  # read: channel 1 of the filter's second column
-    out, _ = _run(monkeypatch, "numba", FILTER, (x, g.filter_shape, dy), attrs)
-    assert np.isinf(out[:, 1, 1]).all() or np.isnan(out[:, 1, 1]).all()
-    assert np.isfinite(np.delete(out, 1, axis=2)).all()
+    x[0, 8, 3, 1] = x[0, 3, 8, 2] = np.nan
+    for layout in ("NHWC", "NCHW"):  # read in place, and from the phase images
+        to = (lambda a: a) if layout == "NHWC" else (lambda a: a.transpose(0, 3, 1, 2))
+        xv, dyv = to(x), to(dy)
+        nattrs = attrs if layout == "NHWC" else {"strides": [1, 1, 2, 2], "padding": "VALID",
+                                                 "data_format": "NCHW"}
+        out, path = _run(monkeypatch, "numba", FILTER, (xv.copy(), g.filter_shape, dyv.copy()),
+                         nattrs)
+        assert path == TILES and np.isfinite(out).all(), layout
+        xi = x.copy()
+        xi[0, 3, 7, 1] = np.inf  # input row 3 = 2*1 + 1, column 7 = 2*3 + 1: tap (1, 1) only
+        out, _ = _run(monkeypatch, "numba", FILTER, (to(xi).copy(), g.filter_shape, dyv.copy()),
+                      nattrs)
+        assert np.isinf(out[1, 1, 1]).all()
+        finite = np.ones(out.shape, bool)
+        finite[1, 1, 1] = False
+        np.testing.assert_array_equal(np.isfinite(out), finite)
 
 
 # --- cancellation, memory, warm-up ------------------------------------------------------------
 
-#: (id, kind, strides): the filter tiles, the input gradient into the NHWC result (stride 2)
-#: and into the whole C-contiguous result (stride 1, no padding: the direct rows).
-CANCEL_CASES = [("filter", "filter", 2), ("input-segments", "input", 2),
-                ("input-direct", "input", 1)]
+#: (id, kind, stride, layout): the filter gradient read in place (NHWC) or from the phase
+#: images (NCHW); the input gradient into NHWC segments (stride 2), into the whole
+#: C-contiguous result (stride 1, no padding) or through phase buffers (NCHW).
+CANCEL_CASES = [("filter-in-place", "filter", 2, "NHWC"), ("filter-phases", "filter", 2, "NCHW"),
+                ("input-segments", "input", 2, "NHWC"), ("input-direct", "input", 1, "NHWC"),
+                ("input-phases", "input", 2, "NCHW")]
 
 
 @pytest.mark.parametrize("case", CANCEL_CASES, ids=[c[0] for c in CANCEL_CASES])
 def test_a_cancelled_run_stops_between_compiled_calls(monkeypatch, case):
     """With small calls, a cancel set by another thread stops the tiles at the next call."""
-    _, kind, stride = case
+    _, kind, stride, layout = case
     monkeypatch.setenv(accel.ENV, "numba")
     monkeypatch.setattr(conv_tiles, "CALL_POSITIONS", 16)
-    attrs = {"strides": [1, stride, stride, 1], "padding": "SAME" if stride == 2 else "VALID"}
-    g = conv2d_geometry((1, 40, 40, 16), (3, 2, 16, 16), **attrs)
+    monkeypatch.setattr(conv_tiles, "FILTER_BLOCK", 16)  # in place: one output row per item
+    attrs = conv_attrs(layout, (stride, stride), (1, 1), "SAME" if stride == 2 else "VALID", [])
+    shape = (2, 40, 40, 16) if layout == "NHWC" else (2, 16, 40, 40)
+    g = conv2d_geometry(shape, (3, 2, 16, 16), **attrs)
     x, w, dy = _operands(g, "float32", 2)
     op, args = _op(kind, x, w, dy)
     real = conv_tiles.checkpoint
@@ -572,27 +627,27 @@ def test_a_cancelled_run_stops_between_compiled_calls(monkeypatch, case):
     total = len(calls)
     assert total >= 20  # many compiled calls
 
-    event, reached = threading.Event(), threading.Event()
+    cancelled, reached = threading.Event(), threading.Event()
     calls.clear()
 
     def counting():
         calls.append(1)
         if len(calls) == 3:
             reached.set()
-            assert event.wait(10)  # the other thread cancels the run now
+            assert cancelled.wait(10)  # the other thread cancels the run now
         real()
 
-    canceller = threading.Thread(target=lambda: (reached.wait(10), event.set()))
+    canceller = threading.Thread(target=lambda: (reached.wait(10), cancelled.set()))
     canceller.start()
     monkeypatch.setattr(conv_tiles, "checkpoint", counting)
     try:
-        with cancel.scope(event), pytest.raises(cancel.Cancelled):
+        with cancel.scope(cancelled), pytest.raises(cancel.Cancelled):
             op(*args, **attrs)
     finally:
         reached.set()
         canceller.join()
     assert kernels.last_path() == TILES
-    assert 3 <= len(calls) <= 3 + parallel.workers() < total
+    assert 3 <= len(calls) <= 3 + parallel.workers() < total  # at most one more per core
 
 
 def _peak(fn) -> tuple[int, object]:
@@ -608,15 +663,19 @@ def _peak(fn) -> tuple[int, object]:
     return peak, out
 
 
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
 @pytest.mark.parametrize("kind", ["filter", "input"])
 def test_tiles_extra_memory_is_bounded_as_the_batch_grows_and_within_the_estimate(
-        monkeypatch, kind):
+        monkeypatch, kind, layout):
+    """NHWC: the filter gradient read in place, the input gradient into segments of the result
+    (batch chunks of E); NCHW: phase images and buffers per batch chunk."""
     monkeypatch.setenv(accel.ENV, "numba")
     monkeypatch.setattr(conv_compute, "CHUNK_BYTES", 2**18)  # a few images per chunk
-    attrs = {"strides": [1, 2, 2, 1], "padding": "SAME"}
+    attrs = conv_attrs(layout, (2, 2), (1, 1), "SAME", [])
     extras = []
     for batch in (4, 32):
-        g = conv2d_geometry((batch, 32, 32, 32), (3, 3, 32, 32), **attrs)
+        shape = (batch, 32, 32, 32)  # 32 channels whichever the layout
+        g = conv2d_geometry(shape, (3, 3, 32, 32), **attrs)
         x, w, dy = _operands(g, "float32", batch)
         op, args = _op(kind, x, w, dy)
         op(*args, **attrs)  # compiled (or loaded from the cache) before measuring
@@ -655,12 +714,22 @@ def test_auto_runs_numpy_for_a_dtype_still_warming_up(monkeypatch):
         busy.join()
 
 
-def test_the_background_warm_up_compiles_the_tiles_loops(monkeypatch):
-    """accel.warm_up runs the tiles' three loops, so they are compiled (or loaded from the
-    cache) before a dtype is marked ready."""
-    monkeypatch.setattr(accel, "_ready", set())
-    accel.warm_up(("float32",))
-    assert accel._ready == {"float32"}
-    for loop in (conv_tiles_jit.filter_sums, conv_tiles_jit.shifted_products,
-                 conv_tiles_jit.segment_products):
-        assert any(sig[0].dtype.name == "float32" for sig in loop.signatures), loop
+def test_the_background_warm_up_compiles_every_tiles_loop():
+    """accel.warm_up runs every loop of engine.conv_tiles_jit, so they are compiled (or loaded
+    from the cache) before a dtype is marked ready: in a fresh process, warm_up alone leaves
+    no loop without a float32 signature (a loop it misses would compile in the first call)."""
+    code = (
+        "import numba\n"
+        "from engine import accel, conv_tiles_jit\n"
+        "accel.warm_up(('float32',))\n"
+        "assert accel._ready == {'float32'}\n"
+        "loops = {n: f for n, f in vars(conv_tiles_jit).items()\n"
+        "         if isinstance(f, numba.core.dispatcher.Dispatcher) and not n.startswith('_')}\n"
+        "assert len(loops) >= 4, sorted(loops)\n"
+        "cold = [n for n, f in loops.items()\n"
+        "        if not any(s[0].dtype.name == 'float32' for s in f.signatures)]\n"
+        "assert not cold, f'not compiled by warm_up: {cold}'\n")
+    env = dict(os.environ, GRADBLOCKS_KERNELS="auto")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -76,10 +76,10 @@ def test_the_compiled_loops_are_recompiled_when_the_intrinsics_change():
     import hashlib
     from pathlib import Path
 
-    from engine import numba_depthwise, numba_simd, winograd_jit
+    from engine import conv_tiles_jit, numba_depthwise, numba_simd, winograd_jit
 
     digest = hashlib.sha256(Path(numba_simd.__file__).read_bytes()).hexdigest()
-    for module in (numba_depthwise, winograd_jit):
+    for module in (numba_depthwise, winograd_jit, conv_tiles_jit):
         assert module.SIMD_SOURCE_SHA256 == digest, (
             f"engine/numba_simd.py changed: put its new SHA-256 in {module.__name__}")
 
