@@ -68,6 +68,15 @@ def _tile_columns(itemsize: int) -> int:
     return tile_columns(itemsize)
 
 
+def _readonly(a: np.ndarray) -> np.ndarray:
+    """A read-only view: the compiled loops always get their operands so, whatever the
+    caller's flags, and so run the one version :func:`warm` compiled (numba types a read-only
+    array apart and would compile again at the first call)."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
 def _phase(lay: PhaseLayout, phase_row: int, phase_col: int) -> int:
     return phase_row * lay.g.stride_cols + phase_col
 
@@ -98,7 +107,7 @@ def backprop_filter(lay: PhaseLayout, pf: np.ndarray, e: np.ndarray) -> np.ndarr
     t, co = e.shape
     taps = len(lay.taps)
     bases, rows, outs = _filter_groups(lay, length, ci, co)
-    pflat, eflat = pf.reshape(-1), np.ascontiguousarray(e).reshape(-1)
+    pflat, eflat = _readonly(pf.reshape(-1)), _readonly(np.ascontiguousarray(e).reshape(-1))
     jit = _jit()
 
     def part(lo: int, hi: int) -> np.ndarray:
@@ -142,6 +151,7 @@ def backprop_filter_direct(g: ConvGeometry, x: np.ndarray,
     if fx is None or fd is None or g.out_rows == 0 or g.out_cols == 0:
         return None
     (xf, xs), (df, ds) = fx, fd
+    xf, df = _readonly(xf), _readonly(df)
     ci, co = x.shape[3], dy.shape[3]
     taps = g.filter_rows * g.filter_cols
     row_offs = np.arange(g.filter_rows, dtype=np.int64) * g.dilation_rows - g.pad_top
@@ -188,7 +198,7 @@ def _shifted(c: np.ndarray, c_base: int, rows: int, a: np.ndarray, b: np.ndarray
     jit = _jit()
     s, ab = (np.asarray(v, np.int64) for v in (shifts, a_bases))
     _, k, n = b.shape
-    bp = panels(b)
+    bp, a = _readonly(panels(b)), _readonly(a)
     nr = _tile_columns(b.dtype.itemsize)
 
     def part(lo: int, hi: int) -> None:
@@ -256,7 +266,7 @@ def backprop_input_into(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray, out: np
     t, co = e.shape
     ci = wt.shape[3]
     base, (sn, sh, sw) = flat
-    eflat = np.ascontiguousarray(e).reshape(-1)
+    eflat = _readonly(np.ascontiguousarray(e).reshape(-1))
     nb = out.shape[0]
     for pr, pc, (rs, cs), (ri, cols) in lay.spans():
         grid = next((gr for gr in lay.grids if (gr.phase_row, gr.phase_col) == (pr, pc)), None)
@@ -264,7 +274,7 @@ def backprop_input_into(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray, out: np
             continue  # no tap writes this phase: its pixels stay 0
         taps = [lay.taps[i] for i in grid.taps]
         shifts = np.array([-tap.offset for tap in taps], np.int64)
-        bp = panels(np.stack([wt[tap.row, tap.col] for tap in taps]))
+        bp = _readonly(panels(np.stack([wt[tap.row, tap.col] for tap in taps])))
         rows = np.arange(rs.start, rs.stop)
         n_idx = np.repeat(np.arange(nb), len(rows))
         i_idx = np.tile(rows, nb)
@@ -317,14 +327,15 @@ def warm(dtypes: tuple[type, ...] = (np.float32, np.float64)) -> None:
     one = np.ones(1, np.int64)
     for dt in dtypes:
         z = np.zeros(8, dt)
-        jit.filter_sums(z, z, z, one * 0, one, one * 0, 0, 1, 1, 1, 1)
+        r = _readonly(z)  # operands as the calls above pass them
+        jit.filter_sums(z, r, r, one * 0, one, one * 0, 0, 1, 1, 1, 1)
         steps = np.ones(3, np.int64)
-        jit.filter_direct(z, z, z, 0, 1, 1, 1, steps, steps, 1, 1, 1, 1, 1, 1, one * 0,
+        jit.filter_direct(z, r, r, 0, 1, 1, 1, steps, steps, 1, 1, 1, 1, 1, 1, one * 0,
                           one * 0, 1, 1)
-        jit.filter_direct_grouped(z, z, z, 0, 1, 1, 1, steps, steps, 1, 1, 1, 1, 1, 1, one * 0,
+        jit.filter_direct_grouped(z, r, r, 0, 1, 1, 1, steps, steps, 1, 1, 1, 1, 1, 1, one * 0,
                                   one * 0, 1, 1, 1)
         for overwrite in (False, True):
-            jit.shifted_products(z, z, z, 0, 0, 1, one * 0, one * 0, 1, 1, 1, 1, 1, 1, 1,
+            jit.shifted_products(z, r, r, 0, 0, 1, one * 0, one * 0, 1, 1, 1, 1, 1, 1, 1,
                                  overwrite)
-            jit.segment_products(z, z, z, one * 0, one * 0, 1, 1, 0, 1, one * 0, one * 0, 1,
+            jit.segment_products(z, r, r, one * 0, one * 0, 1, 1, 0, 1, one * 0, one * 0, 1,
                                  1, 1, 1, 1, overwrite)

@@ -149,3 +149,26 @@ def test_gemm_acc2_sums_over_a_two_level_window(m, n, kd, kd2, dtype, seed):
     _acc2(c, a, b, m, n, kd, ldc, ars, acs, brs, kd2, acs2, brs2)
     eps = np.finfo(dtype).eps
     assert np.all(np.abs(c.reshape(m, ldc) - want) <= (kd * kd2 + 2) * eps * bound)
+
+
+def test_read_only_operands_run_the_loops_warm_up_compiled():
+    """numba types a read-only array apart: the loops always get read-only operands, so a
+    caller's read-only (or writable) arrays never compile a second version at run time."""
+    from engine import conv_tiles, conv_tiles_jit
+
+    conv_tiles.warm((np.float32,))
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 9, 9, 20)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 20, 24)).astype(np.float32)
+    dy = rng.standard_normal((2, 5, 5, 24)).astype(np.float32)
+    attrs = {"strides": [1, 2, 2, 1], "padding": "SAME"}
+    for writable in (True, False):
+        for a in (x, w, dy):
+            a.setflags(write=writable)
+        kernels.conv2d_backprop_filter(x, w.shape, dy, **attrs)
+        kernels.conv2d_backprop_input(x.shape, w, dy, **attrs)
+        kernels.conv2d(x, w, **attrs)
+    loops = (conv_tiles_jit.filter_direct, conv_tiles_jit.segment_products,
+             conv_tiles_jit.shifted_products)
+    f32 = [[s for s in f.signatures if "float32" in str(s[0])] for f in loops]
+    assert [len(s) for s in f32] == [1, 1, 1], f32
