@@ -157,6 +157,9 @@ def test_read_only_operands_run_the_loops_warm_up_compiled():
     from engine import conv_tiles, conv_tiles_jit
 
     conv_tiles.warm((np.float32,))
+    loops = (conv_tiles_jit.filter_direct, conv_tiles_jit.segment_products,
+             conv_tiles_jit.shifted_products)
+    before = [list(f.signatures) for f in loops]  # other tests may have compiled more
     rng = np.random.default_rng(4)
     x = rng.standard_normal((2, 9, 9, 20)).astype(np.float32)
     w = rng.standard_normal((3, 3, 20, 24)).astype(np.float32)
@@ -168,7 +171,4 @@ def test_read_only_operands_run_the_loops_warm_up_compiled():
         kernels.conv2d_backprop_filter(x, w.shape, dy, **attrs)
         kernels.conv2d_backprop_input(x.shape, w, dy, **attrs)
         kernels.conv2d(x, w, **attrs)
-    loops = (conv_tiles_jit.filter_direct, conv_tiles_jit.segment_products,
-             conv_tiles_jit.shifted_products)
-    f32 = [[s for s in f.signatures if "float32" in str(s[0])] for f in loops]
-    assert [len(s) for s in f32] == [1, 1, 1], f32
+    assert [list(f.signatures) for f in loops] == before
