@@ -146,17 +146,17 @@ def conv2d_backprop_filter(
     n, ci, co = x.shape[0], x.shape[3], dy.shape[3]
     dw = np.zeros((g.filter_rows, g.filter_cols, ci, co), ctype)
     few = _few_channels(ci)
-    tiles = conv_tiles.take(ctype)
-    if (tiles and x.dtype == dy.dtype == ctype
-            and (direct := conv_tiles.backprop_filter_direct(g, x, dy)) is not None):
-        return direct  # read in place: no phase images, no embedded dy, no batch chunks
+    if conv_tiles.take(ctype):  # compiled, read in place (a copy only for NCHW or half types)
+        per = (g.in_rows * g.in_cols * ci + g.out_rows * g.out_cols * co) * ctype.itemsize
+        for sl in _chunks(n, per):  # the same chunks, so the same sums, in either layout
+            dw += conv_tiles.backprop_filter_direct(g, conv_tiles.nhwc_operand(x[sl], ctype),
+                                                    conv_tiles.nhwc_operand(dy[sl], ctype))
+        return dw
     per = _per_image_bytes(lay, ci, co, ctype.itemsize)  # im2col blocks are cache-sized
     for sl in _chunks(n, per):
-        pf = _flat_phases(lay, x[sl], ctype, few and not tiles)
+        pf = _flat_phases(lay, x[sl], ctype, few)
         e = lay.embed_output(dy[sl], ctype).reshape(-1, co)
-        e = e[: e.shape[0] - lay.max_offset]
-        dw += (conv_tiles.backprop_filter(lay, pf, e) if tiles
-               else _backprop_filter_chunk(lay, pf, e, few))
+        dw += _backprop_filter_chunk(lay, pf, e[: e.shape[0] - lay.max_offset], few)
     return dw
 
 

@@ -7,9 +7,10 @@ as :mod:`engine.conv_tiles_jit`'s register tiles, read in place (no packing, no 
   a few output rows split over cores, each core summing a partial ``dw``. On fewer than 16
   channels a filter row's taps one pixel apart read adjacent channels and form one operand of
   ``KW * C`` rows (a 7x7 filter on 3 channels gets 21-row tiles, not 3-row ones). Operands
-  whose channels are not adjacent (NCHW views) or that need a dtype conversion take
-  :func:`backprop_filter` on the phase images ``P`` and embedded ``E`` of
-  :class:`~engine.conv_layout.PhaseLayout`: ``dw_t = sum_p P_t[p + off_t].T @ E[p]``.
+  whose channels are not adjacent (NCHW views) or that need a dtype conversion are copied to
+  NHWC per batch chunk first (:func:`nhwc_operand`), so both layouts sum in the same order.
+  With the flat phase images ``P`` and the zero-embedded ``E`` of
+  :class:`~engine.conv_layout.PhaseLayout`:
 - input gradient: ``D_phase[q] = sum_{t in phase} E[q - off_t] @ w_t.T``, written by
   :func:`backprop_input_into` straight into the result, one segment per phase row (columns
   ``stride_cols`` pixels apart), over the result's old contents when the phases cover every
@@ -81,52 +82,6 @@ def _phase(lay: PhaseLayout, phase_row: int, phase_col: int) -> int:
     return phase_row * lay.g.stride_cols + phase_col
 
 
-def _filter_groups(lay: PhaseLayout, length: int, ci: int, co: int):
-    """``(a_bases, rows, out_bases)`` of :func:`~engine.conv_tiles_jit.filter_sums`: one group
-    per grid row whose taps are one position apart, else one per tap; outputs in grid order."""
-    bases, rows, outs = [], [], []
-    k = 0
-    for grid in lay.grids:
-        start = _phase(lay, grid.phase_row, grid.phase_col) * length + grid.offset
-        for a in range(grid.rows):
-            row = start + a * grid.row_step
-            runs = [(0, grid.cols)] if grid.col_step == 1 else [(b, 1) for b in range(grid.cols)]
-            for b, count in runs:
-                bases.append((row + b * grid.col_step) * ci)
-                rows.append(count * ci)
-                outs.append(k * ci * co)
-                k += count
-    return tuple(np.array(v, np.int64) for v in (bases, rows, outs))
-
-
-def backprop_filter(lay: PhaseLayout, pf: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """``(KH, KW, C, O)`` filter gradient of one batch chunk: C-contiguous phases ``pf``
-    ``(sr, sc, L, C)`` and ``E`` ``(T, O)``, both in the compute dtype."""
-    g = lay.g
-    length, ci = pf.shape[2], pf.shape[3]
-    t, co = e.shape
-    taps = len(lay.taps)
-    bases, rows, outs = _filter_groups(lay, length, ci, co)
-    pflat, eflat = _readonly(pf.reshape(-1)), _readonly(np.ascontiguousarray(e).reshape(-1))
-    jit = _jit()
-
-    def part(lo: int, hi: int) -> np.ndarray:
-        acc = np.zeros(taps * ci * co, e.dtype)
-        for b0 in range(lo, hi, CALL_POSITIONS):
-            checkpoint()
-            jit.filter_sums(acc, pflat, eflat, bases, rows, outs, b0,
-                            min(hi, b0 + CALL_POSITIONS), ci, co, FILTER_BLOCK)
-        return acc
-
-    parts = map_ranges(part, t)
-    acc = parts[0]
-    for p in parts[1:]:
-        acc += p
-    out = np.empty((taps, ci, co), e.dtype)
-    out[list(lay.grid_order)] = acc.reshape(taps, ci, co)
-    return out.reshape(g.filter_rows, g.filter_cols, ci, co)
-
-
 def panels(b: np.ndarray) -> np.ndarray:
     """``(taps, k, n)`` matrices as :func:`~engine.conv_tiles_jit.shifted_products` reads them:
     flat ``(taps, P, k, nr)``, ``nr`` the columns of one register tile, the last panel padded
@@ -140,19 +95,28 @@ def panels(b: np.ndarray) -> np.ndarray:
     return out.reshape(-1)
 
 
-def backprop_filter_direct(g: ConvGeometry, x: np.ndarray,
-                           dy: np.ndarray) -> np.ndarray | None:
+def nhwc_operand(a: np.ndarray, ctype: np.dtype) -> np.ndarray:
+    """NHWC ``a`` as :func:`backprop_filter_direct` reads it: itself when it is in ``ctype``
+    with adjacent channels, else a C-contiguous copy in ``ctype`` (NCHW views, half types)."""
+    if a.dtype == ctype and flat_nhwc(a) is not None:
+        return a
+    return np.ascontiguousarray(a, ctype)
+
+
+def backprop_filter_direct(g: ConvGeometry, x: np.ndarray, dy: np.ndarray) -> np.ndarray:
     """``(KH, KW, C, O)`` filter gradient of NHWC ``x`` and ``dy`` (one group, both in the
-    compute dtype) read in place: each tap's operand is a window of ``x`` (column step
-    ``stride_cols`` pixels, row step ``stride_rows`` rows) against the same rows of ``dy``, so
-    no phase images and no zero-embedded ``dy`` are built; taps and pixels that would read
-    padding are clipped away. None when an operand's channels are not adjacent."""
+    compute dtype, channels adjacent: :func:`nhwc_operand`) read in place: each tap's operand
+    is a window of ``x`` (column step ``stride_cols`` pixels, row step ``stride_rows`` rows)
+    against the same rows of ``dy``, so no phase images and no zero-embedded ``dy`` are built;
+    taps and pixels that would read padding are clipped away."""
+    ci, co = x.shape[3], dy.shape[3]
+    if x.size == 0 or dy.size == 0:  # no terms
+        return np.zeros((g.filter_rows, g.filter_cols, ci, co), x.dtype)
     fx, fd = flat_nhwc(x), flat_nhwc(dy)
-    if fx is None or fd is None or g.out_rows == 0 or g.out_cols == 0:
-        return None
+    if fx is None or fd is None:
+        raise ValueError("backprop_filter_direct needs adjacent channels (nhwc_operand)")
     (xf, xs), (df, ds) = fx, fd
     xf, df = _readonly(xf), _readonly(df)
-    ci, co = x.shape[3], dy.shape[3]
     taps = g.filter_rows * g.filter_cols
     row_offs = np.arange(g.filter_rows, dtype=np.int64) * g.dilation_rows - g.pad_top
     col_offs = np.arange(g.filter_cols, dtype=np.int64) * g.dilation_cols - g.pad_left
@@ -234,13 +198,17 @@ def backprop_input(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray,
 
 def flat_nhwc(out: np.ndarray) -> tuple[np.ndarray, tuple[int, int, int]] | None:
     """``out`` (an NHWC view, channels adjacent) as a flat array over its extent and its
-    element strides ``(image, row, column)``; None when the channels are not adjacent."""
+    element strides ``(image, row, column)``; None when the channels are not adjacent. Axes of
+    length 1 never step, whatever stride NumPy gave them (a contiguous copy may keep any)."""
     it = out.itemsize
-    if out.size == 0 or out.strides[3] != it or any(s % it or s < 0 for s in out.strides):
+    strides = [0 if d == 1 else s for d, s in zip(out.shape, out.strides)]
+    if (out.size == 0 or strides[3] not in (0, it)
+            or any(s % it or s < 0 for s in strides)):
         return None
-    steps = tuple(s // it for s in out.strides[:3])
+    steps = tuple(s // it for s in strides[:3])
     extent = sum((d - 1) * s for d, s in zip(out.shape[:3], steps)) + out.shape[3]
-    return as_strided(out, shape=(extent,), strides=(it,)), steps  # type: ignore[return-value]
+    flat = as_strided(out, shape=(extent,), strides=(it,))
+    return flat, steps  # type: ignore[return-value]
 
 
 def covers_input(lay: PhaseLayout) -> bool:
@@ -328,7 +296,6 @@ def warm(dtypes: tuple[type, ...] = (np.float32, np.float64)) -> None:
     for dt in dtypes:
         z = np.zeros(8, dt)
         r = _readonly(z)  # operands as the calls above pass them
-        jit.filter_sums(z, r, r, one * 0, one, one * 0, 0, 1, 1, 1, 1)
         steps = np.ones(3, np.int64)
         jit.filter_direct(z, r, r, 0, 1, 1, 1, steps, steps, 1, 1, 1, 1, 1, 1, one * 0,
                           one * 0, 1, 1)

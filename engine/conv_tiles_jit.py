@@ -1,18 +1,19 @@
-"""The numba-compiled shifted products of the per-tap conv kernels (imported only when used).
+"""The numba-compiled products of the per-tap conv kernels (imported only when used).
 
-Both loops are sums of :func:`engine.numba_simd.gemm_acc` register tiles read straight from the
-flat phase images of :mod:`engine.conv_compute` (no packing, no copies), walked in cache-sized
+Every loop is a sum of :mod:`engine.numba_simd` register tiles (``gemm_acc``, ``gemm_set``,
+``gemm_acc2``) read straight from the operands (no packing, no copies), walked in cache-sized
 blocks so each tile's operands stay in L1/L2:
 
-- :func:`filter_sums`: ``out[g] += A_g^T @ E`` over a range of positions, ``A_g`` the
-  ``rows[g]`` consecutive channels at a fixed offset into the phase image (one tap, or a run of
-  taps one position apart), blocks of ``kc`` positions shared by every ``g``;
+- :func:`filter_direct` / :func:`filter_direct_grouped`: the filter gradient from NHWC ``x``
+  and ``dy``, one 2-D window of pixels per tap (or per run of a filter row's taps one pixel
+  apart, for few channels) and block of output rows;
 - :func:`shifted_products`: ``C[q] += sum_t A[q + shift_t] @ B_t`` over a range of destination
   rows ``q`` (rows of ``A`` outside ``[0, a_rows)`` add nothing), in blocks of ``mb`` rows that
   every tap accumulates into while they are in cache; each ``B_t`` (a filter tap) is stored as
   panels of one tile's columns, contiguous, which L1 keeps better than rows of the whole width
   (8-13% faster measured). The forward conv and the input gradient are both this (shift
-  ``+offset`` and ``-offset``).
+  ``+offset`` and ``-offset``); :func:`segment_products` writes row segments where they belong
+  in the result (the input gradient's phase rows).
 
 Measured single-threaded on the benchmark's per-tap shapes (128-256 channels, float32): 1.3-1.6x
 OpenBLAS with ``OPENBLAS_CORETYPE=Haswell`` and 1.0-1.2x its AVX-512 kernels. Every product is a
@@ -28,18 +29,7 @@ from engine.numba_simd import gemm_acc, gemm_acc2, gemm_set
 
 #: SHA-256 of ``engine/numba_simd.py`` (see :data:`engine.numba_depthwise.SIMD_SOURCE_SHA256`:
 #: numba's cache of this file's loops is rebuilt only when this file changes).
-SIMD_SOURCE_SHA256 = "9742561cca2506203b6af4c12094577078aff532acead35d7eb8dffdae4e0db8"
-
-
-@njit(nogil=True, cache=True)
-def filter_sums(out, p, e, a_bases, rows, out_bases, lo, hi, lda, co, kc):  # pragma: no cover
-    """``out[out_bases[g] + i*co + j] += sum_{lo <= q < hi} p[a_bases[g] + q*lda + i] *
-    e[q*co + j]`` for ``i < rows[g]``, ``j < co``; the sum over ``q`` in order."""
-    for b0 in range(lo, hi, kc):
-        k = min(kc, hi - b0)
-        for g in range(a_bases.shape[0]):
-            gemm_acc(out, p, e, out_bases[g], a_bases[g] + b0 * lda, b0 * co, rows[g], co, k,
-                     co, 1, lda, co)
+SIMD_SOURCE_SHA256 = "15e7048948f7378a3468590825da969c4d6a76ce8074ac67b0998437ee035306"
 
 
 @njit(nogil=True, cache=True)

@@ -177,10 +177,9 @@ def _spy(monkeypatch) -> set[str]:
 
         monkeypatch.setattr(module, name, spy)
 
-    for name in ("conv2d", "backprop_filter", "backprop_filter_direct", "backprop_input",
-                 "backprop_input_into"):
+    for name in ("conv2d", "backprop_filter_direct", "backprop_input", "backprop_input_into"):
         wrap(conv_tiles, name)
-    for name in ("filter_sums", "filter_direct", "filter_direct_grouped", "shifted_products",
+    for name in ("filter_direct", "filter_direct_grouped", "shifted_products",
                  "segment_products"):
         wrap(conv_tiles_jit, name)
     return seen
@@ -190,7 +189,6 @@ def _spy(monkeypatch) -> set[str]:
 FORWARD_ROWS = {"conv2d", "shifted_products"}
 FILTER_IN_PLACE = {"backprop_filter_direct", "filter_direct"}
 FILTER_GROUPED = {"backprop_filter_direct", "filter_direct_grouped"}  # a row's taps, one operand
-FILTER_PHASES = {"backprop_filter", "filter_sums"}
 INPUT_WHOLE = {"backprop_input(into)", "shifted_products"}  # stride 1, no padding
 INPUT_SEGMENTS = {"backprop_input_into", "segment_products"}  # NHWC in the compute dtype
 INPUT_PHASES = {"backprop_input", "shifted_products"}  # NCHW, half types: merged afterwards
@@ -212,14 +210,14 @@ FIXED = [
     ("nchw-explicit", (2, 20, 8, 7), (2, 3, 20, 18),
      {"strides": [1, 1, 2, 1], "padding": "EXPLICIT", "data_format": "NCHW",
       "explicit_paddings": [0, 0, 0, 0, 1, 2, 0, 1]}, "float64",
-     (FORWARD_ROWS, FILTER_PHASES, INPUT_PHASES)),
+     (FORWARD_ROWS, FILTER_IN_PLACE, INPUT_PHASES)),  # filter: an NHWC copy per chunk
     ("float16", (2, 8, 8, 17), (3, 3, 17, 9), S2, "float16",
-     (FORWARD_ROWS, FILTER_PHASES, INPUT_PHASES)),  # computes in float32
+     (FORWARD_ROWS, FILTER_IN_PLACE, INPUT_PHASES)),  # computes in float32
     ("few-7x7-s2", (2, 23, 21, 3), (7, 7, 3, 16), S2, "float32",
      (None, FILTER_GROUPED, None)),  # a filter row's 7 taps: one 21-row operand
     ("few-7x7-s2-nchw", (2, 3, 23, 21), (7, 7, 3, 16),
      {"strides": [1, 1, 2, 2], "padding": "SAME", "data_format": "NCHW"}, "float32",
-     (None, FILTER_PHASES, None)),  # grid rows of 4 or 3 taps: 12 or 9 rows
+     (None, FILTER_GROUPED, None)),  # copied to NHWC: a row's 7 taps, one operand
     ("few-dilated-float64", (2, 12, 11, 5), (3, 3, 5, 7),
      {"strides": [1, 1, 1, 1], "padding": "SAME", "dilations": [1, 2, 2, 1]}, "float64",
      (None, FILTER_IN_PLACE, None)),  # dilated columns: tap by tap
@@ -249,17 +247,6 @@ def test_fixed_geometries_take_the_tiles_and_match_numpy(monkeypatch, case):
         assert conv_tiles.covers_input(PhaseLayout.of(g)) == (name != "stride2-dilated")
 
 
-def test_a_few_channel_7x7_stride2_filter_reads_grid_rows_as_one_operand():
-    """On the phase images, the taps of one grid row one position apart form one operand of
-    ``cols * C`` rows (a 7x7 stride-2 filter on 3 channels: 4 and 3 taps, 12 and 9 rows)."""
-    g = conv2d_geometry((2, 23, 21, 3), (7, 7, 3, 16), [1, 2, 2, 1], "SAME")
-    lay = PhaseLayout.of(g)
-    _, rows, outs = conv_tiles._filter_groups(lay, 100, 3, 16)
-    assert sorted(set(rows.tolist())) == [9, 12] and rows.sum() == 49 * 3
-    assert len(rows) == 14  # 4 phases x 4 or 3 grid rows
-    np.testing.assert_array_equal(outs, np.concatenate([[0], np.cumsum(rows[:-1]) * 16]))
-
-
 # --- the jit loops against their docstring formulas ------------------------------------------
 
 FLOATS = st.sampled_from(["float32", "float64"])
@@ -268,37 +255,6 @@ FLOATS = st.sampled_from(["float32", "float64"])
 def _eps_bound(got, want, bound, terms, dtype):
     err = np.abs(got.astype(np.float64) - want)
     assert np.all(err <= (terms + 2) * np.finfo(dtype).eps * bound + 1e-300), float(err.max())
-
-
-@settings(max_examples=100, deadline=None)
-@given(dtype=FLOATS, groups=st.integers(1, 4), lda=st.integers(1, 20), co=st.integers(1, 70),
-       lo=st.integers(0, 9), count=st.integers(0, 40), kc=st.integers(1, 45),
-       data=st.data())
-def test_filter_sums_is_its_formula(dtype, groups, lda, co, lo, count, kc, data):
-    """``out[out_bases[g] + i*co + j] += sum_{lo <= q < hi} p[a_bases[g] + q*lda + i] *
-    e[q*co + j]``: rows[g] may span several positions (a run of taps), column counts that
-    are not multiples of the vector width, K blocks smaller than the range."""
-    hi = lo + count
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
-    rows = np.array([data.draw(st.integers(1, 3 * lda)) for _ in range(groups)], np.int64)
-    a_bases = np.array([data.draw(st.integers(0, 30)) for _ in range(groups)], np.int64)
-    gaps = [data.draw(st.integers(0, 5)) for _ in range(groups)]
-    out_bases = np.cumsum([0] + [int(r) * co + gp for r, gp in zip(rows, gaps, strict=True)])
-    out_bases = out_bases[:-1].astype(np.int64) + 3
-    p = rng.standard_normal(int((a_bases + hi * lda + rows).max()) + 4).astype(dtype)
-    e = rng.standard_normal(hi * co + 5).astype(dtype)
-    out = rng.standard_normal(int(out_bases[-1] + rows[-1] * co) + 7).astype(dtype)
-    want, bound = out.astype(np.float64), np.abs(out).astype(np.float64)
-    p64, e64 = p.astype(np.float64), e.astype(np.float64)
-    em = e64[lo * co : hi * co].reshape(count, co)
-    for gi in range(groups):
-        idx = a_bases[gi] + np.arange(lo, hi)[:, None] * lda + np.arange(rows[gi])[None, :]
-        am = p64[idx]  # (count, rows)
-        dst = slice(out_bases[gi], out_bases[gi] + rows[gi] * co)
-        want[dst] += (am.T @ em).reshape(-1)
-        bound[dst] += (abs(am).T @ abs(em)).reshape(-1)
-    conv_tiles_jit.filter_sums(out, p, e, a_bases, rows, out_bases, lo, hi, lda, co, kc)
-    _eps_bound(out, want, bound, count, dtype)
 
 
 def _panels(bs: np.ndarray, nr: int) -> np.ndarray:

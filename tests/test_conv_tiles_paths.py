@@ -172,3 +172,25 @@ def test_read_only_operands_run_the_loops_warm_up_compiled():
         kernels.conv2d_backprop_input(x.shape, w, dy, **attrs)
         kernels.conv2d(x, w, **attrs)
     assert [list(f.signatures) for f in loops] == before
+
+
+def test_a_length_one_axis_with_any_stride_is_still_addressed():
+    """A contiguous copy may give a length-1 axis any stride (here the channels of a
+    one-channel NCHW input): the in-place path must still read it (it once returned zeros,
+    caught by golden case c098)."""
+    from numpy.lib.stride_tricks import as_strided
+
+    from engine.conv_tiles import flat_nhwc
+
+    a = np.arange(12, dtype=np.float32).reshape(2, 3, 2, 1)
+    odd = as_strided(a, a.shape, (24, 8, 4, 24))  # channel stride 24: one channel
+    flat, steps = flat_nhwc(odd)
+    assert steps == (6, 2, 1)
+    np.testing.assert_array_equal(flat, np.arange(12))
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 1, 3, 2)).astype(np.float32)
+    dy = rng.standard_normal((2, 4, 1, 1)).astype(np.float32)
+    attrs = {"strides": [1, 1, 3, 3], "padding": "VALID", "data_format": "NCHW"}
+    dw = kernels.conv2d_backprop_filter(x, (1, 1, 1, 4), dy, **attrs)
+    want = np.einsum("n,no->o", x[:, 0, 0, 0].astype(np.float64), dy[:, :, 0, 0])
+    np.testing.assert_allclose(dw.reshape(-1), want, rtol=1e-6)

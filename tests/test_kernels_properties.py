@@ -1,6 +1,7 @@
 """The fast kernels against the slow reference on random cases, and the adjoint identities."""
 
 import os
+import types
 from contextlib import contextmanager
 
 import ml_dtypes
@@ -166,24 +167,46 @@ def _kernels(path: str):
             os.environ["GRADBLOCKS_KERNELS"] = old
 
 
-@contextmanager
-def _poisoned_empty():
-    """Every ``np.empty`` float array starts as 1234.5: a buffer or result the kernels allocate
-    without zeroing and then read before writing (or leave partly unwritten) shows. Finite on
-    purpose: a NaN result would send the call to the NaN/Inf path and hide the read."""
-    real = np.empty
+class _PoisonedNumpy(types.ModuleType):
+    """NumPy whose ``empty`` float arrays start as 1234.5 (see :func:`_poisoned_empty`)."""
 
+    def __init__(self):
+        super().__init__("numpy")
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    @staticmethod
     def empty(shape, dtype=float, *args, **kwargs):
-        out = real(shape, dtype, *args, **kwargs)
-        if out.dtype.kind == "f" or out.dtype in (ml_dtypes.bfloat16,):
+        out = np.empty(shape, dtype, *args, **kwargs)
+        if out.dtype.kind == "f" or out.dtype == ml_dtypes.bfloat16:
             out.fill(1234.5)
         return out
 
-    np.empty = empty
+
+#: The Python modules of the kernels whose ``np.empty`` buffers are poisoned (the compiled
+#: modules keep NumPy itself: numba reads ``np.empty`` when it compiles).
+_KERNEL_MODULES = ("engine.kernels", "engine.conv_compute", "engine.conv_tiles",
+                   "engine.conv_layout", "engine.buffers", "engine.winograd")
+
+
+@contextmanager
+def _poisoned_empty():
+    """Every ``np.empty`` float array the kernels' Python code allocates starts as 1234.5: a
+    buffer or result allocated without zeroing and then read before writing (or left partly
+    unwritten) shows. Finite on purpose: a NaN result would send the call to the NaN/Inf path
+    and hide the read."""
+    import importlib
+
+    modules = [importlib.import_module(name) for name in _KERNEL_MODULES]
+    poisoned = _PoisonedNumpy()
+    for m in modules:
+        m.np = poisoned
     try:
         yield
     finally:
-        np.empty = real
+        for m in modules:
+            m.np = np
 
 
 @pytest.mark.parametrize("path", ["numpy", "auto"])
