@@ -12,7 +12,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app import dialog_folders
+from app import dialog_folders, gc_guard
 from app.annotation_actions import AnnotationActions
 from app.attribute_panel import AttributePanel
 from app.crosscheck_action import CrossCheckAction
@@ -57,6 +57,7 @@ class MainWindow(QtWidgets.QMainWindow):
                  recovery_dir: Path | None = None, *, autosave: bool = True,
                  restore_layout: bool = True, quiet: bool = False):
         super().__init__()
+        gc_guard.install()  # Qt objects must never be collected in a background thread
         self.setObjectName("MainWindow")
         self.settings = settings if settings is not None else default_settings()
         self.quiet = quiet  # screenshot mode: errors go to stderr instead of dialogs

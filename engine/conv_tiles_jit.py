@@ -33,36 +33,45 @@ SIMD_SOURCE_SHA256 = "15e7048948f7378a3468590825da969c4d6a76ce8074ac67b0998437ee
 
 
 @njit(nogil=True, cache=True)
+def _rows(c, a, b, c_row, q0, q1, shifts, a_bases, a_rows, lda, ldc, k, n, nr,
+          overwrite):  # pragma: no cover
+    """Destination rows ``[q0, q1)`` of :func:`shifted_products`, row ``q0`` at ``c[c_row]``:
+    every tap added into them while they are in cache (the first tap written instead with
+    ``overwrite``, the rows zeroed first when it does not cover them all)."""
+    panels = (n + nr - 1) // nr
+    for t in range(shifts.shape[0]):
+        s = shifts[t]
+        s0, s1 = max(q0 + s, 0), min(q1 + s, a_rows)
+        first = overwrite and t == 0
+        if first and (s1 <= s0 or s0 - s > q0 or s1 - s < q1):
+            for q in range(q1 - q0):
+                row = c_row + q * ldc
+                c[row : row + n] = 0
+            first = False
+        if s1 > s0:
+            for pj in range(panels):
+                c0 = c_row + (s0 - s - q0) * ldc + pj * nr
+                b0 = (t * panels + pj) * k * nr
+                if first:
+                    gemm_set(c, a, b, c0, a_bases[t] + s0 * lda, b0, s1 - s0,
+                             min(nr, n - pj * nr), k, ldc, lda, 1, nr)
+                else:
+                    gemm_acc(c, a, b, c0, a_bases[t] + s0 * lda, b0, s1 - s0,
+                             min(nr, n - pj * nr), k, ldc, lda, 1, nr)
+
+
+@njit(nogil=True, cache=True)
 def shifted_products(c, a, b, c_base, q_lo, q_hi, shifts, a_bases, a_rows, lda, ldc, k, n, nr,
                      mb, overwrite):  # pragma: no cover
     """``c[c_base + q*ldc + j] (+)= sum_t sum_{l < k} a[a_bases[t] + (q + shifts[t])*lda + l] *
     B_t[l, j]`` for ``q_lo <= q < q_hi``, ``j < n``, the taps ``t`` whose source row
-    ``q + shifts[t]`` is in ``[0, a_rows)``, in tap order; with ``overwrite`` the rows are
-    written, not added to (``c`` may hold anything there). ``b`` holds each ``B_t`` as panels
-    of ``nr`` columns (:func:`engine.conv_tiles.panels`): ``B_t[l, j]`` at
-    ``((t*P + j // nr)*k + l)*nr + j % nr`` with ``P = ceil(n / nr)`` panels."""
-    panels = (n + nr - 1) // nr
+    ``q + shifts[t]`` is in ``[0, a_rows)``, in tap order, in blocks of ``mb`` rows; with
+    ``overwrite`` the rows are written, not added to (``c`` may hold anything there). ``b``
+    holds each ``B_t`` as panels of ``nr`` columns (:func:`engine.conv_tiles.panels`):
+    ``B_t[l, j]`` at ``((t*P + j // nr)*k + l)*nr + j % nr`` with ``P = ceil(n / nr)``."""
     for q0 in range(q_lo, q_hi, mb):
-        q1 = min(q_hi, q0 + mb)
-        for t in range(shifts.shape[0]):
-            s = shifts[t]
-            s0, s1 = max(q0 + s, 0), min(q1 + s, a_rows)
-            first = overwrite and t == 0
-            if first and (s1 <= s0 or s0 - s > q0 or s1 - s < q1):
-                for q in range(q0, q1):  # the first tap does not cover the block: zero it
-                    row = c_base + q * ldc
-                    c[row : row + n] = 0
-                first = False
-            if s1 > s0:
-                for pj in range(panels):
-                    c0 = c_base + (s0 - s) * ldc + pj * nr
-                    b0 = (t * panels + pj) * k * nr
-                    if first:
-                        gemm_set(c, a, b, c0, a_bases[t] + s0 * lda, b0, s1 - s0,
-                                 min(nr, n - pj * nr), k, ldc, lda, 1, nr)
-                    else:
-                        gemm_acc(c, a, b, c0, a_bases[t] + s0 * lda, b0, s1 - s0,
-                                 min(nr, n - pj * nr), k, ldc, lda, 1, nr)
+        _rows(c, a, b, c_base + q0 * ldc, q0, min(q_hi, q0 + mb), shifts, a_bases, a_rows, lda,
+              ldc, k, n, nr, overwrite)
 
 
 @njit(nogil=True, cache=True)
@@ -72,28 +81,10 @@ def segment_products(c, a, b, c_bases, q_starts, length, ldc, s_lo, s_hi, shifts
     ``c[c_bases[s] + r*ldc + j] (+)= sum_t sum_l a[a_bases[t] + (q + shifts[t])*lda + l] *
     B_t[l, j]`` with ``q = q_starts[s] + r`` for the segments ``s_lo <= s < s_hi``,
     ``r < length``, ``j < n`` (``b`` in panels as there; ``overwrite`` as there)."""
-    panels = (n + nr - 1) // nr
     for seg in range(s_lo, s_hi):
         q0 = q_starts[seg]
-        for t in range(shifts.shape[0]):
-            s = shifts[t]
-            s0, s1 = max(q0 + s, 0), min(q0 + length + s, a_rows)
-            first = overwrite and t == 0
-            if first and (s1 <= s0 or s0 - s > q0 or s1 - s < q0 + length):
-                for r in range(length):  # the first tap does not cover the segment: zero it
-                    row = c_bases[seg] + r * ldc
-                    c[row : row + n] = 0
-                first = False
-            if s1 > s0:
-                for pj in range(panels):
-                    c0 = c_bases[seg] + (s0 - s - q0) * ldc + pj * nr
-                    b0 = (t * panels + pj) * k * nr
-                    if first:
-                        gemm_set(c, a, b, c0, a_bases[t] + s0 * lda, b0, s1 - s0,
-                                 min(nr, n - pj * nr), k, ldc, lda, 1, nr)
-                    else:
-                        gemm_acc(c, a, b, c0, a_bases[t] + s0 * lda, b0, s1 - s0,
-                                 min(nr, n - pj * nr), k, ldc, lda, 1, nr)
+        _rows(c, a, b, c_bases[seg], q0, q0 + length, shifts, a_bases, a_rows, lda, ldc, k, n,
+              nr, overwrite)
 
 
 @njit(nogil=True, cache=True)

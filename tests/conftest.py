@@ -41,3 +41,14 @@ def grad_window(qtbot, tmp_path, monkeypatch):
     w = make_window(qtbot, tmp_path, grad_canvas())
     yield w
     close_window(w)
+
+
+def pytest_runtest_teardown(item):
+    """Once a window has turned automatic garbage collection over to the GUI thread's timer
+    (app.gc_guard), collect what is due after each test too: tests that never spin the event
+    loop would otherwise never collect."""
+    import sys
+
+    guard = sys.modules.get("app.gc_guard")
+    if guard is not None and guard.installed():
+        guard.collect_due()

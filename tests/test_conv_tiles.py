@@ -39,7 +39,8 @@ from engine.dtypes import DTYPES, RTOL
 from engine.kernel_memory import conv_workspace
 from engine.numba_simd import lanes, tile_columns
 from tests.golden_cases import ARRAYS, VALID, call_valid
-from tests.test_kernels_properties import conv_attrs, conv_cases, valid_geometry
+from tests.test_kernels_numba import warming_up
+from tests.test_kernels_properties import conv_attrs, conv_cases
 
 ROOT = Path(__file__).resolve().parents[1]
 FORWARD = kernels.conv2d
@@ -85,25 +86,11 @@ def _operands(g, dtype, seed):
                  for s in (g.input_shape, g.filter_shape, g.output_shape))
 
 
-@st.composite
-def wide_conv_cases(draw):
+def wide_conv_cases():
     """conv_cases with channel counts around the tiles' widths: up to 40 input channels per
     group (16 and more take the tiles for the forward and input gradient too) and up to 70
     output channels per group (more than one register tile of columns, and remainders)."""
-    fmt = draw(st.sampled_from(["NHWC", "NCHW"]))
-    kh, kw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
-    sh, sw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
-    dh, dw = draw(st.integers(1, 2)), draw(st.integers(1, 2))
-    n, h, w = draw(st.integers(1, 2)), draw(st.integers(1, 6)), draw(st.integers(1, 6))
-    groups, fin = draw(st.integers(1, 2)), draw(st.integers(1, 40))
-    c, fout = groups * fin, groups * draw(st.integers(1, 70))
-    padding = draw(st.sampled_from(["SAME", "VALID", "EXPLICIT"]))
-    pads = [draw(st.integers(0, 2)) for _ in range(4)]
-    attrs = conv_attrs(fmt, (sh, sw), (dh, dw), padding, pads)
-    in_shape = (n, h, w, c) if fmt == "NHWC" else (n, c, h, w)
-    g = valid_geometry(in_shape, (kh, kw, fin, fout), False, attrs)
-    dtype = draw(st.sampled_from(sorted(DTYPES)))
-    return g, attrs, dtype, draw(st.integers(0, 2**32 - 1))
+    return conv_cases(max_in=40, max_out=70, sizes=(1, 6), batch=(1, 2))
 
 
 @st.composite
@@ -647,13 +634,7 @@ def test_tiles_extra_memory_is_bounded_as_the_batch_grows_and_within_the_estimat
 def test_auto_runs_numpy_for_a_dtype_still_warming_up(monkeypatch):
     """While the background thread compiles, the app computes with NumPy instead of waiting:
     a filter gradient that takes the tiles once its dtype is ready."""
-    release = threading.Event()
-    busy = threading.Thread(target=release.wait)
-    busy.start()
-    try:
-        monkeypatch.setattr(accel, "_warm_thread", busy)
-        monkeypatch.setattr(accel, "_ready", {"float64"})
-        monkeypatch.setenv(accel.ENV, "auto")
+    with warming_up(monkeypatch, {"float64"}):
         attrs = {"strides": [1, 2, 2, 1], "padding": "SAME"}
         g = conv2d_geometry((2, 9, 9, 20), (3, 3, 20, 24), **attrs)
         x, _, dy = _operands(g, "float64", 3)
@@ -665,9 +646,6 @@ def test_auto_runs_numpy_for_a_dtype_still_warming_up(monkeypatch):
                                        rtol=1e-2, atol=1e-2)
         assert expected == {np.float32: "numpy per-tap", np.float64: TILES,
                             np.float16: "numpy per-tap"}  # half types compute in float32
-    finally:
-        release.set()
-        busy.join()
 
 
 def test_the_background_warm_up_compiles_every_tiles_loop():

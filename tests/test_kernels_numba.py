@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import tracemalloc
+from contextlib import contextmanager
 from pathlib import Path
 
 import ml_dtypes
@@ -190,15 +191,25 @@ def test_extreme_geometry_keeps_the_tap_span_path(monkeypatch):
     np.testing.assert_array_equal(accel.compiled().depthwise_conv2d(g, x, w, y.dtype), y)
 
 
-def test_auto_runs_numpy_for_a_dtype_still_warming_up(monkeypatch):
-    """While the background thread compiles, the app computes with NumPy instead of waiting."""
+@contextmanager
+def warming_up(monkeypatch, ready: set[str]):
+    """Inside, ``auto`` sees a background compile still running with only ``ready`` done."""
     release = threading.Event()
     busy = threading.Thread(target=release.wait)
     busy.start()
     try:
         monkeypatch.setattr(accel, "_warm_thread", busy)
-        monkeypatch.setattr(accel, "_ready", {"float64"})
+        monkeypatch.setattr(accel, "_ready", set(ready))
         monkeypatch.setenv(accel.ENV, "auto")
+        yield
+    finally:
+        release.set()
+        busy.join()
+
+
+def test_auto_runs_numpy_for_a_dtype_still_warming_up(monkeypatch):
+    """While the background thread compiles, the app computes with NumPy instead of waiting."""
+    with warming_up(monkeypatch, {"float64"}):
         x, w = np.ones((1, 5, 5, 3), np.float32), np.ones((3, 3, 3, 1), np.float32)
         FORWARD(x, w, [1, 1, 1, 1], "SAME")
         assert path_kind() == "numpy"
@@ -206,9 +217,6 @@ def test_auto_runs_numpy_for_a_dtype_still_warming_up(monkeypatch):
         assert path_kind() == "numba"
         FORWARD(x.astype(np.float16), w.astype(np.float16), [1, 1, 1, 1], "SAME")
         assert path_kind() == "numpy"  # half types compute in float32
-    finally:
-        release.set()
-        busy.join()
 
 
 def test_background_warm_up_marks_both_compute_dtypes_ready(monkeypatch):

@@ -40,20 +40,22 @@ def valid_geometry(in_shape, filter_shape, depthwise: bool, attrs: dict):
 
 
 @st.composite
-def conv_cases(draw, depthwise=False):
+def conv_cases(draw, depthwise=False, max_in=3, max_out=3, sizes=(0, 7), batch=(0, 2)):
     """A random valid conv geometry with its attrs (any layout, padding, stride, dilation): the
-    engine's conv2d_geometry only decides validity; the geometry returned is the reference's."""
+    engine's conv2d_geometry only decides validity; the geometry returned is the reference's.
+    Up to ``max_in`` input and ``max_out`` output channels per group (not depthwise), image
+    sides and batch in the ranges ``sizes`` and ``batch``."""
     fmt = draw(st.sampled_from(["NHWC", "NCHW"]))
     kh, kw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
     sh, sw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
     dh, dw = draw(st.integers(1, 2)), draw(st.integers(1, 2))
-    n, h, w = draw(st.integers(0, 2)), draw(st.integers(0, 7)), draw(st.integers(0, 7))
+    n, h, w = draw(st.integers(*batch)), draw(st.integers(*sizes)), draw(st.integers(*sizes))
     if depthwise:
         c, fin, fout = draw(st.integers(1, 3)), None, draw(st.integers(1, 2))
         fin = c
     else:
-        groups, fin = draw(st.integers(1, 2)), draw(st.integers(1, 3))
-        c, fout = groups * fin, groups * draw(st.integers(1, 3))
+        groups, fin = draw(st.integers(1, 2)), draw(st.integers(1, max_in))
+        c, fout = groups * fin, groups * draw(st.integers(1, max_out))
     padding = draw(st.sampled_from(["SAME", "VALID", "EXPLICIT"]))
     pads = [draw(st.integers(0, 2)) for _ in range(4)]
     attrs = conv_attrs(fmt, (sh, sw), (dh, dw), padding, pads)
