@@ -21,7 +21,9 @@ input gradient skip the phase layout: one einsum per tile of output rows over a 
 whatever the batch size. Python loops run only over
 taps, stride phases, batch chunks and cache blocks/tiles of positions (each a large vectorized
 call), never element by element. Each chunk, tap and block/tile starts with
-:func:`engine.cancel.checkpoint`, so a cancelled run stops within one of them.
+:func:`engine.cancel.checkpoint`, so a cancelled run stops within one of them. With the
+``fast`` extra the per-tap products run compiled instead (:mod:`engine.conv_tiles`, chosen
+here per call); this module stays the reference they are tested against.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Register-accumulating product sums (numba intrinsics; imported by the compiled kernels only):
-the depthwise filter gradient's tap sums and the small matrix products of Winograd.
+the depthwise filter gradient's tap sums, Winograd's per-point products and the per-tap conv
+products of :mod:`engine.conv_tiles_jit` (:func:`gemm_acc`, :func:`gemm_set`, :func:`gemm_acc2`).
 
 :func:`acc_products` (one tap) and :func:`acc_products3` (three taps sharing ``g``) compute
 

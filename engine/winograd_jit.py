@@ -24,7 +24,7 @@ from engine.numba_simd import gemm_acc, gemm_set
 
 #: SHA-256 of ``engine/numba_simd.py`` (see :data:`engine.numba_depthwise.SIMD_SOURCE_SHA256`:
 #: numba's cache of this file's loops is rebuilt only when this file changes).
-SIMD_SOURCE_SHA256 = "15e7048948f7378a3468590825da969c4d6a76ce8074ac67b0998437ee035306"
+SIMD_SOURCE_SHA256 = "832a0b023863058e320231f1afcb0d92ffeb5b519d82c5192b45dee17938f3c7"
 
 
 @njit(nogil=True, cache=True)
