@@ -88,6 +88,15 @@ def segment_products(c, a, b, c_bases, q_starts, length, ldc, s_lo, s_hi, shifts
 
 
 @njit(nogil=True, cache=True)
+def _inside(off, stride, size, count):  # pragma: no cover
+    """Output indices ``[lo, hi)`` (within ``[0, count)``) whose input index
+    ``k*stride + off`` is in ``[0, size)``."""
+    lo = (-off + stride - 1) // stride if off < 0 else 0
+    hi = min(count, (size - 1 - off) // stride + 1) if size - 1 - off >= 0 else 0
+    return lo, max(lo, hi)
+
+
+@njit(nogil=True, cache=True)
 def filter_direct(out, x, dy, items_lo, items_hi, blocks, rows_per_block, xs, ds, sr, sc,
                   in_rows, in_cols, out_rows, out_cols, row_offs, col_offs, ci, co):  # pragma: no cover
     """``out[t*ci*co + i*co + j] += sum_{r, c} x[n, r*sr + row_offs[t], c*sc + col_offs[t], i]
@@ -104,10 +113,9 @@ def filter_direct(out, x, dy, items_lo, items_hi, blocks, rows_per_block, xs, ds
         r_b = min(out_rows, r_a + rows_per_block)
         for t in range(row_offs.shape[0]):
             ro, cofs = row_offs[t], col_offs[t]
-            r_lo = max(r_a, (-ro + sr - 1) // sr) if ro < 0 else r_a
-            r_hi = min(r_b, (in_rows - 1 - ro) // sr + 1) if in_rows - 1 - ro >= 0 else r_a
-            c_lo = (-cofs + sc - 1) // sc if cofs < 0 else 0
-            c_hi = min(out_cols, (in_cols - 1 - cofs) // sc + 1) if in_cols - 1 - cofs >= 0 else 0
+            r_lo, r_hi = _inside(ro, sr, in_rows, out_rows)
+            r_lo, r_hi = max(r_lo, r_a), min(r_hi, r_b)
+            c_lo, c_hi = _inside(cofs, sc, in_cols, out_cols)
             if r_hi <= r_lo or c_hi <= c_lo:
                 continue
             a0 = n * xs[0] + (r_lo * sr + ro) * xs[1] + (c_lo * sc + cofs) * xs[2]
@@ -127,15 +135,6 @@ def _window(out, x, dy, o0, rows, n, r_lo, r_hi, c_lo, c_hi, ro, cofs, xs, ds, s
         b0 = n * ds[0] + r_lo * ds[1] + c_lo * ds[2]
         gemm_acc2(out, x, dy, o0, a0, b0, rows, co, c_hi - c_lo, co, 1, sc * xs[2], ds[2],
                   r_hi - r_lo, sr * xs[1], ds[1])
-
-
-@njit(nogil=True, cache=True)
-def _inside(off, stride, size, count):  # pragma: no cover
-    """Output indices ``[lo, hi)`` (within ``[0, count)``) whose input index
-    ``k*stride + off`` is in ``[0, size)``."""
-    lo = (-off + stride - 1) // stride if off < 0 else 0
-    hi = min(count, (size - 1 - off) // stride + 1) if size - 1 - off >= 0 else 0
-    return lo, max(lo, hi)
 
 
 @njit(nogil=True, cache=True)

@@ -173,9 +173,11 @@ def _phase_layout(g: ConvGeometry, kind: str, ctype: np.dtype) -> PhaseLayout:
     return lay
 
 
-def _input_grad_buffer(g: ConvGeometry, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """Zeroed result in ``g.data_format`` and its NHWC view."""
-    out = zeroed(g.input_shape, dtype)
+def _input_grad_buffer(g: ConvGeometry, dtype: np.dtype,
+                       zero: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Result in ``g.data_format`` and its NHWC view, zeroed unless the kernel writes every
+    element itself (``zero=False``)."""
+    out = zeroed(g.input_shape, dtype) if zero else np.empty(g.input_shape, dtype)
     return out, _nhwc(out, g.data_format)
 
 
@@ -278,8 +280,7 @@ def conv2d_backprop_input(
         _winograd_ran()
         return _from_nhwc(dx, data_format, dtype)  # no copy for NHWC in the compute dtype
     lay = _phase_layout(g, "input", ctype)
-    out = np.empty(g.input_shape, dtype)  # each group's call zeroes it where needed
-    outv = _nhwc(out, g.data_format)
+    out, outv = _input_grad_buffer(g, dtype, zero=False)  # each group's call zeroes it
     for si, so in _group_slices(g):
         cc.conv2d_backprop_input(lay, dyv[..., so], w[..., so], ctype, outv[..., si], False)
     return out
@@ -381,9 +382,8 @@ def depthwise_conv2d_native_backprop_input(
                           data_format, dtype)
     if accel.use_compiled(ctype):
         _ran("numba")
-        out = np.empty(g.input_shape, dtype)  # every element is written: no zeroing pass
-        accel.compiled().depthwise_conv2d_backprop_input(g, dyv, w, ctype,
-                                                         _nhwc(out, data_format))
+        out, outv = _input_grad_buffer(g, dtype, zero=False)  # every element is written
+        accel.compiled().depthwise_conv2d_backprop_input(g, dyv, w, ctype, outv)
         return out
     out, outv = _input_grad_buffer(g, dtype)
     cc.depthwise_conv2d_backprop_input(_phase_layout(g, "input", ctype), dyv, w, ctype, outv)
