@@ -1,18 +1,20 @@
-"""The numba-compiled tile transforms of Winograd F(2x2, 3x3) (imported only when used).
+"""The numba-compiled tile loops of Winograd F(2x2, 3x3) (imported only when used).
 
 With ``B^T = [[1,0,-1,0],[0,1,1,0],[0,-1,1,0],[0,1,0,-1]]`` and ``A^T = [[1,1,1,0],[0,1,-1,-1]]``:
 
-- :func:`patch_tiles`:  ``V = B^T d B`` of every 4x4 input tile ``d`` (tile step 2), or
-  ``A e A^T`` of every 2x2 output-gradient tile ``e`` (each point a sum of at most 4 patch
-  elements with coefficients 0 or ±1, given as tables);
-- :func:`output_tiles`: ``A^T m A`` of every 4x4 product tile ``m``, written as 2x2 outputs.
+- :func:`input_tiles`:  ``V = B^T d B`` of every 4x4 input tile ``d`` (tile step 2);
+- :func:`grad_tiles`:   ``A e A^T`` of every 2x2 output-gradient tile ``e``;
+- :func:`output_tiles`: ``A^T m A`` of every 4x4 product tile ``m``, written as 2x2 outputs;
+- :func:`point_products`, :func:`point_products_t`: the 16 per-point matrix products.
 
-Tiles are numbered ``t = (n * tiles_h + a) * tiles_w + b`` and stored ``(16, tiles,
-channels)``: point ``4*u + v`` of tile ``t`` at row ``t - t0``, so each of the 16 per-point
-matrix products reads one contiguous ``(tiles, channels)`` matrix. Every function works on the
-tiles ``[t0, t1)`` only (one cache-sized chunk) and reads source elements outside the array as
-zero. The loops run channels innermost (contiguous, vectorized), single-threaded (callers run
-one chunk per core) and release the GIL.
+Tiles are numbered ``t = (n * tiles_h + a) * tiles_w + b``; the 16 points of a chunk's tiles
+are stored as 16 planes of a flat buffer ``plane`` elements apart, point ``4*u + v`` of tile
+``t`` at ``(4*u + v)*plane + (t - t0)*channels``, so each per-point product reads one
+contiguous ``(tiles, channels)`` matrix. Every function works on the tiles ``[t0, t1)`` only
+(one cache-sized chunk) and reads source elements outside the array as zero. Interior tiles
+are transformed in place by the vector code of :mod:`engine.winograd_simd`, border tiles from
+a zero-padded copy of their patch. The loops are single-threaded (callers run one chunk per
+core) and release the GIL.
 """
 
 from __future__ import annotations
@@ -21,91 +23,117 @@ import numpy as np
 from numba import njit
 
 from engine.numba_simd import gemm_acc, gemm_set
+from engine.winograd_simd import grad_transform, input_transform, output_transform
 
 #: SHA-256 of ``engine/numba_simd.py`` (see :data:`engine.numba_depthwise.SIMD_SOURCE_SHA256`:
 #: numba's cache of this file's loops is rebuilt only when this file changes).
 SIMD_SOURCE_SHA256 = "832a0b023863058e320231f1afcb0d92ffeb5b519d82c5192b45dee17938f3c7"
+#: ... and of ``engine/winograd_simd.py``, whose transforms these loops inline too.
+TRANSFORMS_SOURCE_SHA256 = "798a5feab093ba02902a109e9b228c5d45a19eb9b0bbf4ea4c0bc8544e7df616"
 
 
 @njit(nogil=True, cache=True)
-def patch_tiles(src, size, row0, col0, tiles_h, tiles_w, t0, t1, idx, coef, out):  # pragma: no cover
-    """``out[p, t - t0, c] = sum_q coef[p, q] * d[idx[p, q], c]`` with ``d`` the flattened
-    ``size x size`` patch ``d[u*size + v, c] = src[n, 2a + u - row0, 2b + v - col0, c]`` of tile
-    ``t`` (zero outside ``src``).
+def _origin(tile, tiles_h, tiles_w):  # pragma: no cover
+    """Image, first row and first column of tile ``t = (n * tiles_h + a) * tiles_w + b``."""
+    band, b = tile // tiles_w, tile % tiles_w
+    return band // tiles_h, 2 * (band % tiles_h), 2 * b
 
-    Each output point is one loop over channels with one store and four loads (the compiler
-    vectorizes it; a fused loop over all 16 points has too many arrays to prove apart)."""
+
+@njit(nogil=True, cache=True)
+def _patch(src, n, r, c, size, out):  # pragma: no cover
+    """``out[(i*size + j)*C + k] = src[n, r + i, c + j, k]``, zero outside ``src``."""
     h, w, ch = src.shape[1], src.shape[2], src.shape[3]
-    d = np.zeros((size * size, ch), out.dtype)
-    for tile in range(t0, t1):
-        band, b = tile // tiles_w, tile % tiles_w
-        n, a = band // tiles_h, band % tiles_h
-        for u in range(size):
-            r = 2 * a + u - row0
-            for v in range(size):
-                c = 2 * b + v - col0
-                row = d[u * size + v]
-                if 0 <= r < h and 0 <= c < w:
-                    s = src[n, r, c]
-                    for k in range(ch):
-                        row[k] = s[k]
-                else:
-                    for k in range(ch):
-                        row[k] = 0
-        t = tile - t0
-        for p in range(16):
-            o = out[p, t]
-            x0, x1, x2, x3 = d[idx[p, 0]], d[idx[p, 1]], d[idx[p, 2]], d[idx[p, 3]]
-            c0, c1, c2, c3 = coef[p, 0], coef[p, 1], coef[p, 2], coef[p, 3]
-            for k in range(ch):
-                o[k] = c0 * x0[k] + c1 * x1[k] + c2 * x2[k] + c3 * x3[k]
+    for i in range(size):
+        for j in range(size):
+            o = (i * size + j) * ch
+            if 0 <= r + i < h and 0 <= c + j < w:
+                s = src[n, r + i, c + j]
+                for k in range(ch):
+                    out[o + k] = s[k]
+            else:
+                for k in range(ch):
+                    out[o + k] = 0
 
 
 @njit(nogil=True, cache=True)
-def output_tiles(m, tiles_h, tiles_w, t0, t1, dst):  # pragma: no cover
-    """``dst[n, 2a + u, 2b + v, c] = (A^T m[:, t - t0] A)[u, v]`` for the outputs inside ``dst``."""
+def input_tiles(src, row0, col0, tiles_h, tiles_w, t0, t1, out, plane):  # pragma: no cover
+    """``out[(4u + v)*plane + (t - t0)*C + k] = (B^T d B)[u, v]`` of the 4x4 tile
+    ``d[i, j] = src[n, 2a + i - row0, 2b + j - col0, k]`` of each tile ``t`` in ``[t0, t1)``
+    (zero outside ``src``; ``src`` C-contiguous, ``out`` flat)."""
+    h, w, ch = src.shape[1], src.shape[2], src.shape[3]
+    sf = src.reshape(src.size)
+    pad = np.empty(16 * ch, out.dtype)
+    for tile in range(t0, t1):
+        n, r, c = _origin(tile, tiles_h, tiles_w)
+        r, c = r - row0, c - col0
+        o0 = (tile - t0) * ch
+        if 0 <= r and r + 4 <= h and 0 <= c and c + 4 <= w:
+            input_transform(out, sf, o0, ((n * h + r) * w + c) * ch, ch, w * ch, ch,
+                            4 * plane, plane)
+        else:
+            _patch(src, n, r, c, 4, pad)
+            input_transform(out, pad, o0, 0, ch, 4 * ch, ch, 4 * plane, plane)
+
+
+@njit(nogil=True, cache=True)
+def grad_tiles(src, tiles_h, tiles_w, t0, t1, out, plane):  # pragma: no cover
+    """``out[(4u + v)*plane + (t - t0)*C + k] = (A e A^T)[u, v]`` of the 2x2 tile
+    ``e[i, j] = src[n, 2a + i, 2b + j, k]`` of each tile ``t`` in ``[t0, t1)`` (zero outside
+    ``src``; ``src`` C-contiguous, ``out`` flat)."""
+    h, w, ch = src.shape[1], src.shape[2], src.shape[3]
+    sf = src.reshape(src.size)
+    pad = np.empty(4 * ch, out.dtype)
+    for tile in range(t0, t1):
+        n, r, c = _origin(tile, tiles_h, tiles_w)
+        o0 = (tile - t0) * ch
+        if r + 2 <= h and c + 2 <= w:
+            grad_transform(out, sf, o0, ((n * h + r) * w + c) * ch, ch, w * ch, ch,
+                           4 * plane, plane)
+        else:
+            _patch(src, n, r, c, 2, pad)
+            grad_transform(out, pad, o0, 0, ch, 2 * ch, ch, 4 * plane, plane)
+
+
+@njit(nogil=True, cache=True)
+def output_tiles(m, plane, tiles_h, tiles_w, t0, t1, dst):  # pragma: no cover
+    """``dst[n, 2a + u, 2b + v, k] = (A^T M A)[u, v]`` with ``M[i, j] = m[(4i + j)*plane +
+    (t - t0)*K + k]`` for the outputs inside ``dst`` (``m`` flat, ``dst`` C-contiguous)."""
     h, w, ch = dst.shape[1], dst.shape[2], dst.shape[3]
+    df = dst.reshape(dst.size)
+    quad = np.empty(4 * ch, dst.dtype)
     for tile in range(t0, t1):
-        band, b = tile // tiles_w, tile % tiles_w
-        n, a = band // tiles_h, band % tiles_h
-        t = tile - t0
-        r0, c0 = 2 * a, 2 * b
-        row2, col2 = r0 + 1 < h, c0 + 1 < w
-        for k in range(ch):
-            # A^T m: rows (m0 + m1 + m2, m1 - m2 - m3) for each column
-            s0 = m[0, t, k] + m[4, t, k] + m[8, t, k]
-            s1 = m[1, t, k] + m[5, t, k] + m[9, t, k]
-            s2 = m[2, t, k] + m[6, t, k] + m[10, t, k]
-            s3 = m[3, t, k] + m[7, t, k] + m[11, t, k]
-            d0 = m[4, t, k] - m[8, t, k] - m[12, t, k]
-            d1 = m[5, t, k] - m[9, t, k] - m[13, t, k]
-            d2 = m[6, t, k] - m[10, t, k] - m[14, t, k]
-            d3 = m[7, t, k] - m[11, t, k] - m[15, t, k]
-            dst[n, r0, c0, k] = s0 + s1 + s2
-            if col2:
-                dst[n, r0, c0 + 1, k] = s1 - s2 - s3
-            if row2:
-                dst[n, r0 + 1, c0, k] = d0 + d1 + d2
-                if col2:
-                    dst[n, r0 + 1, c0 + 1, k] = d1 - d2 - d3
+        n, r, c = _origin(tile, tiles_h, tiles_w)
+        s0 = (tile - t0) * ch
+        if r + 2 <= h and c + 2 <= w:
+            output_transform(df, m, ((n * h + r) * w + c) * ch, s0, ch, 4 * plane, plane,
+                             w * ch, ch)
+        else:
+            output_transform(quad, m, 0, s0, ch, 4 * plane, plane, 2 * ch, ch)
+            for u in range(min(2, h - r)):
+                for v in range(min(2, w - c)):
+                    q = (2 * u + v) * ch
+                    dst[n, r + u, c + v] = quad[q:q + ch]
 
 
 @njit(nogil=True, cache=True)
-def point_products(v, u, out):  # pragma: no cover
+def point_products(v, pv, u, out, po, t):  # pragma: no cover
     """``out[p] = v[p] @ u[p]`` for the 16 points: ``(T, C) @ (C, K)`` (forward and input
-    gradient), in register tiles (:func:`engine.numba_simd.gemm_set`)."""
-    points, t, c = v.shape
-    k = u.shape[2]
-    vf, uf, of = v.reshape(points * t * c), u.reshape(points * c * k), out.reshape(points * t * k)
+    gradient), ``v[p]`` at ``p*pv`` and ``out[p]`` at ``p*po`` of flat ``v`` and ``out``, in
+    register tiles (:func:`engine.numba_simd.gemm_set`)."""
+    points, c, k = u.shape
+    uf = u.reshape(points * c * k)
     for p in range(points):
-        gemm_set(of, vf, uf, p * t * k, p * t * c, p * c * k, t, k, c, k, c, 1, k)
+        gemm_set(out, v, uf, p * po, p * pv, p * c * k, t, k, c, k, c, 1, k)
 
 
 @njit(nogil=True, cache=True)
-def point_products_t(v, e, acc):  # pragma: no cover
-    """``acc[p] += v[p].T @ e[p]`` for the 16 points: ``(C, T) @ (T, K)`` (filter gradient)."""
-    points, t, c = v.shape
-    k = e.shape[2]
-    vf, ef, af = v.reshape(points * t * c), e.reshape(points * t * k), acc.reshape(points * c * k)
+def point_products_t(v, pv, e, pe, acc, t, block):  # pragma: no cover
+    """``acc[p] += v[p].T @ e[p]`` for the 16 points: ``(C, T) @ (T, K)`` (filter gradient),
+    ``v[p]`` and ``e[p]`` at ``p*pv`` and ``p*pe`` of flat ``v`` and ``e``; the sum over ``T``
+    added to ``acc`` in blocks of ``block`` tiles (a two-level sum)."""
+    points, c, k = acc.shape
+    af = acc.reshape(points * c * k)
     for p in range(points):
-        gemm_acc(af, vf, ef, p * c * k, p * t * c, p * t * k, c, k, t, k, 1, c, k)
+        for b in range(0, t, block):
+            gemm_acc(af, v, e, p * c * k, p * pv + b * c, p * pe + b * k, c, k,
+                     min(block, t - b), k, 1, c, k)

@@ -82,6 +82,11 @@ def test_the_compiled_loops_are_recompiled_when_the_intrinsics_change():
     for module in (numba_depthwise, winograd_jit, conv_tiles_jit):
         assert module.SIMD_SOURCE_SHA256 == digest, (
             f"engine/numba_simd.py changed: put its new SHA-256 in {module.__name__}")
+    from engine import winograd_simd
+
+    digest = hashlib.sha256(Path(winograd_simd.__file__).read_bytes()).hexdigest()
+    assert winograd_jit.TRANSFORMS_SOURCE_SHA256 == digest, (
+        "engine/winograd_simd.py changed: put its new SHA-256 in engine.winograd_jit")
 
 
 @numba.njit
