@@ -210,6 +210,12 @@ def conv2d_backprop_input(lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype
     pass over the result."""
     g = lay.g
     n, ci, co = dy.shape[0], w.shape[2], w.shape[3]
+    if compiled_col2im(out, ctype, ci):  # writes every element
+        wc = np.ascontiguousarray(w, ctype)
+        for sl in _chunks(n, g.out_rows * g.out_cols * co * ctype.itemsize):
+            conv_tiles.backprop_input_col2im(g, np.ascontiguousarray(dy[sl], ctype), wc,
+                                             out[sl], conv_tiles.flat_nhwc(out[sl]))
+        return
     wt = np.ascontiguousarray(w.astype(ctype, copy=False).transpose(0, 1, 3, 2))  # (KH,KW,O,C)
     few = _few_channels(ci)
     tiles = not few and conv_tiles.take(ctype)
@@ -244,6 +250,14 @@ def conv2d_backprop_input(lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype
             lay.merge_input(d.reshape(sr, sc, ci, nb, lay.hq, lay.wq), out[sl], planar=True)
         else:
             lay.merge_input(d.reshape(sr, sc, nb, lay.hq, lay.wq, ci), out[sl])
+
+
+def compiled_col2im(out: np.ndarray, ctype: np.dtype, channels: int) -> bool:
+    """True when the input gradient of ``channels`` input channels per group into ``out`` runs
+    as :func:`engine.conv_tiles.backprop_input_col2im`: few channels, the compiled kernels
+    taken, and ``out`` NHWC in the compute dtype with its channels adjacent."""
+    return (_few_channels(channels) and conv_tiles.take(ctype) and out.dtype == ctype
+            and out.size > 0 and conv_tiles.flat_nhwc(out) is not None)
 
 
 def input_strategy(lay: PhaseLayout, channels: int) -> str:

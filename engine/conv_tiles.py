@@ -48,6 +48,10 @@ GROUPED_BLOCK = 2048
 FEW_CHANNELS = 16
 #: Destination rows per block of the forward / input-gradient tiles (6-384 within 3%).
 ROW_BLOCK = 96
+#: A core's range of the col2im input gradient has at least this many input rows per filter
+#: row (at its start it recomputes the output-gradient rows its neighbour shares: about one
+#: per filter row).
+COL2IM_MIN_ROWS = 8
 #: Positions (or destination rows) per compiled call: a cancel checkpoint between calls.
 CALL_POSITIONS = 2**15
 
@@ -67,6 +71,12 @@ def _tile_columns(itemsize: int) -> int:
     from engine.numba_simd import tile_columns
 
     return tile_columns(itemsize)
+
+
+def _lanes(itemsize: int) -> int:
+    from engine.numba_simd import lanes
+
+    return lanes(itemsize)
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -273,6 +283,45 @@ def _segments(c: np.ndarray, a: np.ndarray, bp: np.ndarray, c_bases: np.ndarray,
     map_ranges(part, len(q_starts), max(1, ROW_BLOCK * 16 // max(1, length)))
 
 
+def backprop_input_col2im(g: ConvGeometry, dy: np.ndarray, w: np.ndarray, out: np.ndarray,
+                          flat: tuple[np.ndarray, tuple[int, int, int]]) -> None:
+    """The input gradient of few channels (one group) written into NHWC ``out`` (its
+    :func:`flat_nhwc` view ``flat``) in the compute dtype, from C-contiguous NHWC ``dy`` and
+    ``w`` ``(KH, KW, C, O)``: per output-gradient row one register-tile product with the
+    filter as an ``(O, KH*KW*C)`` matrix (columns padded to whole vectors, so no column runs
+    alone), its columns added where their taps land (:func:`~engine.conv_tiles_jit.col2im_rows`).
+    Input rows are split over cores, one owner each that zeroes and sums them (a core
+    recomputes the few output-gradient rows it shares with its neighbour), so every element
+    sums in the same order whatever the split; a cancel checkpoint before each call."""
+    kh, kw, ci, co = w.shape
+    ctype = dy.dtype
+    j = kh * kw * ci
+    step = _lanes(ctype.itemsize)
+    wm = np.zeros((co, -(-j // step) * step), ctype)
+    wm[:, :j] = w.reshape(j, co).T
+    wm, dyr = _readonly(wm), _readonly(dy)
+    base, (sn, sh, sw) = flat
+    rows, pt, sr, dr = g.in_rows, g.pad_top, g.stride_rows, g.dilation_rows
+    per_call = max(1, CALL_POSITIONS // max(1, g.out_cols))
+    jit = _jit()
+
+    def part(lo: int, hi: int) -> None:
+        cols = np.empty((g.out_cols, wm.shape[1]), ctype)
+        for n in range(lo // rows, (hi - 1) // rows + 1):
+            h0, h1 = max(lo - n * rows, 0), min(hi - n * rows, rows)
+            out[n, h0:h1] = 0
+            # output-gradient rows with a tap in [h0, h1): r*sr + i*dr - pt in it, i < kh
+            r_lo = max(0, -((pt + h0 - (kh - 1) * dr) // -sr))
+            r_hi = min(g.out_rows, (h1 - 1 + pt) // sr + 1)
+            for r0 in range(r_lo, r_hi, per_call):
+                checkpoint()
+                jit.col2im_rows(base, sn, sh, sw, g.in_cols, dyr, wm, cols, n, r0,
+                                min(r_hi, r0 + per_call), h0, h1, pt, g.pad_left, sr,
+                                g.stride_cols, dr, g.dilation_cols, kh, kw, ci)
+
+    map_ranges(part, out.shape[0] * rows, max(1, COL2IM_MIN_ROWS * kh * dr))
+
+
 def conv2d(lay: PhaseLayout, pf: np.ndarray, wc: np.ndarray) -> np.ndarray:
     """Flat ``(L, O)`` forward result of one chunk's C-contiguous phases ``pf``
     ``(sr, sc, L, C)`` and filter ``wc`` ``(KH, KW, C, O)`` (rows from ``T`` on stay 0)."""
@@ -301,6 +350,8 @@ def warm(dtypes: tuple[type, ...] = (np.float32, np.float64)) -> None:
                           one * 0, 1, 1)
         jit.filter_direct_grouped(z, r, r, 0, 1, 1, 1, steps, steps, 1, 1, 1, 1, 1, 1, one * 0,
                                   one * 0, 1, 1, 1)
+        jit.col2im_rows(z, 1, 1, 1, 1, r[:1].reshape(1, 1, 1, 1), r.reshape(1, 8),
+                        np.zeros((1, 8), dt), 0, 0, 1, 0, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1)
         for overwrite in (False, True):
             jit.shifted_products(z, r, r, 0, 0, 1, one * 0, one * 0, 1, 1, 1, 1, 1, 1, 1,
                                  overwrite)

@@ -26,10 +26,13 @@ from __future__ import annotations
 from numba import njit
 
 from engine.numba_simd import gemm_acc, gemm_acc2, gemm_set
+from engine.simd_add import add_into
 
 #: SHA-256 of ``engine/numba_simd.py`` (see :data:`engine.numba_depthwise.SIMD_SOURCE_SHA256`:
 #: numba's cache of this file's loops is rebuilt only when this file changes).
 SIMD_SOURCE_SHA256 = "832a0b023863058e320231f1afcb0d92ffeb5b519d82c5192b45dee17938f3c7"
+#: ... and of ``engine/simd_add.py``, whose run add :func:`col2im_rows` inlines too.
+ADD_SOURCE_SHA256 = "733b6f38320ebaefd4359a2549d6da291539f985a51f3c3eca46a3975f08f9d2"
 
 
 @njit(nogil=True, cache=True)
@@ -180,3 +183,52 @@ def filter_direct_grouped(out, x, dy, items_lo, items_hi, blocks, rows_per_block
                     else:
                         _window(out, x, dy, o0, ci, n, r_lo, r_hi, c_lo, c_hi, ro,
                                 col_offs[j], xs, ds, sr, sc, co)
+
+
+@njit(nogil=True, cache=True)
+def col2im_rows(out, sn, sh, sw, width, dy, wm, cols, n, r0, r1, h0, h1, pt, pl, sr, sc, dr,
+                dc, kh, kw, ch):  # pragma: no cover
+    """The terms of image ``n``'s output-gradient rows ``[r0, r1)`` added into the input
+    gradient's rows ``[h0, h1)`` (flat ``out``, element ``(n, h, v, q)`` at ``n*sn + h*sh +
+    v*sw + q``, ``width`` columns):
+
+        ``out[n, r*sr + i*dr - pt, c*sc + j*dc - pl, q] += cols[c, (i*kw + j)*ch + q]``,
+        ``cols = dy[n, r] @ wm`` (``(OW, O) @ (O, J)``, ``J >= kh*kw*ch`` columns),
+
+    one register-tile product per row into the row-sized ``cols``, its columns then added
+    where they land: with ``dc == 1`` and adjacent pixels each filter row's taps inside the
+    image as one contiguous run, in classes of ``c`` (``c mod classes``) whose runs do not
+    overlap, else tap by tap in order of ``c``. Every input element sums its terms in one
+    fixed order, whatever the split of the rows."""
+    oh, ow, o = dy.shape[1], dy.shape[2], dy.shape[3]
+    jp = wm.shape[1]
+    dyf, wmf, cf = dy.reshape(dy.size), wm.reshape(wm.size), cols.reshape(cols.size)
+    run = kw * ch
+    classes = max(1, -(-run // max(1, sc * ch)))
+    for r in range(r0, r1):
+        gemm_set(cf, dyf, wmf, 0, (n * oh + r) * ow * o, 0, ow, jp, o, jp, o, 1, jp)
+        i_lo = max(0, -((r * sr - pt - h0) // dr))
+        for i in range(i_lo, kh):
+            h = r * sr + i * dr - pt
+            if h >= h1:
+                break
+            base = n * sn + h * sh
+            if dc == 1 and sw == ch:
+                # runs of consecutive c overlap: adding them in c order would make each
+                # read wait for the previous store; classes of c a run apart do not
+                for first in range(classes):
+                    for c in range(first, ow, classes):
+                        v0 = c * sc - pl
+                        j0, j1 = max(0, -v0), min(kw, width - v0)
+                        if j1 > j0:
+                            add_into(out, cf, base + (v0 + j0) * ch, c * jp + i * run + j0 * ch,
+                                     (j1 - j0) * ch)
+                continue
+            for c in range(ow):
+                src = c * jp + i * run
+                for j in range(kw):
+                    v = c * sc + j * dc - pl
+                    if 0 <= v < width:
+                        dst = base + v * sw
+                        for q in range(ch):
+                            out[dst + q] += cf[src + j * ch + q]

@@ -156,13 +156,17 @@ def _sparse(g: ConvGeometry):
     return sp
 
 
-def _phase_layout(g: ConvGeometry, kind: str, ctype: np.dtype) -> PhaseLayout:
+def _phase_layout(g: ConvGeometry, kind: str, ctype: np.dtype,
+                  col2im: bool = False) -> PhaseLayout:
     """The phase layout of ``g``, recording the strategy ``kind`` uses on it: ``numba
-    tiles`` (:mod:`engine.conv_tiles`) or the NumPy one."""
+    tiles`` or ``numba col2im`` (:mod:`engine.conv_tiles`; ``col2im``: the input gradient
+    takes :func:`engine.conv_compute.compiled_col2im`) or the NumPy one."""
     lay = PhaseLayout.of(g)
     few = g.filter_in_depth < cc.IM2COL_MAX_CHANNELS
     if g.depthwise:
         name = "numpy tiles"
+    elif col2im:
+        name = "numba col2im"
     elif conv_tiles.take(ctype) and (kind == "filter" or not few):
         name = "numba tiles"
     elif kind == "input":
@@ -279,8 +283,9 @@ def conv2d_backprop_input(
     if (dx := winograd.try_backprop_input(g, dyv, w, ctype)) is not None:
         _winograd_ran()
         return _from_nhwc(dx, data_format, dtype)  # no copy for NHWC in the compute dtype
-    lay = _phase_layout(g, "input", ctype)
     out, outv = _input_grad_buffer(g, dtype, zero=False)  # each group's call zeroes it
+    col2im = cc.compiled_col2im(outv[..., :g.filter_in_depth], ctype, g.filter_in_depth)
+    lay = _phase_layout(g, "input", ctype, col2im)
     for si, so in _group_slices(g):
         cc.conv2d_backprop_input(lay, dyv[..., so], w[..., so], ctype, outv[..., si], False)
     return out

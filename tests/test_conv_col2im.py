@@ -1,0 +1,188 @@
+"""The compiled col2im input gradient for few channels (engine.conv_tiles.backprop_input_col2im,
+engine.conv_tiles_jit.col2im_rows, engine.simd_add.add_into: the ``numba col2im`` path).
+
+The routing and the agreement with the NumPy path on random geometries are in
+tests/test_conv_tiles.py (every few-channel input gradient there runs it when its result is
+written in place); here: the run add against NumPy, the loop against a float64 evaluation of
+its formula, the same bits whatever the split of rows and calls, NaN/Inf positions,
+cancellation between calls and extra memory as the batch grows."""
+
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+numba = pytest.importorskip("numba")
+
+from engine import accel, cancel, conv_compute, conv_tiles, conv_tiles_jit, kernels, parallel
+from engine.conv_shapes import conv2d_geometry
+from engine.kernel_memory import conv_workspace
+from engine.simd_add import add_into
+from tests.test_conv_tiles import _peak
+from tests.test_kernels_properties import conv_attrs
+
+INPUT = kernels.conv2d_backprop_input
+COL2IM = "numba col2im"
+
+
+@numba.njit
+def _add(out, src, o0, s0, n):
+    add_into(out, src, o0, s0, n)
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 70), o0=st.integers(0, 9), s0=st.integers(0, 9),
+       dtype=st.sampled_from(["float32", "float64"]), seed=st.integers(0, 2**16))
+def test_add_into_adds_one_run_and_nothing_else(n, o0, s0, dtype, seed):
+    rng = np.random.default_rng(seed)
+    out = rng.standard_normal(o0 + n + 5).astype(dtype)
+    src = rng.standard_normal(s0 + n + 3).astype(dtype)
+    want = out.copy()
+    want[o0:o0 + n] += src[s0:s0 + n]
+    _add(out, src, o0, s0, n)
+    assert np.array_equal(out, want)
+
+
+def _reference(dy, w, shape, pt, pl, sr, sc, dr, dc):
+    """float64 col2im: ``dx[n, r*sr + i*dr - pt, c*sc + j*dc - pl, q] += dy[n, r, c] . w[i, j, q]``."""
+    h, wd = shape[1:3]
+    kh, kw = w.shape[:2]
+    dx = np.zeros(shape)
+    for r in range(dy.shape[1]):
+        for c in range(dy.shape[2]):
+            for i in range(kh):
+                for j in range(kw):
+                    a, b = r * sr + i * dr - pt, c * sc + j * dc - pl
+                    if 0 <= a < h and 0 <= b < wd:
+                        dx[:, a, b] += dy[:, r, c].astype(np.float64) @ w[i, j].T.astype(float)
+    return dx
+
+
+@settings(max_examples=40, deadline=None)
+@given(kh=st.integers(1, 5), kw=st.integers(1, 5), ci=st.integers(1, 6), co=st.integers(1, 20),
+       sr=st.integers(1, 3), sc=st.integers(1, 3), dr=st.integers(1, 2), dc=st.integers(1, 2),
+       pt=st.integers(0, 3), pl=st.integers(0, 3), dtype=st.sampled_from(["float32", "float64"]),
+       seed=st.integers(0, 2**16))
+def test_col2im_rows_is_its_formula_on_any_row_range(kh, kw, ci, co, sr, sc, dr, dc, pt, pl,
+                                                     dtype, seed):
+    """Output-gradient rows in two calls, input rows in two owners: together the formula."""
+    rng = np.random.default_rng(seed)
+    shape = (2, 9, 8, ci)
+    oh, ow = 5, 4
+    dy = rng.standard_normal((2, oh, ow, co)).astype(dtype)
+    w = rng.standard_normal((kh, kw, ci, co)).astype(dtype)
+    j = kh * kw * ci
+    wm = np.zeros((co, j + 3), dtype)
+    wm[:, :j] = w.reshape(j, co).T
+    out = np.full(shape, 7.0, dtype)
+    flat = out.reshape(-1)
+    cols = np.empty((ow, wm.shape[1]), dtype)
+    split = int(rng.integers(0, shape[1] + 1))
+    for n in range(2):
+        for h0, h1 in ((0, split), (split, shape[1])):
+            out[n, h0:h1] = 0
+            for r0, r1 in ((0, 2), (2, oh)):
+                conv_tiles_jit.col2im_rows(flat, 9 * 8 * ci, 8 * ci, ci, 8, dy, wm, cols, n, r0,
+                                           r1, h0, h1, pt, pl, sr, sc, dr, dc, kh, kw, ci)
+    want = _reference(dy, w, shape, pt, pl, sr, sc, dr, dc)
+    bound = _reference(abs(dy), abs(w), shape, pt, pl, sr, sc, dr, dc)
+    assert np.all(np.abs(out - want) <= 8 * np.finfo(dtype).eps * bound)
+
+
+CASE = ((3, 23, 19, 3), (7, 5, 3, 24), conv_attrs("NHWC", (2, 2), (1, 1), "SAME", []))
+
+
+def _case(batch=3, dtype="float32"):
+    shape, wshape, attrs = CASE
+    shape = (batch, *shape[1:])
+    g = conv2d_geometry(shape, wshape, **attrs)
+    rng = np.random.default_rng(batch)
+    w = rng.uniform(-1, 1, wshape).astype(dtype)
+    dy = rng.uniform(-1, 1, g.output_shape).astype(dtype)
+    return shape, w, dy, attrs
+
+
+def test_the_same_bits_whatever_the_split_of_rows_and_calls(monkeypatch):
+    """Every input element sums its terms in one order: one core and whole images give the
+    bits of many owners and one output-gradient row per call."""
+    monkeypatch.setenv(accel.ENV, "numba")
+    shape, w, dy, attrs = _case()
+    whole = INPUT(shape, w, dy, **attrs)
+    assert kernels.last_path() == COL2IM
+    monkeypatch.setattr(conv_tiles, "CALL_POSITIONS", 1)
+    monkeypatch.setattr(conv_tiles, "COL2IM_MIN_ROWS", 0)  # ranges of one input row
+    monkeypatch.setattr(parallel, "workers", lambda: 2)
+    split = INPUT(shape, w, dy, **attrs)
+    monkeypatch.setattr(parallel, "workers", lambda: 7)  # ranges starting inside images
+    assert np.array_equal(split, INPUT(shape, w, dy, **attrs))
+    monkeypatch.setattr(parallel, "workers", lambda: 1)
+    one = INPUT(shape, w, dy, **attrs)
+    assert np.array_equal(whole, split) and np.array_equal(whole, one)
+    monkeypatch.setenv(accel.ENV, "numpy")
+    exact = INPUT(shape, w.astype(np.float64), dy.astype(np.float64), **attrs)
+    bound = INPUT(shape, abs(w).astype(np.float64), abs(dy).astype(np.float64), **attrs)
+    assert np.all(np.abs(whole - exact) <= 2e-5 * bound)
+
+
+def test_nan_and_inf_reach_exactly_the_elements_they_are_terms_of(monkeypatch):
+    """An Inf times a zero weight is NaN, an Inf otherwise: as the float64 NumPy path; padding
+    is never multiplied (no term, no NaN)."""
+    shape, w, dy, attrs = _case()
+    w[3, 2, 1] = 0.0
+    dy[0, 4, 5, 7] = np.inf
+    dy[2, 0, 0, 2] = np.nan
+    monkeypatch.setenv(accel.ENV, "numba")
+    got = INPUT(shape, w, dy, **attrs)
+    assert kernels.last_path() == COL2IM
+    monkeypatch.setenv(accel.ENV, "numpy")
+    want = INPUT(shape, w.astype(np.float64), dy.astype(np.float64), **attrs)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert np.array_equal(np.isinf(got), np.isinf(want))
+    assert np.isnan(got).sum() > 0 and np.isinf(got).sum() > 0
+
+
+def test_a_cancelled_run_stops_between_calls(monkeypatch):
+    monkeypatch.setenv(accel.ENV, "numba")
+    monkeypatch.setattr(conv_tiles, "CALL_POSITIONS", 1)  # one output-gradient row per call
+    shape, w, dy, attrs = _case(batch=4)
+    calls = []
+    real = conv_tiles.checkpoint
+    event = threading.Event()
+
+    def counting():
+        calls.append(1)
+        if len(calls) == 3:
+            event.set()
+        real()
+
+    monkeypatch.setattr(conv_tiles, "checkpoint", counting)
+    with cancel.scope(event), pytest.raises(cancel.Cancelled):
+        INPUT(shape, w, dy, **attrs)
+    assert kernels.last_path() == COL2IM
+    assert len(calls) <= 3 + parallel.workers()  # 4 images of 12 rows: far fewer than 48
+
+
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+def test_extra_memory_is_bounded_as_the_batch_grows_and_within_the_estimate(monkeypatch,
+                                                                            layout):
+    """NHWC: ``dy`` read in place, one row of columns per core; NCHW (3 channels, not adjacent):
+    the NumPy col2im per batch chunk."""
+    monkeypatch.setenv(accel.ENV, "numba")
+    monkeypatch.setattr(conv_compute, "CHUNK_BYTES", 2**18)
+    attrs = conv_attrs(layout, (2, 2), (1, 1), "SAME", [])
+    extras = []
+    for batch in (4, 32):
+        shape = (batch, 32, 32, 3) if layout == "NHWC" else (batch, 3, 32, 32)
+        g = conv2d_geometry(shape, (7, 7, 3, 32), **attrs)
+        rng = np.random.default_rng(batch)
+        w = rng.uniform(-1, 1, g.filter_shape).astype(np.float32)
+        dy = rng.uniform(-1, 1, g.output_shape).astype(np.float32)
+        INPUT(shape, w, dy, **attrs)
+        peak, out = _peak(lambda: INPUT(shape, w, dy, **attrs))  # noqa: B023 - called at once
+        assert kernels.last_path() == (COL2IM if layout == "NHWC" else "numpy col2im")
+        extra = peak - out.nbytes
+        assert extra <= conv_workspace(g, "input", "float32", True)
+        extras.append(extra)
+    assert extras[1] <= extras[0] + 2**16, extras
