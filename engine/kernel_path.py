@@ -34,6 +34,19 @@ def vouched_finite() -> bool:
     return getattr(_local, "vouched", False)
 
 
+def limit_result_scan(elements: int | None) -> None:
+    """Let this thread's next kernel calls scan a result to vouch for it only when it has at
+    most ``elements`` elements (None: any size). :func:`engine.nonfinite.nonfinite_safe` passes
+    the inputs' size: a larger result costs more to scan than the two inputs do."""
+    _local.scan_limit = elements
+
+
+def result_scan_pays(size: int) -> bool:
+    """True when scanning a result of ``size`` elements is within :func:`limit_result_scan`."""
+    limit = getattr(_local, "scan_limit", None)
+    return limit is None or size <= limit
+
+
 def last() -> str | None:
     """The path recorded by this thread's last kernel call (None before any)."""
     return getattr(_local, "name", None)

@@ -114,7 +114,8 @@ def _vouch_finite_result(kernel: F) -> F:
     def vouching(*args, **kwargs):
         out = kernel(*args, **kwargs)
         decided = kernel_path.vouched_finite() or kernel_path.last() == "numba"
-        if not decided and gemm.propagates_nonfinite() and all_finite(out):
+        if (not decided and gemm.propagates_nonfinite()
+                and kernel_path.result_scan_pays(out.size) and all_finite(out)):
             kernel_path.vouch_finite()
         return out
     return vouching  # type: ignore[return-value]

@@ -153,7 +153,8 @@ def nonfinite_safe(a_name: str, b_name: str,
     ``vouching(a, b)`` True says the kernel will probably take a path that can vouch for its
     own result (:func:`engine.kernel_path.vouch_finite`): the kernel then runs first, and
     when it vouches the two input scans are skipped (for memory-bound kernels they cost as
-    much as the kernel). A kernel that does not vouch is followed by the scans as usual, so a
+    much as the kernel). A result larger than the two inputs is not scanned to vouch
+    (:func:`engine.kernel_path.limit_result_scan`): scanning the inputs costs less. A kernel that does not vouch is followed by the scans as usual, so a
     wrong guess costs time (an extra call when an input is not finite), never a result."""
 
     def wrap(kernel: F) -> F:
@@ -171,8 +172,12 @@ def nonfinite_safe(a_name: str, b_name: str,
                 return kernel(*args, **kwargs)
             out = None
             if vouching is not None and vouching(a, b):
-                with _quiet():  # NaN/Inf inputs or overflow: the result says so, not a warning
-                    out = kernel(*args, **kwargs)
+                kernel_path.limit_result_scan(a.size + b.size)
+                try:
+                    with _quiet():  # NaN/Inf inputs or overflow: the result says so
+                        out = kernel(*args, **kwargs)
+                finally:
+                    kernel_path.limit_result_scan(None)
                 if kernel_path.vouched_finite():
                     return out
             if all_finite(a) and all_finite(b):
