@@ -34,7 +34,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from engine import conv_tiles, parallel
-from engine.buffers import zeroed
+from engine.buffers import contiguous, zeroed
 from engine.cancel import checkpoint
 from engine.conv_layout import PhaseLayout
 from engine.gemm import gemm_acc
@@ -213,7 +213,7 @@ def conv2d_backprop_input(lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype
     if compiled_col2im(out, ctype, ci):  # writes every element
         wc = np.ascontiguousarray(w, ctype)
         for sl in _chunks(n, g.out_rows * g.out_cols * co * ctype.itemsize):
-            conv_tiles.backprop_input_col2im(g, np.ascontiguousarray(dy[sl], ctype), wc,
+            conv_tiles.backprop_input_col2im(g, contiguous(dy[sl], ctype), wc,
                                              out[sl], conv_tiles.flat_nhwc(out[sl]))
         return
     wt = np.ascontiguousarray(w.astype(ctype, copy=False).transpose(0, 1, 3, 2))  # (KH,KW,O,C)

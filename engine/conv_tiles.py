@@ -32,7 +32,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from engine import accel, parallel
-from engine.buffers import zeroed
+from engine.buffers import contiguous, zeroed
 from engine.cancel import checkpoint
 from engine.conv_layout import PhaseLayout
 from engine.conv_shapes import ConvGeometry
@@ -110,7 +110,7 @@ def nhwc_operand(a: np.ndarray, ctype: np.dtype) -> np.ndarray:
     with adjacent channels, else a C-contiguous copy in ``ctype`` (NCHW views, half types)."""
     if a.dtype == ctype and flat_nhwc(a) is not None:
         return a
-    return np.ascontiguousarray(a, ctype)
+    return contiguous(a, ctype)
 
 
 def backprop_filter_direct(g: ConvGeometry, x: np.ndarray, dy: np.ndarray) -> np.ndarray:

@@ -41,6 +41,7 @@ import threading
 
 import numpy as np
 
+from engine.buffers import contiguous
 from engine.cancel import checkpoint
 from engine.conv_shapes import ConvGeometry
 from engine.nonfinite import all_finite, exact_required
@@ -211,7 +212,7 @@ def _simd_columns(columns: int, ctype: np.dtype) -> bool:
 
 def _nhwc_operand(a: np.ndarray, ctype: np.dtype) -> np.ndarray:
     """``a`` C-contiguous in ``ctype`` (a copy only for NCHW views or half types)."""
-    return np.ascontiguousarray(a, ctype)
+    return contiguous(a, ctype)
 
 
 def _filter_transform(w: np.ndarray, ctype: np.dtype) -> np.ndarray:
