@@ -28,6 +28,8 @@ each :data:`CALL_POSITIONS` positions of a core's range.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -246,6 +248,7 @@ def backprop_input_into(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray, out: np
     base, (sn, sh, sw) = flat
     eflat = _readonly(np.ascontiguousarray(e).reshape(-1))
     nb = out.shape[0]
+    phases = []
     for pr, pc, (rs, cs), (ri, cols) in lay.spans():
         grid = next((gr for gr in lay.grids if (gr.phase_row, gr.phase_col) == (pr, pc)), None)
         if grid is None:
@@ -259,28 +262,44 @@ def backprop_input_into(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray, out: np
         q_starts = ((n_idx * lay.hq + i_idx) * lay.wq + cs.start).astype(np.int64)
         out_rows = ri.start + (i_idx - rs.start) * g.stride_rows
         c_bases = (n_idx * sn + out_rows * sh + cols.start * sw).astype(np.int64)
-        _segments(base, eflat, bp, c_bases, q_starts, cs.stop - cs.start,
-                  g.stride_cols * sw, shifts, t, co, ci, overwrite)
+        phases.append(_Segments(bp, c_bases, q_starts, cs.stop - cs.start, shifts))
+    _segments(base, eflat, phases, g.stride_cols * sw, t, co, ci, overwrite)
 
 
-def _segments(c: np.ndarray, a: np.ndarray, bp: np.ndarray, c_bases: np.ndarray,
-              q_starts: np.ndarray, length: int, ldc: int, shifts: np.ndarray, a_rows: int,
+class _Segments(NamedTuple):
+    """One stride phase's row segments of :func:`backprop_input_into`: its taps' filter
+    panels and shifts, and per segment where it starts in ``E`` and in the result."""
+
+    panels: np.ndarray
+    c_bases: np.ndarray
+    q_starts: np.ndarray
+    length: int
+    shifts: np.ndarray
+
+
+def _segments(c: np.ndarray, a: np.ndarray, phases: list[_Segments], ldc: int, a_rows: int,
               k: int, n: int, overwrite: bool) -> None:
-    """:func:`~engine.conv_tiles_jit.segment_products` over every segment, split over cores
-    (each segment has one owner), a cancel checkpoint before each call."""
+    """:func:`~engine.conv_tiles_jit.segment_products` over every segment of every phase in one
+    pass over the cores (each core takes the same share of each phase's segments; each segment
+    has one owner), a cancel checkpoint before each call."""
+    if not phases:
+        return
     jit = _jit()
-    per_call = max(1, CALL_POSITIONS // max(1, length))
-    zeros = np.zeros(len(shifts), np.int64)
     nr = _tile_columns(a.dtype.itemsize)
+    most = max(len(p.q_starts) for p in phases)
 
     def part(lo: int, hi: int) -> None:
-        for s0 in range(lo, hi, per_call):
-            checkpoint()
-            jit.segment_products(c, a, bp, c_bases, q_starts, length, ldc, s0,
-                                 min(hi, s0 + per_call), shifts, zeros, a_rows, k, k, n, nr,
-                                 overwrite)
+        for p in phases:
+            count = len(p.q_starts)
+            zeros = np.zeros(len(p.shifts), np.int64)
+            per_call = max(1, CALL_POSITIONS // max(1, p.length))
+            for s0 in range(lo * count // most, hi * count // most, per_call):
+                checkpoint()
+                jit.segment_products(c, a, p.panels, p.c_bases, p.q_starts, p.length, ldc, s0,
+                                     min(hi * count // most, s0 + per_call), p.shifts, zeros,
+                                     a_rows, k, k, n, nr, overwrite)
 
-    map_ranges(part, len(q_starts), max(1, ROW_BLOCK * 16 // max(1, length)))
+    map_ranges(part, most, max(1, ROW_BLOCK * 16 // max(1, phases[0].length)))
 
 
 def backprop_input_col2im(g: ConvGeometry, dy: np.ndarray, w: np.ndarray, out: np.ndarray,

@@ -118,6 +118,30 @@ def test_many_channels_take_the_compiled_input_and_forward_paths():
     assert kernels.last_path() == "numba tiles"
 
 
+@pytest.mark.parametrize("workers", [2, 3])
+@pytest.mark.parametrize("strides,shape", [((2, 2), (3, 11, 9, 20)), ((3, 2), (2, 13, 10, 18))])
+def test_input_segments_of_every_phase_split_over_many_cores(monkeypatch, workers, strides,
+                                                             shape):
+    """All stride phases in one pass over the cores, each core taking its share of every
+    phase (phases of different segment counts: odd image sizes), with one segment per call
+    and the result's buffer poisoned: every element written, each once."""
+    from engine import conv_tiles, parallel
+
+    monkeypatch.setattr(conv_tiles, "ROW_BLOCK", 1)
+    monkeypatch.setattr(conv_tiles, "CALL_POSITIONS", 1)
+    monkeypatch.setattr(parallel, "workers", lambda: workers)
+    rng = np.random.default_rng(workers)
+    attrs = {"strides": [1, *strides, 1], "padding": "SAME"}
+    g = reference.geometry(shape, (3, 3, shape[3], 24), depthwise=False, **attrs)
+    w = rng.standard_normal(g.filter_shape).astype(np.float32)
+    dy = rng.standard_normal(g.output_shape).astype(np.float32)
+    with _poisoned_empty():
+        dx = kernels.conv2d_backprop_input(shape, w, dy, **attrs)
+    assert kernels.last_path() == "numba tiles"
+    _close(dx, reference.backprop_input(w, dy, g), reference.backprop_input(abs(w), abs(dy), g),
+           np.float32)
+
+
 @numba.njit
 def _acc2(c, a, b, m, n, kd, ldc, ars, acs, brs, kd2, acs2, brs2):
     gemm_acc2(c, a, b, 0, 0, 0, m, n, kd, ldc, ars, acs, brs, kd2, acs2, brs2)
