@@ -110,6 +110,10 @@ def conv2d(lay: PhaseLayout, x: np.ndarray, w: np.ndarray, ctype: np.dtype) -> n
     y = np.empty((n, g.out_rows, g.out_cols, co), ctype)
     wc = np.ascontiguousarray(w, ctype)
     few = _few_channels(ci)
+    if few and conv_tiles.take(ctype):  # compiled im2col, row by row
+        for sl in _chunks(n, g.in_rows * g.in_cols * ci * ctype.itemsize):
+            conv_tiles.conv2d_im2col(g, contiguous(x[sl], ctype), wc, y[sl])
+        return y
     tiles = not few and conv_tiles.take(ctype)
     per = _per_image_bytes(lay, ci * (1 + few * len(lay.taps)), co, ctype.itemsize)
     for sl in _chunks(n, per):

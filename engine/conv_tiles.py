@@ -341,6 +341,31 @@ def backprop_input_col2im(g: ConvGeometry, dy: np.ndarray, w: np.ndarray, out: n
     map_ranges(part, out.shape[0] * rows, max(1, COL2IM_MIN_ROWS * kh * dr))
 
 
+def conv2d_im2col(g: ConvGeometry, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> None:
+    """The forward conv of few channels (one group) written into C-contiguous NHWC ``y`` from
+    C-contiguous NHWC ``x`` and ``w`` ``(KH, KW, C, O)`` in the compute dtype: per output row
+    its patches gathered (one ``(OW, KH*KW*C)`` block per core, cache-sized) and one
+    register-tile product with the filter as a ``(KH*KW*C, O)`` matrix
+    (:func:`~engine.conv_tiles_jit.im2col_rows`). Output rows are split over cores; a cancel
+    checkpoint before each call."""
+    kh, kw, ci, co = w.shape
+    wm = _readonly(np.ascontiguousarray(w.reshape(kh * kw * ci, co)))
+    xr = _readonly(x)
+    rows = y.shape[0] * g.out_rows
+    per_call = max(1, CALL_POSITIONS // max(1, g.out_cols))
+    jit = _jit()
+
+    def part(lo: int, hi: int) -> None:
+        patch = np.empty((g.out_cols, kh * kw * ci), x.dtype)
+        for t0 in range(lo, hi, per_call):
+            checkpoint()
+            jit.im2col_rows(y, xr, wm, patch, t0, min(hi, t0 + per_call), g.pad_top,
+                            g.pad_left, g.stride_rows, g.stride_cols, g.dilation_rows,
+                            g.dilation_cols, kh, kw)
+
+    map_ranges(part, rows, max(1, ROW_BLOCK // 8))
+
+
 def conv2d(lay: PhaseLayout, pf: np.ndarray, wc: np.ndarray) -> np.ndarray:
     """Flat ``(L, O)`` forward result of one chunk's C-contiguous phases ``pf``
     ``(sr, sc, L, C)`` and filter ``wc`` ``(KH, KW, C, O)`` (rows from ``T`` on stay 0)."""
@@ -369,6 +394,8 @@ def warm(dtypes: tuple[type, ...] = (np.float32, np.float64)) -> None:
                           one * 0, 1, 1)
         jit.filter_direct_grouped(z, r, r, 0, 1, 1, 1, steps, steps, 1, 1, 1, 1, 1, 1, one * 0,
                                   one * 0, 1, 1, 1)
+        jit.im2col_rows(np.zeros((1, 1, 1, 1), dt), r[:1].reshape(1, 1, 1, 1),
+                        r[:1].reshape(1, 1), np.zeros((1, 1), dt), 0, 1, 0, 0, 1, 1, 1, 1, 1, 1)
         jit.col2im_rows(z, 1, 1, 1, 1, r[:1].reshape(1, 1, 1, 1), r.reshape(1, 8),
                         np.zeros((1, 8), dt), 0, 0, 1, 0, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1)
         for overwrite in (False, True):

@@ -26,13 +26,14 @@ from __future__ import annotations
 from numba import njit
 
 from engine.numba_simd import gemm_acc, gemm_acc2, gemm_set
-from engine.simd_add import add_into
+from engine.simd_runs import add_into, copy_into
 
 #: SHA-256 of ``engine/numba_simd.py`` (see :data:`engine.numba_depthwise.SIMD_SOURCE_SHA256`:
 #: numba's cache of this file's loops is rebuilt only when this file changes).
-SIMD_SOURCE_SHA256 = "832a0b023863058e320231f1afcb0d92ffeb5b519d82c5192b45dee17938f3c7"
-#: ... and of ``engine/simd_add.py``, whose run add :func:`col2im_rows` inlines too.
-ADD_SOURCE_SHA256 = "733b6f38320ebaefd4359a2549d6da291539f985a51f3c3eca46a3975f08f9d2"
+SIMD_SOURCE_SHA256 = "1de46f9171f1fc2ec9e059d09fb0f9bd38dea430cdb3451690b4f8d1742332cb"
+#: ... and of ``engine/simd_runs.py``, whose run copies and adds :func:`col2im_rows` and
+#: :func:`im2col_rows` inline too.
+RUNS_SOURCE_SHA256 = "8b030d536c7986e1138869fb366136d9b64f9376713f7ffe7cf034ecd491a75c"
 
 
 @njit(nogil=True, cache=True)
@@ -232,3 +233,52 @@ def col2im_rows(out, sn, sh, sw, width, dy, wm, cols, n, r0, r1, h0, h1, pt, pl,
                         dst = base + v * sw
                         for q in range(ch):
                             out[dst + q] += cf[src + j * ch + q]
+
+
+@njit(nogil=True, cache=True)
+def im2col_rows(y, x, wm, patch, t_lo, t_hi, pt, pl, sr, sc, dr, dc, kh, kw):  # pragma: no cover
+    """Output rows ``t = n*OH + r`` in ``[t_lo, t_hi)`` of the NHWC forward conv ``y``:
+
+        ``y[n, r, c] = P_c @ wm``,  ``P_c[(i*kw + j)*C + q] = x[n, r*sr + i*dr - pt,
+        c*sc + j*dc - pl, q]`` (zero outside ``x``),
+
+    the row's patches gathered into ``patch`` (``(OW, kh*kw*C)``; with ``dc == 1`` each filter
+    row's taps inside the image are one contiguous run of ``x``), then one register-tile
+    product per output row straight into ``y`` (C-contiguous ``x``, ``y`` and ``wm``)."""
+    h, w, ch = x.shape[1], x.shape[2], x.shape[3]
+    oh, ow, k = y.shape[1], y.shape[2], y.shape[3]
+    run = kw * ch
+    j_all = kh * run
+    xf, yf, wf, pf = x.reshape(x.size), y.reshape(y.size), wm.reshape(wm.size), patch.reshape(
+        patch.size)
+    for t in range(t_lo, t_hi):
+        n, r = t // oh, t % oh
+        for c in range(ow):
+            v0 = c * sc - pl
+            for i in range(kh):
+                o = c * j_all + i * run
+                hh = r * sr + i * dr - pt
+                if hh < 0 or hh >= h:
+                    for m in range(run):
+                        pf[o + m] = 0
+                    continue
+                row = (n * h + hh) * w
+                if dc == 1:
+                    j0, j1 = min(kw, max(0, -v0)), max(0, min(kw, w - v0))
+                    j1 = max(j0, j1)
+                    for m in range(j0 * ch):
+                        pf[o + m] = 0
+                    if j1 > j0:
+                        copy_into(pf, xf, o + j0 * ch, (row + v0 + j0) * ch, (j1 - j0) * ch)
+                    for m in range(j1 * ch, run):
+                        pf[o + m] = 0
+                else:
+                    for j in range(kw):
+                        v = v0 + j * dc
+                        if 0 <= v < w:
+                            for q in range(ch):
+                                pf[o + j * ch + q] = xf[(row + v) * ch + q]
+                        else:
+                            for q in range(ch):
+                                pf[o + j * ch + q] = 0
+        gemm_set(yf, pf, wf, t * ow * k, 0, 0, ow, k, j_all, k, j_all, 1, k)

@@ -160,14 +160,17 @@ def _sparse(g: ConvGeometry):
 def _phase_layout(g: ConvGeometry, kind: str, ctype: np.dtype,
                   col2im: bool = False) -> PhaseLayout:
     """The phase layout of ``g``, recording the strategy ``kind`` uses on it: ``numba
-    tiles`` or ``numba col2im`` (:mod:`engine.conv_tiles`; ``col2im``: the input gradient
-    takes :func:`engine.conv_compute.compiled_col2im`) or the NumPy one."""
+    tiles``, ``numba im2col`` (the forward on few channels) or ``numba col2im``
+    (:mod:`engine.conv_tiles`; ``col2im``: the input gradient takes
+    :func:`engine.conv_compute.compiled_col2im`) or the NumPy one."""
     lay = PhaseLayout.of(g)
     few = g.filter_in_depth < cc.IM2COL_MAX_CHANNELS
     if g.depthwise:
         name = "numpy tiles"
     elif col2im:
         name = "numba col2im"
+    elif kind == "forward" and few and conv_tiles.take(ctype):
+        name = "numba im2col"
     elif conv_tiles.take(ctype) and (kind == "filter" or not few):
         name = "numba tiles"
     elif kind == "input":

@@ -48,7 +48,7 @@ from engine.parallel import MIN_POSITIONS_PER_RANGE, map_ranges
 #: this file's stamp only, and :func:`_filter_grad` inlines that module's intrinsics:
 #: ``tests/test_numba_simd.py`` fails until this matches, so a change there changes this file too
 #: and the cached loops are rebuilt.
-SIMD_SOURCE_SHA256 = "832a0b023863058e320231f1afcb0d92ffeb5b519d82c5192b45dee17938f3c7"
+SIMD_SOURCE_SHA256 = "1de46f9171f1fc2ec9e059d09fb0f9bd38dea430cdb3451690b4f8d1742332cb"
 
 #: ``contract``: ``a*b + c`` may be one fused multiply-add (one rounding instead of two; sums
 #: keep their order, NaN/Inf rules stay IEEE). No other fast-math flag.

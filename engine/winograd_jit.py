@@ -27,7 +27,7 @@ from engine.winograd_simd import grad_transform, input_transform, output_transfo
 
 #: SHA-256 of ``engine/numba_simd.py`` (see :data:`engine.numba_depthwise.SIMD_SOURCE_SHA256`:
 #: numba's cache of this file's loops is rebuilt only when this file changes).
-SIMD_SOURCE_SHA256 = "832a0b023863058e320231f1afcb0d92ffeb5b519d82c5192b45dee17938f3c7"
+SIMD_SOURCE_SHA256 = "1de46f9171f1fc2ec9e059d09fb0f9bd38dea430cdb3451690b4f8d1742332cb"
 #: ... and of ``engine/winograd_simd.py``, whose transforms these loops inline too.
 TRANSFORMS_SOURCE_SHA256 = "798a5feab093ba02902a109e9b228c5d45a19eb9b0bbf4ea4c0bc8544e7df616"
 

@@ -1,11 +1,13 @@
-"""The compiled col2im input gradient for few channels (engine.conv_tiles.backprop_input_col2im,
-engine.conv_tiles_jit.col2im_rows, engine.simd_add.add_into: the ``numba col2im`` path).
+"""The compiled im2col forward and col2im input gradient for few channels
+(engine.conv_tiles.conv2d_im2col / backprop_input_col2im, engine.conv_tiles_jit.im2col_rows /
+col2im_rows, engine.simd_runs: the ``numba im2col`` and ``numba col2im`` paths).
 
 The routing and the agreement with the NumPy path on random geometries are in
-tests/test_conv_tiles.py (every few-channel input gradient there runs it when its result is
-written in place); here: the run add against NumPy, the loop against a float64 evaluation of
-its formula, the same bits whatever the split of rows and calls, NaN/Inf positions,
-cancellation between calls and extra memory as the batch grows."""
+tests/test_conv_tiles.py (every few-channel forward and input gradient there runs them, the
+input gradient when its result is written in place); here: the run copy and add against NumPy,
+each loop against a float64 evaluation of its formula, the same bits whatever the split of
+rows and calls, NaN/Inf positions, cancellation between calls and extra memory as the batch
+grows."""
 
 import threading
 
@@ -19,12 +21,14 @@ numba = pytest.importorskip("numba")
 from engine import accel, cancel, conv_compute, conv_tiles, conv_tiles_jit, kernels, parallel
 from engine.conv_shapes import conv2d_geometry
 from engine.kernel_memory import conv_workspace
-from engine.simd_add import add_into
+from engine.simd_runs import add_into, copy_into
 from tests.test_conv_tiles import _peak
 from tests.test_kernels_properties import conv_attrs
 
 INPUT = kernels.conv2d_backprop_input
+FORWARD = kernels.conv2d
 COL2IM = "numba col2im"
+IM2COL = "numba im2col"
 
 
 @numba.njit
@@ -32,17 +36,69 @@ def _add(out, src, o0, s0, n):
     add_into(out, src, o0, s0, n)
 
 
+@numba.njit
+def _copy(out, src, o0, s0, n):
+    copy_into(out, src, o0, s0, n)
+
+
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(0, 70), o0=st.integers(0, 9), s0=st.integers(0, 9),
-       dtype=st.sampled_from(["float32", "float64"]), seed=st.integers(0, 2**16))
-def test_add_into_adds_one_run_and_nothing_else(n, o0, s0, dtype, seed):
+       dtype=st.sampled_from(["float32", "float64"]), add=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_a_run_is_added_or_copied_and_nothing_else_changes(n, o0, s0, dtype, add, seed):
     rng = np.random.default_rng(seed)
     out = rng.standard_normal(o0 + n + 5).astype(dtype)
     src = rng.standard_normal(s0 + n + 3).astype(dtype)
     want = out.copy()
-    want[o0:o0 + n] += src[s0:s0 + n]
-    _add(out, src, o0, s0, n)
+    if add:
+        want[o0:o0 + n] += src[s0:s0 + n]
+        _add(out, src, o0, s0, n)
+    else:
+        want[o0:o0 + n] = src[s0:s0 + n]
+        _copy(out, src, o0, s0, n)
     assert np.array_equal(out, want)
+
+
+def _forward_reference(x, w, oh, ow, pt, pl, sr, sc, dr, dc):
+    """float64 ``y[n, r, c] = sum_{i,j} x[n, r*sr + i*dr - pt, c*sc + j*dc - pl] @ w[i, j]``."""
+    n, h, wd, _ = x.shape
+    kh, kw = w.shape[:2]
+    y = np.zeros((n, oh, ow, w.shape[3]))
+    for r in range(oh):
+        for c in range(ow):
+            for i in range(kh):
+                for j in range(kw):
+                    a, b = r * sr + i * dr - pt, c * sc + j * dc - pl
+                    if 0 <= a < h and 0 <= b < wd:
+                        y[:, r, c] += x[:, a, b].astype(np.float64) @ w[i, j].astype(float)
+    return y
+
+
+@settings(max_examples=40, deadline=None)
+@given(kh=st.integers(1, 5), kw=st.integers(1, 5), ci=st.integers(1, 6), co=st.integers(1, 40),
+       sr=st.integers(1, 3), sc=st.integers(1, 3), dr=st.integers(1, 2), dc=st.integers(1, 2),
+       pt=st.integers(0, 4), pl=st.integers(0, 4), dtype=st.sampled_from(["float32", "float64"]),
+       seed=st.integers(0, 2**16))
+def test_im2col_rows_is_its_formula_on_any_row_range(kh, kw, ci, co, sr, sc, dr, dc, pt, pl,
+                                                     dtype, seed):
+    """Output rows in two calls (patches reading padding on every side), the rest of ``y``
+    untouched."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, 7, 6, ci)).astype(dtype)
+    w = rng.standard_normal((kh, kw, ci, co)).astype(dtype)
+    oh, ow = 4, 5
+    y = np.full((2, oh, ow, co), 7.0, dtype)
+    wm = np.ascontiguousarray(w.reshape(kh * kw * ci, co))
+    patch = np.full((ow, kh * kw * ci), np.nan, dtype)  # every element read must be written
+    split = int(rng.integers(1, 2 * oh))
+    for t0, t1 in ((0, split), (split, 2 * oh - 1)):
+        conv_tiles_jit.im2col_rows(y, x, wm, patch, t0, t1, pt, pl, sr, sc, dr, dc, kh, kw)
+    want = _forward_reference(x, w, oh, ow, pt, pl, sr, sc, dr, dc)
+    bound = _forward_reference(abs(x), abs(w), oh, ow, pt, pl, sr, sc, dr, dc)
+    done = y.reshape(-1, ow, co)[:2 * oh - 1]
+    assert np.all(np.abs(done - want.reshape(-1, ow, co)[:2 * oh - 1])
+                  <= 8 * np.finfo(dtype).eps * bound.reshape(-1, ow, co)[:2 * oh - 1])
+    assert np.all(y[1, oh - 1] == 7.0)
 
 
 def _reference(dy, w, shape, pt, pl, sr, sc, dr, dc):
@@ -162,6 +218,54 @@ def test_a_cancelled_run_stops_between_calls(monkeypatch):
         INPUT(shape, w, dy, **attrs)
     assert kernels.last_path() == COL2IM
     assert len(calls) <= 3 + parallel.workers()  # 4 images of 12 rows: far fewer than 48
+
+
+def test_a_cancelled_forward_stops_between_calls(monkeypatch):
+    monkeypatch.setenv(accel.ENV, "numba")
+    monkeypatch.setattr(conv_tiles, "CALL_POSITIONS", 1)  # one output row per call
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, (4, 23, 19, 3)).astype(np.float32)
+    w = rng.uniform(-1, 1, (7, 5, 3, 24)).astype(np.float32)
+    calls = []
+    real = conv_tiles.checkpoint
+    event = threading.Event()
+
+    def counting():
+        calls.append(1)
+        if len(calls) == 3:
+            event.set()
+        real()
+
+    monkeypatch.setattr(conv_tiles, "checkpoint", counting)
+    with cancel.scope(event), pytest.raises(cancel.Cancelled):
+        FORWARD(x, w, [1, 2, 2, 1], "SAME")
+    assert kernels.last_path() == IM2COL
+    assert len(calls) <= 3 + parallel.workers()  # 4 images of 12 rows: far fewer than 48
+
+
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+def test_forward_extra_memory_is_bounded_as_the_batch_grows_and_within_the_estimate(
+        monkeypatch, layout):
+    """One row of patches per core; NCHW inputs copied to NHWC per batch chunk (the NHWC
+    result is then transposed into the NCHW one, on every path: that copy grows with the
+    batch)."""
+    monkeypatch.setenv(accel.ENV, "numba")
+    monkeypatch.setattr(conv_compute, "CHUNK_BYTES", 2**18)
+    attrs = conv_attrs(layout, (2, 2), (1, 1), "SAME", [])
+    extras = []
+    for batch in (4, 32):
+        shape = (batch, 32, 32, 3) if layout == "NHWC" else (batch, 3, 32, 32)
+        g = conv2d_geometry(shape, (7, 7, 3, 32), **attrs)
+        rng = np.random.default_rng(batch)
+        x = rng.uniform(-1, 1, shape).astype(np.float32)
+        w = rng.uniform(-1, 1, g.filter_shape).astype(np.float32)
+        FORWARD(x, w, **attrs)
+        peak, out = _peak(lambda: FORWARD(x, w, **attrs))  # noqa: B023 - called at once
+        assert kernels.last_path() == IM2COL
+        extra = peak - out.nbytes
+        assert extra <= conv_workspace(g, "forward", "float32", True)
+        extras.append(extra - (out.nbytes if layout == "NCHW" else 0))
+    assert extras[1] <= extras[0] + 2**16, extras
 
 
 @pytest.mark.parametrize("layout", ["NHWC", "NCHW"])

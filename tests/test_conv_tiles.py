@@ -139,7 +139,8 @@ def test_tiles_match_the_numpy_path(case, per_tap, tiny):
             if path not in OTHERS:  # the routing: tiles unless few channels keep im2col/col2im
                 assert path == (TILES if kind == "filter" or not few else
                                 "numba col2im" if kind == "input" and _col2im_compiled(g, dtype)
-                                else {"forward": "numpy im2col", "input": "numpy col2im"}[kind])
+                                else "numba im2col" if kind == "forward"  # any dtype, copied
+                                else "numpy col2im")
             mp.setenv(accel.ENV, "numpy")
             _close(compiled, numpy_out, op(*_abs_args(kind, x, w, dy, g), **attrs), dtype)
     finally:
@@ -174,10 +175,10 @@ def _spy(monkeypatch) -> set[str]:
         monkeypatch.setattr(module, name, spy)
 
     for name in ("conv2d", "backprop_filter_direct", "backprop_input", "backprop_input_into",
-                 "backprop_input_col2im"):
+                 "backprop_input_col2im", "conv2d_im2col"):
         wrap(conv_tiles, name)
     for name in ("filter_direct", "filter_direct_grouped", "shifted_products",
-                 "segment_products", "col2im_rows"):
+                 "segment_products", "col2im_rows", "im2col_rows"):
         wrap(conv_tiles_jit, name)
     return seen
 
@@ -190,9 +191,12 @@ INPUT_WHOLE = {"backprop_input(into)", "shifted_products"}  # stride 1, no paddi
 INPUT_SEGMENTS = {"backprop_input_into", "segment_products"}  # NHWC in the compute dtype
 INPUT_PHASES = {"backprop_input", "shifted_products"}  # NCHW, half types: merged afterwards
 INPUT_COL2IM = {"backprop_input_col2im", "col2im_rows"}  # few channels, written in place
+FORWARD_IM2COL = {"conv2d_im2col", "im2col_rows"}  # few channels, patches row by row
+#: The path each compiled route records.
+ROUTE_PATHS = {id(INPUT_COL2IM): "numba col2im", id(FORWARD_IM2COL): "numba im2col"}
 S2 = {"strides": [1, 2, 2, 1], "padding": "SAME"}
 #: (id, input shape, filter shape, attrs, dtype, the route of each kind: None where few
-#: channels keep the NumPy im2col / col2im strategy).
+#: channels keep the NumPy col2im strategy: a result not written in place).
 FIXED = [
     ("stride2", (2, 9, 11, 24), (3, 3, 24, 40), S2, "float32",
      (FORWARD_ROWS, FILTER_IN_PLACE, INPUT_SEGMENTS)),
@@ -212,13 +216,13 @@ FIXED = [
     ("float16", (2, 8, 8, 17), (3, 3, 17, 9), S2, "float16",
      (FORWARD_ROWS, FILTER_IN_PLACE, INPUT_PHASES)),  # computes in float32
     ("few-7x7-s2", (2, 23, 21, 3), (7, 7, 3, 16), S2, "float32",
-     (None, FILTER_GROUPED, INPUT_COL2IM)),  # a filter row's 7 taps: one 21-row operand
+     (FORWARD_IM2COL, FILTER_GROUPED, INPUT_COL2IM)),  # a filter row's 7 taps: one 21-row operand
     ("few-7x7-s2-nchw", (2, 3, 23, 21), (7, 7, 3, 16),
      {"strides": [1, 1, 2, 2], "padding": "SAME", "data_format": "NCHW"}, "float32",
-     (None, FILTER_GROUPED, None)),  # copied to NHWC: a row's 7 taps, one operand
+     (FORWARD_IM2COL, FILTER_GROUPED, None)),  # copied to NHWC: a row's 7 taps, one operand
     ("few-dilated-float64", (2, 12, 11, 5), (3, 3, 5, 7),
      {"strides": [1, 1, 1, 1], "padding": "SAME", "dilations": [1, 2, 2, 1]}, "float64",
-     (None, FILTER_IN_PLACE, INPUT_COL2IM)),  # dilated columns: tap by tap
+     (FORWARD_IM2COL, FILTER_IN_PLACE, INPUT_COL2IM)),  # dilated columns: tap by tap
 ]
 
 
@@ -237,7 +241,7 @@ def test_fixed_geometries_take_the_tiles_and_match_numpy(monkeypatch, case):
             assert path == {"forward": "numpy im2col", "input": "numpy col2im"}[kind]
             assert seen == set()
         else:
-            assert path == ("numba col2im" if route is INPUT_COL2IM else TILES), (kind, path)
+            assert path == ROUTE_PATHS.get(id(route), TILES), (kind, path)
             assert seen == route, (kind, seen)
         seen.clear()
         monkeypatch.setenv(accel.ENV, "numpy")
@@ -465,7 +469,8 @@ def test_conv_golden_cases_on_both_paths(monkeypatch, case, path):
     monkeypatch.setenv(accel.ENV, _per_tap(monkeypatch, path))
     out = call_valid(case)
     ran = kernels.last_path()
-    assert ran.startswith("numpy") or ran in (TILES, "numba col2im", "empty", "winograd")
+    assert ran.startswith("numpy") or ran in (TILES, "numba col2im", "numba im2col", "empty",
+                                              "winograd")
     if path == "numpy":
         assert not ran.startswith("numba")
     exact, bound = ARRAYS[case["id"] + ".exact"], ARRAYS[case["id"] + ".bound"]

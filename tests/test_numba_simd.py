@@ -87,11 +87,11 @@ def test_the_compiled_loops_are_recompiled_when_the_intrinsics_change():
     digest = hashlib.sha256(Path(winograd_simd.__file__).read_bytes()).hexdigest()
     assert winograd_jit.TRANSFORMS_SOURCE_SHA256 == digest, (
         "engine/winograd_simd.py changed: put its new SHA-256 in engine.winograd_jit")
-    from engine import simd_add
+    from engine import simd_runs
 
-    digest = hashlib.sha256(Path(simd_add.__file__).read_bytes()).hexdigest()
-    assert conv_tiles_jit.ADD_SOURCE_SHA256 == digest, (
-        "engine/simd_add.py changed: put its new SHA-256 in engine.conv_tiles_jit")
+    digest = hashlib.sha256(Path(simd_runs.__file__).read_bytes()).hexdigest()
+    assert conv_tiles_jit.RUNS_SOURCE_SHA256 == digest, (
+        "engine/simd_runs.py changed: put its new SHA-256 in engine.conv_tiles_jit")
 
 
 @numba.njit

@@ -1,7 +1,8 @@
-"""A vector add of one contiguous run into another, as a numba intrinsic (imported by the
-compiled loops only).
+"""Vector copies and adds of one contiguous run into another, as numba intrinsics (imported by
+the compiled loops only).
 
-:func:`add_into` computes ``out[o0 + k] += src[s0 + k]`` for ``k < n``: whole vectors of
+:func:`add_into` computes ``out[o0 + k] += src[s0 + k]`` and :func:`copy_into`
+``out[o0 + k] = src[s0 + k]`` for ``k < n``: whole vectors of
 :data:`engine.numba_simd.VECTOR_BYTES`, then the last ``n % lanes`` elements one at a time.
 Written as a numba loop, a run of a few dozen elements is not vectorized (LLVM cannot prove
 ``out`` and ``src`` apart, and the check it would add costs more than such a short run): the
@@ -9,7 +10,8 @@ col2im input gradient's runs of ``KW * C`` elements (21 for a 7x7 filter on 3 ch
 took 7.3 ms of its 13 ms on the benchmark's 7x7 case, single-threaded.
 
 Bounds are the caller's duty (no checks inside): both arrays are C-contiguous, 1-D, of one
-float type, and every index above is inside its array. Each element is one IEEE add.
+float type, and every index above is inside its array. Each element is one IEEE add (or a
+plain copy).
 """
 
 from __future__ import annotations
@@ -22,7 +24,14 @@ from numba.extending import intrinsic
 from engine.numba_simd import VECTOR_BYTES
 
 
-def _codegen(context, builder, signature, args):
+def _codegen(add: bool):
+    def codegen(context, builder, signature, args):
+        return _emit(context, builder, signature, args, add)
+
+    return codegen
+
+
+def _emit(context, builder, signature, args, add: bool):
     _, _, o0, s0, n = args
     oarr, sarr = (context.make_array(signature.args[i])(context, builder, args[i])
                   for i in range(2))
@@ -39,23 +48,39 @@ def _codegen(context, builder, signature, args):
     count = builder.sdiv(n, step)
     with cgutils.for_range(builder, count) as block:
         k = builder.mul(block.index, step)
-        total = builder.fadd(builder.load(vector(op, k), align=4),
-                             builder.load(vector(sp, k), align=4))
-        builder.store(total, vector(op, k), align=4)
+        value = builder.load(vector(sp, k), align=4)
+        if add:
+            value = builder.fadd(builder.load(vector(op, k), align=4), value)
+        builder.store(value, vector(op, k), align=4)
     with cgutils.for_range_slice(builder, builder.mul(count, step), n,
                                  ir.Constant(i64, 1)) as (k, _):
         dst = builder.gep(op, [k])
-        builder.store(builder.fadd(builder.load(dst), builder.load(builder.gep(sp, [k]))), dst)
+        value = builder.load(builder.gep(sp, [k]))
+        if add:
+            value = builder.fadd(builder.load(dst), value)
+        builder.store(value, dst)
     return context.get_dummy_value()
+
+
+def _accepts(out, src, o0, s0, n) -> bool:
+    floats = (types.float32, types.float64)
+    arrays = all(isinstance(a, types.Array) and a.layout == "C" and a.ndim == 1
+                 for a in (out, src))
+    ints = all(isinstance(i, types.Integer) and i.bitwidth == 64 for i in (o0, s0, n))
+    return arrays and ints and out.dtype in floats and src.dtype == out.dtype
 
 
 @intrinsic
 def add_into(typingctx, out, src, o0, s0, n):
     """``out[o0 + k] += src[s0 + k]`` for ``k < n``."""
-    floats = (types.float32, types.float64)
-    arrays = all(isinstance(a, types.Array) and a.layout == "C" and a.ndim == 1
-                 for a in (out, src))
-    ints = all(isinstance(i, types.Integer) and i.bitwidth == 64 for i in (o0, s0, n))
-    if not (arrays and ints and out.dtype in floats and src.dtype == out.dtype):
+    if not _accepts(out, src, o0, s0, n):
         return None
-    return types.void(out, src, o0, s0, n), _codegen
+    return types.void(out, src, o0, s0, n), _codegen(add=True)
+
+
+@intrinsic
+def copy_into(typingctx, out, src, o0, s0, n):
+    """``out[o0 + k] = src[s0 + k]`` for ``k < n``."""
+    if not _accepts(out, src, o0, s0, n):
+        return None
+    return types.void(out, src, o0, s0, n), _codegen(add=False)
