@@ -30,10 +30,10 @@ from engine.simd_runs import add_into, copy_into
 
 #: SHA-256 of ``engine/numba_simd.py`` (see :data:`engine.numba_depthwise.SIMD_SOURCE_SHA256`:
 #: numba's cache of this file's loops is rebuilt only when this file changes).
-SIMD_SOURCE_SHA256 = "1de46f9171f1fc2ec9e059d09fb0f9bd38dea430cdb3451690b4f8d1742332cb"
+SIMD_SOURCE_SHA256 = "5efa3412b759abc88d78423b9818c09522c9e89bdbc9b4aa750b398731df4c89"
 #: ... and of ``engine/simd_runs.py``, whose run copies and adds :func:`col2im_rows` and
 #: :func:`im2col_rows` inline too.
-RUNS_SOURCE_SHA256 = "8b030d536c7986e1138869fb366136d9b64f9376713f7ffe7cf034ecd491a75c"
+RUNS_SOURCE_SHA256 = "8ff7a8052510243a4396d9907d1d6ee9f25d95ff9650a1f5256a71a286647fe0"
 
 
 @njit(nogil=True, cache=True)

@@ -48,7 +48,7 @@ from engine.parallel import MIN_POSITIONS_PER_RANGE, map_ranges
 #: this file's stamp only, and :func:`_filter_grad` inlines that module's intrinsics:
 #: ``tests/test_numba_simd.py`` fails until this matches, so a change there changes this file too
 #: and the cached loops are rebuilt.
-SIMD_SOURCE_SHA256 = "1de46f9171f1fc2ec9e059d09fb0f9bd38dea430cdb3451690b4f8d1742332cb"
+SIMD_SOURCE_SHA256 = "5efa3412b759abc88d78423b9818c09522c9e89bdbc9b4aa750b398731df4c89"
 
 #: ``contract``: ``a*b + c`` may be one fused multiply-add (one rounding instead of two; sums
 #: keep their order, NaN/Inf rules stay IEEE). No other fast-math flag.

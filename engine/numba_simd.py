@@ -62,11 +62,12 @@ def _accepts(t, x, g, taps: int) -> bool:
             and t.ndim == (1 if taps == 1 else 2) and x.ndim == g.ndim == 1)
 
 
-def _operands(context, builder, signature, args):
-    """The three array arguments (numba's array structs), the element type, the lanes per
-    vector and the vector type."""
+def _operands(context, builder, signature, args, count: int = 3):
+    """The first ``count`` array arguments (numba's array structs), the element type, the
+    lanes per vector and the vector type (also used by :mod:`engine.winograd_simd` and
+    :mod:`engine.simd_runs`)."""
     arrays = tuple(context.make_array(signature.args[i])(context, builder, args[i])
-                   for i in range(3))
+                   for i in range(count))
     dtype = signature.args[0].dtype
     fty = context.get_data_type(dtype)
     lanes = VECTOR_BYTES // (4 if dtype == types.float32 else 8)

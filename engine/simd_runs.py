@@ -21,7 +21,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from engine.numba_simd import VECTOR_BYTES
+from engine.numba_simd import _operands
 
 
 def _codegen(add: bool):
@@ -33,11 +33,7 @@ def _codegen(add: bool):
 
 def _emit(context, builder, signature, args, add: bool):
     _, _, o0, s0, n = args
-    oarr, sarr = (context.make_array(signature.args[i])(context, builder, args[i])
-                  for i in range(2))
-    fty = context.get_data_type(signature.args[0].dtype)
-    lanes = VECTOR_BYTES // (4 if signature.args[0].dtype == types.float32 else 8)
-    vty = ir.VectorType(fty, lanes)
+    (oarr, sarr), _, lanes, vty = _operands(context, builder, signature, args, 2)
     i64 = ir.IntType(64)
     op, sp = builder.gep(oarr.data, [o0]), builder.gep(sarr.data, [s0])
 

@@ -101,11 +101,11 @@ def _points(flat: np.ndarray, plane: int, tiles: int, channels: int) -> np.ndarr
 
 
 def _input_tiles(src, row0, col0, th, tw, t0, t1, out, plane) -> None:
-    _jit().input_tiles(src, row0, col0, th, tw, t0, t1, out, plane)
+    _jit().patch_tiles(src, 4, row0, col0, th, tw, t0, t1, out, plane)
 
 
 def _grad_tiles(src, th, tw, t0, t1, out, plane) -> None:
-    _jit().grad_tiles(src, th, tw, t0, t1, out, plane)
+    _jit().patch_tiles(src, 2, 0, 0, th, tw, t0, t1, out, plane)
 
 
 @functools.cache

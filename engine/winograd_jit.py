@@ -2,8 +2,8 @@
 
 With ``B^T = [[1,0,-1,0],[0,1,1,0],[0,-1,1,0],[0,1,0,-1]]`` and ``A^T = [[1,1,1,0],[0,1,-1,-1]]``:
 
-- :func:`input_tiles`:  ``V = B^T d B`` of every 4x4 input tile ``d`` (tile step 2);
-- :func:`grad_tiles`:   ``A e A^T`` of every 2x2 output-gradient tile ``e``;
+- :func:`patch_tiles`:  ``V = B^T d B`` of every 4x4 input tile ``d`` (tile step 2), or
+  ``A e A^T`` of every 2x2 output-gradient tile ``e``;
 - :func:`output_tiles`: ``A^T m A`` of every 4x4 product tile ``m``, written as 2x2 outputs;
 - :func:`point_products`, :func:`point_products_t`: the 16 per-point matrix products.
 
@@ -27,9 +27,9 @@ from engine.winograd_simd import grad_transform, input_transform, output_transfo
 
 #: SHA-256 of ``engine/numba_simd.py`` (see :data:`engine.numba_depthwise.SIMD_SOURCE_SHA256`:
 #: numba's cache of this file's loops is rebuilt only when this file changes).
-SIMD_SOURCE_SHA256 = "1de46f9171f1fc2ec9e059d09fb0f9bd38dea430cdb3451690b4f8d1742332cb"
+SIMD_SOURCE_SHA256 = "5efa3412b759abc88d78423b9818c09522c9e89bdbc9b4aa750b398731df4c89"
 #: ... and of ``engine/winograd_simd.py``, whose transforms these loops inline too.
-TRANSFORMS_SOURCE_SHA256 = "798a5feab093ba02902a109e9b228c5d45a19eb9b0bbf4ea4c0bc8544e7df616"
+TRANSFORMS_SOURCE_SHA256 = "3be51c54e147bb92a8b80b5fd26cb7f11bf3ef21cbaaa3ff71f537721a577557"
 
 
 @njit(nogil=True, cache=True)
@@ -56,42 +56,27 @@ def _patch(src, n, r, c, size, out):  # pragma: no cover
 
 
 @njit(nogil=True, cache=True)
-def input_tiles(src, row0, col0, tiles_h, tiles_w, t0, t1, out, plane):  # pragma: no cover
-    """``out[(4u + v)*plane + (t - t0)*C + k] = (B^T d B)[u, v]`` of the 4x4 tile
-    ``d[i, j] = src[n, 2a + i - row0, 2b + j - col0, k]`` of each tile ``t`` in ``[t0, t1)``
-    (zero outside ``src``; ``src`` C-contiguous, ``out`` flat)."""
+def patch_tiles(src, size, row0, col0, tiles_h, tiles_w, t0, t1, out, plane):  # pragma: no cover
+    """``out[(4u + v)*plane + (t - t0)*C + k] = P[u, v]`` of each tile ``t`` in ``[t0, t1)``:
+    with ``size`` 4, ``P = B^T d B`` of the input tile ``d[i, j] = src[n, 2a + i - row0,
+    2b + j - col0, k]``; with ``size`` 2, ``P = A e A^T`` of the output-gradient tile
+    ``e[i, j] = src[n, 2a + i - row0, 2b + j - col0, k]`` (zero outside ``src``; ``src``
+    C-contiguous, ``out`` flat)."""
     h, w, ch = src.shape[1], src.shape[2], src.shape[3]
     sf = src.reshape(src.size)
-    pad = np.empty(16 * ch, out.dtype)
+    pad = np.empty(size * size * ch, out.dtype)
     for tile in range(t0, t1):
         n, r, c = _origin(tile, tiles_h, tiles_w)
         r, c = r - row0, c - col0
         o0 = (tile - t0) * ch
-        if 0 <= r and r + 4 <= h and 0 <= c and c + 4 <= w:
-            input_transform(out, sf, o0, ((n * h + r) * w + c) * ch, ch, w * ch, ch,
-                            4 * plane, plane)
+        inside = 0 <= r and r + size <= h and 0 <= c and c + size <= w
+        if not inside:
+            _patch(src, n, r, c, size, pad)
+        d, s0, srow = (sf, ((n * h + r) * w + c) * ch, w * ch) if inside else (pad, 0, size * ch)
+        if size == 4:
+            input_transform(out, d, o0, s0, ch, srow, ch, 4 * plane, plane)
         else:
-            _patch(src, n, r, c, 4, pad)
-            input_transform(out, pad, o0, 0, ch, 4 * ch, ch, 4 * plane, plane)
-
-
-@njit(nogil=True, cache=True)
-def grad_tiles(src, tiles_h, tiles_w, t0, t1, out, plane):  # pragma: no cover
-    """``out[(4u + v)*plane + (t - t0)*C + k] = (A e A^T)[u, v]`` of the 2x2 tile
-    ``e[i, j] = src[n, 2a + i, 2b + j, k]`` of each tile ``t`` in ``[t0, t1)`` (zero outside
-    ``src``; ``src`` C-contiguous, ``out`` flat)."""
-    h, w, ch = src.shape[1], src.shape[2], src.shape[3]
-    sf = src.reshape(src.size)
-    pad = np.empty(4 * ch, out.dtype)
-    for tile in range(t0, t1):
-        n, r, c = _origin(tile, tiles_h, tiles_w)
-        o0 = (tile - t0) * ch
-        if r + 2 <= h and c + 2 <= w:
-            grad_transform(out, sf, o0, ((n * h + r) * w + c) * ch, ch, w * ch, ch,
-                           4 * plane, plane)
-        else:
-            _patch(src, n, r, c, 2, pad)
-            grad_transform(out, pad, o0, 0, ch, 2 * ch, ch, 4 * plane, plane)
+            grad_transform(out, d, o0, s0, ch, srow, ch, 4 * plane, plane)
 
 
 @njit(nogil=True, cache=True)

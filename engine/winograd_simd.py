@@ -30,7 +30,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from engine.numba_simd import VECTOR_BYTES
+from engine.numba_simd import _operands
 
 #: ``B^T``, ``A`` and ``A^T`` of F(2x2, 3x3).
 B_T = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))
@@ -54,11 +54,7 @@ def _combine(builder: ir.IRBuilder, coefs: tuple[int, ...], values: list):
 def _transform_codegen(left: tuple, right: tuple):
     def codegen(context, builder, signature, args):
         _, _, o0, s0, n, srow, scol, orow, ocol = args
-        oarr, sarr = (context.make_array(signature.args[i])(context, builder, args[i])
-                      for i in range(2))
-        fty = context.get_data_type(signature.args[0].dtype)
-        lanes = VECTOR_BYTES // (4 if signature.args[0].dtype == types.float32 else 8)
-        vty = ir.VectorType(fty, lanes)
+        (oarr, sarr), _, lanes, vty = _operands(context, builder, signature, args, 2)
         i64 = ir.IntType(64)
         op, sp = builder.gep(oarr.data, [o0]), builder.gep(sarr.data, [s0])
         rows_in, cols_in = len(left[0]), len(right[0])
@@ -106,28 +102,21 @@ def _accepts(out, src, ints: tuple) -> bool:
             and all(isinstance(i, types.Integer) and i.bitwidth == 64 for i in ints))
 
 
-@intrinsic
-def input_transform(typingctx, out, src, o0, s0, n, srow, scol, orow, ocol):
-    """``B^T d B`` of the 4x4 tile ``d`` at ``s0`` into the 16 points at ``o0``."""
-    ints = (o0, s0, n, srow, scol, orow, ocol)
-    if not _accepts(out, src, ints):
-        return None
-    return types.void(out, src, *ints), _transform_codegen(B_T, B_T)
+def _transform(left: tuple, right: tuple, doc: str):
+    """The intrinsic ``(out, src, o0, s0, n, srow, scol, orow, ocol)`` of ``P = L d R^T``."""
+    def transform(typingctx, out, src, o0, s0, n, srow, scol, orow, ocol):
+        ints = (o0, s0, n, srow, scol, orow, ocol)
+        if not _accepts(out, src, ints):
+            return None
+        return types.void(out, src, *ints), _transform_codegen(left, right)
+
+    transform.__doc__ = doc
+    return intrinsic(transform)
 
 
-@intrinsic
-def grad_transform(typingctx, out, src, o0, s0, n, srow, scol, orow, ocol):
-    """``A e A^T`` of the 2x2 tile ``e`` at ``s0`` into the 16 points at ``o0``."""
-    ints = (o0, s0, n, srow, scol, orow, ocol)
-    if not _accepts(out, src, ints):
-        return None
-    return types.void(out, src, *ints), _transform_codegen(A, A)
-
-
-@intrinsic
-def output_transform(typingctx, out, src, o0, s0, n, srow, scol, orow, ocol):
-    """``A^T m A`` of the 16 points ``m`` at ``s0`` into the 2x2 tile at ``o0``."""
-    ints = (o0, s0, n, srow, scol, orow, ocol)
-    if not _accepts(out, src, ints):
-        return None
-    return types.void(out, src, *ints), _transform_codegen(A_T, A_T)
+input_transform = _transform(B_T, B_T, "``B^T d B`` of the 4x4 tile ``d`` at ``s0`` into the 16 "
+                             "points at ``o0``.")
+grad_transform = _transform(A, A, "``A e A^T`` of the 2x2 tile ``e`` at ``s0`` into the 16 "
+                            "points at ``o0``.")
+output_transform = _transform(A_T, A_T, "``A^T m A`` of the 16 points ``m`` at ``s0`` into the "
+                              "2x2 tile at ``o0``.")

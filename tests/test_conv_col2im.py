@@ -59,26 +59,36 @@ def test_a_run_is_added_or_copied_and_nothing_else_changes(n, o0, s0, dtype, add
     assert np.array_equal(out, want)
 
 
-def _forward_reference(x, w, oh, ow, pt, pl, sr, sc, dr, dc):
-    """float64 ``y[n, r, c] = sum_{i,j} x[n, r*sr + i*dr - pt, c*sc + j*dc - pl] @ w[i, j]``."""
-    n, h, wd, _ = x.shape
-    kh, kw = w.shape[:2]
-    y = np.zeros((n, oh, ow, w.shape[3]))
-    for r in range(oh):
-        for c in range(ow):
+#: Filter sizes, few channels, strides, dilations, paddings (some reading only padding),
+#: dtypes and seeds of the two loops' formula tests.
+GEOMETRY = {"kh": st.integers(1, 5), "kw": st.integers(1, 5), "ci": st.integers(1, 6),
+            "sr": st.integers(1, 3), "sc": st.integers(1, 3), "dr": st.integers(1, 2),
+            "dc": st.integers(1, 2), "pt": st.integers(0, 4), "pl": st.integers(0, 4),
+            "dtype": st.sampled_from(["float32", "float64"]), "seed": st.integers(0, 2**16)}
+
+
+def _terms(kh, kw, size, out_size, pt, pl, sr, sc, dr, dc):
+    """``(r, c, i, j, a, b)`` for every output ``(r, c)`` and tap ``(i, j)`` reading the input
+    pixel ``(a, b) = (r*sr + i*dr - pt, c*sc + j*dc - pl)`` inside ``size``."""
+    for r in range(out_size[0]):
+        for c in range(out_size[1]):
             for i in range(kh):
                 for j in range(kw):
                     a, b = r * sr + i * dr - pt, c * sc + j * dc - pl
-                    if 0 <= a < h and 0 <= b < wd:
-                        y[:, r, c] += x[:, a, b].astype(np.float64) @ w[i, j].astype(float)
+                    if 0 <= a < size[0] and 0 <= b < size[1]:
+                        yield r, c, i, j, a, b
+
+
+def _forward_reference(x, w, oh, ow, *attrs):
+    """float64 ``y[n, r, c] = sum_{i,j} x[n, r*sr + i*dr - pt, c*sc + j*dc - pl] @ w[i, j]``."""
+    y = np.zeros((x.shape[0], oh, ow, w.shape[3]))
+    for r, c, i, j, a, b in _terms(*w.shape[:2], x.shape[1:3], (oh, ow), *attrs):
+        y[:, r, c] += x[:, a, b].astype(np.float64) @ w[i, j].astype(float)
     return y
 
 
 @settings(max_examples=40, deadline=None)
-@given(kh=st.integers(1, 5), kw=st.integers(1, 5), ci=st.integers(1, 6), co=st.integers(1, 40),
-       sr=st.integers(1, 3), sc=st.integers(1, 3), dr=st.integers(1, 2), dc=st.integers(1, 2),
-       pt=st.integers(0, 4), pl=st.integers(0, 4), dtype=st.sampled_from(["float32", "float64"]),
-       seed=st.integers(0, 2**16))
+@given(co=st.integers(1, 40), **GEOMETRY)
 def test_im2col_rows_is_its_formula_on_any_row_range(kh, kw, ci, co, sr, sc, dr, dc, pt, pl,
                                                      dtype, seed):
     """Output rows in two calls (patches reading padding on every side), the rest of ``y``
@@ -101,26 +111,16 @@ def test_im2col_rows_is_its_formula_on_any_row_range(kh, kw, ci, co, sr, sc, dr,
     assert np.all(y[1, oh - 1] == 7.0)
 
 
-def _reference(dy, w, shape, pt, pl, sr, sc, dr, dc):
+def _reference(dy, w, shape, *attrs):
     """float64 col2im: ``dx[n, r*sr + i*dr - pt, c*sc + j*dc - pl, q] += dy[n, r, c] . w[i, j, q]``."""
-    h, wd = shape[1:3]
-    kh, kw = w.shape[:2]
     dx = np.zeros(shape)
-    for r in range(dy.shape[1]):
-        for c in range(dy.shape[2]):
-            for i in range(kh):
-                for j in range(kw):
-                    a, b = r * sr + i * dr - pt, c * sc + j * dc - pl
-                    if 0 <= a < h and 0 <= b < wd:
-                        dx[:, a, b] += dy[:, r, c].astype(np.float64) @ w[i, j].T.astype(float)
+    for r, c, i, j, a, b in _terms(*w.shape[:2], shape[1:3], dy.shape[1:3], *attrs):
+        dx[:, a, b] += dy[:, r, c].astype(np.float64) @ w[i, j].T.astype(float)
     return dx
 
 
 @settings(max_examples=40, deadline=None)
-@given(kh=st.integers(1, 5), kw=st.integers(1, 5), ci=st.integers(1, 6), co=st.integers(1, 20),
-       sr=st.integers(1, 3), sc=st.integers(1, 3), dr=st.integers(1, 2), dc=st.integers(1, 2),
-       pt=st.integers(0, 3), pl=st.integers(0, 3), dtype=st.sampled_from(["float32", "float64"]),
-       seed=st.integers(0, 2**16))
+@given(co=st.integers(1, 20), **GEOMETRY)
 def test_col2im_rows_is_its_formula_on_any_row_range(kh, kw, ci, co, sr, sc, dr, dc, pt, pl,
                                                      dtype, seed):
     """Output-gradient rows in two calls, input rows in two owners: together the formula."""
@@ -199,10 +199,11 @@ def test_nan_and_inf_reach_exactly_the_elements_they_are_terms_of(monkeypatch):
     assert np.isnan(got).sum() > 0 and np.isinf(got).sum() > 0
 
 
-def test_a_cancelled_run_stops_between_calls(monkeypatch):
+def _cancelled_at_the_third_call(monkeypatch, run, path: str) -> None:
+    """``run()`` with one row per compiled call, cancelled from the third checkpoint on: it
+    stops there (each core at most one call later), having taken ``path``."""
     monkeypatch.setenv(accel.ENV, "numba")
-    monkeypatch.setattr(conv_tiles, "CALL_POSITIONS", 1)  # one output-gradient row per call
-    shape, w, dy, attrs = _case(batch=4)
+    monkeypatch.setattr(conv_tiles, "CALL_POSITIONS", 1)  # one row per call
     calls = []
     real = conv_tiles.checkpoint
     event = threading.Event()
@@ -215,78 +216,53 @@ def test_a_cancelled_run_stops_between_calls(monkeypatch):
 
     monkeypatch.setattr(conv_tiles, "checkpoint", counting)
     with cancel.scope(event), pytest.raises(cancel.Cancelled):
-        INPUT(shape, w, dy, **attrs)
-    assert kernels.last_path() == COL2IM
+        run()
+    assert kernels.last_path() == path
     assert len(calls) <= 3 + parallel.workers()  # 4 images of 12 rows: far fewer than 48
+
+
+def test_a_cancelled_input_gradient_stops_between_calls(monkeypatch):
+    shape, w, dy, attrs = _case(batch=4)
+    _cancelled_at_the_third_call(monkeypatch, lambda: INPUT(shape, w, dy, **attrs), COL2IM)
 
 
 def test_a_cancelled_forward_stops_between_calls(monkeypatch):
-    monkeypatch.setenv(accel.ENV, "numba")
-    monkeypatch.setattr(conv_tiles, "CALL_POSITIONS", 1)  # one output row per call
     rng = np.random.default_rng(0)
     x = rng.uniform(-1, 1, (4, 23, 19, 3)).astype(np.float32)
     w = rng.uniform(-1, 1, (7, 5, 3, 24)).astype(np.float32)
-    calls = []
-    real = conv_tiles.checkpoint
-    event = threading.Event()
-
-    def counting():
-        calls.append(1)
-        if len(calls) == 3:
-            event.set()
-        real()
-
-    monkeypatch.setattr(conv_tiles, "checkpoint", counting)
-    with cancel.scope(event), pytest.raises(cancel.Cancelled):
-        FORWARD(x, w, [1, 2, 2, 1], "SAME")
-    assert kernels.last_path() == IM2COL
-    assert len(calls) <= 3 + parallel.workers()  # 4 images of 12 rows: far fewer than 48
+    _cancelled_at_the_third_call(monkeypatch, lambda: FORWARD(x, w, [1, 2, 2, 1], "SAME"),
+                                 IM2COL)
 
 
-@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
-def test_forward_extra_memory_is_bounded_as_the_batch_grows_and_within_the_estimate(
-        monkeypatch, layout):
-    """One row of patches per core; NCHW inputs copied to NHWC per batch chunk (the NHWC
-    result is then transposed into the NCHW one, on every path: that copy grows with the
-    batch)."""
-    monkeypatch.setenv(accel.ENV, "numba")
-    monkeypatch.setattr(conv_compute, "CHUNK_BYTES", 2**18)
-    attrs = conv_attrs(layout, (2, 2), (1, 1), "SAME", [])
-    extras = []
-    for batch in (4, 32):
-        shape = (batch, 32, 32, 3) if layout == "NHWC" else (batch, 3, 32, 32)
-        g = conv2d_geometry(shape, (7, 7, 3, 32), **attrs)
-        rng = np.random.default_rng(batch)
-        x = rng.uniform(-1, 1, shape).astype(np.float32)
-        w = rng.uniform(-1, 1, g.filter_shape).astype(np.float32)
-        FORWARD(x, w, **attrs)
-        peak, out = _peak(lambda: FORWARD(x, w, **attrs))  # noqa: B023 - called at once
-        assert kernels.last_path() == IM2COL
-        extra = peak - out.nbytes
-        assert extra <= conv_workspace(g, "forward", "float32", True)
-        extras.append(extra - (out.nbytes if layout == "NCHW" else 0))
-    assert extras[1] <= extras[0] + 2**16, extras
-
-
+@pytest.mark.parametrize("kind", ["forward", "input"])
 @pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
 def test_extra_memory_is_bounded_as_the_batch_grows_and_within_the_estimate(monkeypatch,
-                                                                            layout):
-    """NHWC: ``dy`` read in place, one row of columns per core; NCHW (3 channels, not adjacent):
-    the NumPy col2im per batch chunk."""
+                                                                            layout, kind):
+    """The forward: one row of patches per core, NCHW inputs copied to NHWC per batch chunk
+    (the NHWC result is then transposed into the NCHW one, on every path: that copy grows with
+    the batch). The input gradient: NHWC ``dy`` read in place, one row of columns per core;
+    NCHW (3 channels, not adjacent) the NumPy col2im per batch chunk."""
     monkeypatch.setenv(accel.ENV, "numba")
     monkeypatch.setattr(conv_compute, "CHUNK_BYTES", 2**18)
     attrs = conv_attrs(layout, (2, 2), (1, 1), "SAME", [])
+    path = IM2COL if kind == "forward" else COL2IM if layout == "NHWC" else "numpy col2im"
     extras = []
     for batch in (4, 32):
         shape = (batch, 32, 32, 3) if layout == "NHWC" else (batch, 3, 32, 32)
         g = conv2d_geometry(shape, (7, 7, 3, 32), **attrs)
         rng = np.random.default_rng(batch)
         w = rng.uniform(-1, 1, g.filter_shape).astype(np.float32)
-        dy = rng.uniform(-1, 1, g.output_shape).astype(np.float32)
-        INPUT(shape, w, dy, **attrs)
-        peak, out = _peak(lambda: INPUT(shape, w, dy, **attrs))  # noqa: B023 - called at once
-        assert kernels.last_path() == (COL2IM if layout == "NHWC" else "numpy col2im")
+        if kind == "forward":
+            x = rng.uniform(-1, 1, shape).astype(np.float32)
+            run = lambda: FORWARD(x, w, **attrs)  # noqa: B023 - called at once
+        else:
+            dy = rng.uniform(-1, 1, g.output_shape).astype(np.float32)
+            run = lambda: INPUT(shape, w, dy, **attrs)  # noqa: B023 - called at once
+        run()
+        peak, out = _peak(run)
+        assert kernels.last_path() == path
         extra = peak - out.nbytes
-        assert extra <= conv_workspace(g, "input", "float32", True)
-        extras.append(extra)
+        assert extra <= conv_workspace(g, kind, "float32", True)
+        transposed = out.nbytes if kind == "forward" and layout == "NCHW" else 0
+        extras.append(extra - transposed)
     assert extras[1] <= extras[0] + 2**16, extras

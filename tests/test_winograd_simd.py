@@ -91,7 +91,7 @@ def _tiles_reference(src, size, row0, col0, th, tw, m):
 @pytest.mark.parametrize("shape,row0,col0", [((2, 7, 9, 5), 1, 1), ((1, 6, 6, 16), 0, 0),
                                              ((3, 5, 4, 17), 2, 2), ((1, 4, 11, 33), 1, 0)])
 def test_tile_loops_match_the_formulas_on_interior_and_border_tiles(dtype, shape, row0, col0):
-    """input_tiles and grad_tiles over a sub-range of tiles (planes an odd number of lines
+    """patch_tiles (both transforms) over a sub-range of tiles (planes an odd number of lines
     apart), then output_tiles writing only the outputs inside the image."""
     rng = np.random.default_rng(sum(shape))
     src = rng.standard_normal(shape).astype(dtype)
@@ -101,10 +101,7 @@ def test_tile_loops_match_the_formulas_on_interior_and_border_tiles(dtype, shape
     tol = 8 * np.finfo(dtype).eps * np.abs(src).max()
     for kind, size, origin in (("input", 4, (row0, col0)), ("grad", 2, (0, 0))):
         buf, plane = winograd._points_buffer(t1 - t0, c, np.dtype(dtype))
-        if kind == "input":
-            winograd_jit.input_tiles(src, row0, col0, th, tw, t0, t1, buf, plane)
-        else:
-            winograd_jit.grad_tiles(src, th, tw, t0, t1, buf, plane)
+        winograd_jit.patch_tiles(src, size, *origin, th, tw, t0, t1, buf, plane)
         want = _tiles_reference(src.astype(np.float64), size, *origin, th, tw,
                                 np.array(TRANSFORMS[kind][1], float))[:, t0:t1]
         got = winograd._points(buf, plane, t1 - t0, c)
