@@ -30,7 +30,7 @@ from engine.simd_runs import add_into, copy_into
 
 #: SHA-256 of ``engine/numba_simd.py`` (see :data:`engine.numba_depthwise.SIMD_SOURCE_SHA256`:
 #: numba's cache of this file's loops is rebuilt only when this file changes).
-SIMD_SOURCE_SHA256 = "5efa3412b759abc88d78423b9818c09522c9e89bdbc9b4aa750b398731df4c89"
+SIMD_SOURCE_SHA256 = "f270d0d42bdf39d09960e37066ef649043efe275cb9bc933048df1b40e8ec496"
 #: ... and of ``engine/simd_runs.py``, whose run copies and adds :func:`col2im_rows` and
 #: :func:`im2col_rows` inline too.
 RUNS_SOURCE_SHA256 = "8ff7a8052510243a4396d9907d1d6ee9f25d95ff9650a1f5256a71a286647fe0"

@@ -48,7 +48,7 @@ from engine.parallel import MIN_POSITIONS_PER_RANGE, map_ranges
 #: this file's stamp only, and :func:`_filter_grad` inlines that module's intrinsics:
 #: ``tests/test_numba_simd.py`` fails until this matches, so a change there changes this file too
 #: and the cached loops are rebuilt.
-SIMD_SOURCE_SHA256 = "5efa3412b759abc88d78423b9818c09522c9e89bdbc9b4aa750b398731df4c89"
+SIMD_SOURCE_SHA256 = "f270d0d42bdf39d09960e37066ef649043efe275cb9bc933048df1b40e8ec496"
 
 #: ``contract``: ``a*b + c`` may be one fused multiply-add (one rounding instead of two; sums
 #: keep their order, NaN/Inf rules stay IEEE). No other fast-math flag.

@@ -237,9 +237,7 @@ def _gemm_codegen(accumulate: bool, two_level: bool = False):
                         tile(last, rows, js, nvec)
             return builder.add(j0, builder.mul(count, step))
 
-        rest = const(0)
-        for width in sorted({nr, 2, 1}, reverse=True):  # whole tiles, then narrower ones
-            rest = columns(rest, width)
+        rest = columns(columns(const(0), nr), 1)
         with (cgutils.for_range_slice(builder, rest, n, const(1)) as (j, _),
               cgutils.for_range(builder, m) as i):
             ci = builder.add(builder.mul(i.index, ldc), j)

@@ -27,7 +27,7 @@ from engine.winograd_simd import grad_transform, input_transform, output_transfo
 
 #: SHA-256 of ``engine/numba_simd.py`` (see :data:`engine.numba_depthwise.SIMD_SOURCE_SHA256`:
 #: numba's cache of this file's loops is rebuilt only when this file changes).
-SIMD_SOURCE_SHA256 = "5efa3412b759abc88d78423b9818c09522c9e89bdbc9b4aa750b398731df4c89"
+SIMD_SOURCE_SHA256 = "f270d0d42bdf39d09960e37066ef649043efe275cb9bc933048df1b40e8ec496"
 #: ... and of ``engine/winograd_simd.py``, whose transforms these loops inline too.
 TRANSFORMS_SOURCE_SHA256 = "3be51c54e147bb92a8b80b5fd26cb7f11bf3ef21cbaaa3ff71f537721a577557"
 
