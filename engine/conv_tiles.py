@@ -344,8 +344,9 @@ def backprop_input_col2im(g: ConvGeometry, dy: np.ndarray, w: np.ndarray, out: n
 def conv2d_im2col(g: ConvGeometry, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> None:
     """The forward conv of few channels (one group) written into C-contiguous NHWC ``y`` from
     C-contiguous NHWC ``x`` and ``w`` ``(KH, KW, C, O)`` in the compute dtype: per output row
-    its patches gathered (one ``(OW, KH*KW*C)`` block per core, cache-sized) and one
-    register-tile product with the filter as a ``(KH*KW*C, O)`` matrix
+    one register-tile product with the filter as a ``(KH*KW*C, O)`` matrix, the patches of
+    the columns whose windows lie inside the image read in place (a filter row's taps are
+    adjacent pixels), the others gathered into one ``(OW, KH*KW*C)`` block per core
     (:func:`~engine.conv_tiles_jit.im2col_rows`). Output rows are split over cores; a cancel
     checkpoint before each call."""
     kh, kw, ci, co = w.shape

@@ -236,49 +236,76 @@ def col2im_rows(out, sn, sh, sw, width, dy, wm, cols, n, r0, r1, h0, h1, pt, pl,
 
 
 @njit(nogil=True, cache=True)
+def _patches(pf, xf, n, r, c_lo, c_hi, h, w, ch, pt, pl, sr, sc, dr, dc, kh, kw):  # pragma: no cover
+    """``pf[(c - c_lo)*J + (i*kw + j)*C + q] = x[n, r*sr + i*dr - pt, c*sc + j*dc - pl, q]``
+    (zero outside ``x``) for the output columns ``[c_lo, c_hi)`` of row ``r`` of image ``n``."""
+    run = kw * ch
+    j_all = kh * run
+    for c in range(c_lo, c_hi):
+        v0 = c * sc - pl
+        for i in range(kh):
+            o = (c - c_lo) * j_all + i * run
+            hh = r * sr + i * dr - pt
+            if hh < 0 or hh >= h:
+                for m in range(run):
+                    pf[o + m] = 0
+                continue
+            row = (n * h + hh) * w
+            if dc == 1:
+                j0, j1 = min(kw, max(0, -v0)), max(0, min(kw, w - v0))
+                j1 = max(j0, j1)
+                for m in range(j0 * ch):
+                    pf[o + m] = 0
+                if j1 > j0:
+                    copy_into(pf, xf, o + j0 * ch, (row + v0 + j0) * ch, (j1 - j0) * ch)
+                for m in range(j1 * ch, run):
+                    pf[o + m] = 0
+            else:
+                for j in range(kw):
+                    v = v0 + j * dc
+                    if 0 <= v < w:
+                        for q in range(ch):
+                            pf[o + j * ch + q] = xf[(row + v) * ch + q]
+                    else:
+                        for q in range(ch):
+                            pf[o + j * ch + q] = 0
+
+
+@njit(nogil=True, cache=True)
 def im2col_rows(y, x, wm, patch, t_lo, t_hi, pt, pl, sr, sc, dr, dc, kh, kw):  # pragma: no cover
     """Output rows ``t = n*OH + r`` in ``[t_lo, t_hi)`` of the NHWC forward conv ``y``:
 
         ``y[n, r, c] = P_c @ wm``,  ``P_c[(i*kw + j)*C + q] = x[n, r*sr + i*dr - pt,
-        c*sc + j*dc - pl, q]`` (zero outside ``x``),
+        c*sc + j*dc - pl, q]`` (zero outside ``x``; C-contiguous ``x``, ``y`` and ``wm``).
 
-    the row's patches gathered into ``patch`` (``(OW, kh*kw*C)``; with ``dc == 1`` each filter
-    row's taps inside the image are one contiguous run of ``x``), then one register-tile
-    product per output row straight into ``y`` (C-contiguous ``x``, ``y`` and ``wm``)."""
+    With ``dc == 1`` the columns whose windows lie inside the image rows read ``x`` in place:
+    a filter row's taps are ``kw*C`` adjacent elements, so ``P_c`` over the filter rows inside
+    the image is a 2-D window of ``x`` (:func:`engine.numba_simd.gemm_acc2`, the filter rows
+    outside skipped). The other columns' patches are gathered into ``patch`` (``(OW, J)``) and
+    multiplied as one block per side."""
     h, w, ch = x.shape[1], x.shape[2], x.shape[3]
     oh, ow, k = y.shape[1], y.shape[2], y.shape[3]
     run = kw * ch
     j_all = kh * run
     xf, yf, wf, pf = x.reshape(x.size), y.reshape(y.size), wm.reshape(wm.size), patch.reshape(
         patch.size)
+    # columns whose windows lie inside the image: c*sc - pl >= 0 and c*sc - pl + kw <= w
+    c_lo = min(ow, -(-pl // sc))
+    c_hi = max(c_lo, min(ow, (w - kw + pl) // sc + 1)) if dc == 1 else c_lo
     for t in range(t_lo, t_hi):
         n, r = t // oh, t % oh
-        for c in range(ow):
-            v0 = c * sc - pl
-            for i in range(kh):
-                o = c * j_all + i * run
-                hh = r * sr + i * dr - pt
-                if hh < 0 or hh >= h:
-                    for m in range(run):
-                        pf[o + m] = 0
-                    continue
-                row = (n * h + hh) * w
-                if dc == 1:
-                    j0, j1 = min(kw, max(0, -v0)), max(0, min(kw, w - v0))
-                    j1 = max(j0, j1)
-                    for m in range(j0 * ch):
-                        pf[o + m] = 0
-                    if j1 > j0:
-                        copy_into(pf, xf, o + j0 * ch, (row + v0 + j0) * ch, (j1 - j0) * ch)
-                    for m in range(j1 * ch, run):
-                        pf[o + m] = 0
-                else:
-                    for j in range(kw):
-                        v = v0 + j * dc
-                        if 0 <= v < w:
-                            for q in range(ch):
-                                pf[o + j * ch + q] = xf[(row + v) * ch + q]
-                        else:
-                            for q in range(ch):
-                                pf[o + j * ch + q] = 0
-        gemm_set(yf, pf, wf, t * ow * k, 0, 0, ow, k, j_all, k, j_all, 1, k)
+        i_lo = min(kh, max(0, -((r * sr - pt) // dr)))
+        i_hi = max(i_lo, min(kh, (h - 1 - r * sr + pt) // dr + 1))
+        if c_hi > c_lo:
+            y0 = (t * ow + c_lo) * k
+            for m in range((c_hi - c_lo) * k):
+                yf[y0 + m] = 0
+            if i_hi > i_lo:
+                a0 = ((n * h + r * sr + i_lo * dr - pt) * w + c_lo * sc - pl) * ch
+                gemm_acc2(yf, xf, wf, y0, a0, i_lo * run * k, c_hi - c_lo, k, run, k, sc * ch, 1,
+                          k, i_hi - i_lo, dr * w * ch, run * k)
+        for b_lo, b_hi in ((0, c_lo), (c_hi, ow)):
+            if b_hi > b_lo:
+                _patches(pf, xf, n, r, b_lo, b_hi, h, w, ch, pt, pl, sr, sc, dr, dc, kh, kw)
+                gemm_set(yf, pf, wf, (t * ow + b_lo) * k, 0, 0, b_hi - b_lo, k, j_all, k, j_all,
+                         1, k)
