@@ -19,10 +19,14 @@ as :mod:`engine.conv_tiles_jit`'s register tiles, read in place (no packing, no 
   owner per row, no races) and every tap of a phase adds into a block while it is in cache.
 - forward: ``Y[q] = sum_t P_t[q + off_t] @ w_t`` (:func:`conv2d`), split the same way.
 
+- few channels (a product over 3 channels is too short for the per-tap tiles): the forward
+  as im2col (:func:`conv2d_im2col`: one product per output row with ``K = KH*KW*C``, windows
+  inside the image read in place) and the input gradient as col2im
+  (:func:`backprop_input_col2im`: one product per output-gradient row with ``N = KH*KW*C``,
+  its columns added where their taps land).
+
 The NumPy kernels stay the reference; :func:`take` says when this path runs (float32 and
-float64 compute, the compiled kernels chosen and ready: :func:`engine.accel.use_compiled`).
-The forward and input gradient on few channels keep their im2col/col2im NumPy strategies (a
-product over 3 channels is too short for the tiles). Every call checks for cancellation before
+float64 compute, the compiled kernels chosen and ready: :func:`engine.accel.use_compiled`). Every call checks for cancellation before
 each :data:`CALL_POSITIONS` positions of a core's range.
 """
 

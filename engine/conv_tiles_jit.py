@@ -13,7 +13,11 @@ blocks so each tile's operands stay in L1/L2:
   panels of one tile's columns, contiguous, which L1 keeps better than rows of the whole width
   (8-13% faster measured). The forward conv and the input gradient are both this (shift
   ``+offset`` and ``-offset``); :func:`segment_products` writes row segments where they belong
-  in the result (the input gradient's phase rows).
+  in the result (the input gradient's phase rows);
+- :func:`im2col_rows` / :func:`col2im_rows`: the forward and the input gradient on few
+  channels, one product per output (or output-gradient) row against the filter as a
+  ``KH*KW*C``-deep (or -wide) matrix, patches read in place or gathered, columns scattered
+  with the vector run copies and adds of :mod:`engine.simd_runs`.
 
 Measured single-threaded on the benchmark's per-tap shapes (128-256 channels, float32): 1.3-1.6x
 OpenBLAS with ``OPENBLAS_CORETYPE=Haswell`` and 1.0-1.2x its AVX-512 kernels. Every product is a

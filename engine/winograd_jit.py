@@ -29,7 +29,7 @@ from engine.winograd_simd import grad_transform, input_transform, output_transfo
 #: numba's cache of this file's loops is rebuilt only when this file changes).
 SIMD_SOURCE_SHA256 = "f270d0d42bdf39d09960e37066ef649043efe275cb9bc933048df1b40e8ec496"
 #: ... and of ``engine/winograd_simd.py``, whose transforms these loops inline too.
-TRANSFORMS_SOURCE_SHA256 = "3be51c54e147bb92a8b80b5fd26cb7f11bf3ef21cbaaa3ff71f537721a577557"
+TRANSFORMS_SOURCE_SHA256 = "bfc6d145b399ce7fe8fe539c887534c05a628d4fe31856b4d0f19f5de97851b2"
 
 
 @njit(nogil=True, cache=True)

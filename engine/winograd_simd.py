@@ -16,8 +16,8 @@ vectorized loop), and the table-driven loop it does vectorize reads each element
 channels, ``d`` is loaded once, ``T = L d`` and ``P = T R^T`` are formed in registers with
 adds and subtracts only (separably, in the order of the matrices' columns), and ``P`` is stored
 once; then the channels after the last whole vector, one at a time. Every result is a sum of
-at most 4 terms of ``d`` with IEEE adds (no fused or reordered operations), so it is the same
-on every CPU.
+at most 4 terms of ``d`` (9 for the output transform) with IEEE adds (no fused or reordered
+operations), so it is the same on every CPU.
 
 Bounds are the caller's duty (no checks inside): ``out`` and ``src`` are C-contiguous 1-D
 arrays of one float type, and every index above is inside its array.
