@@ -1,5 +1,6 @@
-"""Zeroed work and result buffers that do not fault in fresh pages on every call, and
-contiguous operand copies made on all cores.
+"""Zeroed work and result buffers that do not fault in fresh pages on every call,
+contiguous operand copies made on all cores, and read-only operand views for the compiled
+loops.
 
 ``np.zeros`` of a large array asks the allocator for zeroed memory (``calloc``), which maps new
 zero pages from the operating system; the kernel's first write to each page then faults.
@@ -39,3 +40,12 @@ def contiguous(a: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
 
     copy_ranges(part, a.shape[0], out[:1].nbytes)
     return out
+
+
+def readonly(a: np.ndarray) -> np.ndarray:
+    """A read-only view: the compiled loops always get their operands so, whatever the
+    caller's flags, and so run the one version their warm-up compiled (numba types a
+    read-only array apart and would compile again at the first call)."""
+    v = a.view()
+    v.flags.writeable = False
+    return v

@@ -38,7 +38,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from engine import accel, parallel
-from engine.buffers import contiguous, zeroed
+from engine.buffers import contiguous, readonly, zeroed
 from engine.cancel import checkpoint
 from engine.conv_layout import PhaseLayout
 from engine.conv_shapes import ConvGeometry
@@ -85,15 +85,6 @@ def _lanes(itemsize: int) -> int:
     return lanes(itemsize)
 
 
-def _readonly(a: np.ndarray) -> np.ndarray:
-    """A read-only view: the compiled loops always get their operands so, whatever the
-    caller's flags, and so run the one version :func:`warm` compiled (numba types a read-only
-    array apart and would compile again at the first call)."""
-    v = a.view()
-    v.flags.writeable = False
-    return v
-
-
 def _phase(lay: PhaseLayout, phase_row: int, phase_col: int) -> int:
     return phase_row * lay.g.stride_cols + phase_col
 
@@ -132,7 +123,7 @@ def backprop_filter_direct(g: ConvGeometry, x: np.ndarray, dy: np.ndarray) -> np
     if fx is None or fd is None:
         raise ValueError("backprop_filter_direct needs adjacent channels (nhwc_operand)")
     (xf, xs), (df, ds) = fx, fd
-    xf, df = _readonly(xf), _readonly(df)
+    xf, df = readonly(xf), readonly(df)
     taps = g.filter_rows * g.filter_cols
     row_offs = np.arange(g.filter_rows, dtype=np.int64) * g.dilation_rows - g.pad_top
     col_offs = np.arange(g.filter_cols, dtype=np.int64) * g.dilation_cols - g.pad_left
@@ -178,7 +169,7 @@ def _shifted(c: np.ndarray, c_base: int, rows: int, a: np.ndarray, b: np.ndarray
     jit = _jit()
     s, ab = (np.asarray(v, np.int64) for v in (shifts, a_bases))
     _, k, n = b.shape
-    bp, a = _readonly(panels(b)), _readonly(a)
+    bp, a = readonly(panels(b)), readonly(a)
     nr = _tile_columns(b.dtype.itemsize)
 
     def part(lo: int, hi: int) -> None:
@@ -250,7 +241,7 @@ def backprop_input_into(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray, out: np
     t, co = e.shape
     ci = wt.shape[3]
     base, (sn, sh, sw) = flat
-    eflat = _readonly(np.ascontiguousarray(e).reshape(-1))
+    eflat = readonly(np.ascontiguousarray(e).reshape(-1))
     nb = out.shape[0]
     phases = []
     for pr, pc, (rs, cs), (ri, cols) in lay.spans():
@@ -259,7 +250,7 @@ def backprop_input_into(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray, out: np
             continue  # no tap writes this phase: its pixels stay 0
         taps = [lay.taps[i] for i in grid.taps]
         shifts = np.array([-tap.offset for tap in taps], np.int64)
-        bp = _readonly(panels(np.stack([wt[tap.row, tap.col] for tap in taps])))
+        bp = readonly(panels(np.stack([wt[tap.row, tap.col] for tap in taps])))
         rows = np.arange(rs.start, rs.stop)
         n_idx = np.repeat(np.arange(nb), len(rows))
         i_idx = np.tile(rows, nb)
@@ -322,7 +313,7 @@ def backprop_input_col2im(g: ConvGeometry, dy: np.ndarray, w: np.ndarray, out: n
     step = _lanes(ctype.itemsize)
     wm = np.zeros((co, -(-j // step) * step), ctype)
     wm[:, :j] = w.reshape(j, co).T
-    wm, dyr = _readonly(wm), _readonly(dy)
+    wm, dyr = readonly(wm), readonly(dy)
     base, (sn, sh, sw) = flat
     rows, pt, sr, dr = g.in_rows, g.pad_top, g.stride_rows, g.dilation_rows
     per_call = max(1, CALL_POSITIONS // max(1, g.out_cols))
@@ -354,8 +345,8 @@ def conv2d_im2col(g: ConvGeometry, x: np.ndarray, w: np.ndarray, y: np.ndarray) 
     (:func:`~engine.conv_tiles_jit.im2col_rows`). Output rows are split over cores; a cancel
     checkpoint before each call."""
     kh, kw, ci, co = w.shape
-    wm = _readonly(np.ascontiguousarray(w.reshape(kh * kw * ci, co)))
-    xr = _readonly(x)
+    wm = readonly(np.ascontiguousarray(w.reshape(kh * kw * ci, co)))
+    xr = readonly(x)
     rows = y.shape[0] * g.out_rows
     per_call = max(1, CALL_POSITIONS // max(1, g.out_cols))
     jit = _jit()
@@ -393,7 +384,7 @@ def warm(dtypes: tuple[type, ...] = (np.float32, np.float64)) -> None:
     one = np.ones(1, np.int64)
     for dt in dtypes:
         z = np.zeros(8, dt)
-        r = _readonly(z)  # operands as the calls above pass them
+        r = readonly(z)  # operands as the calls above pass them
         steps = np.ones(3, np.int64)
         jit.filter_direct(z, r, r, 0, 1, 1, 1, steps, steps, 1, 1, 1, 1, 1, 1, one * 0,
                           one * 0, 1, 1)

@@ -41,7 +41,7 @@ import threading
 
 import numpy as np
 
-from engine.buffers import contiguous
+from engine.buffers import contiguous, readonly
 from engine.cancel import checkpoint
 from engine.conv_shapes import ConvGeometry
 from engine.nonfinite import all_finite, exact_required
@@ -101,11 +101,12 @@ def _points(flat: np.ndarray, plane: int, tiles: int, channels: int) -> np.ndarr
 
 
 def _input_tiles(src, row0, col0, th, tw, t0, t1, out, plane) -> None:
-    _jit().patch_tiles(src, 4, row0, col0, th, tw, t0, t1, out, plane)
+    """(``src`` read-only, as :func:`warm` compiled it, whatever the caller's flags.)"""
+    _jit().patch_tiles(readonly(src), 4, row0, col0, th, tw, t0, t1, out, plane)
 
 
 def _grad_tiles(src, th, tw, t0, t1, out, plane) -> None:
-    _jit().patch_tiles(src, 2, 0, 0, th, tw, t0, t1, out, plane)
+    _jit().patch_tiles(readonly(src), 2, 0, 0, th, tw, t0, t1, out, plane)
 
 
 @functools.cache

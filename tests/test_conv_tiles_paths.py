@@ -198,6 +198,38 @@ def test_read_only_operands_run_the_loops_warm_up_compiled():
     assert [list(f.signatures) for f in loops] == before
 
 
+@pytest.mark.parametrize("channels,filter_shape,strides", [
+    (3, (7, 7, 3, 16), [1, 2, 2, 1]),  # few channels: im2col forward, col2im input gradient
+    (32, (3, 3, 32, 32), [1, 1, 1, 1]),  # Winograd
+])
+def test_read_only_operands_of_the_other_compiled_loops_compile_nothing_new(
+        channels, filter_shape, strides):
+    """The same for the few-channel loops and Winograd's."""
+    from engine import accel, conv_tiles_jit, winograd_jit
+
+    accel.warm_up(("float32",))
+    loops = (conv_tiles_jit.im2col_rows, conv_tiles_jit.col2im_rows, winograd_jit.patch_tiles,
+             winograd_jit.output_tiles, winograd_jit.point_products,
+             winograd_jit.point_products_t)
+    before = [list(f.signatures) for f in loops]
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 24, 24, channels)).astype(np.float32)
+    w = rng.standard_normal(filter_shape).astype(np.float32)
+    attrs = {"strides": strides, "padding": "SAME"}
+    dy = kernels.conv2d(x, w, **attrs)
+    paths = set()
+    for writable in (True, False):
+        for a in (x, w, dy):
+            a.setflags(write=writable)
+        for run in (lambda: kernels.conv2d(x, w, **attrs),
+                    lambda: kernels.conv2d_backprop_filter(x, w.shape, dy, **attrs),
+                    lambda: kernels.conv2d_backprop_input(x.shape, w, dy, **attrs)):
+            run()
+            paths.add(kernels.last_path())
+    assert paths >= ({"numba im2col", "numba col2im"} if channels == 3 else {"winograd"})
+    assert [list(f.signatures) for f in loops] == before
+
+
 def test_a_length_one_axis_with_any_stride_is_still_addressed():
     """A contiguous copy may give a length-1 axis any stride (here the channels of a
     one-channel NCHW input): the in-place path must still read it (it once returned zeros,
