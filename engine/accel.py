@@ -96,13 +96,17 @@ def warm_up(dtypes: tuple[str, ...] = COMPUTE_DTYPES) -> None:
         return
     g = conv2d_geometry((1, 3, 3, 1), (2, 2, 1, 1), [1, 1, 1, 1], "SAME", (), "NHWC",
                         (1, 1, 1, 1), depthwise=True)
+    g2 = conv2d_geometry((1, 3, 3, 1), (2, 2, 1, 1), [1, 2, 2, 1], "SAME", (), "NHWC",
+                         (1, 1, 1, 1), depthwise=True)  # strided input gradient: its own loop
     for name in dtypes:
         ct = np.dtype(name)
         x, w = np.ones((1, 3, 3, 1), ct), np.ones((2, 2, 1, 1), ct)
         dy = np.ones(g.output_shape, ct)
         module.depthwise_conv2d(g, x, w, ct)
         module.depthwise_conv2d_backprop_filter(g, x, dy, ct)
-        module.depthwise_conv2d_backprop_input(g, dy, w, ct, np.zeros(x.shape, ct))
+        for gi in (g, g2):
+            module.depthwise_conv2d_backprop_input(gi, np.ones(gi.output_shape, ct), w, ct,
+                                                   np.zeros(x.shape, ct))
         winograd.warm((ct.type,))
         conv_tiles.warm((ct.type,))
         _ready.add(name)

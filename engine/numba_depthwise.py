@@ -38,6 +38,7 @@ import numpy as np
 
 from engine import kernel_path
 from engine.accel import CHUNK_BYTES
+from engine.buffers import readonly
 from engine.cancel import checkpoint
 from engine.conv_shapes import ConvGeometry
 from engine.nonfinite import all_finite
@@ -241,15 +242,16 @@ def _chunks(g: ConvGeometry, ctype: np.dtype):
 
 
 def _filter(g: ConvGeometry, w: np.ndarray, ctype: np.dtype) -> np.ndarray:
-    return np.ascontiguousarray(w, ctype).reshape(g.filter_rows, g.filter_cols, -1)
+    return readonly(np.ascontiguousarray(w, ctype).reshape(g.filter_rows, g.filter_cols, -1))
 
 
 def _input_chunk(g: ConvGeometry, x: np.ndarray, ctype: np.dtype) -> np.ndarray:
     """Contiguous ``ctype`` copy of NHWC ``x`` with each channel repeated ``M`` times (output
-    channel ``c*M + m`` reads channel ``c``); ``x`` itself when it already is that."""
+    channel ``c*M + m`` reads channel ``c``); ``x`` itself when it already is that. Read-only,
+    as every operand of these loops (:func:`engine.buffers.readonly`)."""
     if g.filter_out == 1:
-        return np.ascontiguousarray(x, ctype)
-    return np.repeat(x.astype(ctype, copy=False), g.filter_out, axis=3)
+        return readonly(np.ascontiguousarray(x, ctype))
+    return readonly(np.repeat(x.astype(ctype, copy=False), g.filter_out, axis=3))
 
 
 def _rows(count: int, width: int, call) -> list:
@@ -295,7 +297,7 @@ def depthwise_conv2d_backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndar
 
     for sl in _chunks(g, ctype):
         xc = _input_chunk(g, x[sl], ctype)
-        dyc = np.ascontiguousarray(dy[sl], ctype)
+        dyc = readonly(np.ascontiguousarray(dy[sl], ctype))
         for acc in _rows(xc.shape[0] * g.out_rows, g.out_cols,
                          lambda lo, hi: part(xc, dyc, lo, hi)):  # noqa: B023
             dw += acc
@@ -310,7 +312,7 @@ def _input_rows(g: ConvGeometry, dyc: np.ndarray, wc: np.ndarray, dst: np.ndarra
     strides scatter each ``dy`` column."""
     total = dyc.shape[0] * g.in_rows
     if g.stride_rows == 1 and g.stride_cols == 1:
-        flipped = np.ascontiguousarray(wc[::-1, ::-1])
+        flipped = readonly(np.ascontiguousarray(wc[::-1, ::-1]))
         pt = (g.filter_rows - 1) * g.dilation_rows - g.pad_top
         pl = (g.filter_cols - 1) * g.dilation_cols - g.pad_left
         attrs = (1, 1, g.dilation_rows, g.dilation_cols, pt, pl)
@@ -329,7 +331,7 @@ def depthwise_conv2d_backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarr
     direct = m == 1 and out.dtype == ctype and out.flags.c_contiguous
     finite = True
     for sl in _chunks(g, ctype):
-        dyc = np.ascontiguousarray(dy[sl], ctype)
+        dyc = readonly(np.ascontiguousarray(dy[sl], ctype))
         dst = out[sl] if direct else np.empty(
             (dyc.shape[0], g.in_rows, g.in_cols, g.out_depth), ctype)
         finite &= _input_rows(g, dyc, wc, dst)

@@ -230,6 +230,28 @@ def test_read_only_operands_of_the_other_compiled_loops_compile_nothing_new(
     assert [list(f.signatures) for f in loops] == before
 
 
+@pytest.mark.parametrize("strides", [[1, 1, 1, 1], [1, 2, 2, 1]])
+def test_read_only_operands_of_the_depthwise_loops_compile_nothing_new(strides):
+    """And for the depthwise trio (both input-gradient loops: stride 1 is the forward's)."""
+    from engine import accel, numba_depthwise
+
+    accel.warm_up(("float32",))
+    before = [list(f.signatures) for f in numba_depthwise.KERNELS.values()]
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 12, 12, 8)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 8, 2)).astype(np.float32)
+    attrs = {"strides": strides, "padding": "SAME"}
+    dy = kernels.depthwise_conv2d_native(x, w, **attrs)
+    for writable in (True, False):
+        for a in (x, w, dy):
+            a.setflags(write=writable)
+        kernels.depthwise_conv2d_native(x, w, **attrs)
+        kernels.depthwise_conv2d_native_backprop_filter(x, w.shape, dy, **attrs)
+        kernels.depthwise_conv2d_native_backprop_input(x.shape, w, dy, **attrs)
+        assert kernels.last_path() == "numba"
+    assert [list(f.signatures) for f in numba_depthwise.KERNELS.values()] == before
+
+
 def test_a_length_one_axis_with_any_stride_is_still_addressed():
     """A contiguous copy may give a length-1 axis any stride (here the channels of a
     one-channel NCHW input): the in-place path must still read it (it once returned zeros,
