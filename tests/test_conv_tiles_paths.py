@@ -252,6 +252,55 @@ def test_read_only_operands_of_the_depthwise_loops_compile_nothing_new(strides):
     assert [list(f.signatures) for f in numba_depthwise.KERNELS.values()] == before
 
 
+def _signatures() -> dict[str, int]:
+    """Compiled signatures of every loop of the compiled modules."""
+    from numba.core.registry import CPUDispatcher
+
+    from engine import conv_tiles_jit, numba_depthwise, winograd_jit
+
+    return {f"{m.__name__}.{name}": len(f.signatures)
+            for m in (conv_tiles_jit, numba_depthwise, winograd_jit)
+            for name, f in vars(m).items() if isinstance(f, CPUDispatcher)}
+
+
+def test_after_the_warm_up_no_kernel_call_compiles():
+    """The warm-up compiles every loop a call can reach, in the signatures calls use, so the
+    app never compiles in the middle of a run: conv and depthwise ops on few and many channels,
+    strides 1 and 2, NHWC and NCHW, float32, float64 and float16, writable or read-only."""
+    from engine import accel
+
+    accel.warm_up()
+    before = _signatures()
+    rng = np.random.default_rng(8)
+    for dtype in (np.float32, np.float64, np.float16):
+        for fmt in ("NHWC", "NCHW"):
+            for channels, stride in ((3, 1), (3, 2), (32, 1), (32, 2)):
+                shape = (2, 20, 20, channels) if fmt == "NHWC" else (2, channels, 20, 20)
+                s = [1, stride, stride, 1] if fmt == "NHWC" else [1, 1, stride, stride]
+                attrs = {"strides": s, "padding": "SAME", "data_format": fmt}
+                x = rng.standard_normal(shape).astype(dtype)
+                for w, forward, grads in (
+                        (rng.standard_normal((3, 3, channels, 32)).astype(dtype),
+                         kernels.conv2d, (kernels.conv2d_backprop_filter,
+                                          kernels.conv2d_backprop_input)),
+                        (rng.standard_normal((3, 3, channels, 2)).astype(dtype),
+                         kernels.depthwise_conv2d_native,
+                         (kernels.depthwise_conv2d_native_backprop_filter,
+                          kernels.depthwise_conv2d_native_backprop_input))):
+                    dy = forward(x, w, **attrs)
+                    for writable in (True, False):
+                        for a in (x, w, dy):
+                            a.setflags(write=writable)
+                        forward(x, w, **attrs)
+                        grads[0](x, w.shape, dy, **attrs)
+                        grads[1](x.shape, w, dy, **attrs)
+                    for a in (x, w, dy):
+                        a.setflags(write=True)
+    changed = {k: (before.get(k, 0), n) for k, n in _signatures().items()
+               if n != before.get(k, 0)}
+    assert changed == {}
+
+
 def test_a_length_one_axis_with_any_stride_is_still_addressed():
     """A contiguous copy may give a length-1 axis any stride (here the channels of a
     one-channel NCHW input): the in-place path must still read it (it once returned zeros,
