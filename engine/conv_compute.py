@@ -227,7 +227,9 @@ def conv2d_backprop_input(lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype
     segments = (tiles and not direct and out.dtype == ctype
                 and conv_tiles.flat_nhwc(out) is not None)
     overwrite = segments and conv_tiles.covers_input(lay)
-    whole = overwrite or (direct and (tiles or input_strategy(lay, ci) == "gather"))
+    gathered = (not tiles and not few and not direct and input_strategy(lay, ci) == "gather"
+                and out.dtype == ctype and out.flags.c_contiguous and _gathers_every_pixel(lay))
+    whole = overwrite or gathered or (direct and (tiles or input_strategy(lay, ci) == "gather"))
     if not cleared and not whole:
         out[...] = 0
     per = _per_image_bytes(lay, ci * (1 + few * len(lay.taps)), co, ctype.itemsize)
@@ -242,6 +244,9 @@ def conv2d_backprop_input(lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype
             src = None
             e = lay.embed_output(dy[sl], ctype).reshape(-1, co)
             e = e[: e.shape[0] - lay.max_offset]
+        if gathered:  # the products of the image's pixels straight into the result
+            _backprop_input_gather_pixels(lay, src, wt, out[sl])
+            continue
         if segments and (flat := conv_tiles.flat_nhwc(out[sl])):
             conv_tiles.backprop_input_into(lay, e, wt, out[sl], flat, overwrite)  # no phases
             continue
@@ -324,6 +329,64 @@ def _backprop_input_gather(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray,
 
     map_ranges(part, length, block)  # one-thread BLAS per core: small products stay cheap
     return d
+
+
+def _gathers_every_pixel(lay: PhaseLayout) -> bool:
+    """True when :func:`_backprop_input_gather_pixels` computes ``lay``: one phase whose rows
+    and columns are every input row and column, and tap-grid rows whole phase rows apart."""
+    g = lay.g
+    spans = list(lay.spans())
+    if len(spans) != 1 or len(lay.grids) != 1:
+        return False
+    _, _, _, (ri, cols) = spans[0]
+    return (ri == slice(0, g.in_rows, 1) and cols == slice(0, g.in_cols, 1)
+            and lay.grids[0].row_step % lay.wq == 0)
+
+
+def _backprop_input_gather_pixels(lay: PhaseLayout, src: np.ndarray, wt: np.ndarray,
+                                  out: np.ndarray) -> None:
+    """:func:`_backprop_input_gather` for the input's pixels only, written straight into the
+    C-contiguous NHWC ``out`` (:func:`_gathers_every_pixel` holds): blocks of whole input rows
+    of one image, ``R`` gathered for those rows' pixels (and the rows the tap grid reaches
+    above them), so each grid row's product is a block of ``out`` itself; no padded phase
+    positions are computed and no phase buffer is merged (on 8x56x56x64 SAME: 14.1 -> 11.3-11.9
+    ms)."""
+    (grid,) = lay.grids
+    (_, _, (rs, cs), (ri, _)), = lay.spans()
+    g = lay.g
+    co, ci = wt.shape[2], wt.shape[3]
+    rows, width = g.in_rows, g.in_cols
+    step = grid.row_step // lay.wq  # phase rows from one grid row to the next
+    reach = (grid.rows - 1) * step
+    ws = wt.reshape(len(lay.taps), co, ci)[list(grid.taps)].reshape(grid.rows, -1, ci)
+    per_block = max(1, gather_block(lay, co, src.itemsize) // width)
+    s0, s1 = src.strides
+    origin = lay.max_offset - grid.offset + (rs.start - ri.start - reach) * lay.wq + cs.start
+
+    def part(lo: int, hi: int) -> None:
+        r = np.empty(((per_block + reach) * width, grid.cols, co), src.dtype)
+        t = lo
+        while t < hi:
+            checkpoint()
+            n, h0 = divmod(t, rows)
+            h1 = min(rows, h0 + per_block, h0 + hi - t)
+            m = h1 - h0
+            first = src[origin + (n * lay.hq + h0) * lay.wq:]
+            view = as_strided(first, shape=(m + reach, width, grid.cols, co),
+                              strides=(lay.wq * s0, s0, -grid.col_step * s0, s1), writeable=False)
+            rb = r[: (m + reach) * width]
+            rb.reshape(m + reach, width, grid.cols, co)[...] = view
+            flat = rb.reshape((m + reach) * width, -1)
+            dst = out[n, h0:h1].reshape(m * width, ci)
+            for a in range(grid.rows):
+                shift = (reach - a * step) * width
+                if a == 0:
+                    np.matmul(flat[shift : shift + m * width], ws[a], out=dst)
+                else:
+                    gemm_acc(dst, flat[shift : shift + m * width], ws[a])
+            t += m
+
+    map_ranges(part, out.shape[0] * rows, per_block)
 
 
 def _backprop_input_chunk(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray, few: bool,
