@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.buffers import zeroed
 from engine.conv_shapes import ConvGeometry
 from engine.parallel import copy_ranges
 
@@ -73,6 +72,21 @@ class PhaseGrid:
     rows: int
     cols: int
     taps: tuple[int, ...]
+
+
+def _zero_outside(phase: np.ndarray, rs: slice, cs: slice, planar: bool) -> None:
+    """Zero the positions of one phase's images outside rows ``rs`` and columns ``cs``
+    (``phase``: ``(N, Hq, Wq, C)``, or ``(C, N, Hq, Wq)`` when ``planar``)."""
+    if planar:
+        phase[:, :, : rs.start] = 0
+        phase[:, :, rs.stop :] = 0
+        phase[:, :, rs, : cs.start] = 0
+        phase[:, :, rs, cs.stop :] = 0
+    else:
+        phase[:, : rs.start] = 0
+        phase[:, rs.stop :] = 0
+        phase[:, rs, : cs.start] = 0
+        phase[:, rs, cs.stop :] = 0
 
 
 @dataclass(frozen=True)
@@ -149,15 +163,23 @@ class PhaseLayout:
         if self.identity and not planar and x.dtype == dtype and x.flags.c_contiguous:
             return x.reshape(1, 1, *x.shape)
         inner = (c, n, self.hq, self.wq) if planar else (n, self.hq, self.wq, c)
-        out = zeroed((g.stride_rows, g.stride_cols, *inner), dtype)
-        spans = list(self.spans())
+        out = np.empty((g.stride_rows, g.stride_cols, *inner), dtype)
+        spans = {(pr, pc): (rs, cs, ri, ci) for pr, pc, (rs, cs), (ri, ci) in self.spans()}
 
         def part(lo: int, hi: int) -> None:  # images [lo, hi): copies split over cores
-            for pr, pc, (rs, cs), (ri, ci) in spans:
-                if planar:
-                    out[pr, pc, :, lo:hi, rs, cs] = x[lo:hi, ri, ci].transpose(3, 0, 1, 2)
-                else:
-                    copy_pixels(out[pr, pc, lo:hi, rs, cs], x[lo:hi, ri, ci])
+            for pr in range(g.stride_rows):
+                for pc in range(g.stride_cols):
+                    phase = out[pr, pc, :, lo:hi] if planar else out[pr, pc, lo:hi]
+                    if (pr, pc) not in spans:
+                        phase[...] = 0
+                        continue
+                    rs, cs, ri, ci = spans[pr, pc]
+                    # zero only what no pixel lands on: rows outside rs, columns outside cs
+                    _zero_outside(phase, rs, cs, planar)
+                    if planar:
+                        out[pr, pc, :, lo:hi, rs, cs] = x[lo:hi, ri, ci].transpose(3, 0, 1, 2)
+                    else:
+                        copy_pixels(out[pr, pc, lo:hi, rs, cs], x[lo:hi, ri, ci])
 
         copy_ranges(part, n, x[:1].nbytes)
         return out
