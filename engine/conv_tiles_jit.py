@@ -99,7 +99,7 @@ def segment_products(c, a, b, c_bases, q_starts, length, ldc, s_lo, s_hi, shifts
 def _inside(off, stride, size, count):  # pragma: no cover
     """Output indices ``[lo, hi)`` (within ``[0, count)``) whose input index
     ``k*stride + off`` is in ``[0, size)``."""
-    lo = (-off + stride - 1) // stride if off < 0 else 0
+    lo = min(count, (-off + stride - 1) // stride) if off < 0 else 0
     hi = min(count, (size - 1 - off) // stride + 1) if size - 1 - off >= 0 else 0
     return lo, max(lo, hi)
 
@@ -212,11 +212,9 @@ def col2im_rows(out, sn, sh, sw, width, dy, wm, cols, n, r0, r1, h0, h1, pt, pl,
     classes = max(1, -(-run // max(1, sc * ch)))
     for r in range(r0, r1):
         gemm_set(cf, dyf, wmf, 0, (n * oh + r) * ow * o, 0, ow, jp, o, jp, o, 1, jp)
-        i_lo = max(0, -((r * sr - pt - h0) // dr))
-        for i in range(i_lo, kh):
+        i_lo, i_hi = _inside(r * sr - pt - h0, dr, h1 - h0, kh)  # taps landing in [h0, h1)
+        for i in range(i_lo, i_hi):
             h = r * sr + i * dr - pt
-            if h >= h1:
-                break
             base = n * sn + h * sh
             if dc == 1 and sw == ch:
                 # runs of consecutive c overlap: adding them in c order would make each
@@ -224,19 +222,18 @@ def col2im_rows(out, sn, sh, sw, width, dy, wm, cols, n, r0, r1, h0, h1, pt, pl,
                 for first in range(classes):
                     for c in range(first, ow, classes):
                         v0 = c * sc - pl
-                        j0, j1 = max(0, -v0), min(kw, width - v0)
+                        j0, j1 = _inside(v0, 1, width, kw)
                         if j1 > j0:
                             add_into(out, cf, base + (v0 + j0) * ch, c * jp + i * run + j0 * ch,
                                      (j1 - j0) * ch)
                 continue
             for c in range(ow):
                 src = c * jp + i * run
-                for j in range(kw):
-                    v = c * sc + j * dc - pl
-                    if 0 <= v < width:
-                        dst = base + v * sw
-                        for q in range(ch):
-                            out[dst + q] += cf[src + j * ch + q]
+                j0, j1 = _inside(c * sc - pl, dc, width, kw)
+                for j in range(j0, j1):
+                    dst = base + (c * sc + j * dc - pl) * sw
+                    for q in range(ch):
+                        out[dst + q] += cf[src + j * ch + q]
 
 
 @njit(nogil=True, cache=True)
@@ -255,24 +252,16 @@ def _patches(pf, xf, n, r, c_lo, c_hi, h, w, ch, pt, pl, sr, sc, dr, dc, kh, kw)
                     pf[o + m] = 0
                 continue
             row = (n * h + hh) * w
-            if dc == 1:
-                j0, j1 = min(kw, max(0, -v0)), max(0, min(kw, w - v0))
-                j1 = max(j0, j1)
-                for m in range(j0 * ch):
-                    pf[o + m] = 0
-                if j1 > j0:
-                    copy_into(pf, xf, o + j0 * ch, (row + v0 + j0) * ch, (j1 - j0) * ch)
-                for m in range(j1 * ch, run):
-                    pf[o + m] = 0
+            j0, j1 = _inside(v0, dc, w, kw)  # the taps inside the image, zeros around them
+            for m in range(j0 * ch):
+                pf[o + m] = 0
+            if dc == 1 and j1 > j0:  # adjacent pixels: one run
+                copy_into(pf, xf, o + j0 * ch, (row + v0 + j0) * ch, (j1 - j0) * ch)
             else:
-                for j in range(kw):
-                    v = v0 + j * dc
-                    if 0 <= v < w:
-                        for q in range(ch):
-                            pf[o + j * ch + q] = xf[(row + v) * ch + q]
-                    else:
-                        for q in range(ch):
-                            pf[o + j * ch + q] = 0
+                for j in range(j0, j1):
+                    copy_into(pf, xf, o + j * ch, (row + v0 + j * dc) * ch, ch)
+            for m in range(j1 * ch, run):
+                pf[o + m] = 0
 
 
 @njit(nogil=True, cache=True)
@@ -293,13 +282,13 @@ def im2col_rows(y, x, wm, patch, t_lo, t_hi, pt, pl, sr, sc, dr, dc, kh, kw):  #
     j_all = kh * run
     xf, yf, wf, pf = x.reshape(x.size), y.reshape(y.size), wm.reshape(wm.size), patch.reshape(
         patch.size)
-    # columns whose windows lie inside the image: c*sc - pl >= 0 and c*sc - pl + kw <= w
-    c_lo = min(ow, -(-pl // sc))
-    c_hi = max(c_lo, min(ow, (w - kw + pl) // sc + 1)) if dc == 1 else c_lo
+    # columns whose windows lie inside the image: 0 <= c*sc - pl and c*sc - pl + kw <= w
+    c_lo, c_hi = _inside(-pl, sc, w - kw + 1, ow)
+    if dc != 1:
+        c_hi = c_lo
     for t in range(t_lo, t_hi):
         n, r = t // oh, t % oh
-        i_lo = min(kh, max(0, -((r * sr - pt) // dr)))
-        i_hi = max(i_lo, min(kh, (h - 1 - r * sr + pt) // dr + 1))
+        i_lo, i_hi = _inside(r * sr - pt, dr, h, kh)  # the filter rows inside the image
         if c_hi > c_lo:
             y0 = (t * ow + c_lo) * k
             for m in range((c_hi - c_lo) * k):
