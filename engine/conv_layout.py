@@ -74,19 +74,15 @@ class PhaseGrid:
     taps: tuple[int, ...]
 
 
-def _zero_outside(phase: np.ndarray, rs: slice, cs: slice, planar: bool) -> None:
-    """Zero the positions of one phase's images outside rows ``rs`` and columns ``cs``
-    (``phase``: ``(N, Hq, Wq, C)``, or ``(C, N, Hq, Wq)`` when ``planar``)."""
-    if planar:
-        phase[:, :, : rs.start] = 0
-        phase[:, :, rs.stop :] = 0
-        phase[:, :, rs, : cs.start] = 0
-        phase[:, :, rs, cs.stop :] = 0
-    else:
-        phase[:, : rs.start] = 0
-        phase[:, rs.stop :] = 0
-        phase[:, rs, : cs.start] = 0
-        phase[:, rs, cs.stop :] = 0
+def _zero_outside(images: np.ndarray, rs: slice, cs: slice, planar: bool = False) -> None:
+    """Zero the positions of ``images`` outside rows ``rs`` and columns ``cs`` (``images``:
+    ``(N, H, W, C)``, or ``(C, N, H, W)`` when ``planar``), the only ones a copy into
+    ``images[..., rs, cs, ...]`` leaves unwritten."""
+    lead = (slice(None),) * (2 if planar else 1)  # the axes before the rows
+    images[(*lead, slice(None, rs.start))] = 0
+    images[(*lead, slice(rs.stop, None))] = 0
+    images[(*lead, rs, slice(None, cs.start))] = 0
+    images[(*lead, rs, slice(cs.stop, None))] = 0
 
 
 @dataclass(frozen=True)
@@ -174,12 +170,11 @@ class PhaseLayout:
                         phase[...] = 0
                         continue
                     rs, cs, ri, ci = spans[pr, pc]
-                    # zero only what no pixel lands on: rows outside rs, columns outside cs
-                    _zero_outside(phase, rs, cs, planar)
+                    _zero_outside(phase, rs, cs, planar)  # only what no pixel lands on
                     if planar:
-                        out[pr, pc, :, lo:hi, rs, cs] = x[lo:hi, ri, ci].transpose(3, 0, 1, 2)
+                        phase[:, :, rs, cs] = x[lo:hi, ri, ci].transpose(3, 0, 1, 2)
                     else:
-                        copy_pixels(out[pr, pc, lo:hi, rs, cs], x[lo:hi, ri, ci])
+                        copy_pixels(phase[:, rs, cs], x[lo:hi, ri, ci])
 
         copy_ranges(part, n, x[:1].nbytes)
         return out
@@ -210,8 +205,7 @@ class PhaseLayout:
         flat = np.empty((head + n * self.hq * self.wq, y.shape[3]), dtype)
         flat[:head] = 0
         out = flat[head:].reshape(n, self.hq, self.wq, y.shape[3])
-        out[:, h:] = 0
-        out[:, :h, w:] = 0
+        _zero_outside(out, slice(0, h), slice(0, w))
 
         def part(lo: int, hi: int) -> None:
             copy_pixels(out[lo:hi, :h, :w], y[lo:hi])
