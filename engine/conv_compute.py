@@ -286,6 +286,25 @@ def gather_block(lay: PhaseLayout, o: int, itemsize: int) -> int:
     return max(GATHER_MIN_BLOCK, GATHER_BLOCK_BYTES // max(1, len(lay.taps) * o * itemsize))
 
 
+def _grid_filters(lay: PhaseLayout, wt: np.ndarray) -> np.ndarray:
+    """``W_a`` of every row ``a`` of the (single) tap grid: its taps' ``(O, C)`` filters
+    stacked to ``(cols * O, C)``, from ``wt`` ``(KH, KW, O, C)``."""
+    (grid,) = lay.grids
+    co, ci = wt.shape[2], wt.shape[3]
+    return wt.reshape(len(lay.taps), co, ci)[list(grid.taps)].reshape(grid.rows, -1, ci)
+
+
+def _grid_products(dst: np.ndarray, rows: np.ndarray, ws: np.ndarray, shifts) -> None:
+    """``dst = sum_a rows[shifts[a] : shifts[a] + len(dst)] @ ws[a]``: the first product
+    writes ``dst``, the others add in place (BLAS, ``beta = 1``)."""
+    m = dst.shape[0]
+    for a, shift in enumerate(shifts):
+        if a == 0:
+            np.matmul(rows[shift : shift + m], ws[a], out=dst)
+        else:
+            gemm_acc(dst, rows[shift : shift + m], ws[a])
+
+
 def _backprop_input_gather(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray,
                            into: np.ndarray | None, src: np.ndarray | None = None) -> np.ndarray:
     """Stride-1 ``D[p] = sum_t E[p - off_t] @ w_t.T`` in cache-sized blocks of destinations
@@ -304,7 +323,7 @@ def _backprop_input_gather(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray,
     if src is None:  # E between max_offset zero rows (embed_output_flat's layout)
         src = np.zeros((2 * head + t, co), e.dtype)
         src[head : head + t] = e
-    ws = wt.reshape(len(lay.taps), co, ci)[list(grid.taps)].reshape(grid.rows, -1, ci)
+    ws = _grid_filters(lay, wt)
     block = gather_block(lay, co, e.itemsize)
     reach = (grid.rows - 1) * grid.row_step  # extra R rows the grid rows shift over
     s0, s1 = src.strides
@@ -319,13 +338,8 @@ def _backprop_input_gather(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray,
                               strides=(s0, -grid.col_step * s0, s1), writeable=False)
             rb = r[: b1 - b0 + reach]
             rb[...] = view
-            rows = rb.reshape(b1 - b0 + reach, -1)
-            for a in range(grid.rows):
-                shift = reach - a * grid.row_step
-                if a == 0:
-                    np.matmul(rows[shift : shift + b1 - b0], ws[a], out=dflat[b0:b1])
-                else:
-                    gemm_acc(dflat[b0:b1], rows[shift : shift + b1 - b0], ws[a])
+            _grid_products(dflat[b0:b1], rb.reshape(b1 - b0 + reach, -1), ws,
+                           [reach - a * grid.row_step for a in range(grid.rows)])
 
     map_ranges(part, length, block)  # one-thread BLAS per core: small products stay cheap
     return d
@@ -358,7 +372,7 @@ def _backprop_input_gather_pixels(lay: PhaseLayout, src: np.ndarray, wt: np.ndar
     rows, width = g.in_rows, g.in_cols
     step = grid.row_step // lay.wq  # phase rows from one grid row to the next
     reach = (grid.rows - 1) * step
-    ws = wt.reshape(len(lay.taps), co, ci)[list(grid.taps)].reshape(grid.rows, -1, ci)
+    ws = _grid_filters(lay, wt)
     per_block = max(1, gather_block(lay, co, src.itemsize) // width)
     s0, s1 = src.strides
     origin = lay.max_offset - grid.offset + (rs.start - ri.start - reach) * lay.wq + cs.start
@@ -376,14 +390,9 @@ def _backprop_input_gather_pixels(lay: PhaseLayout, src: np.ndarray, wt: np.ndar
                               strides=(lay.wq * s0, s0, -grid.col_step * s0, s1), writeable=False)
             rb = r[: (m + reach) * width]
             rb.reshape(m + reach, width, grid.cols, co)[...] = view
-            flat = rb.reshape((m + reach) * width, -1)
-            dst = out[n, h0:h1].reshape(m * width, ci)
-            for a in range(grid.rows):
-                shift = (reach - a * step) * width
-                if a == 0:
-                    np.matmul(flat[shift : shift + m * width], ws[a], out=dst)
-                else:
-                    gemm_acc(dst, flat[shift : shift + m * width], ws[a])
+            _grid_products(out[n, h0:h1].reshape(m * width, ci),
+                           rb.reshape((m + reach) * width, -1), ws,
+                           [(reach - a * step) * width for a in range(grid.rows)])
             t += m
 
     map_ranges(part, out.shape[0] * rows, per_block)
