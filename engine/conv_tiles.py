@@ -9,16 +9,17 @@ as :mod:`engine.conv_tiles_jit`'s register tiles, read in place (no packing, no 
   ``KW * C`` rows (a 7x7 filter on 3 channels gets 21-row tiles, not 3-row ones). Operands
   whose channels are not adjacent (NCHW views) or that need a dtype conversion are copied to
   NHWC per batch chunk first (:func:`nhwc_operand`), so both layouts sum in the same order.
-  With the flat phase images ``P`` and the zero-embedded ``E`` of
-  :class:`~engine.conv_layout.PhaseLayout`:
+
+With the flat phase images ``P`` and the zero-embedded ``E`` of
+:class:`~engine.conv_layout.PhaseLayout`:
+
 - input gradient: ``D_phase[q] = sum_{t in phase} E[q - off_t] @ w_t.T``, written by
   :func:`backprop_input_into` straight into the result, one segment per phase row (columns
   ``stride_cols`` pixels apart), over the result's old contents when the phases cover every
   pixel (:func:`covers_input`), so the result needs no zeroing pass; or by
   :func:`backprop_input` into flat phase images. Destination rows are split over cores (one
   owner per row, no races) and every tap of a phase adds into a block while it is in cache.
-- forward: ``Y[q] = sum_t P_t[q + off_t] @ w_t`` (:func:`conv2d`), split the same way.
-
+- forward: ``Y[q] = sum_t P_t[q + off_t] @ w_t`` (:func:`conv2d`), split the same way;
 - few channels (a product over 3 channels is too short for the per-tap tiles): the forward
   as im2col (:func:`conv2d_im2col`: one product per output row with ``K = KH*KW*C``, windows
   inside the image read in place) and the input gradient as col2im
@@ -26,8 +27,9 @@ as :mod:`engine.conv_tiles_jit`'s register tiles, read in place (no packing, no 
   its columns added where their taps land).
 
 The NumPy kernels stay the reference; :func:`take` says when this path runs (float32 and
-float64 compute, the compiled kernels chosen and ready: :func:`engine.accel.use_compiled`). Every call checks for cancellation before
-each :data:`CALL_POSITIONS` positions of a core's range.
+float64 compute, the compiled kernels chosen and ready: :func:`engine.accel.use_compiled`).
+Every call checks for cancellation before each :data:`CALL_POSITIONS` positions of a core's
+range.
 """
 
 from __future__ import annotations

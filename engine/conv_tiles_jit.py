@@ -237,7 +237,8 @@ def col2im_rows(out, sn, sh, sw, width, dy, wm, cols, n, r0, r1, h0, h1, pt, pl,
 
 
 @njit(nogil=True, cache=True)
-def _patches(pf, xf, n, r, c_lo, c_hi, h, w, ch, pt, pl, sr, sc, dr, dc, kh, kw):  # pragma: no cover
+def _patches(pf, xf, n, r, c_lo, c_hi, h, w, ch, pt, pl, sr, sc, dr, dc, kh,
+             kw):  # pragma: no cover
     """``pf[(c - c_lo)*J + (i*kw + j)*C + q] = x[n, r*sr + i*dr - pt, c*sc + j*dc - pl, q]``
     (zero outside ``x``) for the output columns ``[c_lo, c_hi)`` of row ``r`` of image ``n``."""
     run = kw * ch

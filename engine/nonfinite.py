@@ -154,8 +154,9 @@ def nonfinite_safe(a_name: str, b_name: str,
     own result (:func:`engine.kernel_path.vouch_finite`): the kernel then runs first, and
     when it vouches the two input scans are skipped (for memory-bound kernels they cost as
     much as the kernel). A result larger than the two inputs is not scanned to vouch
-    (:func:`engine.kernel_path.limit_result_scan`): scanning the inputs costs less. A kernel that does not vouch is followed by the scans as usual, so a
-    wrong guess costs time (an extra call when an input is not finite), never a result."""
+    (:func:`engine.kernel_path.limit_result_scan`): scanning the inputs costs less. A kernel
+    that does not vouch is followed by the scans as usual, so a wrong guess costs time (an
+    extra call when an input is not finite), never a result."""
 
     def wrap(kernel: F) -> F:
         signature = inspect.signature(kernel)

@@ -112,7 +112,8 @@ def test_im2col_rows_is_its_formula_on_any_row_range(kh, kw, ci, co, sr, sc, dr,
 
 
 def _reference(dy, w, shape, *attrs):
-    """float64 col2im: ``dx[n, r*sr + i*dr - pt, c*sc + j*dc - pl, q] += dy[n, r, c] . w[i, j, q]``."""
+    """float64 col2im: ``dx[n, r*sr + i*dr - pt, c*sc + j*dc - pl, q] +=
+    dy[n, r, c] . w[i, j, q]``."""
     dx = np.zeros(shape)
     for r, c, i, j, a, b in _terms(*w.shape[:2], shape[1:3], dy.shape[1:3], *attrs):
         dx[:, a, b] += dy[:, r, c].astype(np.float64) @ w[i, j].T.astype(float)
