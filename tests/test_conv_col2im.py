@@ -200,30 +200,44 @@ def test_nan_and_inf_reach_exactly_the_elements_they_are_terms_of(monkeypatch):
     assert np.isnan(got).sum() > 0 and np.isinf(got).sum() > 0
 
 
-def test_forward_nan_inf_and_huge_values_follow_the_numpy_path(monkeypatch):
-    """The im2col forward: a NaN and an Inf in the input, an Inf weight on a tap that reads
-    padding at the border (``Inf * padding`` must not become NaN there: the exact rule counts
-    only real terms) and values whose products overflow float32: NaN, Inf and finite
-    elements where the NumPy path has them, finite ones equal within tolerance."""
+def test_forward_nan_inf_and_huge_values_follow_the_float64_definition(monkeypatch):
+    """The im2col forward and the NumPy path, each against the float64 definition: a NaN and an
+    Inf in the input, an Inf weight on a tap that reads padding at the border (``Inf * padding``
+    must not become NaN there: the exact rule counts only real terms) and values whose products
+    overflow float32.
+
+    Where the float64 sum is NaN or +-Inf, each path has exactly that. Where the float64 sum of
+    the terms' magnitudes stays below float32's maximum, no partial sum can overflow, so each
+    path is finite and within tolerance of the definition. Elsewhere (the products of the 3e38
+    pixel) a partial sum may overflow at a place that depends on summation order, i.e. on the
+    BLAS kernel that runs: there a path may give +-Inf or NaN, and a finite value must be within
+    tolerance; one path's rounding is never compared with the other's."""
     rng = np.random.default_rng(9)
     x = rng.uniform(-1, 1, (2, 23, 19, 3)).astype(np.float32)
     w = rng.uniform(-1, 1, (7, 5, 3, 24)).astype(np.float32)
     x[0, 4, 5, 1], x[1, 10, 0, 2] = np.nan, np.inf
     w[0, 0, 0, 3] = np.inf  # top-left tap: reads padding for the first output row and column
-    x[1, 20, 17] = 3e38  # its products overflow to +-Inf
+    x[1, 20, 17] = 3e38  # its products overflow float32
     attrs = {"strides": [1, 2, 2, 1], "padding": "SAME"}
-    monkeypatch.setenv(accel.ENV, "numba")
-    got = FORWARD(x, w, **attrs)
-    assert kernels.last_path() == IM2COL
     monkeypatch.setenv(accel.ENV, "numpy")
-    want = FORWARD(x, w, **attrs)
-    for test in (np.isnan, np.isposinf, np.isneginf):
-        assert np.array_equal(test(got), test(want)), test.__name__
-    assert np.isnan(got).any() and np.isinf(got).any() and np.isfinite(got[:, 0, 0, 3]).all()
-    fin = np.isfinite(want)
-    bound = FORWARD(np.nan_to_num(abs(x.astype(np.float64)), posinf=0.0),
-                    np.nan_to_num(abs(w.astype(np.float64)), posinf=0.0), **attrs)
-    assert np.all(np.abs(got[fin] - want[fin]) <= 4e-5 * bound[fin] + 1e-30)
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    want = FORWARD(x64, w64, **attrs)
+    bound = FORWARD(np.nan_to_num(abs(x64), posinf=0.0), np.nan_to_num(abs(w64), posinf=0.0),
+                    **attrs)
+    order_free = bound < np.finfo(np.float32).max
+    assert np.isnan(want).any() and np.isinf(want).any() and np.isfinite(want[:, 0, 0, 3]).all()
+    assert 0 < np.count_nonzero(~order_free) < 0.05 * want.size
+    for path in ("numba", "numpy"):
+        monkeypatch.setenv(accel.ENV, path)
+        got = FORWARD(x, w, **attrs)
+        if path == "numba":
+            assert kernels.last_path() == IM2COL
+        for test in (np.isnan, np.isposinf, np.isneginf):
+            assert np.array_equal(test(got)[order_free], test(want)[order_free]), (path, test)
+        both = np.isfinite(got) & np.isfinite(want)
+        assert np.array_equal(both[order_free], np.isfinite(want)[order_free]), path
+        assert np.all(np.isnan(got) | np.isinf(got) | both), path
+        assert np.all(np.abs(got[both] - want[both]) <= 4e-5 * bound[both] + 1e-30), path
 
 
 def _cancelled_at_the_third_call(monkeypatch, run, path: str) -> None:
