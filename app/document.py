@@ -29,50 +29,6 @@ class Change:
     label: str = ""
     reloaded: bool = False
 
-    def dirty_nodes(self) -> set[str]:
-        """Nodes whose output may differ: changed type/attrs/inputs, and everything downstream."""
-        return dirty_nodes(self.before, self.after)
-
-
-def _node_table(data: dict | None) -> dict[str, dict]:
-    if not data:
-        return {}
-    return {n["id"]: n for n in data.get("nodes", [])}
-
-
-def _inputs_of(data: dict | None) -> dict[str, dict[str, tuple[str, str]]]:
-    inputs: dict[str, dict[str, tuple[str, str]]] = {}
-    for e in (data or {}).get("edges", []):
-        inputs.setdefault(e["dst"][0], {})[e["dst"][1]] = tuple(e["src"])
-    return inputs
-
-
-def dirty_nodes(before: dict | None, after: dict) -> set[str]:
-    """Node ids of ``after`` whose results are invalidated by going from ``before`` to ``after``.
-
-    A node is dirty when it is new, its type or attrs changed, or its input wiring changed; every
-    node downstream of a dirty node is dirty too. Moves and renames dirty nothing.
-    """
-    old, new = _node_table(before), _node_table(after)
-    old_in, new_in = _inputs_of(before), _inputs_of(after)
-    dirty = set()
-    for nid, n in new.items():
-        o = old.get(nid)
-        if (o is None or o.get("type") != n.get("type") or o.get("attrs") != n.get("attrs")
-                or old_in.get(nid, {}) != new_in.get(nid, {})):
-            dirty.add(nid)
-    consumers: dict[str, set[str]] = {}
-    for dst, ports in new_in.items():
-        for src, _port in ports.values():
-            consumers.setdefault(src, set()).add(dst)
-    stack = list(dirty)
-    while stack:
-        for c in consumers.get(stack.pop(), ()):
-            if c not in dirty:
-                dirty.add(c)
-                stack.append(c)
-    return dirty
-
 
 def _copy_value(value):
     """Copy of an attribute value (nested lists/dicts of scalars) without deepcopy's overhead."""

@@ -93,11 +93,6 @@ class MarkedPicture(ImagePanel):
         """What the picture shows (axes down and across, fixed indices)."""
         return self.state.caption()
 
-    def cell_point(self, row: int, col: int) -> QtCore.QPoint:
-        """Widget (viewport) coordinates of the centre of cell ``(row, col)``."""
-        scene = self.plot.vb.mapViewToScene(QtCore.QPointF(col, row))
-        return self.mapFromScene(scene)
-
     def _clicked(self, ev) -> None:
         if ev.button() != QtCore.Qt.LeftButton or ev.double():
             return

@@ -51,11 +51,6 @@ def node_type(type_id: str) -> str:
     return f"{IDENTIFIER}.{type_id}"
 
 
-def type_id_of(ngqt_type: str) -> str:
-    prefix = IDENTIFIER + "."
-    return ngqt_type.removeprefix(prefix)
-
-
 def node_class(spec) -> type[BaseNode]:
     """The (cached) NodeGraphQt class of a BlockSpec."""
     cls = _CLASSES.get(spec.type_id)

@@ -228,11 +228,6 @@ class TensorViewer(QtWidgets.QWidget):
         """The 2-D array the (first) image shows now (a montage is scaled to [-1, 1])."""
         return self.panels[0].data
 
-    def current_values(self) -> tuple[np.ndarray, np.ndarray | None]:
-        """The unscaled numbers of the current view of the side acted on, and the mask of
-        montage separator cells (None for a slice): what the table shows and copy copies."""
-        return self.state.values()
-
     def set_mode(self, mode: str) -> None:
         """``"slice"`` or ``"montage"`` (montage only for filters)."""
         self.mode_combo.setCurrentText(mode)

@@ -383,10 +383,6 @@ class Canvas:
         """``{input port: (src node, src port)}`` of the connected inputs of a node."""
         return {port: e.src for port, e in self._into.get(node_id, {}).items()}
 
-    def consumers_of(self, node_id: str) -> list[Edge]:
-        """The edges leaving ``node_id``."""
-        return list(self._out_of.get(node_id, {}).values())
-
     def upstream(self, node_id: str) -> set[str]:
         """Every node ``node_id`` depends on (transitively)."""
         seen: set[str] = set()

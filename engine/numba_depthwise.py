@@ -347,8 +347,3 @@ def _sum_parts(parts: np.ndarray) -> np.ndarray:
     for j in range(2, parts.shape[-1]):
         total += parts[..., j]
     return total
-
-
-def compiled_signatures() -> int:
-    """Signatures compiled or loaded from the cache so far in this process."""
-    return sum(len(k.signatures) for k in KERNELS.values())
