@@ -14,6 +14,7 @@ from NodeGraphQt.constants import Z_VAL_BACKDROP, NodeEnum
 from NodeGraphQt.qgraphics.node_backdrop import BackdropNodeItem
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from app.ngqt_private import backdrop_handle_size
 from engine.annotations import MIN_SIZE
 
 IDENTIFIER = "gradblocks.decoration"
@@ -41,7 +42,7 @@ def _allow_canvas_minimum(item: BackdropNodeItem) -> None:
     """The resize handle stops at the canvas's smallest size (NodeGraphQt's minimum is the
     handle's position, so the size is that plus the handle's size), so a drawn size is
     always a size the canvas accepts, and every size the canvas accepts is drawn as it is."""
-    handle = item._sizer.size  # no public accessor for the handle
+    handle = backdrop_handle_size(item)
     item.minimum_size = (MIN_SIZE - handle, MIN_SIZE - handle)
 
 

@@ -23,6 +23,7 @@ from PySide6 import QtCore, QtWidgets
 from app import annotation_items, view_zoom
 from app.document import Document
 from app.key_state import ModifierReset
+from app.ngqt_private import release_view_handlers
 from app.node_classes import node_class, node_type
 from app.placement import DEFAULT_SIZE, free_offset
 from blocks.registry import REGISTRY, get_spec
@@ -86,15 +87,11 @@ class GraphAdapter(QtCore.QObject):
     def _take_over_view_handlers(self) -> None:
         g, v = self.graph, self.viewer
         # our handlers replace NodeGraphQt's for drops, renames and the built-in tab search;
-        # NodeGraph has no public API to remove its own slots, so we disconnect its private ones
-        v.data_dropped.disconnect(g._on_node_data_dropped)
-        v.data_dropped.connect(self._on_data_dropped)
-        v.node_name_changed.disconnect(g._on_node_name_changed)
-        v.node_name_changed.connect(self._on_title_edited)
-        v.search_triggered.disconnect(g._on_search_triggered)
-        v.moved_nodes.connect(self._on_nodes_moved)
         # resizing a frame or note becomes one Document edit instead of NodeGraphQt's own
-        v.node_backdrop_updated.disconnect(g._on_node_backdrop_updated)
+        release_view_handlers(g)
+        v.data_dropped.connect(self._on_data_dropped)
+        v.node_name_changed.connect(self._on_title_edited)
+        v.moved_nodes.connect(self._on_nodes_moved)
         v.node_backdrop_updated.connect(self._on_item_resized)
         v.node_double_clicked.connect(self._on_double_clicked)
         g.port_connected.connect(self._on_ports_changed)

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from PySide6 import QtCore
 
+from app.ngqt_private import modifier_hint
+
 _RESET_ON = (QtCore.QEvent.FocusOut, QtCore.QEvent.WindowDeactivate, QtCore.QEvent.Hide)
 
 
 def clear_modifiers(viewer) -> None:
     """Forget held modifiers and hide the modifier hint of a NodeGraphQt viewer."""
     viewer.clear_key_state()
-    # the hint item has no public API: NodeViewer draws it in ``_cursor_text`` (hidden on key
-    # release); hide it the way its keyReleaseEvent does
-    hint = getattr(viewer, "_cursor_text", None)
-    if hint is not None:
+    hint = modifier_hint(viewer)
+    if hint is not None:  # hidden the way the viewer's keyReleaseEvent does
         hint.setPlainText("")
         hint.setVisible(False)
 

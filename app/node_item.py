@@ -11,9 +11,10 @@ in the editor a double-click opens), and text is hidden only when titles would b
 from __future__ import annotations
 
 from NodeGraphQt.qgraphics.node_abstract import AbstractNodeItem
-from NodeGraphQt.qgraphics.node_base import NodeItem
 from NodeGraphQt.qgraphics.node_text_item import NodeTextItem
 from PySide6 import QtCore, QtGui
+
+from app.ngqt_private import HookedNodeItem
 
 #: The narrowest block (scene units; NodeGraphQt's default node width).
 MIN_WIDTH = 160.0
@@ -41,36 +42,29 @@ class TitleItem(NodeTextItem):
         super().set_editable(value)
 
 
-class BlockItem(NodeItem):
-    """A block's node item: minimum width, elided title, zoom-based text hiding."""
+class BlockItem(HookedNodeItem):
+    """A block's node item: minimum width, elided title, zoom-based text hiding, and the
+    tooltip the node decorations set (NodeGraphQt's own rich-text one, the title unescaped and
+    the type id, is not put back on every relayout)."""
+
+    keep_own_tooltip = True
 
     def __init__(self, name="node", parent=None):
         super().__init__(name, parent)
-        # NodeGraphQt has no hook for the title item's class: replace the one NodeItem made
-        # (not in a scene yet, so nothing else refers to it)
-        self._text_item.setParentItem(None)
-        self._text_item = TitleItem(self.name, self)
+        self.set_title_item(TitleItem(self.name, self))
 
     @AbstractNodeItem.name.setter
     def name(self, name=""):
         AbstractNodeItem.name.fset(self, name)
-        shown = elided_title(name, self._text_item.font())
-        if self._text_item.toPlainText() == shown:
+        shown = elided_title(name, self.title_item.font())
+        if self.title_item.toPlainText() == shown:
             return
-        self._text_item.setPlainText(shown)
+        self.title_item.setPlainText(shown)
         if self.scene():
             self.draw_node()  # the width follows the title
         self.update()
 
-    def _tooltip_disable(self, state):
-        """Keep the tooltip the node decorations set. NodeGraphQt calls this private method from
-        every ``draw_node`` (a relayout after a rename or a preview) to put back its own rich
-        text tooltip (the title unescaped, and the type id); there is no public switch."""
-
-    def _calc_size_horizontal(self):
-        # NodeGraphQt sizes a node only here (a private method, no public width hook): the
-        # minimum width is added on top of its own size
-        width, height = super()._calc_size_horizontal()
+    def node_size(self, width: float, height: float) -> tuple[float, float]:
         return max(width, MIN_WIDTH), height
 
     def auto_switch_mode(self):
@@ -80,5 +74,5 @@ class BlockItem(NodeItem):
         if viewer is None:
             return
         scale = viewer.transform().m11()
-        px = QtGui.QFontInfo(self._text_item.font()).pixelSize() * scale
+        px = QtGui.QFontInfo(self.title_item.font()).pixelSize() * scale
         self.set_proxy_mode(px < HIDE_TEXT_PX)

@@ -16,6 +16,7 @@ from NodeGraphQt.qgraphics.node_abstract import AbstractNodeItem
 from NodeGraphQt.qgraphics.port import PortItem
 from PySide6 import QtCore, QtWidgets
 
+from app.ngqt_private import dragged_wire_start
 from app.palette import BlockSearchPopup
 from blocks.port_kinds import fitting_inputs, fitting_outputs, tensor_kind
 from blocks.registry import REGISTRY, get_spec
@@ -55,18 +56,11 @@ class WireDrop(QtCore.QObject):
         return False
 
     def _dropped_wire(self, view_pos: QtCore.QPoint) -> DroppedWire | None:
-        """The wire being released at ``view_pos`` when that spot is empty canvas, else None.
-
-        NodeGraphQt has no public API for the wire being dragged: its NodeViewer keeps it in
-        ``_LIVE_PIPE`` (shown while dragging), ``_start_port`` and ``_detached_port`` (set when
-        the drag pulled an existing wire off a port: releasing it then disconnects). Read only.
-        """
+        """The new wire being released at ``view_pos`` when that spot is empty canvas, else
+        None."""
         v = self.adapter.viewer
-        live = getattr(v, "_LIVE_PIPE", None)
-        start = getattr(v, "_start_port", None)
-        if live is None or not live.isVisible() or start is None:
-            return None
-        if getattr(v, "_detached_port", None) is not None:
+        start = dragged_wire_start(v)
+        if start is None:
             return None
         scene_pos = v.mapToScene(view_pos)
         for item in v.scene().items(scene_pos):

@@ -10,6 +10,8 @@ from tests.app_support import focus_canvas
 QtCore = pytest.importorskip("PySide6.QtCore")
 from PySide6 import QtGui, QtTest, QtWidgets
 
+from app.ngqt_private import modifier_hint
+
 
 def press_ctrl(viewer) -> None:
     """The user presses (and holds) Ctrl over the canvas."""
@@ -17,7 +19,7 @@ def press_ctrl(viewer) -> None:
 
 
 def hint(viewer):
-    return viewer._cursor_text  # NodeGraphQt's modifier hint item
+    return modifier_hint(viewer)
 
 
 def test_ctrl_hint_is_cleared_when_a_shortcut_opens_a_dialog(qtbot, grad_window,
