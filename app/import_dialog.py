@@ -16,6 +16,7 @@ from app import dialog_folders
 from app.files import FILE_FILTER
 from engine.layer_canvas import MODEL_SUFFIXES, read_model, write_layer_canvas
 from engine.model_import import ConvLayer, ModelImportError, ModelLayers, list_rows
+from engine.names import file_stem
 
 MODEL_FILTER = (f"Models ({' '.join('*' + s for s in MODEL_SUFFIXES)});;"
                 "ONNX (*.onnx);;Keras (*.keras *.h5 *.hdf5);;Weights (*.safetensors *.npz);;"
@@ -149,7 +150,7 @@ class ImportLayerDialog(QtWidgets.QDialog):
             return
         path, _ = QtWidgets.QFileDialog.getSaveFileName(
             self, "Save the imported canvas",
-            dialog_folders.start("canvas", f"{layer.name}.gbc.json"), FILE_FILTER)
+            dialog_folders.start("canvas", f"{file_stem(layer.name)}.gbc.json"), FILE_FILTER)
         if not path:
             return
         dialog_folders.remember("canvas", path)

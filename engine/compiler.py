@@ -24,18 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from blocks.gradcheck import RUN_TIME_WARNINGS
 from blocks.registry import get_spec
 from blocks.spec import AttrError, BlockSpec, TensorSpec, resolve_paths
 from engine.canvas import Canvas
 from engine.errors import InvalidArgumentError
 from engine.labels import block_labels
 from engine.memory import Budget, gib, nbytes
+from engine.memory_limit import DEFAULT_MEMORY_LIMIT  # a run needing more is refused
 from engine.names import shown
 from engine.result_names import result_name_problem
-
-#: A run that would need more than this many bytes is refused before running
-#: (:mod:`engine.memory`).
-DEFAULT_MEMORY_LIMIT = 2 * 2**30
 
 PortKey = tuple[str, str]
 
@@ -79,6 +77,9 @@ class Plan:
     peak_bytes: int = 0
     #: node id -> label, how messages name the block (:mod:`engine.labels`).
     labels: dict[str, str] = field(default_factory=dict)
+    #: Notes on steps that will run but should be looked at first (a GradCheck estimated to
+    #: take more than a minute): they do not stop a run (``ok`` ignores them).
+    warnings: dict[str, list[NodeError]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -86,6 +87,10 @@ class Plan:
 
     def add_error(self, node_id: str, attr: str | None, message: str) -> None:
         self.errors.setdefault(node_id, []).append(
+            NodeError(node_id, attr, message, self.label(node_id)))
+
+    def add_warning(self, node_id: str, attr: str | None, message: str) -> None:
+        self.warnings.setdefault(node_id, []).append(
             NodeError(node_id, attr, message, self.label(node_id)))
 
     def label(self, node_id: str) -> str:
@@ -185,6 +190,10 @@ def compile_canvas(canvas: Canvas, base_dir: str | Path | None = None,
         plan.specs.update({(node_id, port): outputs[port] for port in spec.output_names()})
         if not _fits(plan, node_id, spec, attrs, input_specs, outputs, budget):
             continue
+        rule = RUN_TIME_WARNINGS.get(spec.type_id)
+        warning = rule(attrs, input_specs) if rule is not None else None
+        if warning is not None:
+            plan.add_warning(node_id, *warning)
         input_keys = {p: f"{keys[src[0]]}:{src[1]}" for p, src in wired.items()}
         keys[node_id] = _cache_key(spec, attrs, input_keys)
         plan.steps.append(Step(node_id, spec, attrs, dict(wired), keys[node_id]))

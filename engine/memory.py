@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import heapq
 import math
-from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
 
 from blocks.spec import TensorSpec
 from engine.dtypes import DTYPES
+from engine.memory_limit import GIB, gib
 
-GIB = 2**30
 #: How many of the biggest contributors a message names.
 NAMED = 3
 
@@ -30,21 +29,6 @@ def nbytes(ts: TensorSpec) -> int:
     """Bytes of a tensor of this spec (exact, any size)."""
     dtype = DTYPES.get(ts.dtype) or np.dtype(ts.dtype)
     return math.prod(int(s) for s in ts.shape) * dtype.itemsize
-
-
-def gib(n: int) -> str:
-    """``n`` bytes for a person: GiB with two decimals from 0.1 GiB (any size: 1e300 GiB
-    prints, never overflows), else MiB, KiB or bytes."""
-    n = int(n)
-    if n < 2**10:
-        return f"{n} bytes"
-    if n < GIB // 10:
-        unit, size = ("KiB", 2**10) if n < 2**20 else ("MiB", 2**20)
-        return f"{n / size:.1f} {unit}"
-    q = Fraction(n, GIB)
-    if q < 10**15:
-        return f"{float(q):.2f} GiB"
-    return f"{Decimal(q.numerator) / Decimal(q.denominator):.3e} GiB"
 
 
 def limit_bytes(value: float) -> int:

@@ -8,19 +8,21 @@ turns one layer plus an input size into the ``strides``, ``padding``, ``explicit
 exactly the layer's convolution (bias excluded: TensorFlow's conv op has none).
 
 Anything that cannot be translated raises :class:`ModelImportError`, a one-line message naming
-the layer.
+the layer. Names come from files: messages quote them with ``repr`` and tables show them through
+:func:`engine.names.escaped`, so no control character reaches a terminal.
 """
 
 from __future__ import annotations
 
 import importlib
-import math
 from dataclasses import dataclass
 from types import ModuleType
 
+import ml_dtypes
 import numpy as np
 
 from engine.errors import InvalidArgumentError
+from engine.names import escaped
 
 #: How the layer pads: TensorFlow's SAME / VALID, ONNX's SAME_LOWER, or explicit pads.
 PADDINGS = ("SAME", "VALID", "SAME_LOWER", "EXPLICIT")
@@ -78,10 +80,10 @@ class ConvLayer:
 
 
 def list_rows(layers: list[ConvLayer]) -> list[list[str]]:
-    """The ``--list`` table (header first)."""
+    """The ``--list`` table (header first); names escaped (:func:`engine.names.escaped`)."""
     rows = [["name", "op", "kernel", "strides", "dilations", "padding", "groups", "in", "out"]]
     for la in layers:
-        rows.append([la.name, la.op, "x".join(map(str, la.kernel)),
+        rows.append([escaped(la.name), la.op, "x".join(map(str, la.kernel)),
                      ",".join(map(str, la.strides)), ",".join(map(str, la.dilations)),
                      la.padding_text(), str(la.groups), str(la.in_channels),
                      str(la.out_channels)])
@@ -89,8 +91,13 @@ def list_rows(layers: list[ConvLayer]) -> list[list[str]]:
 
 
 def check_layer(layer: ConvLayer) -> None:
-    """Raise naming the layer when its numbers are inconsistent (a corrupt file)."""
+    """Raise naming the layer when its numbers are inconsistent (a corrupt file) or leave
+    nothing to compute (no input or output channels)."""
     w = layer.weights
+    for what, count in (("output", layer.out_channels), ("input", layer.in_channels)):
+        if count < 1:
+            raise ModelImportError(f"layer {layer.name!r}: {count} {what} channels (weights of "
+                                   f"shape {list(w.shape)}): nothing to compute")
     if layer.groups < 1 or layer.in_channels % layer.groups or layer.out_channels % layer.groups:
         raise ModelImportError(f"layer {layer.name!r}: groups {layer.groups} does not divide "
                                f"in_channels {layer.in_channels} and out_channels "
@@ -122,7 +129,7 @@ class TfConv:
 
 def _same_pads(size: int, k: int, s: int, d: int) -> tuple[int, int]:
     """TensorFlow SAME: (before, after) with the odd one after."""
-    out = math.ceil(size / s)
+    out = -(-size // s)  # ceil(size / s) exactly, for any size
     total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
     return total // 2, total - total // 2
 
@@ -171,15 +178,19 @@ class ModelLayers:
     others: dict[str, str]
 
     def find(self, name: str, source: str) -> ConvLayer:
-        """The layer called ``name``, or a one-line error naming it."""
-        for layer in self.layers:
-            if layer.name == name:
-                return layer
+        """The layer called ``name`` (compared as given: a name with control characters is
+        found by its raw text), or a one-line error naming it."""
+        matches = [layer for layer in self.layers if layer.name == name]
+        if len(matches) > 1:
+            raise ModelImportError(f"{source}: {len(matches)} conv layers are named {name!r}; "
+                                   "rename them in the model so that each name is unique")
+        if matches:
+            return matches[0]
         if name in self.refused:
             raise ModelImportError(self.refused[name])
         if name in self.others:
             raise ModelImportError(self.others[name])
-        names = ", ".join(la.name for la in self.layers[:20]) or "none"
+        names = ", ".join(escaped(la.name, 40) for la in self.layers[:20]) or "none"
         raise ModelImportError(f"{source}: no layer named {name!r} (conv layers: {names})")
 
 
@@ -194,11 +205,24 @@ def from_oihw(weights: np.ndarray, groups: int) -> np.ndarray:
     return np.ascontiguousarray(weights.transpose(2, 3, 1, 0))
 
 
+def is_float(dtype: np.dtype) -> bool:
+    """A real floating-point type: NumPy's, or one of ml_dtypes' (bfloat16, float8_*, ...)."""
+    if dtype.kind == "f":
+        return True
+    if dtype.kind != "V":  # complex, integers, bool, strings, objects, dates
+        return False
+    try:
+        ml_dtypes.finfo(dtype)
+    except ValueError:
+        return False
+    return True
+
+
 def float_weights(name: str, what: str, array: np.ndarray) -> np.ndarray:
-    """``array`` as float16/32/64 (other float types become float32); anything else is an
-    error naming the layer."""
+    """``array`` as float16/32/64 (other float types, e.g. bfloat16 and float8, become float32:
+    exactly); anything else is an error naming the layer."""
     if array.dtype in (np.float16, np.float32, np.float64):
         return array
-    if array.dtype.kind == "f" or str(array.dtype) == "bfloat16":
+    if is_float(array.dtype):
         return array.astype(np.float32)
     raise ModelImportError(f"layer {name!r}: {what} dtype {array.dtype} is not a float type")

@@ -8,7 +8,9 @@
   characters (Unicode category Cc), no surrogates and no line or paragraph separators.
 
 Messages quote user values through :func:`shown`, which cuts them to a readable length, so a
-100 kB value never ends up in an error message.
+100 kB value never ends up in an error message. Names read from files (a model's layer names)
+are printed and put in titles through :func:`escaped`, so no control character reaches a terminal
+or a canvas.
 """
 
 from __future__ import annotations
@@ -55,3 +57,31 @@ def shown(value: object, limit: int = 80) -> str:
     if len(text) <= limit:
         return text
     return f"{text[: limit - 3]}... ({len(text)} characters)"
+
+
+def escaped(text: str, limit: int | None = None) -> str:
+    """``text`` safe for a terminal and for a title: every character ``str.isprintable``
+    refuses (control characters such as BEL and ESC, format and bidi characters, surrogates,
+    line separators) written as ``repr`` writes it (``\\x07``, ``\\x1b``, ``\\u202e``), other
+    characters unchanged; cut to ``limit`` characters (ending in ``...``) when longer. With
+    ``limit`` at most :data:`MAX_TITLE` the result passes :func:`text_problem`. A value that is
+    not a string (a name a corrupt file gives as a number) is escaped as its ``str``."""
+    text = text if isinstance(text, str) else str(text)
+    if limit is not None:
+        text = text[: limit + 1]  # enough to know whether it is cut
+    out = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+    if limit is not None and len(out) > limit:
+        out = out[: max(limit - 3, 0)] + "..."
+    return out
+
+
+#: Characters a suggested file name keeps; others become ``_``.
+_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def file_stem(text: str, limit: int = 100) -> str:
+    """A file name stem suggested from a name read from a file (a model layer's): only
+    ``A-Z a-z 0-9 . _ -``, at most ``limit`` characters, no leading dot (so never ``..``, a
+    hidden file, a path or a control character); ``layer`` when nothing is left."""
+    stem = _FILE_CHARS.sub("_", escaped(text, limit)).lstrip(".")
+    return stem or "layer"

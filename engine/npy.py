@@ -10,7 +10,8 @@ structured/void, complex, bool, datetime, timedelta, string and extended-precisi
 refused naming their dtype. A 0-d array (a scalar) becomes shape ``[1]``, as a literal scalar
 does. :func:`read_array` reads the header again and then exactly the data length, no more.
 Every problem is an :class:`~engine.errors.InvalidArgumentError` whose message starts with
-``path``.
+``path``. :func:`read_stream` reads an .npz member the same way, with the caller's label and a
+memory limit checked against the header before the data is allocated.
 """
 
 from __future__ import annotations
@@ -19,12 +20,15 @@ import ast
 import math
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import numpy as np
 
 from engine.dtypes import dtype_name, to_dtype
 from engine.errors import InvalidArgumentError
+from engine.memory_limit import gib
 from engine.names import shown
 
 MAGIC = b"\x93NUMPY"
@@ -52,27 +56,32 @@ class NpyHeader:
         return math.prod(self.shape) * self.dtype.itemsize
 
 
-def _fail(path: str, message: str) -> InvalidArgumentError:
-    return InvalidArgumentError(f"path {path!r}: {message}", argument="path")
+def _label(path: str) -> str:
+    return f"path {path!r}"
+
+
+def _fail(label: str, message: str) -> InvalidArgumentError:
+    return InvalidArgumentError(f"{label}: {message}", argument="path")
 
 
 def _open(path: str) -> tuple[int, int]:
     """A read-only descriptor of the regular file ``path`` and its size."""
+    label = _label(path)
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
-        raise _fail(path, "no such .npy file") from None
+        raise _fail(label, "no such .npy file") from None
     except (OSError, ValueError) as err:
-        raise _fail(path, f"cannot read the file: {getattr(err, 'strerror', None) or err}") \
+        raise _fail(label, f"cannot read the file: {getattr(err, 'strerror', None) or err}") \
             from None
     try:
         st = os.fstat(fd)
     except OSError as err:
         os.close(fd)
-        raise _fail(path, f"cannot read the file: {err.strerror or err}") from None
+        raise _fail(label, f"cannot read the file: {err.strerror or err}") from None
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        raise _fail(path, "is not a regular file (a folder, FIFO, socket or device): not read")
+        raise _fail(label, "is not a regular file (a folder, FIFO, socket or device): not read")
     return fd, st.st_size
 
 
@@ -91,72 +100,73 @@ def _describe(dtype: np.dtype) -> str:
     return str(dtype) if dtype.fields is None else f"structured {dtype.descr}"
 
 
-def number_dtype(path: str, dtype: np.dtype) -> np.dtype:
+def number_dtype(label: str, dtype: np.dtype) -> np.dtype:
     """``dtype`` when a .npy input may hold it (see the module docstring), else an error."""
     if dtype.kind == "f" and dtype.itemsize in (2, 4, 8) or dtype.kind in "iu":
         return dtype
     kind = _REFUSED_KINDS.get(dtype.kind, "unsupported")
     if dtype.kind == "f":
         kind = "extended-precision float"
-    raise _fail(path, f"holds {kind} values ({_describe(dtype)}): a .npy input must hold "
+    raise _fail(label, f"holds {kind} values ({_describe(dtype)}): a .npy input must hold "
                       f"float16, float32 or float64 values, or integers")
 
 
-def _parse_header(path: str, text: str) -> tuple[np.dtype, bool, tuple[int, ...]]:
+def _parse_header(label: str, text: str) -> tuple[np.dtype, bool, tuple[int, ...]]:
     try:
         d = ast.literal_eval(text)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        raise _fail(path, f"the .npy header is not a Python literal: {shown(text)}") from None
+        raise _fail(label, f"the .npy header is not a Python literal: {shown(text)}") from None
     if not isinstance(d, dict) or set(d) != {"descr", "fortran_order", "shape"}:
-        raise _fail(path, "the .npy header must be a dict with exactly the keys descr, "
+        raise _fail(label, "the .npy header must be a dict with exactly the keys descr, "
                           f"fortran_order and shape, got {shown(d)}")
     descr, fortran, shape = d["descr"], d["fortran_order"], d["shape"]
     if not isinstance(descr, str):
-        raise _fail(path, f"holds structured values (descr {shown(descr)}): a .npy input must "
+        raise _fail(label, f"holds structured values (descr {shown(descr)}): a .npy input must "
                           f"hold float16, float32 or float64 values, or integers")
     try:
         dtype = np.dtype(descr)
     except (TypeError, ValueError, SyntaxError):
-        raise _fail(path, f"the .npy header's descr {shown(descr)} is not a dtype") from None
+        raise _fail(label, f"the .npy header's descr {shown(descr)} is not a dtype") from None
     if not isinstance(fortran, bool):
-        raise _fail(path, f"the .npy header's fortran_order must be True or False, got "
+        raise _fail(label, f"the .npy header's fortran_order must be True or False, got "
                           f"{shown(fortran)}")
     if not isinstance(shape, tuple) or not all(type(v) is int for v in shape):
-        raise _fail(path, f"the .npy header's shape must be a tuple of integers, got "
+        raise _fail(label, f"the .npy header's shape must be a tuple of integers, got "
                           f"{shown(shape)}")
     for v in shape:
         if not 0 <= v <= _INT64_MAX:
-            raise _fail(path, f"the .npy header's shape {shown(shape)}: every entry must be "
+            raise _fail(label, f"the .npy header's shape {shown(shape)}: every entry must be "
                               f">= 0 and <= {_INT64_MAX}, got {shown(v)}")
-    return number_dtype(path, dtype), fortran, shape
+    return number_dtype(label, dtype), fortran, shape
 
 
-def _header(path: str, fd: int, size: int) -> NpyHeader:
-    head = _read_exactly(fd, min(size, 12))
+def _header(label: str, read: Callable[[int], bytes], size: int) -> NpyHeader:
+    """The header of a .npy stream of ``size`` bytes read through ``read(count)``."""
+    head = read(min(size, 12))
     if len(head) < 10 or head[:6] != MAGIC:
-        raise _fail(path, "is not a .npy file (no \\x93NUMPY magic)")
+        raise _fail(label, "is not a .npy file (no \\x93NUMPY magic)")
     version = (head[6], head[7])
     if version not in ((1, 0), (2, 0), (3, 0)):
-        raise _fail(path, f".npy format version {version[0]}.{version[1]} is not 1.0, 2.0 or "
+        raise _fail(label, f".npy format version {version[0]}.{version[1]} is not 1.0, 2.0 or "
                           f"3.0")
     width = 2 if version == (1, 0) else 4
     if len(head) < 8 + width:
-        raise _fail(path, "the .npy header is truncated")
+        raise _fail(label, "the .npy header is truncated")
     length = int.from_bytes(head[8 : 8 + width], "little")
     if length > MAX_HEADER_BYTES:
-        raise _fail(path, f"the .npy header has {length} bytes, more than {MAX_HEADER_BYTES}")
+        raise _fail(label, f"the .npy header has {length} bytes, more than {MAX_HEADER_BYTES}")
     offset = 8 + width + length
-    raw = head[8 + width :] + _read_exactly(fd, offset - len(head))
+    raw = head[8 + width :] + read(offset - len(head))
     if len(raw) < length:
-        raise _fail(path, "the .npy header is truncated")
+        raise _fail(label, "the .npy header is truncated")
     try:
         text = raw.decode("utf-8" if version == (3, 0) else "latin1")
     except UnicodeDecodeError:
-        raise _fail(path, "the .npy header is not UTF-8 text") from None
-    dtype, fortran, shape = _parse_header(path, text)
+        raise _fail(label, "the .npy header is not UTF-8 text") from None
+    dtype, fortran, shape = _parse_header(label, text)
     header = NpyHeader(shape or (1,), dtype, fortran, offset)
     if size - offset != header.data_bytes:
-        raise _fail(path, (f"{list(shape)} {dtype} needs {header.data_bytes} bytes of data but "
+        raise _fail(label, (f"{list(shape)} {dtype} needs {header.data_bytes} bytes of data but "
                            f"the file has {size - offset} after its header"
                            + (" (truncated)" if size - offset < header.data_bytes else "")))
     return header
@@ -164,11 +174,12 @@ def _header(path: str, fd: int, size: int) -> NpyHeader:
 
 def read_header(path: str) -> NpyHeader:
     """The validated header of the .npy file ``path`` (the data is not read)."""
+    label = _label(path)
     fd, size = _open(path)
     try:
-        return _header(path, fd, size)
+        return _header(label, lambda n: _read_exactly(fd, n), size)
     except OSError as err:
-        raise _fail(path, f"cannot read the file: {err.strerror or err}") from None
+        raise _fail(label, f"cannot read the file: {err.strerror or err}") from None
     finally:
         os.close(fd)
 
@@ -182,29 +193,36 @@ def read_workspace(header: NpyHeader, dtype: str) -> int:
     return header.data_bytes + check
 
 
+def _data(label: str, readinto: Callable[[memoryview], int | None],
+          header: NpyHeader) -> np.ndarray:
+    """The header's data, flat in file order, read exactly (no more than its length)."""
+    data = np.empty(math.prod(header.shape), header.dtype)
+    view = memoryview(data).cast("B")
+    got = 0
+    while got < len(view):
+        n = readinto(view[got:])
+        if not n:
+            raise _fail(label, f"the file ended after {got} of {len(view)} bytes of data (did it "
+                               "change since it was checked?)")
+        got += n
+    return data
+
+
 def read_array(path: str, dtype: str) -> np.ndarray:
     """The array of the .npy file ``path`` as a C-contiguous array of ``dtype`` (a float name);
     integers must convert exactly (the first that does not is named)."""
-    target = to_dtype(dtype)
+    target, label = to_dtype(dtype), _label(path)
     fd, size = _open(path)
     try:
-        header = _header(path, fd, size)
-        data = np.empty(math.prod(header.shape), header.dtype)
-        view = memoryview(data).cast("B")
-        got = 0
+        header = _header(label, lambda n: _read_exactly(fd, n), size)
         with os.fdopen(fd, "rb", buffering=0, closefd=False) as f:
-            while got < len(view):
-                n = f.readinto(view[got:])
-                if not n:
-                    raise _fail(path, f"the file ended after {got} of {len(view)} bytes of "
-                                      f"data (did it change since it was checked?)")
-                got += n
+            data = _data(label, f.readinto, header)
     except OSError as err:
-        raise _fail(path, f"cannot read the file: {err.strerror or err}") from None
+        raise _fail(label, f"cannot read the file: {err.strerror or err}") from None
     finally:
         os.close(fd)
     if header.dtype.kind in "iu":
-        _check_exact(path, data, header, target)
+        _check_exact(label, data, header, target)
     order = "F" if header.fortran_order else "C"
     values = data.reshape(header.shape, order=order)
     if values.dtype == target and values.flags.c_contiguous:
@@ -215,7 +233,41 @@ def read_array(path: str, dtype: str) -> np.ndarray:
     return out
 
 
-def _check_exact(path: str, flat: np.ndarray, header: NpyHeader, target: np.dtype) -> None:
+def read_stream_header(label: str, f: BinaryIO, size: int) -> NpyHeader:
+    """The validated header of a .npy stream of ``size`` bytes (an .npz member), read from
+    ``f``'s current position; problems start with ``label``."""
+    return _header(label, _reader(f), size)
+
+
+def read_stream(label: str, f: BinaryIO, size: int, limit: int) -> np.ndarray:
+    """The array of a .npy stream of ``size`` bytes (an .npz member), as stored (dtype and
+    shape; a 0-d array is shape ``[1]``), its header checked as :func:`read_header` checks a
+    file's and its data at most ``limit`` bytes before anything is allocated. Problems start
+    with ``label``."""
+    header = read_stream_header(label, f, size)
+    if header.data_bytes > limit:
+        raise _fail(label, f"{list(header.shape)} {header.dtype} needs "
+                           f"{gib(header.data_bytes)}, more than the memory limit leaves "
+                           f"({gib(limit)}): not read")
+    data = _data(label, f.readinto, header)
+    return data.reshape(header.shape, order="F" if header.fortran_order else "C")
+
+
+def _reader(f: BinaryIO) -> Callable[[int], bytes]:
+    """``read(count)`` of ``f`` returning fewer bytes only at its end."""
+    def read(count: int) -> bytes:
+        chunks, got = [], 0
+        while got < count:
+            chunk = f.read(min(count - got, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+    return read
+
+
+def _check_exact(label: str, flat: np.ndarray, header: NpyHeader, target: np.dtype) -> None:
     """Every integer of ``flat`` (file order) converts exactly to ``target``."""
     signed = flat.dtype.kind == "i"
     wide, limit = (np.int64, 2.0**63) if signed else (np.uint64, 2.0**64)
@@ -228,6 +280,6 @@ def _check_exact(path: str, flat: np.ndarray, header: NpyHeader, target: np.dtyp
         if not ok.all():
             i = lo + int(np.argmin(ok))
             where = np.unravel_index(i, header.shape, order="F" if header.fortran_order else "C")
-            raise _fail(path, f"value {int(flat[i])} at index {[int(k) for k in where]} does not "
+            raise _fail(label, f"value {int(flat[i])} at index {[int(k) for k in where]} does not "
                               f"convert exactly to {dtype_name(target)} (integers in a .npy "
                               f"input must be exactly representable in the block's dtype)")

@@ -72,18 +72,19 @@ def _int(text: str) -> int | _Marked:
         return _Marked(f"integer literal of {len(text)} digits is too long")
 
 
-def loads(text: str) -> tuple[Any, list[tuple[str, str]]]:
+def loads(text: str, max_depth: int = MAX_DEPTH) -> tuple[Any, list[tuple[str, str]]]:
     """``(value, problems)``: the parsed document and every problem with its JSON path.
 
     A syntax error is one problem at ``$`` with its line and column; the value is then None.
+    ``max_depth`` is the deepest nesting allowed (a canvas's :data:`MAX_DEPTH` by default).
     """
     try:
         data = json.loads(text, object_pairs_hook=_pairs, parse_float=_float, parse_int=_int)
     except json.JSONDecodeError as err:
         return None, [("$", f"not JSON: {err.msg} at line {err.lineno} column {err.colno}")]
     except RecursionError:
-        return None, [("$", f"nested more than {MAX_DEPTH} levels deep")]
-    return data, _marked_problems(data)
+        return None, [("$", f"nested more than {max_depth} levels deep")]
+    return data, _marked_problems(data, max_depth)
 
 
 def key_path(path: str, key: str) -> str:
@@ -93,7 +94,7 @@ def key_path(path: str, key: str) -> str:
     return f"{path}[{shown(key, 40)}]"
 
 
-def _marked_problems(data: Any) -> list[tuple[str, str]]:
+def _marked_problems(data: Any, max_depth: int = MAX_DEPTH) -> list[tuple[str, str]]:
     """Walk ``data`` (iteratively) for duplicate keys, marked values and deep nesting."""
     problems: list[tuple[str, str]] = []
     stack: list[tuple[str, Any, int]] = [("$", data, 0)]
@@ -102,9 +103,9 @@ def _marked_problems(data: Any) -> list[tuple[str, str]]:
         path, value, depth = stack.pop()
         if isinstance(value, _Marked):
             problems.append((path, value.problem))
-        elif isinstance(value, (dict, list)) and depth >= MAX_DEPTH:
+        elif isinstance(value, (dict, list)) and depth >= max_depth:
             if not too_deep:
-                problems.append((path, f"nested more than {MAX_DEPTH} levels deep"))
+                problems.append((path, f"nested more than {max_depth} levels deep"))
             too_deep = True
         elif isinstance(value, dict):
             for key in getattr(value, "duplicates", ()):

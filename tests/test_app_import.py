@@ -68,7 +68,7 @@ def test_import_onnx_layer_opens_its_canvas_and_runs(qtbot, window, tmp_path, mo
     assert SIX <= set(nodes)
     assert nodes["forward"].type == "DepthwiseConv2D"
     assert nodes["input"].attrs["shape"] == [2, 4, 11, 8]
-    assert (tmp_path / "imported.filter.npy").exists()
+    assert len(list(tmp_path.glob("imported.filter.*.npy"))) == 1  # named by its content
     wait_run(qtbot, window)
     outputs = window.session.outputs
     x = outputs[("input", "output")]
@@ -104,3 +104,29 @@ def test_corrupt_model_is_a_message_in_the_dialog(qtbot, window, tmp_path, monke
     assert dialog.table.rowCount() == 0
     assert not dialog.ok_button.isEnabled()
     dialog.reject()
+
+
+def test_a_hostile_layer_name_is_shown_escaped_and_suggests_a_safe_file(qtbot, window, tmp_path,
+                                                                        monkeypatch):
+    """A layer named ``../\\x1b[31mred\\x07`` shows escaped in the table, and the save dialog
+    starts at a plain file name in the canvas folder (never a path out of it)."""
+    from tests.test_onnx_hostile import conv_model
+
+    model = conv_model(tmp_path / "m.onnx", name="../\x1b[31mred\x07")
+    asked = {}
+
+    def save_name(parent, caption, start, *rest):
+        asked["start"] = start
+        return "", ""
+
+    monkeypatch.setattr(QtWidgets.QFileDialog, "getOpenFileName",
+                        lambda *a, **k: (str(model), ""))
+    monkeypatch.setattr(QtWidgets.QFileDialog, "getSaveFileName", save_name)
+    dialog = open_dialog(qtbot, window)
+    assert dialog.table.item(0, 0).text() == "../\\x1b[31mred\\x07"
+    dialog.table.selectRow(0)
+    QTest.mouseClick(dialog.ok_button, QtCore.Qt.LeftButton)
+    name = Path(asked["start"]).name
+    assert name == "__x1b_31mred_x07.gbc.json"
+    assert Path(asked["start"]).parent.name != ".."
+    assert dialog.isVisible()  # cancelled: nothing written, still open
