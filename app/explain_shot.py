@@ -1,4 +1,4 @@
-"""A picture of the explain panel for the README:
+"""A picture of the explain panel for the User Guide (assets/guide/app.md):
 ``python -m app.explain_shot CANVAS NODE I,J,K,L OUT.png [--window]``.
 
 Opens CANVAS in a window (no saved settings, no dialogs), runs it, selects NODE, explains its

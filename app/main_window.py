@@ -32,6 +32,7 @@ from app.files import (
 from app.formatting import progress_format_literal
 from app.geometry_view import GeometryView
 from app.graph_adapter import GraphAdapter
+from app.guide_window import show_guide
 from app.help import shortcuts_html
 from app.icons import icon
 from app.import_dialog import import_layer
@@ -218,6 +219,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.act_auto_run.toggled.connect(self._auto_run_toggled)
         self.act_shortcuts = self._action("&Keyboard Shortcuts", self.show_shortcuts, K.HelpContents,
                                           "List the keyboard shortcuts")
+        self.act_guide = self._action("&User Guide…", lambda: show_guide(self), None,
+                                      "The manual: the app, the kernels, the command line, ...")
         self.act_about = self._action("&About GradBlocks", self.show_about, None, "About")
 
     def _build_view_actions(self) -> None:
@@ -273,7 +276,7 @@ class MainWindow(QtWidgets.QMainWindow):
         m.addSeparator()
         m.addAction(self.crosscheck.action)
         m = bar.addMenu("&Help")
-        m.addActions([self.act_shortcuts, self.act_about])
+        m.addActions([self.act_guide, self.act_shortcuts, self.act_about])
 
     def _build_context_menu(self) -> None:
         """Right-click on the canvas: the common editing actions."""

@@ -1,6 +1,7 @@
 """The notebook API (engine.api, engine.new_canvas / engine.load): building in code, the CLI's
 check report, results equal to `gradblocks run --out`, save/load, clear errors, escaped HTML,
-pictures in the viewer's colours, and the README's example run as written."""
+pictures in the viewer's colours, and the User Guide's example (assets/guide/notebook.md) run
+as written."""
 
 import re
 import subprocess
@@ -165,17 +166,16 @@ def test_import_engine_stays_light():
         engine.nope  # noqa: B018
 
 
-def readme_example() -> tuple[str, str]:
-    """The README's Python API code block and the output block after it."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Python API (notebooks)", 1)[1].split("\n## ", 1)[0]
-    code, shown = re.findall(r"```(?:python)?\n(.*?)```", section, re.DOTALL)
+def guide_example() -> tuple[str, str]:
+    """The notebook page's code block and the output block after it (its only two blocks)."""
+    page = (ROOT / "assets" / "guide" / "notebook.md").read_text(encoding="utf-8")
+    code, shown = re.findall(r"```(?:python)?\n(.*?)```", page, re.DOTALL)
     return code, shown
 
 
-def test_readme_example_runs_as_shown(tmp_path, monkeypatch, capsys):
-    code, shown = readme_example()
+def test_guide_example_runs_as_shown(tmp_path, monkeypatch, capsys):
+    code, shown = guide_example()
     monkeypatch.chdir(tmp_path)
-    exec(compile(code, "README.md", "exec"), {})  # noqa: S102 - our own README's example
+    exec(compile(code, "notebook.md", "exec"), {})  # noqa: S102 - our own guide's example
     assert capsys.readouterr().out == shown
     assert (tmp_path / "grad.gbc.json").exists() and (tmp_path / "ramp.png").exists()
