@@ -1,14 +1,23 @@
 """Start-up of the desktop app: ``gradblocks [CANVAS] [--run] [--select ID] [--screenshot PNG]``.
 
-Screenshot mode (README pictures, checks): ``gradblocks CANVAS --run --select NODE_ID
---screenshot out.png`` opens the canvas, runs it, selects the node, saves a PNG of the window
-and exits (0 ok, 1 a block failed at run time, 2 invalid canvas or usage).
+Screenshot mode (the pictures of the README and the User Guide, checks): ``gradblocks CANVAS
+--run --select NODE_ID --screenshot out.png`` opens the canvas, runs it, selects the node, saves
+a PNG of the window and exits (0 ok, 1 a block failed at run time, 2 invalid canvas or usage).
+
+Ctrl+C in the terminal: while the app starts, ``gradblocks`` (:mod:`engine.cli`) ends at once
+with one line, exit 130; once the window is up, one line and the window closes as its close
+button closes it (unsaved work offered for saving first), then exit 130.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
+import socket
 import sys
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
@@ -18,6 +27,7 @@ from app.main_window import APP_NAME, MainWindow
 from app.theme import apply_dark_theme
 from engine import accel
 from engine.canvas import CanvasError, load_canvas
+from engine.cli import EXIT_INTERRUPTED
 from engine.errors import InvalidArgumentError
 
 SCREENSHOT_SIZE = (1600, 1000)
@@ -84,7 +94,56 @@ def main(argv: list[str] | None = None) -> int:
         window.select_node(args.select)
     if args.run:
         window.run()
-    return qapp.exec()
+    with ctrl_c_closes(window) as interrupted:
+        status = qapp.exec()
+    return EXIT_INTERRUPTED if interrupted() else status
+
+
+@contextlib.contextmanager
+def ctrl_c_closes(window: MainWindow) -> Iterator[Callable[[], bool]]:
+    """While the event loop runs, Ctrl+C (SIGINT) prints one line and closes ``window`` as its
+    close button does; yields whether that closed it. Qt's loop runs no Python while it waits,
+    so the signal also wakes it: Python writes a byte to a socket Qt watches
+    (``signal.set_wakeup_fd``), and the watcher's slot lets the handler run. Does nothing outside
+    the main thread or where SIGINT is ignored."""
+    came: list[bool] = []
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) == signal.SIG_IGN):
+        yield lambda: False
+        return
+
+    def close() -> None:
+        # closed, or closing once a running block stops (the window is then disabled); a
+        # cancelled save prompt keeps the app running, as if Ctrl+C had not come
+        if not window.close() and window.isEnabled():
+            came.clear()
+
+    def on_sigint(_signum, _frame) -> None:
+        came.append(True)
+        print("gradblocks: interrupted", file=sys.stderr, flush=True)
+        QtCore.QTimer.singleShot(0, close)
+
+    reader, writer = socket.socketpair()
+    for end in (reader, writer):
+        end.setblocking(False)
+    watcher = QtCore.QSocketNotifier(reader.fileno(), QtCore.QSocketNotifier.Type.Read)
+    watcher.activated.connect(lambda *_: _drain(reader))
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    previous_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    try:
+        yield lambda: bool(came)
+    finally:
+        signal.set_wakeup_fd(previous_fd)
+        signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
+        watcher.setEnabled(False)
+        reader.close()
+        writer.close()
+
+
+def _drain(sock: socket.socket) -> None:
+    """Read what the signal wrote (the Python handler runs as this slot starts)."""
+    with contextlib.suppress(OSError):
+        sock.recv(256)
 
 
 def _screenshot(args: argparse.Namespace) -> int:

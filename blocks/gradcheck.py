@@ -14,6 +14,10 @@ the filter element feeds (1/out_channels of a full conv, the whole batch and ima
 ``ceil(kernel * dilation / stride)^2`` positions, one channel group). ``samples=0`` checks every
 element: cheap for inputs, but for filters ``2 * filter size`` single-channel convolutions of the
 whole batch.
+
+A long check says how far it is (:func:`engine.cancel.progress`, one unit a checked element) and
+stops at the run's cancel (a checkpoint before each element). ``check`` warns before running
+when :func:`estimated_seconds` passes :data:`SLOW_CHECK_SECONDS` (:func:`cost_warning`).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from blocks.conv import (
     activation_axes,
 )
 from blocks.spec import INT32_MAX, AttrError, AttrSpec, BlockSpec, PortSpec, TensorSpec
+from engine import cancel as cancellation
 from engine import kernels
 from engine.conv_shapes import ConvGeometry, conv2d_geometry
 from engine.kernel_memory import SLACK, conv_workspace
@@ -174,6 +179,8 @@ def grad_check(input: np.ndarray, filter: np.ndarray, out_backprop: np.ndarray,
     numbers = np.zeros(flat.size)
     empty = g.batch == 0 or g.out_rows == 0 or g.out_cols == 0 or g.out_depth == 0
     for k, index in enumerate(zip(*np.unravel_index(flat, grad.shape), strict=True)):
+        cancellation.checkpoint()
+        cancellation.progress(k, flat.size)
         if empty:
             continue  # L is the empty sum: no element changes it
         if wrt == "filter":
@@ -182,6 +189,7 @@ def grad_check(input: np.ndarray, filter: np.ndarray, out_backprop: np.ndarray,
             n, a, b, c = map(int, index)
             nhwc = (n, a, b, c) if data_format == "NHWC" else (n, b, c, a)
             numbers[k] = loss.input_element(*nhwc, epsilon)
+    cancellation.progress(flat.size, flat.size)
     numeric = np.full(grad.shape, np.nan)
     error = np.full(grad.shape, np.nan)
     numeric.flat[flat] = numbers
@@ -235,6 +243,83 @@ def _workspace(attrs: dict, inputs: dict[str, TensorSpec],
     samples = sizes["gradient"] if attrs["samples"] == 0 else min(attrs["samples"],
                                                                    sizes["gradient"])
     return SLACK + 8 * (sum(sizes.values()) + 2 * padded + 2 * out + 6 * samples) + kernel
+
+
+#: The run-time model of one evaluation of the restricted L (each checked element takes two):
+#: a fixed cost (the window copy, the kernel call, the product with out_backprop) plus the
+#: evaluation's multiply-adds (:func:`evaluation_macs`) at a rate. Measured with
+#: ``time.process_time`` around ``grad_check`` on a 2-core x86-64 VM (float64 kernels, after a
+#: warm-up): 29-37 us per evaluation of a few hundred to 2,000 multiply-adds, 0.42-0.58 ms at
+#: 83k-166k, 2.7-4.4 ms at 1.2M-2.4M, 21-86 ms at 29M-58M; this model is within a factor of
+#: about 3 of every one of them (small windows run slower per multiply-add than big convs).
+EVALUATION_SECONDS = 30e-6
+MACS_PER_SECOND = 5e8
+#: ``check`` warns about a GradCheck whose estimated run time passes this many seconds.
+SLOW_CHECK_SECONDS = 60.0
+
+
+def checked_elements(size: int, samples: int) -> int:
+    """How many elements a GradCheck of a ``size``-element gradient checks."""
+    return size if samples == 0 or samples >= size else samples
+
+
+def evaluation_macs(g: ConvGeometry, wrt: str) -> int:
+    """Multiply-adds of one evaluation of the part of L one element changes (see the module
+    docstring): one output channel of the whole batch for a filter element, the window of
+    output positions (all output channels of its group) that reads an input element."""
+    if min(g.batch, g.out_rows, g.out_cols, g.out_depth) == 0:
+        return 0
+    taps = g.filter_rows * g.filter_cols * (1 if g.depthwise else g.filter_in_depth)
+    if wrt == "filter":
+        return g.batch * g.out_rows * g.out_cols * taps
+    span_rows = (g.filter_rows - 1) * g.dilation_rows + 1
+    span_cols = (g.filter_cols - 1) * g.dilation_cols + 1
+    rows = min(g.out_rows, -(-span_rows // g.stride_rows))
+    cols = min(g.out_cols, -(-span_cols // g.stride_cols))
+    outs = g.filter_out if g.depthwise else g.filter_out // g.groups
+    return rows * cols * outs * taps
+
+
+def estimated_seconds(attrs: dict, inputs: dict[str, TensorSpec]) -> tuple[float, int, int]:
+    """The modelled run time of a GradCheck (:data:`EVALUATION_SECONDS`,
+    :data:`MACS_PER_SECOND`), the elements it checks and one evaluation's multiply-adds."""
+    g = forward_geometry(attrs, inputs, _names())
+    macs = evaluation_macs(g, attrs["wrt"])
+    n = checked_elements(math.prod(inputs["gradient"].shape), attrs["samples"])
+    if macs == 0:
+        return 0.0, n, 0
+    return n * 2 * (EVALUATION_SECONDS + macs / MACS_PER_SECOND), n, macs
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.0f} days"
+
+
+def cost_warning(attrs: dict, inputs: dict[str, TensorSpec]) -> tuple[str, str] | None:
+    """``("samples", message)`` when the check would run longer than
+    :data:`SLOW_CHECK_SECONDS` by :func:`estimated_seconds`, else None."""
+    seconds, n, macs = estimated_seconds(attrs, inputs)
+    if seconds <= SLOW_CHECK_SECONDS:
+        return None
+    fast = int(SLOW_CHECK_SECONDS / (seconds / n))
+    size = math.prod(inputs["gradient"].shape)
+    which = f"all {n:,}" if n == size else f"{n:,} of the {size:,}"
+    return "samples", (
+        f"samples={attrs['samples']} checks {which} elements of the {attrs['wrt']} "
+        f"gradient, each with 2 convolutions of {macs:,} multiply-adds: about "
+        f"{_duration(seconds)} by the estimate (it can be cancelled while it runs); samples="
+        f"{max(fast, 1):,} or fewer stays under {_duration(SLOW_CHECK_SECONDS)}")
+
+
+#: Block type -> the rule that warns, before running, that a block will run a long time
+#: (:func:`engine.compiler.compile_canvas` puts its message in ``Plan.warnings``).
+RUN_TIME_WARNINGS = {"GradCheck": cost_warning}
 
 
 def _emit(attrs: dict, inputs: dict[str, str], outputs: dict[str, str]) -> list[str]:
@@ -303,4 +388,5 @@ GRAD_CHECK = BlockSpec(
 )
 
 SPECS = (GRAD_CHECK,)
-__all__ = ["CHECK_TOLERANCE", "GRAD_CHECK", "grad_check", "sample_indices"]
+__all__ = ["CHECK_TOLERANCE", "GRAD_CHECK", "RUN_TIME_WARNINGS", "cost_warning", "grad_check",
+           "sample_indices"]

@@ -15,19 +15,30 @@
 
 Every mistake is an :class:`~engine.errors.InvalidArgumentError` naming what is wrong: an
 unknown block type (the known ones listed), a bad attribute (block and attribute named), a bad
-port reference (the block's ports listed). ``check`` never raises for a canvas's problems: its
-report lists them; ``run`` raises with the same lines.
+port reference (the block's ports listed), an argument of the wrong type (one line: the
+argument, what it must be, what it is; never a NumPy or Pillow traceback). ``check`` never
+raises for a canvas's problems: its report lists them, and its warnings (a GradCheck estimated
+to run for more than a minute); ``run`` raises with the problems' lines.
+
+The arrays a run returns are read-only views of the executor's cache (``flags.writeable`` is
+False and cannot be set back): writing into one raises NumPy's ``assignment destination is
+read-only`` instead of changing what the next run returns; copy one (``np.array(r["dw"])``) to
+change it.
 
 Relative ``path`` attributes (.npy files, images) are relative to the canvas file's folder once
 the canvas was loaded or saved, before that to the working directory.
 
 :func:`picture` is a tensor as a Pillow image: the viewer's default slice or filter montage in
-its colour map (:func:`engine.thumbnail.thumbnail`), which Jupyter shows inline.
+its colour map (:func:`engine.thumbnail.thumbnail`), which Jupyter shows inline. It takes a NumPy
+array or a (nested) list of bool, integer or float numbers; masked arrays are refused (their
+mask would be ignored: pass ``a.filled(value)``), as are complex, object, text, date and
+structured arrays, ragged lists and sizes outside 1..:data:`MAX_PICTURE_SIDE`.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -40,12 +51,26 @@ from engine.canvas import Canvas, load_canvas, save_canvas
 from engine.compiler import DEFAULT_MEMORY_LIMIT, Plan
 from engine.errors import InvalidArgumentError
 from engine.executor import Executor, RunResult
+from engine.memory import limit_bytes
+from engine.names import id_problem, shown
 from engine.report import check_rows, html_table, problem_lines, run_rows, text_table
 from engine.result_names import result_keys
 from engine.thumbnail import thumbnail
 
-#: Largest (width, height) of a :func:`picture`.
+#: Default (width, height) of a :func:`picture`.
 PICTURE_SIZE = (512, 384)
+#: Largest width or height a picture may be asked for, in pixels (its RGBA image then needs at
+#: most 64 MiB).
+MAX_PICTURE_SIDE = 4096
+#: Most elements a picture reads (it makes one pass over the tensor for its colour levels): a
+#: bigger array (a ``np.broadcast_to`` view of 10^12 elements, say) is refused, not read for
+#: hours.
+MAX_PICTURE_ELEMENTS = 2**31
+#: Why an array of each NumPy dtype kind has no picture (bool, int, uint and float have one).
+_NOT_NUMBERS = {"c": "complex numbers: picture .real, .imag or abs() of it",
+                "O": "Python objects: convert it with .astype(float)",
+                "U": "text", "S": "bytes", "M": "dates", "m": "time spans",
+                "V": "structured records or raw bytes"}
 #: What a montage's separator lines (transparent in the app) are painted in a picture.
 PICTURE_BACKGROUND = (255, 255, 255)
 #: Blocks placed per row when the caller gives no position.
@@ -63,6 +88,91 @@ def _listed(names) -> str:
     return ", ".join(names) or "none"
 
 
+def _bad(name: str, expected: str, value: object) -> InvalidArgumentError:
+    """``name must be <expected>, got <type> <value>``: one line, the value quoted safely."""
+    got = type(value).__name__
+    if isinstance(value, (str, bytes, int, float, tuple, list)) or value is None:
+        got += f" {shown(value, 60)}"
+    return InvalidArgumentError(f"{name} must be {expected}, got {got}", argument=name)
+
+
+def _path_argument(value: object, name: str = "path") -> Path:
+    """``value`` as a Path: a str, bytes or os.PathLike, not empty, without NUL characters."""
+    if not isinstance(value, (str, bytes, os.PathLike)):
+        raise _bad(name, "a file path (str or os.PathLike)", value)
+    try:
+        text = os.fsdecode(os.fspath(value))
+    except (TypeError, UnicodeError):
+        raise _bad(name, "a file path (str or os.PathLike)", value) from None
+    if not text or "\0" in text:
+        raise _bad(name, "a non-empty file path without NUL characters", text)
+    return Path(text)
+
+
+def _masked(name: str) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"{name} must be a plain NumPy array, got a masked array: refused, because its mask "
+        f"would be ignored (pass {name}.filled(value) to choose what masked elements show)",
+        argument=name)
+
+
+def _array_argument(value: object, name: str = "array") -> np.ndarray:
+    """``value`` as an ndarray of bool, integer or float numbers; anything else (a masked
+    array, text, None, a ragged list, complex or object values...) is refused in one line."""
+    if isinstance(value, np.ma.MaskedArray):
+        raise _masked(name)
+    if isinstance(value, np.ndarray):
+        array = value
+    elif isinstance(value, (bool, int, float, np.generic, list, tuple)):
+        if isinstance(value, (list, tuple)) and any(isinstance(v, np.ma.MaskedArray)
+                                                    for v in value):
+            raise _masked(name)
+        try:
+            array = np.asarray(value)
+        except (ValueError, TypeError, OverflowError, RecursionError) as err:
+            raise InvalidArgumentError(
+                f"{name} must be a NumPy array or a nested list of numbers with rows of equal "
+                f"length, got a ragged or unreadable {type(value).__name__} (NumPy: "
+                f"{str(err).splitlines()[0][:100]})",
+                argument=name) from None
+    else:
+        raise _bad(name, "a NumPy array or a (nested) list of numbers", value)
+    kind = array.dtype.kind
+    if kind not in "biuf":
+        raise InvalidArgumentError(
+            f"{name} must hold bool, integer or float numbers, got dtype {array.dtype}: "
+            f"{_NOT_NUMBERS.get(kind, 'no numbers')}", argument=name)
+    if array.size > MAX_PICTURE_ELEMENTS:
+        raise InvalidArgumentError(
+            f"{name} must have at most {MAX_PICTURE_ELEMENTS:,} elements (a picture reads "
+            f"each one), got {array.size:,}: picture a slice of it", argument=name)
+    return array
+
+
+def _size_argument(value: object) -> tuple[int, int]:
+    """``(width, height)``: two whole numbers in 1..MAX_PICTURE_SIDE."""
+    expected = f"(width, height): two whole numbers of pixels in 1..{MAX_PICTURE_SIDE}"
+    if not isinstance(value, (tuple, list)) or len(value) != 2 or not all(
+            isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+            for v in value):
+        raise _bad("size", expected, value)
+    w, h = int(value[0]), int(value[1])
+    if not (1 <= w <= MAX_PICTURE_SIDE and 1 <= h <= MAX_PICTURE_SIDE):
+        raise _bad("size", expected, (w, h))
+    return w, h
+
+
+def _axes_argument(value: object, ndim: int) -> tuple[str, ...] | None:
+    """None, or one axis name (a str) per dimension of the array."""
+    if value is None:
+        return None
+    expected = f"None or {ndim} axis names (strings), one per dimension of the array"
+    if not isinstance(value, (tuple, list)) or len(value) != ndim or not all(
+            isinstance(a, str) for a in value):
+        raise _bad("axes", expected, value)
+    return tuple(value)
+
+
 class CheckReport:
     """What ``gradblocks check`` reports: the table of every output's shape and dtype, or the
     problems (one line each). ``str()`` is the CLI's text, ``_repr_html_`` an HTML table."""
@@ -71,6 +181,8 @@ class CheckReport:
         self.plan = plan
         self.problems = problem_lines(plan)
         self.rows = check_rows(plan) if not self.problems else []
+        #: ``label.attr: message`` of every warning (a run that will take long), one a line.
+        self.warnings = [str(w) for ws in plan.warnings.values() for w in ws]
 
     @property
     def ok(self) -> bool:
@@ -82,17 +194,19 @@ class CheckReport:
         return f"{len(self.problems)} problem(s)"
 
     def __str__(self) -> str:
+        notes = [f"warning: {w}" for w in self.warnings]
         if self.ok:
-            return f"{text_table(self.rows)}\n{self.summary()}"
-        return "\n".join([f"{self.summary()}:", *(f"  {p}" for p in self.problems)])
+            return "\n".join([text_table(self.rows), *notes, self.summary()])
+        return "\n".join([f"{self.summary()}:", *(f"  {p}" for p in self.problems), *notes])
 
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
+        notes = [f"warning: {w}" for w in self.warnings]
         if self.ok:
-            return html_table(self.rows, caption=self.summary())
+            return html_table(self.rows, caption=self.summary(), notes=notes)
         return html_table([["problem"], *([p] for p in self.problems)],
-                          caption=self.summary())
+                          caption=self.summary(), notes=notes)
 
 
 class Results(Mapping):
@@ -103,12 +217,13 @@ class Results(Mapping):
 
     def __init__(self, plan: Plan, result: RunResult):
         self.plan, self.result = plan, result
-        self._arrays = {f"{n}.{p}": a for (n, p), a in result.outputs.items()}
+        self._arrays = {f"{n}.{p}": _read_only_view(a) for (n, p), a in result.outputs.items()}
         self._steps = {s.node_id: s for s in plan.steps}
         self._by_label = {plan.label(n): n for n in self._steps}
         keys = result_keys(plan.steps, plan.labels)
         self.named: dict[str, np.ndarray] = {
-            key: result.outputs[ref] for ref, key in keys.items() if ref in result.outputs}
+            key: self._arrays[f"{ref[0]}.{ref[1]}"] for ref, key in keys.items()
+            if ref in result.outputs}
         """The arrays under the keys ``gradblocks run --out`` writes."""
 
     def _ref(self, key: str) -> str | None:
@@ -178,12 +293,20 @@ class NotebookCanvas:
 
     def __init__(self, canvas: Canvas | None = None, base_dir: str | os.PathLike | None = None,
                  memory_limit: int = DEFAULT_MEMORY_LIMIT):
+        if canvas is not None and not isinstance(canvas, Canvas):
+            raise _bad("canvas", "None or an engine.canvas.Canvas", canvas)
         self.canvas = canvas if canvas is not None else Canvas()
-        self.base_dir = Path(base_dir) if base_dir is not None else None
-        self.executor = Executor(memory_limit=memory_limit)
+        self.base_dir = _path_argument(base_dir, "base_dir") if base_dir is not None else None
+        try:
+            limit = limit_bytes(memory_limit)
+        except (TypeError, ValueError):
+            raise _bad("memory_limit", "a positive number of bytes", memory_limit) from None
+        self.executor = Executor(memory_limit=limit)
 
     # -- building ------------------------------------------------------------------------------
     def _spec_of(self, node_id: str) -> BlockSpec:
+        if not isinstance(node_id, str):
+            raise _bad("id", "a block id (a string)", node_id)
         node = self.canvas.nodes.get(node_id)
         if node is None:
             raise InvalidArgumentError(f"no block {node_id!r} on the canvas (its blocks: "
@@ -191,19 +314,35 @@ class NotebookCanvas:
         return get_spec(node.type)
 
     def _attr_error(self, node_id: str, type_id: str, err: AttrError) -> InvalidArgumentError:
+        message = re.sub(r"\s*\n\s*", " ", err.message)  # a NumPy repr spans lines
         return InvalidArgumentError(f"block {node_id!r} ({type_id}) attribute {err.attr}: "
-                                    f"{err.message}", argument=err.attr)
+                                    f"{message}", argument=err.attr)
+
+    def _check_attrs(self, node_id: str, spec: BlockSpec, attrs: dict[str, Any]) -> None:
+        """Validate every attribute (a masked array is refused by name: its mask would be
+        lost) before anything changes."""
+        for name, value in attrs.items():
+            if isinstance(value, np.ma.MaskedArray):
+                raise InvalidArgumentError(
+                    f"block {node_id!r} ({spec.type_id}) attribute {name}: a masked array is "
+                    f"refused (its mask would be ignored): pass a list", argument=name)
+            try:
+                spec.attr(name).validate(value)
+            except AttrError as err:
+                raise self._attr_error(node_id, spec.type_id, err) from None
 
     def add(self, type_id: str, id: str | None = None, *, title: str | None = None,
             pos: tuple[float, float] | None = None, **attrs: Any) -> str:
         """Add a block of ``type_id`` with these attributes (validated now); returns its id."""
-        spec = get_spec(type_id)  # an unknown type lists the known ones
+        try:
+            spec = get_spec(type_id)  # an unknown type lists the known ones
+        except InvalidArgumentError as err:
+            err.argument = err.argument or "type_id"
+            raise
+        if id is not None and id_problem(id):
+            raise InvalidArgumentError(f"id: {id_problem(id)}", argument="id")
         node_id = id if id is not None else self.canvas.new_id(type_id)
-        for name, value in attrs.items():
-            try:
-                spec.attr(name).validate(value)
-            except AttrError as err:
-                raise self._attr_error(node_id, type_id, err) from None
+        self._check_attrs(node_id, spec, attrs)
         n = len(self.canvas.nodes)
         if pos is None:
             pos = (260.0 * (n % _PER_ROW), 180.0 * (n // _PER_ROW))
@@ -213,11 +352,7 @@ class NotebookCanvas:
     def set(self, node_id: str, **attrs: Any) -> None:
         """Change attributes of a block (each validated; none changes when one is bad)."""
         spec = self._spec_of(node_id)
-        for name, value in attrs.items():
-            try:
-                spec.attr(name).validate(value)
-            except AttrError as err:
-                raise self._attr_error(node_id, spec.type_id, err) from None
+        self._check_attrs(node_id, spec, attrs)
         for name, value in attrs.items():
             self.canvas.set_attr(node_id, name, value)
 
@@ -271,9 +406,14 @@ class NotebookCanvas:
     # -- files ---------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> Path:
         """Write the canvas to ``path`` (atomically); relative paths then start from its
-        folder."""
-        path = Path(path)
-        save_canvas(self.canvas, path)
+        folder. A path that cannot be written (a folder, a missing folder, a full disk) is an
+        InvalidArgumentError naming it; the file there before, if any, is unchanged."""
+        path = _path_argument(path)
+        try:
+            save_canvas(self.canvas, path)
+        except OSError as err:
+            raise InvalidArgumentError(f"path {str(path)!r}: cannot write the canvas: "
+                                       f"{err.strerror or err}", argument="path") from None
         self.base_dir = path.resolve().parent
         return path
 
@@ -289,7 +429,8 @@ def new_canvas() -> NotebookCanvas:
 
 def load(path: str | os.PathLike) -> NotebookCanvas:
     """The canvas file ``path`` (a CanvasError lists every problem of a bad file)."""
-    return NotebookCanvas(load_canvas(path), Path(path).resolve().parent)
+    path = _path_argument(path)
+    return NotebookCanvas(load_canvas(path), path.resolve().parent)
 
 
 def picture(array: Any, axes: tuple[str, ...] | None = None,
@@ -297,13 +438,27 @@ def picture(array: Any, axes: tuple[str, ...] | None = None,
     """A Pillow RGB image of ``array``: the viewer's default slice or filter montage in its
     colour map, within ``size`` (width, height) pixels, cells drawn as squares of whole pixels
     (:func:`engine.thumbnail.thumbnail`; ``axes`` names the axes, e.g. ("kh", "kw", "in",
-    "out") for a filter); montage separators are :data:`PICTURE_BACKGROUND`."""
+    "out") for a filter); montage separators are :data:`PICTURE_BACKGROUND`. Arguments are
+    checked first (see the module docstring): a bad one is an InvalidArgumentError naming it."""
     from PIL import Image
 
-    rgba = thumbnail(np.asarray(array), axes, size)
-    if rgba.size == 0:
-        raise InvalidArgumentError(f"an empty tensor (shape {list(np.shape(array))}) has no "
+    array = _array_argument(array)
+    axes = _axes_argument(axes, array.ndim)
+    size = _size_argument(size)
+    if array.size == 0:
+        raise InvalidArgumentError(f"an empty tensor (shape {list(array.shape)}) has no "
                                    "picture", argument="array")
+    rgba = thumbnail(array, axes, size)
     rgb = rgba[..., :3].copy()
     rgb[rgba[..., 3] == 0] = PICTURE_BACKGROUND
     return Image.fromarray(rgb, "RGB")
+
+
+def _read_only_view(array: np.ndarray) -> np.ndarray:
+    """A view of ``array`` that cannot be written nor made writeable (its base is read-only:
+    the executor's cache, :mod:`engine.executor`)."""
+    if not isinstance(array, np.ndarray):
+        return array
+    view = array.view()
+    view.flags.writeable = False
+    return view

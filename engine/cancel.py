@@ -1,4 +1,4 @@
-"""Cooperative cancellation of a running block.
+"""Cooperative cancellation and progress of a running block.
 
 The executor runs each block inside :func:`scope` with the run's cancel event; long kernels and
 source generation call :func:`checkpoint` between batch chunks (and tiles), which raises
@@ -6,6 +6,11 @@ source generation call :func:`checkpoint` between batch chunks (and tiles), whic
 kernels stay plain functions for every other caller. The event is thread-local;
 :func:`bound` carries the caller's event into the worker threads of :mod:`engine.parallel`.
 A checkpoint is one attribute read and one ``Event.is_set``: far below a chunk's cost.
+
+A long block also says how far it is with :func:`progress` (``done`` of ``total`` units, e.g.
+GradCheck's samples); the scope's ``progress`` callback gets the fraction done, rising, at most
+:data:`PROGRESS_STEPS` times plus once at 1.0 (so a GUI is not flooded). Only the thread that
+opened the scope reports: worker threads of :func:`bound` do not.
 """
 
 from __future__ import annotations
@@ -19,20 +24,33 @@ T = TypeVar("T")
 
 _local = threading.local()
 
+#: A block's progress callback is called at most this many times, plus once at the end.
+PROGRESS_STEPS = 200
+
+
+class _Progress:
+    """A scope's progress callback and the last fraction it was given."""
+
+    def __init__(self, callback: Callable[[float], None]):
+        self.callback, self.last = callback, -1.0
+
 
 class Cancelled(Exception):
     """The run was cancelled while a block was computing (not an error of the block)."""
 
 
 @contextmanager
-def scope(event: threading.Event | None) -> Iterator[None]:
-    """Make :func:`checkpoint` in this thread raise once ``event`` is set (None: never)."""
-    previous = getattr(_local, "event", None)
+def scope(event: threading.Event | None,
+          progress: Callable[[float], None] | None = None) -> Iterator[None]:
+    """Make :func:`checkpoint` in this thread raise once ``event`` is set (None: never), and
+    pass what :func:`progress` is told to ``progress`` as a fraction in [0, 1]."""
+    previous = getattr(_local, "event", None), getattr(_local, "progress", None)
     _local.event = event
+    _local.progress = None if progress is None else _Progress(progress)
     try:
         yield
     finally:
-        _local.event = previous
+        _local.event, _local.progress = previous
 
 
 def current() -> threading.Event | None:
@@ -58,3 +76,18 @@ def bound(fn: Callable[..., T]) -> Callable[..., T]:
             checkpoint()
             return fn(*args, **kwargs)
     return run
+
+
+def progress(done: int, total: int) -> None:
+    """Tell this thread's scope that ``done`` of ``total`` units are done (nothing outside a
+    scope with a progress callback). The callback sees rising fractions: every
+    ``1 / PROGRESS_STEPS`` of the way at most, and 1.0 once when ``done >= total``."""
+    state = getattr(_local, "progress", None)
+    if state is None:
+        return
+    fraction = 1.0 if total <= 0 else min(1.0, max(0.0, done / total))
+    if fraction <= state.last:
+        return
+    if fraction >= 1.0 or fraction - state.last >= 1.0 / PROGRESS_STEPS:
+        state.last = fraction
+        state.callback(fraction)

@@ -11,11 +11,15 @@ With ``--json``, exactly one JSON object on stdout::
 
 every index in its array's own layout, factors in the block's input port order, all terms
 (``--limit`` only cuts the table). JSON has no NaN or Infinity: such numbers are written as the
-strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (as protobuf's JSON mapping does).
+strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (as protobuf's JSON mapping does). The object
+is written as it is built, :data:`engine.explain.CHUNK_TERMS` terms at a time (8.4M terms make
+0.9 GB of JSON, never held in memory at once).
 
 NODE is a node id, or a block title naming exactly one block. Exit status: 0; 2 for an invalid
-canvas, a bad node, port or index, or a block that is not one of the six conv blocks; 1 when the
-block fails at run time.
+canvas, a bad node, port or index (an index entry of more than :data:`MAX_INDEX_DIGITS` digits
+included), a ``--limit`` above :data:`MAX_LIMIT`, an element whose terms would take more memory
+to list than ``--memory-limit-gib`` (:data:`engine.explain.TERM_BYTES` each), or a block that is
+not one of the six conv blocks; 1 when the block fails at run time.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import re
 import sys
 from dataclasses import replace
 from fractions import Fraction
+from typing import TextIO
 
 import numpy as np
 
@@ -37,11 +42,25 @@ from engine.cli import _compile, _err, _limit, _path, _say, _table
 from engine.compiler import DEFAULT_MEMORY_LIMIT, Plan
 from engine.errors import InvalidArgumentError
 from engine.executor import Executor
-from engine.explain import OPS, Explanation, check_index, explain_element
+from engine.explain import (
+    CHUNK_TERMS,
+    OPS,
+    TERM_BYTES,
+    Explanation,
+    TooManyTerms,
+    check_index,
+    explain_element,
+)
+from engine.memory import gib
 from engine.names import shown
 
-#: Terms shown in the text table unless --limit says otherwise.
+#: Terms shown in the text table unless --limit says otherwise, and the most it shows (a table
+#: row takes about 0.6 KB while it is built; --json lists every term).
 DEFAULT_LIMIT = 20
+MAX_LIMIT = 100_000
+#: Digits of a whole-number argument (an index entry, --limit, --frame): no array dimension
+#: reaches 2**63 (19 digits), and Python refuses to read an int of more than 4300 digits.
+MAX_INDEX_DIGITS = 19
 
 
 class UsageError(Exception):
@@ -59,8 +78,9 @@ def add_parser(sub) -> None:
     p.add_argument("index", nargs="+", metavar="I,J,K,L",
                    help="the output element, comma-separated in the output's own layout "
                         "(NCHW: N,C,H,W); spaces allowed")
-    p.add_argument("--limit", type=_count, default=DEFAULT_LIMIT, metavar="N",
-                   help=f"terms shown in the table (default {DEFAULT_LIMIT}; --json lists all)")
+    p.add_argument("--limit", type=_table_limit, default=DEFAULT_LIMIT, metavar="N",
+                   help=f"terms shown in the table (default {DEFAULT_LIMIT}, at most "
+                        f"{MAX_LIMIT}; --json lists all)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead")
     p.add_argument("--memory-limit-gib", dest="memory_limit", type=_limit, metavar="GIB",
                    default=str(Fraction(DEFAULT_MEMORY_LIMIT, 2**30)),
@@ -75,29 +95,57 @@ def protect_index(argv: list[str]) -> list[str]:
     return [f" {a}" if re.fullmatch(r"-\d[\d\s,+-]*", a) else a for a in argv]
 
 
+def _whole(text: str) -> int | str:
+    """``text`` (ASCII digits, an optional sign) as an int, or why it is not one."""
+    match = re.fullmatch(r"([+-]?)0*([0-9]+)", text.strip())
+    if not match:
+        return f"{shown(text, 40)} is not a whole number"
+    sign, digits = match.groups()
+    if len(digits) > MAX_INDEX_DIGITS:
+        return (f"{shown(text, 40)} has {len(digits)} digits, too many for any array index "
+                f"or count (at most {MAX_INDEX_DIGITS})")
+    return int(sign + digits)
+
+
 def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    """A whole number >= 0 of at most :data:`MAX_INDEX_DIGITS` digits (argparse type)."""
+    value = _whole(text)
+    if isinstance(value, str):
+        raise argparse.ArgumentTypeError(value)
     if value < 0:
         raise argparse.ArgumentTypeError(f"{value} is negative")
     return value
 
 
+def _table_limit(text: str) -> int:
+    """``--limit``: a count up to :data:`MAX_LIMIT` (argparse type)."""
+    value = _count(text)
+    if value > MAX_LIMIT:
+        raise argparse.ArgumentTypeError(
+            f"{value} is more than {MAX_LIMIT}, the most terms the table shows (--json lists "
+            "every term)")
+    return value
+
+
 def parse_index(words: list[str]) -> tuple[int, ...]:
-    """``I,J,K,L`` (one or more words; commas and spaces separate) as a tuple of ints >= 0."""
+    """``I,J,K,L`` (one or more words; commas and spaces separate) as a tuple of ints >= 0,
+    each of at most :data:`MAX_INDEX_DIGITS` digits; :class:`UsageError` saying what is wrong."""
     text = " ".join(words).strip()
     parts = [p for p in re.split(r"\s*,\s*|\s+", text)]
+    where = f"index {shown(text, 60)}"
     if not text or any(p == "" for p in parts):
-        raise UsageError(f"index {text!r}: expected comma-separated integers such as 0,1,2,3")
+        raise UsageError(f"{where}: expected comma-separated integers such as 0,1,2,3")
     out = []
-    for p in parts:
-        if not re.fullmatch(r"[+-]?\d+", p):
-            raise UsageError(f"index {text!r}: {p!r} is not an integer")
-        if int(p) < 0:
-            raise UsageError(f"index {text!r}: {p} is negative, indices must be >= 0")
-        out.append(int(p))
+    for k, p in enumerate(parts):
+        if not re.fullmatch(r"[+-]?[0-9]+", p):
+            raise UsageError(f"{where}: {shown(p, 30)} is not an integer")
+        if p.startswith("-") and p.strip("-0"):
+            number = p if len(p) <= 30 else f"{p[:27]}... ({len(p)} characters)"
+            raise UsageError(f"{where}: {number} is negative, indices must be >= 0")
+        value = _whole(p)
+        if isinstance(value, str):
+            raise UsageError(f"{where}: entry {k} is out of range: {value}")
+        out.append(value)
     return tuple(out)
 
 
@@ -105,8 +153,8 @@ def _by_title(canvas: Canvas, title: str) -> str | None:
     """The one node titled ``title``; UsageError when several are."""
     ids = [n for n, node in canvas.nodes.items() if node.title.strip() == title.strip()]
     if len(ids) > 1:
-        raise UsageError(f"block title {title!r} is shared by {', '.join(ids)}: name the block "
-                         "by its id")
+        raise UsageError(f"block title {shown(title, 60)} is shared by {', '.join(ids)}: name "
+                         "the block by its id")
     return ids[0] if ids else None
 
 
@@ -124,7 +172,7 @@ def resolve_node(canvas: Canvas, text: str) -> tuple[str, str | None]:
             return node_id, port
     convs = [f"{n} ({node.type})" for n, node in canvas.nodes.items() if node.type in OPS]
     hint = f"; its conv blocks: {', '.join(convs)}" if convs else "; it has no conv blocks"
-    raise UsageError(f"no block {text!r} in the canvas (by id or title){hint}")
+    raise UsageError(f"no block {shown(text, 60)} in the canvas (by id or title){hint}")
 
 
 def _ancestors(plan: Plan, node_id: str) -> Plan:
@@ -159,6 +207,28 @@ def as_json(node_id: str, port: str, value: float, e: Explanation) -> dict:
     ]
     return {"node": node_id, "port": port, "index": list(e.index), "value": _number(value),
             "sum": _number(e.sum), "padding_terms": e.padding_terms, "terms": terms}
+
+
+def write_json(out: TextIO, node_id: str, port: str, value: float, e: Explanation) -> None:
+    """Write the ``--json`` object to ``out`` as one line, :data:`CHUNK_TERMS` terms at a time:
+    the same text as ``json.dumps(as_json(...))`` without ever holding all of it."""
+    head = {"node": node_id, "port": port, "index": list(e.index), "value": _number(value),
+            "sum": _number(e.sum), "padding_terms": e.padding_terms}
+    out.write(json.dumps(head, allow_nan=False)[:-1] + ', "terms": [')
+    a, b = e.factors
+    # json.dumps's own layout, filled in directly (3x faster than dumping dicts); a finite
+    # float is written by float.__repr__ there as here
+    term = (f'{{"factors": [{{"port": {json.dumps(a.port)}, "index": [%d, %d, %d, %d]}}, '
+            f'{{"port": {json.dumps(b.port)}, "index": [%d, %d, %d, %d]}}], "product": %s}}')
+    products = e.products
+    for start in range(0, e.terms, CHUNK_TERMS):
+        part = slice(start, start + CHUNK_TERMS)
+        rows = np.concatenate([a.index[part], b.index[part]], axis=1).tolist()
+        values = [repr(v) if math.isfinite(v) else json.dumps(_number(v))
+                  for v in products[part].tolist()]
+        out.write((", " if start else "") + ", ".join(
+            [term % (*row, v) for row, v in zip(rows, values, strict=True)]))
+    out.write("]}\n")
 
 
 def _scalar(v) -> str:
@@ -218,8 +288,8 @@ def cmd_explain(opts: argparse.Namespace, executor: Executor) -> int:
         outputs = get_spec(node.type).output_names()
         port = port or outputs[0]
         if port not in outputs:
-            raise UsageError(f"{label} ({node_id}) has no output port {port!r}; its output: "
-                             f"{', '.join(outputs)}")
+            raise UsageError(f"{label} ({node_id}) has no output port {shown(port, 40)}; its "
+                             f"output: {', '.join(outputs)}")
         try:
             index = check_index(index, plan.specs[(node_id, port)].shape)
         except InvalidArgumentError as err:
@@ -234,18 +304,23 @@ def cmd_explain(opts: argparse.Namespace, executor: Executor) -> int:
         return 1
     step = next(s for s in plan.steps if s.node_id == node_id)
     inputs = {p: result.outputs[src] for p, src in step.inputs.items()}
+    limit = getattr(opts, "memory_limit", DEFAULT_MEMORY_LIMIT)
     try:
-        e = explain_element(node.type, step.attrs, inputs, index)
+        e = explain_element(node.type, step.attrs, inputs, index, max_terms=limit // TERM_BYTES)
+    except TooManyTerms as err:
+        _err(f"{label} ({node_id}).{port}{list(index)} is a sum of {err.terms} terms: listing "
+             f"them needs about {gib(err.terms * TERM_BYTES)}, more than the memory limit "
+             f"({gib(limit)}; --memory-limit-gib raises it)")
+        return 2
     except InvalidArgumentError as err:  # the block ran, so this is not expected
         _err(f"{label}: cannot explain {shown(list(index))}: {err}")
         return 1
     value = np.asarray(result.outputs[(node_id, port)])[index]
-    if opts.json:
-        text = json.dumps(as_json(node_id, port, float(value), e), allow_nan=False)
-    else:
-        text = as_text(label, node_id, port, value, e, opts.limit)
     try:
-        _say(text)
+        if opts.json:
+            write_json(sys.stdout, node_id, port, float(value), e)
+        else:
+            _say(as_text(label, node_id, port, value, e, opts.limit))
         sys.stdout.flush()
     except BrokenPipeError:  # the reader stopped early (| head): say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -5,7 +5,9 @@ only) and draws what a conv block's attributes mean on its shapes (:mod:`engine.
 :mod:`engine.geometry_render`): a ``.png`` is a still (frame 0, frame ``--frame K``, or with
 ``--overlap`` the overlap-count map); a ``.gif`` is the looping animation over output positions
 (forward and input-gradient ops) or filter taps (filter-gradient ops), at most
-:data:`engine.geometry.MAX_FRAMES` frames spread evenly. The file is written atomically.
+:data:`engine.geometry.MAX_FRAMES` frames spread evenly. The file is written atomically, never
+over the canvas, a file the canvas reads (an image of a Tensor block) or a file that is not a
+regular file (:func:`engine.cli._check_target`).
 
 NODE is a node id, or a block title naming exactly one block. Exit status: 0; 2 for an invalid
 canvas, an unknown node, a block that is not a conv block, a bad extension, frame or output
@@ -70,6 +72,8 @@ def cmd_geometry(opts: argparse.Namespace, executor: Executor) -> int:
     if compiled is None:
         return 2
     canvas, plan = compiled
+    if not _check_target(opts.output, opts.canvas, canvas):  # never a picture the canvas reads
+        return 2
     try:
         node_id, port = resolve_node(canvas, opts.node)
         label = plan.label(node_id)

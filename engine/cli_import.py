@@ -3,8 +3,9 @@
 ``--list`` prints a table of the model's conv layers (name, op, kernel, strides, dilations,
 padding, groups, input and output channels), then one line per conv layer that cannot be
 imported and why. ``--layer`` writes a canvas of that layer (:mod:`engine.layer_canvas`) with
-its weights as .npy files next to it, replacing existing files atomically (never the model or
-the ``--input`` file).
+its weights as .npy files beside it, the canvas and its arrays as one set, all or nothing
+(never over the model, the ``--input`` file or a file that is not a regular file; only a canvas
+``gradblocks check`` accepts).
 
 Exit status: 0; 2 for a usage error, an unreadable model, an unknown layer or one that cannot
 be translated exactly (one line naming the layer); 1 when a file cannot be written.
@@ -17,6 +18,7 @@ import argparse
 from engine.cli import _err, _path, _say
 from engine.layer_canvas import read_model, write_layer_canvas
 from engine.model_import import ModelImportError, list_rows
+from engine.names import escaped
 from engine.report import text_table
 
 
@@ -82,7 +84,7 @@ def cmd_import(opts) -> int:
             else:
                 _say(f"{opts.model}: no importable conv layers")
             for reason in found.refused.values():
-                _say(f"cannot import: {reason}")
+                _say(f"cannot import: {escaped(reason)}")
             return 0
         layer = found.find(opts.layer, _path(opts.model))
         done = write_layer_canvas(layer, opts.output, input_hw=opts.input_size,
@@ -92,11 +94,12 @@ def cmd_import(opts) -> int:
         _err(str(err))
         return 2
     except OSError as err:
-        _err(f"cannot write {_path(repr(opts.output))}: {err.strerror or err}")
+        _err(f"cannot write {_path(repr(opts.output))}: {err.strerror or err} (the previous "
+             "files, if any, are unchanged)")
         return 1
     conv = done.conv
-    _say(f"layer {layer.name}: {layer.op}, {conv.op} {conv.attrs['data_format']} padding "
-         f"{conv.attrs['padding']}"
+    _say(f"layer {escaped(layer.name)}: {layer.op}, {conv.op} {conv.attrs['data_format']} "
+         f"padding {conv.attrs['padding']}"
          + (f" {conv.attrs['explicit_paddings']}" if conv.attrs["padding"] == "EXPLICIT" else "")
          + f", input {list(conv.input_shape)} -> output {list(done.output_shape)}")
     if layer.bias is not None:

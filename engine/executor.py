@@ -14,6 +14,11 @@ and running it again is then free), and before a run when the plan's memory esti
 counts every output the plan keeps, :mod:`engine.memory`) plus the entries the plan does not
 use would pass the memory limit.
 
+Cached outputs are read-only arrays (``flags.writeable`` False): every caller (the app, the
+CLI, :mod:`engine.api`) and every block that reads them gets the same arrays, so a caller
+that writes into a result gets NumPy's ``assignment destination is read-only`` error instead of
+changing what the next run returns.
+
 Cancel is honoured between blocks and inside long blocks (:mod:`engine.cancel`: kernels and
 source generation check between batch chunks); a block stopped that way is not an error, the
 result is just ``cancelled``.
@@ -26,6 +31,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -36,6 +42,8 @@ from engine.errors import InvalidArgumentError
 from engine.memory import gib, limit_bytes
 
 Progress = Callable[[str, int, int], None]
+#: ``(node_id, fraction)`` from inside a running block (:func:`engine.cancel.progress`).
+StepProgress = Callable[[str, float], None]
 
 
 @dataclass
@@ -62,7 +70,11 @@ class _Entry:
 
 class OutputCache:
     """Step outputs by cache key, least recently used first, bounded in bytes (not
-    thread-safe by itself: the executor holds its lock)."""
+    thread-safe by itself: the executor holds its lock).
+
+    Every operation is O(1) amortized (O(entries) when ``keep`` changes, once per run): the
+    byte totals are kept as entries come and go, and the entries eviction may take (those not
+    in ``keep``) have their own LRU list, so evicting never walks past the kept ones."""
 
     def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES):
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
@@ -70,6 +82,10 @@ class OutputCache:
                              f"{max_bytes!r}")
         self.max_bytes = max_bytes
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        #: Keys of the entries not in ``_keep``, least recently used first: what may go.
+        self._free: OrderedDict[str, None] = OrderedDict()
+        self._keep: frozenset[str] = frozenset()
+        self._kept_bytes = 0
         self.bytes = 0
 
     def __contains__(self, key: str) -> bool:
@@ -82,41 +98,59 @@ class OutputCache:
         """Keys from least to most recently used."""
         return list(self._entries)
 
+    def _set_keep(self, keep: frozenset[str]) -> None:
+        """Make ``keep`` the entries eviction skips (O(entries) when it changes)."""
+        if keep is self._keep or keep == self._keep:
+            return
+        self._keep = keep
+        self._free = OrderedDict.fromkeys(k for k in self._entries if k not in keep)
+        self._kept_bytes = sum(e.nbytes for k, e in self._entries.items() if k in keep)
+
     def get(self, key: str) -> _Entry | None:
         """The entry (now the most recently used) or None."""
         entry = self._entries.get(key)
         if entry is not None:
             self._entries.move_to_end(key)
+            if key in self._free:
+                self._free.move_to_end(key)
         return entry
 
     def put(self, key: str, entry: _Entry, keep: frozenset[str] = frozenset()) -> None:
         """Store ``entry`` as the most recently used, then evict down to the byte budget
         (never an entry in ``keep``, the plan being run)."""
+        self._set_keep(keep)
         entry.nbytes = sum(int(np.asarray(v).nbytes) for v in entry.outputs.values())
-        old = self._entries.pop(key, None)
-        self.bytes -= old.nbytes if old is not None else 0
+        self._drop(key)
         self._entries[key] = entry
         self.bytes += entry.nbytes
+        if key in self._keep:
+            self._kept_bytes += entry.nbytes
+        else:
+            self._free[key] = None
         self.evict(self.max_bytes, keep)
 
-    def evict(self, max_bytes: int, keep: frozenset[str] = frozenset(),
-              count: Callable[[str], bool] | None = None) -> None:
-        """Drop least recently used entries not in ``keep`` until the bytes of the entries
-        ``count`` selects (default all) are at most ``max_bytes``."""
-        counted = (lambda _k: True) if count is None else count
-        total = sum(e.nbytes for k, e in self._entries.items() if counted(k))
-        for key in list(self._entries):
-            if total <= max_bytes:
-                break
-            if key in keep:
-                continue
-            entry = self._entries.pop(key)
+    def _drop(self, key: str) -> _Entry | None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
             self.bytes -= entry.nbytes
-            if counted(key):
-                total -= entry.nbytes
+            if key in self._keep:
+                self._kept_bytes -= entry.nbytes
+            else:
+                del self._free[key]
+        return entry
+
+    def evict(self, max_bytes: int, keep: frozenset[str] = frozenset(),
+              only_free: bool = False) -> None:
+        """Drop least recently used entries not in ``keep`` until the bytes of all entries
+        (with ``only_free``, of the entries not in ``keep``) are at most ``max_bytes``."""
+        self._set_keep(keep)
+        while self._free and self.bytes - (self._kept_bytes if only_free else 0) > max_bytes:
+            self._drop(next(iter(self._free)))
 
     def clear(self) -> None:
         self._entries.clear()
+        self._free.clear()
+        self._kept_bytes = 0
         self.bytes = 0
 
 
@@ -160,8 +194,11 @@ class Executor:
         return compile_canvas(canvas, base_dir, self.memory_limit)
 
     def run(self, plan: Plan, progress: Progress | None = None,
-            cancel: threading.Event | None = None) -> RunResult:
-        """Run every step of ``plan`` in order; ``progress(node_id, done, total)`` after each.
+            cancel: threading.Event | None = None,
+            step_progress: StepProgress | None = None) -> RunResult:
+        """Run every step of ``plan`` in order; ``progress(node_id, done, total)`` after each,
+        and ``step_progress(node_id, fraction)`` from inside a long block that reports how far
+        it is (GradCheck: rising fractions ending at 1.0, :func:`engine.cancel.progress`).
         With ``cancel`` set, the run stops before the next block or inside the current one
         (``result.cancelled``; the stopped block has no output and no error)."""
         result = RunResult()
@@ -176,7 +213,7 @@ class Executor:
                       if src[0] in result.errors]
             if failed:
                 result.errors[step.node_id] = f"skipped: input {', '.join(failed)} failed"
-            elif not self._run_step(step, plan, result, live, cancel):
+            elif not self._run_step(step, plan, result, live, cancel, step_progress):
                 result.cancelled = True
                 break
             if progress is not None:
@@ -190,10 +227,11 @@ class Executor:
         and the plan's peak estimate fit the memory limit together."""
         room = max(0, self.memory_limit - plan.peak_bytes)
         with self._lock:
-            self._cache.evict(room, keep=live, count=lambda k: k not in live)
+            self._cache.evict(room, keep=live, only_free=True)
 
     def _run_step(self, step, plan: Plan, result: RunResult, live: frozenset[str],
-                  cancel: threading.Event | None) -> bool:
+                  cancel: threading.Event | None,
+                  step_progress: StepProgress | None = None) -> bool:
         """Run (or fetch from the cache) one step; False when it was cancelled."""
         with self._lock:
             entry = self._cache.get(step.key)
@@ -201,7 +239,8 @@ class Executor:
             inputs = {p: result.outputs[src] for p, src in step.inputs.items()}
             t0 = time.perf_counter()
             try:
-                with cancellation.scope(cancel):
+                report = None if step_progress is None else partial(step_progress, step.node_id)
+                with cancellation.scope(cancel, report):
                     outputs = step.spec.run(step.attrs, inputs)
                 _check_outputs(step, plan, outputs)
             except cancellation.Cancelled:
@@ -218,7 +257,7 @@ class Executor:
             except Exception as err:  # noqa: BLE001 - a bug in a block: report, keep the app alive
                 result.errors[step.node_id] = internal_error(step.spec.type_id, err)
                 return True
-            entry = _Entry(outputs, time.perf_counter() - t0)
+            entry = _Entry(_read_only(outputs), time.perf_counter() - t0)
             with self._lock:
                 self._cache.put(step.key, entry, keep=live)
             result.computed.add(step.node_id)
@@ -234,6 +273,15 @@ def internal_error(type_id: str, err: BaseException) -> str:
     what = str(err).rstrip(".")  # "I/O operation on closed file." ends with its own period
     return (f"internal error in a {type_id} block: {type(err).__name__}: {what}. This is a bug "
             f"in GradBlocks: please report it with the block type ({type_id}) and this message")
+
+
+def _read_only(outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``outputs`` with every array made read-only: the cache hands the same arrays to every
+    caller and to the blocks that read them, so none can change a cached value."""
+    for value in outputs.values():
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+    return outputs
 
 
 def _check_outputs(step, plan: Plan, outputs: dict[str, np.ndarray]) -> None:

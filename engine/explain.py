@@ -32,13 +32,16 @@ be padding (Conv2D: one per such tap and input channel of the group; the filter 
 per such (n, r, c)). The input-gradient ops only have terms at real input elements: 0.
 
 Terms are enumerated with array operations (per spatial dimension the valid (tap, position)
-pairs, then their product with the channel or batch range), never a loop over a tensor.
+pairs, then their product with the channel or batch range), never a loop over a tensor. Listing
+them takes at most :data:`TERM_BYTES` per term; the count is known before anything that size is
+allocated, so a caller can refuse an element whose list would not fit (``max_terms``).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,6 +83,23 @@ OPS: dict[str, OpForm] = {
 
 #: How a formula names the output of each kind of op.
 OUTPUT_NAMES = {"forward": "output", "filter": "dw", "input": "dx"}
+
+#: Bytes per term at the peak of :func:`explain_element` and the float64 sum after it: the two
+#: (terms, 4) int64 index arrays and their values (72-80 bytes kept) plus the temporaries that
+#: build them. Measured with tracemalloc on 0.5M-8.4M-term elements of each kind of op, float32
+#: and float64: 96-120.
+TERM_BYTES = 128
+#: Terms converted to Python floats at a time (the exact sum, the JSON of ``gradblocks explain``).
+CHUNK_TERMS = 1 << 16
+
+
+class TooManyTerms(InvalidArgumentError):
+    """The element's sum has more terms than the caller allows; ``terms`` says how many."""
+
+    def __init__(self, terms: int, max_terms: int):
+        super().__init__(f"its sum has {terms} terms, more than the {max_terms} allowed",
+                         "index")
+        self.terms = terms
 
 
 @dataclass(frozen=True)
@@ -126,15 +146,41 @@ class Explanation:
         p = self.products
         if np.all(np.isfinite(p)):
             try:
-                return math.fsum(p.tolist())
+                return math.fsum(itertools.chain.from_iterable(_chunks(p)))
             except OverflowError:  # a partial sum beyond float64: np.sum gives the infinity
                 pass
         with np.errstate(invalid="ignore", over="ignore"):
             return float(np.sum(p))
 
 
+def _chunks(values: np.ndarray) -> Iterator[list]:
+    """``values`` (along its first axis) as Python lists of at most :data:`CHUNK_TERMS`."""
+    for start in range(0, len(values), CHUNK_TERMS):
+        yield values[start:start + CHUNK_TERMS].tolist()
+
+
 def _is_int(v: object) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+#: Digits up to which a message writes an index entry out (a longer one: its sign and length).
+SHOWN_DIGITS = 20
+
+
+def _int_text(v: int) -> str:
+    """An index entry for a message: the number, or for a huge one its sign and about how many
+    digits it has (Python refuses to print ints of more than 4300 digits)."""
+    if abs(v) < 10**SHOWN_DIGITS:
+        return str(v)
+    return f"a {'negative ' if v < 0 else ''}number of about {int(math.log10(abs(v))) + 1} digits"
+
+
+def _index_text(items: Sequence[object], limit: int = 80) -> str:
+    """``items`` as a list for a message, cut to ``limit`` characters like
+    :func:`engine.names.shown` (ints of any size written by :func:`_int_text`)."""
+    text = "[" + ", ".join(_int_text(int(v)) if _is_int(v) else shown(v, limit)  # type: ignore
+                           for v in items) + "]"
+    return text if len(text) <= limit else f"{text[: limit - 3]}... ({len(text)} characters)"
 
 
 def check_index(index: Sequence[object], shape: Sequence[int]) -> tuple[int, ...]:
@@ -144,19 +190,20 @@ def check_index(index: Sequence[object], shape: Sequence[int]) -> tuple[int, ...
     items = list(index)
     if len(items) != len(shape):
         raise InvalidArgumentError(
-            f"index {shown(items)} has {len(items)} entries, the output has {len(shape)} "
+            f"index {_index_text(items)} has {len(items)} entries, the output has {len(shape)} "
             f"dimensions (shape {list(shape)})", "index")
     if not all(_is_int(v) for v in items):
-        raise InvalidArgumentError(f"index {shown(items)} must be integers", "index")
+        raise InvalidArgumentError(f"index {_index_text(items)} must be integers", "index")
     idx = tuple(int(v) for v in items)  # type: ignore[call-overload]
     for axis, (v, size) in enumerate(zip(idx, shape, strict=True)):
         if v < 0:
             raise InvalidArgumentError(
-                f"index {list(idx)}: entry {axis} is {v}, indices must be >= 0", "index")
+                f"index {_index_text(idx)}: entry {axis} is {_int_text(v)}, indices must be "
+                ">= 0", "index")
         if v >= size:
             raise InvalidArgumentError(
-                f"index {list(idx)}: entry {axis} is {v}, out of range for size {size} "
-                f"(output shape {list(shape)})", "index")
+                f"index {_index_text(idx)}: entry {axis} is {_int_text(v)}, out of range for "
+                f"size {size} (output shape {list(shape)})", "index")
     return idx
 
 
@@ -194,11 +241,16 @@ def _layout_free(index: tuple[int, ...], data_format: str) -> tuple[int, int, in
 def _activation(n, h, w, ch, data_format: str) -> np.ndarray:
     """(terms, 4) indices in ``data_format`` from broadcastable n, row, col, channel arrays."""
     cols = (n, h, w, ch) if data_format == "NHWC" else (n, ch, h, w)
-    return np.stack(np.broadcast_arrays(*cols), axis=1).astype(np.int64).reshape(-1, 4)
+    stacked = np.stack(np.broadcast_arrays(*cols), axis=1)
+    return stacked.astype(np.int64, copy=False).reshape(-1, 4)
 
 
-def _grid(*sizes: int) -> tuple[np.ndarray, ...]:
-    """Flat C-order coordinates of every point of a ``sizes`` grid."""
+def _grid(*sizes: int, max_terms: int | None = None) -> tuple[np.ndarray, ...]:
+    """Flat C-order coordinates of every point of a ``sizes`` grid (one point per term):
+    :class:`TooManyTerms` before anything is allocated when there are more than ``max_terms``."""
+    terms = math.prod(sizes)
+    if max_terms is not None and terms > max_terms:
+        raise TooManyTerms(terms, max_terms)
     return tuple(a.ravel() for a in np.indices(sizes, dtype=np.int64))
 
 
@@ -252,13 +304,15 @@ def _act_text(name: str, n, h, w, ch, data_format: str) -> str:
 
 
 def explain_element(type_id: str, attrs: Mapping[str, object],
-                    inputs: Mapping[str, np.ndarray], index: Sequence[object]) -> Explanation:
+                    inputs: Mapping[str, np.ndarray], index: Sequence[object],
+                    max_terms: int | None = None) -> Explanation:
     """The terms of ``output[index]`` of a block of ``type_id`` (one of :data:`OPS`) with
     attributes ``attrs`` (the conv attributes, as the block has them) and inputs ``inputs``
     (every input port's array; the size vectors included).
 
     Raises :class:`InvalidArgumentError` for an unknown type, invalid inputs or attributes (as
-    the kernel would) or an index that is not an element of the output.
+    the kernel would) or an index that is not an element of the output; :class:`TooManyTerms`
+    (before listing them) when the sum has more than ``max_terms`` terms.
     """
     form = OPS.get(type_id)
     if form is None:
@@ -274,7 +328,7 @@ def explain_element(type_id: str, attrs: Mapping[str, object],
             f"{b_port} dtype {dtype_name(b.dtype)} does not match {a_port} dtype "
             f"{dtype_name(a.dtype)}", b_port)
     build = {"forward": _forward, "filter": _filter_grad, "input": _input_grad}[form.kind]
-    a_idx, b_idx, padding_terms, formula, domain = build(g, idx, form)
+    a_idx, b_idx, padding_terms, formula, domain = build(g, idx, form, max_terms)
     out_name = OUTPUT_NAMES[form.kind]
     factors = (Factor(a_port, a_idx, a[tuple(a_idx.T)]), Factor(b_port, b_idx, b[tuple(b_idx.T)]))
     return Explanation(type_id, idx, _output_shape(form, g), dtype_name(a.dtype), factors,
@@ -282,7 +336,8 @@ def explain_element(type_id: str, attrs: Mapping[str, object],
                        domain)
 
 
-def _forward(g: ConvGeometry, idx: tuple[int, ...], form: OpForm):
+def _forward(g: ConvGeometry, idx: tuple[int, ...], form: OpForm,
+             max_terms: int | None = None):
     """Conv2D / depthwise: terms over taps (i, j) and, for Conv2D, the group's channels q."""
     fmt = g.data_format
     n, r, c, ch = _layout_free(idx, fmt)
@@ -295,7 +350,7 @@ def _forward(g: ConvGeometry, idx: tuple[int, ...], form: OpForm):
     padded_taps = g.filter_rows * g.filter_cols - len(ti) * len(tj)
     if form.depthwise:
         k, m = divmod(ch, g.filter_out)
-        a, b = _grid(len(ti), len(tj))
+        a, b = _grid(len(ti), len(tj), max_terms=max_terms)
         x_idx = _activation(n, rows[a], cols[b], k, fmt)
         w_idx = _activation(ti[a], tj[b], k, m, "NHWC")
         formula = (f"sum over i,j of {_act_text('input', n, row_t, col_t, k, fmt)} * "
@@ -304,7 +359,7 @@ def _forward(g: ConvGeometry, idx: tuple[int, ...], form: OpForm):
         return x_idx, w_idx, padded_taps, formula, domain
     q_in = g.filter_in_depth
     base = (ch // (g.filter_out // g.groups)) * q_in
-    a, b, q = _grid(len(ti), len(tj), q_in)
+    a, b, q = _grid(len(ti), len(tj), q_in, max_terms=max_terms)
     x_idx = _activation(n, rows[a], cols[b], base + q, fmt)
     w_idx = _activation(ti[a], tj[b], q, ch, "NHWC")
     formula = (f"sum over i,j,q of {_act_text('input', n, row_t, col_t, _lin('q', 1, base), fmt)}"
@@ -313,7 +368,8 @@ def _forward(g: ConvGeometry, idx: tuple[int, ...], form: OpForm):
     return x_idx, w_idx, padded_taps * q_in, formula, domain
 
 
-def _filter_grad(g: ConvGeometry, idx: tuple[int, ...], form: OpForm):
+def _filter_grad(g: ConvGeometry, idx: tuple[int, ...], form: OpForm,
+                 max_terms: int | None = None):
     """The filter gradients: terms over batch n and output positions (r, c)."""
     fmt = g.data_format
     i, j, q, o = idx
@@ -325,7 +381,7 @@ def _filter_grad(g: ConvGeometry, idx: tuple[int, ...], form: OpForm):
         x_ch, dy_ch = q, q * g.filter_out + o
     else:
         x_ch, dy_ch = (o // (g.filter_out // g.groups)) * g.filter_in_depth + q, o
-    nn, a, b = _grid(g.batch, len(rs), len(cs))
+    nn, a, b = _grid(g.batch, len(rs), len(cs), max_terms=max_terms)
     x_idx = _activation(nn, rows[a], cols[b], x_ch, fmt)
     dy_idx = _activation(nn, rs[a], cs[b], dy_ch, fmt)
     padding_terms = g.batch * (g.out_rows * g.out_cols - len(rs) * len(cs))
@@ -337,7 +393,8 @@ def _filter_grad(g: ConvGeometry, idx: tuple[int, ...], form: OpForm):
     return x_idx, dy_idx, padding_terms, formula, domain
 
 
-def _input_grad(g: ConvGeometry, idx: tuple[int, ...], form: OpForm):
+def _input_grad(g: ConvGeometry, idx: tuple[int, ...], form: OpForm,
+                max_terms: int | None = None):
     """The input gradients: terms over the taps (i, j) that some output position (r, c) pairs
     with this input element, and the output channels this input channel feeds."""
     fmt = g.data_format
@@ -356,7 +413,7 @@ def _input_grad(g: ConvGeometry, idx: tuple[int, ...], form: OpForm):
         m_count = g.filter_out // g.groups
         q, first, var = ch % g.filter_in_depth, (ch // g.filter_in_depth) * m_count, "o"
         chan_domain = f"{first} <= o < {first + m_count}" if first else f"o < {m_count}"
-    a, b, m = _grid(len(ti), len(tj), m_count)
+    a, b, m = _grid(len(ti), len(tj), m_count, max_terms=max_terms)
     if form.depthwise:
         w_idx = _activation(ti[a], tj[b], q, m, "NHWC")
         w_text = _fmt("filter", ("i", "j", q, "m"))

@@ -8,11 +8,15 @@ ops in its ``PRELUDE``; the check blocks (Compare, GradCheck, AdjointCheck) call
 :data:`COMMON` that use those ops and do the float64 bookkeeping in NumPy, as the blocks do.
 
 Source values: every Tensor block's values (random fills, literal values, .npy files, images)
-are computed by GradBlocks at export time and written to a companion ``.npz`` next to the
-script (:func:`sources_path`: the script's path without ``.py`` plus ``.sources.npz``) under
-generated keys ``s0, s1, ...``: bit-exact for every fill, whatever NumPy version runs the script
-(bfloat16 stored exactly as float32 and cast back). IntVector and ShapeOf values are known
-before running and are literals.
+are computed by GradBlocks at export time and written to a companion ``.npz`` beside the script
+under generated keys ``s0, s1, ...``: bit-exact for every fill, whatever NumPy version runs the
+script (bfloat16 stored exactly as float32 and cast back). The companion is named by its content
+(:func:`companion_name`: ``<script stem>.sources.<hash12>.npz``, the hash of the keys, dtypes,
+shapes and bytes: the same canvas gives the same name) and the script loads it by that name,
+written in its ``SOURCES_FILE`` line, from the folder of its real path (symbolic links
+followed): an old script never loads new values (the CLI writes both as one set,
+:func:`engine.atomic.write_file_set`). IntVector and ShapeOf values are known before running and
+are literals.
 
 User text (ids, titles, Output names, the canvas file name) reaches the script only through
 :func:`engine.literal.literal`, as in :mod:`engine.export`; the helpers are fixed text.
@@ -23,7 +27,10 @@ with a copy of :func:`engine.npz.write_npz` (any key, never pickled).
 from __future__ import annotations
 
 import ast
+import hashlib
 import os
+import re
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
@@ -63,9 +70,9 @@ def _write_npz(path, arrays):
 
 
 def _load_sources():
-    """The canvas's source values, computed by GradBlocks at export time and written next to
-    this script (bit-exact: random fills, files and images included)."""
-    path = os.path.splitext(os.path.abspath(__file__))[0] + ".sources.npz"
+    """The canvas's source values, computed by GradBlocks at export time and written beside
+    this script's real path as SOURCES_FILE (bit-exact: random fills, files and images)."""
+    path = os.path.join(os.path.dirname(os.path.realpath(__file__)), SOURCES_FILE)
     with np.load(path, allow_pickle=False) as f:
         return {key: f[key] for key in f.files}
 
@@ -170,15 +177,89 @@ class ExportRefused(ValueError):
 
 @dataclass
 class FrameworkExport:
-    """A script's text and the source values it loads from its companion .npz."""
+    """A script's text, the source values it loads and the name of their companion .npz (a
+    file name, beside the script)."""
 
     script: str
     sources: dict[str, np.ndarray] = field(default_factory=dict)
+    companion: str = ""
 
 
-def sources_path(script_path: str | Path) -> Path:
-    """Where a script's companion source values live (the rule the script itself uses)."""
-    return Path(os.path.splitext(os.path.abspath(script_path))[0] + ".sources.npz")
+#: The line of a script naming its companion (the first line starting so), and how much of an
+#: existing script is read to find it (the line comes before the canvas's blocks).
+SOURCES_LINE = "SOURCES_FILE = "
+HEAD_BYTES = 256 * 1024
+#: Hex digits of the content hash in a companion's name.
+DIGEST_CHARS = 12
+
+
+def sources_digest(sources: Mapping[str, np.ndarray]) -> str:
+    """The content hash in a companion's name: SHA-256 of each key, dtype, shape and bytes."""
+    h = hashlib.sha256()
+    for key, value in sources.items():
+        value = np.ascontiguousarray(value)
+        head = f"{key!r} {value.dtype.str} {list(value.shape)} {value.nbytes}\n"
+        h.update(head.encode("utf-8", "surrogatepass"))
+        h.update(value.tobytes())
+    return h.hexdigest()[:DIGEST_CHARS]
+
+
+def companion_name(script_name: str, digest: str) -> str:
+    """``<script stem>.sources.<digest>.npz``: the companion of the script ``script_name``."""
+    return f"{os.path.splitext(script_name)[0]}.sources.{digest}.npz"
+
+
+def _head(script_path: str | os.PathLike) -> bytes | None:
+    """The first :data:`HEAD_BYTES` of a regular file (never waiting on a FIFO), or None."""
+    try:
+        fd = os.open(script_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except (OSError, ValueError):
+        return None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            return f.read(HEAD_BYTES) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else None
+    except OSError:
+        return None
+
+
+def named_companion(script_path: str | os.PathLike) -> str | None:
+    """The companion file name an existing script names in its ``SOURCES_FILE`` line, or None
+    (no such file, not a regular file, no such line, not a plain file name)."""
+    head = _head(script_path)
+    found = re.search(rb"^" + re.escape(SOURCES_LINE.encode()) + rb"(.*)$", head or b"",
+                      re.MULTILINE)
+    if not found:
+        return None
+    try:
+        name = ast.literal_eval(found.group(1).decode("utf-8", "surrogateescape"))
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if not isinstance(name, str) or not name or os.sep in name or name in (".", ".."):
+        return None
+    return name
+
+
+def sources_path(script_path: str | os.PathLike) -> Path:
+    """Where the script at ``script_path`` loads its source values from: the companion named in
+    it, beside its real path (the rule the script itself uses); FileNotFoundError when it names
+    none."""
+    name = named_companion(script_path)
+    if name is None:
+        raise FileNotFoundError(f"{script_path}: no {SOURCES_LINE.strip()} line naming a "
+                                "companion file")
+    return Path(os.path.realpath(script_path)).parent / name
+
+
+def owned_companions(script_path: Path) -> list[str]:
+    """The companions an existing script at ``script_path`` names that this exporter wrote for a
+    script of that name (``<stem>.sources.<hash12>.npz``, or ``<stem>.sources.npz`` of scripts
+    from before content-addressed names): what a new export there may remove."""
+    stem = re.escape(os.path.splitext(Path(script_path).name)[0])
+    name = named_companion(script_path)
+    if name and re.fullmatch(stem + rf"\.sources\.[0-9a-f]{{{DIGEST_CHARS}}}\.npz", name):
+        return [name]
+    legacy = b'+ ".sources.npz"' in (_head(script_path) or b"")
+    return [f"{os.path.splitext(Path(script_path).name)[0]}.sources.npz"] if legacy else []
 
 
 @dataclass
@@ -278,8 +359,10 @@ def refusal(plan: Plan, target: str) -> str | None:
 
 
 def export_framework_script(plan: Plan, target: str, source: str = "canvas",
-                            titles: Mapping[str, str] | None = None) -> FrameworkExport:
-    """The ``target`` script for ``plan`` (no errors) and its source values; raises
+                            titles: Mapping[str, str] | None = None,
+                            script_name: str = "script.py") -> FrameworkExport:
+    """The ``target`` script for ``plan`` (no errors) and its source values, the script to be
+    saved as ``script_name`` (a file name: its companion is named after it); raises
     :class:`ExportRefused` naming a block without a translation."""
     if plan.errors:
         raise ValueError("cannot export a canvas with problems")
@@ -297,21 +380,23 @@ def export_framework_script(plan: Plan, target: str, source: str = "canvas",
         body += ["", f"# step {index + 1} of {len(plan.steps)}"]
         body += _emitter(step.spec)(ctx, step, inputs, outputs)
     results = result_entries(plan, ctx.var)
+    companion = companion_name(script_name, sources_digest(ctx.sources))
     script = "\n".join([
         (f'"""Generated by `gradblocks export --to {target}` on {date.today().isoformat()} '
          "from the canvas file named in SOURCE."),
         "",
         (f"Recomputes every block of the canvas with {module.MODULE}'s own ops (it does not "
         "import GradBlocks)."),
-        "The source tensors' values are loaded from the companion file next to this script",
-        "(this script's name without .py, plus .sources.npz), written by the exporter: the",
-        "exact values GradBlocks used. `results` holds each Output block's value under its",
+        "The source tensors' values are loaded from the companion file named in SOURCES_FILE,",
+        "beside this script (its real path), written by the exporter with it: the exact",
+        "values GradBlocks used. `results` holds each Output block's value under its",
         "name (without Output blocks: every output under its block's title), as `gradblocks",
         "run --out` stores them. Run: python script.py [results.npz]",
         '"""',
         COMMON,
         module.PRELUDE,
         f"SOURCE = {literal(source)}",
+        f"{SOURCES_LINE}{literal(companion)}",
         "#: node id -> (block type, title, text attributes such as an Output's name), in step order",
         "BLOCKS = {",
         *blocks,
@@ -329,7 +414,7 @@ def export_framework_script(plan: Plan, target: str, source: str = "canvas",
     except SyntaxError as err:  # an emitter is broken: an engine bug, not the user's
         raise RuntimeError(f"exported script does not parse (line {err.lineno}): {err.msg}") \
             from None
-    return FrameworkExport(script, ctx.sources)
+    return FrameworkExport(script, ctx.sources, companion)
 
 
 def known_defects(plan: Plan, target: str) -> dict[str, str]:

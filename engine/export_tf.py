@@ -10,8 +10,15 @@ backprops) spreads the filter's taps out with zeros and runs it undilated (a fil
 is then read back at every dilation-th tap): equivalent formulations, each still TensorFlow's
 own answer; a grouped Conv2D's backprops run one group at a time (the CPU kernels refuse
 grouped shapes). The depthwise backprops accept dilations and ignore them (a known defect): the
-script passes them as they are, so a cross-check shows what TensorFlow really returns. SAME and VALID are passed
-as they are (TensorFlow's SAME is the canvas's definition).
+script passes them as they are, so a cross-check shows what TensorFlow really returns. SAME and
+VALID are passed as they are (TensorFlow's SAME is the canvas's definition).
+
+TensorFlow's CPU depthwise kernels (all three, every dtype) refuse unequal row and column strides
+("Current implementation only supports equal length strides in the row and column dimensions",
+TensorFlow 2.21). The script then runs the depthwise conv as the grouped Conv2D it is (one group
+per input channel, the ``[kh, kw, C, M]`` filter read as ``[kh, kw, 1, C*M]``: the same sums),
+whose CPU kernels take unequal strides; its backprops run one group at a time as above. Being
+Conv2D, these honour dilations: there is no depthwise-backprop defect to mirror.
 """
 
 from __future__ import annotations
@@ -94,7 +101,25 @@ def _dilated_filter(w, g):
     return tf.constant(out)
 
 
+def _unequal_strides(g):
+    """Whether TF's CPU depthwise kernels refuse this depthwise op (row stride != column
+    stride; they refuse it in every dtype)."""
+    return g["depthwise"] and g["strides"][0] != g["strides"][1]
+
+
+def _grouped(g):
+    """A depthwise geometry as the grouped Conv2D it is: one group per input channel, the
+    [kh, kw, C, M] filter read as [kh, kw, 1, C*M] (output channel k*M+m in both)."""
+    kh, kw, c, m = g["filter_shape"]
+    return {**g, "depthwise": False, "groups": c, "filter_shape": [kh, kw, 1, c * m]}
+
+
 def _forward(x, w, g):
+    if _unequal_strides(g):
+        # TF's CPU DepthwiseConv2dNative refuses unequal strides: the same sums as a grouped
+        # Conv2D, whose CPU kernel takes them.
+        one = _grouped(g)
+        return _forward(x, tf.reshape(_fw(w), one["filter_shape"]), one)
     op = _OPS[g["depthwise"]][0]
     attrs, w = _attrs(g), _fw(w)
     if g["depthwise"] and g["dilations"] != [1, 1]:
@@ -133,6 +158,10 @@ def _channels(t, g, part):
 
 
 def _backprop_filter(x, dy, g):
+    if _unequal_strides(g):
+        # TF's CPU DepthwiseConv2dNativeBackpropFilter refuses unequal strides: the grouped
+        # Conv2D's filter gradient (one group at a time), read back as [kh, kw, C, M].
+        return tf.reshape(_backprop_filter(x, dy, _grouped(g)), g["filter_shape"])
     if _per_group(g):
         # TF's CPU Conv2DBackpropFilter refuses grouped convolutions: one group at a time.
         parts = []
@@ -155,6 +184,11 @@ def _backprop_filter(x, dy, g):
 
 
 def _backprop_input(w, dy, g):
+    if _unequal_strides(g):
+        # TF's CPU DepthwiseConv2dNativeBackpropInput refuses unequal strides: the grouped
+        # Conv2D's input gradient (one group at a time).
+        one = _grouped(g)
+        return _backprop_input(tf.reshape(_fw(w), one["filter_shape"]), dy, one)
     if _per_group(g):
         # TF's CPU Conv2DBackpropInput refuses grouped convolutions: one group at a time.
         parts = []

@@ -6,6 +6,7 @@ import ast
 import dataclasses
 import math
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -195,7 +196,9 @@ def test_hostile_names_and_paths_survive_a_framework_script_run(tmp_path, monkey
     save_canvas(c, canvas)
     script = folder / 's"""\n#.py'
     assert cli.main(["export", str(canvas), "--to", "jax", "-o", str(script)]) == 0
-    assert (folder / 's"""\n#.sources.npz').is_file()
+    companion = export_frameworks.sources_path(script)  # named in the script, beside it
+    assert companion.parent == folder and companion.is_file()
+    assert re.fullmatch(r's"""\n#\.sources\.[0-9a-f]{12}\.npz', companion.name)
     proc = subprocess.run([sys.executable, str(script), str(tmp_path / "o.npz")],
                           capture_output=True, cwd=tmp_path, check=False)
     assert proc.returncode == 0, proc.stderr

@@ -2,11 +2,13 @@
 Pillow's own conversions, the shape is known from the header before running (EXIF rotation
 included), bad files are clear errors on ``path``; check/run/export through the CLI agree."""
 
+import io
 import json
 import os
 import struct
 import subprocess
 import sys
+import tracemalloc
 import warnings
 import zlib
 from pathlib import Path
@@ -252,3 +254,184 @@ def test_cli_check_names_a_bad_image(tmp_path):
     assert "Traceback" not in check.stderr
     meta = json.loads((tmp_path / "c.gbc.json").read_text())
     assert meta["nodes"][0]["attrs"]["fill"] == "image"
+
+
+# -- truncated files and headers that claim more than the file holds (issue 20) ---------------
+
+def encoded(array: np.ndarray, fmt: str = "JPEG", **options) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, fmt, **options)
+    return buffer.getvalue()
+
+
+NOISE = np.random.default_rng(5).integers(0, 256, (96, 128, 3), dtype=np.uint8)
+
+
+def jpeg_claiming(width: int, height: int) -> bytes:
+    """A 16 x 16 JPEG (4:2:0) whose SOF0 says ``width x height``, its scan cut to 20 bytes and
+    closed with an end marker: the issue's 745-byte "9000 x 7000" file."""
+    small = bytearray(encoded(NOISE[:16, :16]))
+    sof = small.index(b"\xff\xc0")
+    small[sof + 5:sof + 9] = struct.pack(">HH", height, width)
+    sos = small.index(b"\xff\xda")
+    header_end = sos + 2 + int.from_bytes(small[sos + 2:sos + 4], "big")
+    return bytes(small[:header_end + 20]) + b"\xff\xd9"
+
+
+def blocks_420(width: int, height: int) -> int:
+    """8 x 8 blocks of a 4:2:0 JPEG: luma at full size, two chroma planes at half."""
+    def ceil(a, b):
+        return -(-a // b)
+    return ceil(width, 8) * ceil(height, 8) + 2 * ceil(ceil(width, 2), 8) * ceil(ceil(height, 2), 8)
+
+
+def test_a_tiny_jpeg_claiming_9000_x_7000_is_refused_by_check_without_decoding(tmp_path):
+    path = tmp_path / "claims.jpg"
+    data = jpeg_claiming(9000, 7000)
+    path.write_bytes(data)
+    blocks = blocks_420(9000, 7000)
+    assert blocks == 1_477_563
+    tracemalloc.start()
+    try:
+        text = check_error(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert text == (f"path {str(path)!r}: is a truncated JPEG: the file has {len(data):,} bytes "
+                    f"but its {blocks:,} blocks of 8 x 8 pixels need at least {blocks // 8:,} "
+                    "bytes of data (its header declares 9000 x 7000 pixels; the missing ones "
+                    "would be invented): not read")
+    assert peak < 8 * 2**20  # nothing of 63 megapixels was allocated
+    with pytest.raises(InvalidArgumentError, match="is a truncated JPEG"):
+        image_source.read_image(str(path))
+
+
+def cut_with_end_marker(data: bytes, keep: int) -> bytes:
+    return data[:keep] + b"\xff\xd9"
+
+
+@pytest.mark.parametrize("options", [
+    {}, {"progressive": True}, {"restart_marker_blocks": 3}, {"subsampling": 0},
+    {"quality": 10}, {"gray": True},
+], ids=["baseline", "progressive", "restart-markers", "444", "quality10", "gray"])
+def test_a_jpeg_cut_short_and_given_an_end_marker_is_refused_at_run_time(tmp_path, options):
+    """Pillow decodes such a file, inventing the rest (gray); the same file complete runs and
+    equals Pillow's own decode."""
+    array = NOISE[:, :, 0] if options.pop("gray", False) else NOISE
+    data = encoded(array, **options)
+    whole = tmp_path / "whole.jpg"
+    whole.write_bytes(data)
+    np.testing.assert_array_equal(run_image(whole, scale="byte", dtype="float64")[0],
+                                  np.asarray(Image.open(whole).convert("RGB"), np.float64))
+    cut = tmp_path / "cut.jpg"
+    cut.write_bytes(cut_with_end_marker(data, len(data) * 2 // 3))
+    Image.open(cut).load()  # what made this an attack: Pillow decodes it without a word
+    plan = compile_canvas(image_canvas(cut))
+    assert plan.ok  # the file is large enough for its size: only decoding can tell
+    result = Executor().run(plan)
+    assert result.errors["x"] == (
+        f"path {str(cut)!r}: is a truncated JPEG: its coded data stops before its last scan "
+        f"does (cut short, then given an end marker) (its header declares 128 x 96 pixels; "
+        f"the missing ones would be invented): not read")
+
+
+def test_a_jpeg_cut_short_without_an_end_marker_is_refused_even_when_pillow_is_told_to_load_it(
+        tmp_path, monkeypatch):
+    from PIL import ImageFile
+
+    monkeypatch.setattr(ImageFile, "LOAD_TRUNCATED_IMAGES", True)  # another library's choice
+    data = encoded(NOISE)
+    path = tmp_path / "cut.jpg"
+    path.write_bytes(data[:len(data) // 2])
+    with pytest.raises(InvalidArgumentError, match="cannot decode the JPEG image .*truncated"):
+        image_source.read_image(str(path))
+
+
+def test_a_jpeg_with_bytes_after_its_end_still_runs(tmp_path):
+    path = tmp_path / "tail.jpg"
+    path.write_bytes(encoded(NOISE) + b"camera data \xff\x00\xff\xd8 after the end")
+    assert run_image(path).shape == (1, 96, 128, 3)
+
+
+def png_of_rows(width: int, height: int, rows: bytes, interlace: int = 0) -> bytes:
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, interlace)
+    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr)
+            + png_chunk(b"IDAT", zlib.compress(rows)) + png_chunk(b"IEND", b""))
+
+
+def adam7_rows(image: np.ndarray) -> bytes:
+    """The filtered rows (filter 0) of an interlaced RGB PNG of ``image``, pass by pass."""
+    out = b""
+    for x0, y0, dx, dy in ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4),
+                           (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2)):
+        part = image[y0::dy, x0::dx]
+        if part.size:
+            out += b"".join(b"\x00" + row.tobytes() for row in part)
+    return out
+
+
+def test_a_png_whose_data_ends_before_its_rows_is_refused(tmp_path):
+    """A complete zlib stream of 10 rows of 48: Pillow fills the other 38 with black."""
+    w, h = 64, 48
+    row = b"\x00" + b"\x07" * (w * 3)
+    path = tmp_path / "short.png"
+    path.write_bytes(png_of_rows(w, h, row * 10))
+    Image.open(path).load()  # Pillow says nothing
+    assert compile_canvas(image_canvas(path)).ok
+    with pytest.raises(InvalidArgumentError) as caught:
+        image_source.read_image(str(path))
+    assert str(caught.value) == (
+        f"path {str(path)!r}: is a truncated PNG: its pixel data holds {10 * (1 + 3 * w):,} "
+        f"bytes of rows but {h * (1 + 3 * w):,} are needed (its header declares 64 x 48 "
+        f"pixels; the missing ones would be invented): not read")
+    path.write_bytes(png_of_rows(w, h, row * h))
+    assert run_image(path, scale="byte").max() == 7.0
+
+
+def test_an_interlaced_png_is_counted_pass_by_pass(tmp_path):
+    image = np.random.default_rng(2).integers(0, 256, (13, 11, 3), dtype=np.uint8)
+    rows = adam7_rows(image)
+    path = tmp_path / "adam7.png"
+    path.write_bytes(png_of_rows(11, 13, rows, interlace=1))
+    np.testing.assert_array_equal(run_image(path, scale="byte", dtype="float64")[0], image)
+    path.write_bytes(png_of_rows(11, 13, rows[:-1], interlace=1))  # one byte short
+    with pytest.raises(InvalidArgumentError, match=f"holds {len(rows) - 1:,} bytes of rows but "
+                                                   f"{len(rows):,} are needed"):
+        image_source.read_image(str(path))
+
+
+def test_a_png_header_claiming_more_than_deflate_can_hold_is_refused_by_check(tmp_path):
+    path = tmp_path / "claims.png"
+    path.write_bytes(png_of_rows(8000, 7000, b"\x00" * 100))
+    size = path.stat().st_size
+    rows = 7000 * (1 + 3 * 8000)
+    assert check_error(path) == (
+        f"path {str(path)!r}: is a truncated PNG: the file has {size:,} bytes but its "
+        f"{rows:,} bytes of pixel rows compress to at least {rows // 1032:,} bytes (deflate's "
+        f"largest ratio is 1032:1) (its header declares 8000 x 7000 pixels; the missing ones "
+        f"would be invented): not read")
+
+
+def test_the_most_compressible_real_files_are_not_taken_for_truncated_ones(tmp_path):
+    """A uniform picture compressed as hard as its format allows still passes the bounds."""
+    png = tmp_path / "flat.png"
+    Image.new("RGB", (1500, 1000), (9, 9, 9)).save(png, compress_level=9)
+    assert png.stat().st_size * 1032 >= 1000 * (1 + 3 * 1500)
+    assert run_image(png, scale="byte").max() == 9.0
+    jpeg = tmp_path / "flat.jpg"
+    Image.new("L", (1600, 1200), 200).save(jpeg, quality=1)
+    assert run_image(jpeg, scale="byte", color="gray").shape == (1, 1200, 1600, 1)
+
+
+@pytest.mark.parametrize("segment", [b"\xff\xe0\x00\x00", b"\xff\xe1\x00\x01", b"\xff\xff\xff"],
+                         ids=["length-0", "length-1", "fill-bytes"])
+def test_odd_segments_before_the_frame_neither_hang_nor_hide_the_size_bound(tmp_path, segment):
+    """libjpeg skips nothing after a segment length of 0 or 1, and fill bytes before a marker:
+    the header walk does the same, so the bound still applies and a good file still runs."""
+    claims = jpeg_claiming(9000, 7000)
+    path = tmp_path / "odd.jpg"
+    path.write_bytes(claims[:2] + segment + claims[2:])
+    assert "is a truncated JPEG: the file has" in check_error(path)
+    good = encoded(NOISE)
+    path.write_bytes(good[:2] + segment + good[2:])
+    assert run_image(path).shape == (1, 96, 128, 3)
