@@ -9,8 +9,8 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.annotation_editor import TextEditDialog
 from app.placement import free_offset
-from engine import annotations
-from engine.errors import InvalidArgumentError
+from engine.base.errors import InvalidArgumentError
+from engine.graph import annotations
 
 #: Room around the blocks a new frame encloses (more on top, for its title bar).
 FRAME_MARGIN = 40.0

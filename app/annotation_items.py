@@ -15,7 +15,7 @@ from NodeGraphQt.qgraphics.node_backdrop import BackdropNodeItem
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.ngqt_private import backdrop_handle_size
-from engine.annotations import MIN_SIZE
+from engine.graph.annotations import MIN_SIZE
 
 IDENTIFIER = "gradblocks.decoration"
 EMPTY_NOTE_HINT = "(empty note: double-click to write)"

@@ -15,8 +15,8 @@ from pathlib import Path
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app import dialog_folders
-from engine.dtypes import DTYPES
-from engine.errors import InvalidArgumentError
+from engine.base.dtypes import DTYPES
+from engine.base.errors import InvalidArgumentError
 
 ERROR_STYLE = "border: 1px solid #e0503c; background: #3a1c1c;"
 AXES_BY_FORMAT = {"NHWC": ("N", "H", "W", "C"), "NCHW": ("N", "C", "H", "W")}

@@ -14,8 +14,8 @@ from app.attr_editors import AttrEditor, make_editor
 from app.input_size_hint import input_size_hint
 from app.message_label import MessageLabel
 from blocks.registry import get_spec
-from engine.errors import InvalidArgumentError
-from engine.names import MAX_TITLE
+from engine.base.errors import InvalidArgumentError
+from engine.base.names import MAX_TITLE
 
 
 def _visible(attr_spec, attrs: dict) -> bool:
@@ -280,6 +280,6 @@ class AttributePanel(QtWidgets.QWidget):
 
 def _named(label: str, attr: str, message: str) -> str:
     """A validation message in the compiler's form: ``grad.strides: <message>``, the block
-    named by its label (its title, :mod:`engine.labels`)."""
+    named by its label (its title, :mod:`engine.graph.labels`)."""
     prefix = f"{label}.{attr}: "
     return message if message.startswith(prefix) else prefix + message

@@ -7,7 +7,7 @@ Measures (medians, wall clock, offscreen unless QT_QPA_PLATFORM says otherwise):
 - edit: one attribute edit made through the attribute panel, including the re-inference of the
   whole canvas and the node updates (target < 50 ms);
 - with ``--thumbnail``: drawing the previews of every block after a run, and a node preview
-  (engine.thumbnail, pixmap, tooltip) of a 64x128x128x64 float32 tensor as an NHWC activation
+  (engine.view.thumbnail, pixmap, tooltip) of a 64x128x128x64 float32 tensor as an NHWC activation
   (signed, and all-positive, which scans the whole tensor for a negative value) and as a
   (kh, kw, in, out) filter montage (target < 50 ms each).
 
@@ -31,7 +31,7 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import app  # noqa: F401  (PySide6 refcount workaround first)
-from engine.canvas import Canvas, save_canvas
+from engine.graph.canvas import Canvas, save_canvas
 
 GROUP = 5  # blocks per gradient group
 
@@ -58,7 +58,7 @@ def big_canvas(n_blocks: int = 200) -> Canvas:
 def biggest_case_canvas() -> Canvas:
     """engine.bench's biggest case, "filter N=32 56x56x64": x, dy [32,56,56,64] float32 random
     normal sources -> Conv2DBackpropFilter 3x3x64x64 SAME."""
-    from engine.bench import CASES
+    from engine.bench.kernels import CASES
 
     case = max(CASES, key=lambda k: k.gflop())
     x_shape, y_shape = case.shapes()
@@ -259,7 +259,7 @@ def bench_thumbnails(repeat: int) -> None:
     import numpy as np
 
     from app.node_previews import THUMB_SIZE, preview_content
-    from engine.thumbnail import thumbnail
+    from engine.view.thumbnail import thumbnail
 
     big = np.random.default_rng(0).standard_normal((64, 128, 128, 64), dtype=np.float32)
     cases = (("NHWC activation, signed", big, ("N", "H", "W", "C")),

@@ -17,7 +17,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import numpy as np
 from PySide6 import QtWidgets
 
-from app.tensor_viewer import TensorViewer
+from app.viewer.tensor_viewer import TensorViewer
 
 FILTER_SHAPE = (3, 3, 64, 64)
 

@@ -1,9 +1,9 @@
 """The clipboard side of copy, paste and duplicate of blocks (with the wires between them).
 
 The clipboard holds a fragment (canvas-format JSON of the copied nodes and their inner edges,
-:meth:`engine.canvas.Canvas.fragment`) under the MIME type ``application/x-gradblocks-nodes``
+:meth:`engine.graph.canvas.Canvas.fragment`) under the MIME type ``application/x-gradblocks-nodes``
 and as text, so it can be pasted elsewhere and back. Reading it is strict: what the clipboard
-holds is checked by :func:`engine.canvas.parse_fragment` when pasted, like a file.
+holds is checked by :func:`engine.graph.canvas.parse_fragment` when pasted, like a file.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 from PySide6 import QtCore, QtGui
 
-from engine import strict_json
-from engine.canvas import FORMAT, FRAGMENT_FORMAT, MAX_FILE_BYTES, CanvasError
+from engine.graph.canvas import FORMAT, FRAGMENT_FORMAT, MAX_FILE_BYTES, CanvasError
+from engine.io import strict_json
 
 MIME = "application/x-gradblocks-nodes"
 PASTE_OFFSET = 40.0

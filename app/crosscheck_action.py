@@ -1,10 +1,11 @@
 """Run > Cross-check: the canvas against TensorFlow, PyTorch and JAX, on a worker thread.
 
 The worker runs the canvas with its own executor (the window's runs and cache are untouched)
-and :func:`engine.crosscheck.crosscheck` with the Pythons of :func:`engine.crosscheck.env_pythons`
-(this interpreter by default). The result goes to the log as a table, one entry per line: each
-row's entry is tied to its block (click it to select the block) and is an error when the row
-disagrees; then one line per framework (ran, skipped, failed) and a summary.
+and :func:`engine.export.crosscheck.crosscheck` with the Pythons of
+:func:`engine.export.crosscheck.env_pythons` (this interpreter by default). The result goes to the
+log as a table, one entry per line: each row's entry is tied to its block (click it to select the
+block) and is an error when the row disagrees; then one line per framework (ran, skipped, failed)
+and a summary.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import traceback
 
 from PySide6 import QtCore, QtGui
 
-from engine.crosscheck import FRAMEWORKS, crosscheck, env_pythons, status_lines, table_lines
-from engine.executor import Executor
+from engine.export.crosscheck import FRAMEWORKS, crosscheck, env_pythons, status_lines, table_lines
+from engine.graph.executor import Executor
 
 
 class _CrossCheckThread(QtCore.QThread):

@@ -1,6 +1,6 @@
 """Changes made on disk by someone else to the open canvas file, and the questions they raise.
 
-:class:`DiskWatch` keeps the :class:`~engine.file_stamp.FileStamp` of the file as last opened,
+:class:`DiskWatch` keeps the :class:`~engine.base.file_stamp.FileStamp` of the file as last opened,
 saved or reloaded, and tells whether the file differs now. ``ask_save_conflict`` (before Save
 writes over a changed file) and ``ask_reload`` (the window regained focus, the canvas has unsaved
 edits and the file changed) are the two dialogs; both are QMessageBox instances with named
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from PySide6 import QtWidgets
 
-from engine.file_stamp import FileStamp
+from engine.base.file_stamp import FileStamp
 
 RELOAD, OVERWRITE, SAVE_AS, CANCEL, KEEP = "reload", "overwrite", "save_as", "cancel", "keep"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import shiboken6
 from PySide6 import QtCore, QtGui
 
-from engine.canvas import Canvas
+from engine.graph.canvas import Canvas
 
 UNDO_LIMIT = 200
 

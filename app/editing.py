@@ -10,7 +10,7 @@ from PySide6 import QtCore
 from app import clipboard
 from app.files import dropped_tensor_attrs
 from app.placement import free_offset
-from engine.canvas import CanvasError, parse_fragment
+from engine.graph.canvas import CanvasError, parse_fragment
 
 
 class EditActions(QtCore.QObject):

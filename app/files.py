@@ -22,12 +22,12 @@ from PySide6 import QtCore, QtWidgets
 from app import dialog_folders, disk_watch
 from app.disk_watch import DiskWatch
 from app.document import Document
-from engine import image_source
-from engine.atomic import write_bytes_atomically
-from engine.canvas import Canvas, CanvasError, load_canvas, save_canvas
-from engine.dtypes import DTYPES, dtype_name
-from engine.errors import InvalidArgumentError
-from engine.file_stamp import FileStamp
+from engine.base.atomic import write_bytes_atomically
+from engine.base.dtypes import DTYPES, dtype_name
+from engine.base.errors import InvalidArgumentError
+from engine.base.file_stamp import FileStamp
+from engine.graph.canvas import Canvas, CanvasError, load_canvas, save_canvas
+from engine.io import image_source
 
 CANVAS_SUFFIX = ".gbc.json"
 FILE_FILTER = "GradBlocks canvas (*.gbc.json);;All files (*)"

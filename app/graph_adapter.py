@@ -27,7 +27,7 @@ from app.ngqt_private import release_view_handlers
 from app.node_classes import node_class, node_type
 from app.placement import DEFAULT_SIZE, free_offset
 from blocks.registry import REGISTRY, get_spec
-from engine.errors import InvalidArgumentError
+from engine.base.errors import InvalidArgumentError
 
 NODE_MIME = "nodegraphqt/nodes"
 _URN_NODES = re.compile(r"node:([\w.:]+)")

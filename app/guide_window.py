@@ -1,4 +1,5 @@
-"""Help > User Guide: the guide's pages (:mod:`engine.guide`, ``assets/guide/*.md``) in a window.
+"""Help > User Guide: the guide's pages (:mod:`engine.cli.guide`, ``assets/guide/*.md``) in a
+window.
 
 A QTextBrowser renders a page's Markdown; the pages are listed on the left. A relative link to
 another page opens it here (at the heading its ``#anchor`` names), a web link opens in the
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from engine import guide
+from engine.cli import guide
 
 #: Widest picture shown, in pixels (the screenshots are 1600 wide): the page's width at most,
 #: but never narrower than the minimum.
@@ -169,8 +170,9 @@ class GuideWindow(QtWidgets.QMainWindow):
         return topic or ""
 
     def _scroll_to_heading(self, topic: str | None, anchor: str) -> None:
-        """Show the heading of ``topic`` whose anchor (:func:`engine.guide.anchors`) is ``anchor`` at the top
-        (Qt's Markdown gives headings no anchors of their own); the page's top when none is."""
+        """Show the heading of ``topic`` whose anchor (:func:`engine.cli.guide.anchors`) is
+        ``anchor`` at the top (Qt's Markdown gives headings no anchors of their own); the page's top
+        when none is."""
         bar = self.browser.verticalScrollBar()
         try:
             names = guide.anchors(guide.read_page(topic)) if anchor and topic else []

@@ -1,5 +1,5 @@
 """File > Import Layer...: pick a model file, one of its conv layers, an input size and batch,
-where to save the canvas; then the canvas (engine.layer_canvas) opens.
+where to save the canvas; then the canvas (engine.graph.layer_canvas) opens.
 
 The dialog is window-modal but not blocking (``open``); problems (an unreadable model, a layer
 that cannot be translated, an input too small) show in the dialog in red, one line, and the
@@ -14,9 +14,9 @@ from PySide6 import QtCore, QtWidgets
 
 from app import dialog_folders
 from app.files import FILE_FILTER
-from engine.layer_canvas import MODEL_SUFFIXES, read_model, write_layer_canvas
-from engine.model_import import ConvLayer, ModelImportError, ModelLayers, list_rows
-from engine.names import file_stem
+from engine.base.names import file_stem
+from engine.graph.layer_canvas import MODEL_SUFFIXES, read_model, write_layer_canvas
+from engine.io.models.model_import import ConvLayer, ModelImportError, ModelLayers, list_rows
 
 MODEL_FILTER = (f"Models ({' '.join('*' + s for s in MODEL_SUFFIXES)});;"
                 "ONNX (*.onnx);;Keras (*.keras *.h5 *.hdf5);;Weights (*.safetensors *.npz);;"

@@ -8,8 +8,8 @@ import html
 from dataclasses import dataclass
 
 from blocks.registry import get_spec
-from engine.errors import InvalidArgumentError
-from engine.input_sizes import choices_text, spatial_choices
+from engine.base.errors import InvalidArgumentError
+from engine.shapes.input_sizes import choices_text, spatial_choices
 
 #: The input ports a block needs for the hint (Conv2DBackpropInput, DepthwiseBackpropInput).
 PORTS = ("input_sizes", "filter", "out_backprop")

@@ -1,6 +1,6 @@
 """The log dock: runs, timings and errors, newest last; clicking an entry selects its node.
 
-Entries read as the messages were written (blocks named by title, :mod:`engine.labels`); an
+Entries read as the messages were written (blocks named by title, :mod:`engine.graph.labels`); an
 entry tied to a block keeps the block's id as data (the click target) and shows it in the
 tooltip only.
 """

@@ -18,8 +18,9 @@ from app.attribute_panel import AttributePanel
 from app.crosscheck_action import CrossCheckAction
 from app.document import Document
 from app.editing import EditActions
-from app.explain_link import ExplainLink
-from app.explain_panel import ExplainPanel
+from app.explain.geometry_view import GeometryView
+from app.explain.link import ExplainLink
+from app.explain.panel import ExplainPanel
 from app.files import (
     CANVAS_SUFFIX,
     PITFALLS_DIR,
@@ -30,7 +31,6 @@ from app.files import (
     is_canvas_file,
 )
 from app.formatting import progress_format_literal
-from app.geometry_view import GeometryView
 from app.graph_adapter import GraphAdapter
 from app.guide_window import show_guide
 from app.help import shortcuts_html
@@ -40,9 +40,9 @@ from app.log_panel import LogPanel
 from app.node_previews import NodePreviews
 from app.palette import BlockPalette, BlockSearchPopup, TabKeyFilter
 from app.session import Session
-from app.viewer_dock import ViewerDock
+from app.viewer.dock import ViewerDock
 from app.wire_drop import WireDrop
-from engine.version import version
+from engine.base.version import version
 
 APP_NAME = "GradBlocks"
 

@@ -2,7 +2,7 @@
 its ports, and check blocks (a spec ``verdict``) a PASS / FAIL badge; View > Show Previews hides
 them (persisted in QSettings).
 
-The thumbnail is :func:`engine.thumbnail.thumbnail` of the session's output, so its pixels are
+The thumbnail is :func:`engine.view.thumbnail.thumbnail` of the session's output, so its pixels are
 the viewer's colours of the viewer's first view. A 0-D main output is shown as its value. A
 result the session drops (the block or an input changed) takes its preview with it.
 """
@@ -14,7 +14,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.node_item import BlockItem
 from blocks.registry import get_spec
-from engine.thumbnail import thumbnail, value_range
+from engine.view.thumbnail import thumbnail, value_range
 
 SETTINGS_KEY = "view/show_previews"
 #: Largest thumbnail (width, height) on a node: small enough for canvases laid out without one.

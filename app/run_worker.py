@@ -12,7 +12,7 @@ import traceback
 
 from PySide6 import QtCore
 
-from engine.executor import Executor
+from engine.graph.executor import Executor
 
 
 class _RunThread(QtCore.QThread):
@@ -83,7 +83,7 @@ class RunController(QtCore.QObject):
 
     def shutdown(self, msecs: int = 1000) -> bool:
         """Cancel the run and wait at most ``msecs`` for the worker to stop (kernels check
-        for cancellation between batch chunks, :mod:`engine.cancel`); True when no worker
+        for cancellation between batch chunks, :mod:`engine.base.cancel`); True when no worker
         thread is left running."""
         if self._thread is None:
             return True

@@ -11,8 +11,8 @@ rewritten file is noticed without an edit.
 
 Opening another canvas (or New) cancels a run of the old one; what it delivers is dropped.
 
-Log messages name blocks by title (:mod:`engine.labels`); the node id travels with each message
-as data (the ``log`` signal's third argument: the log entry's click target and tooltip).
+Log messages name blocks by title (:mod:`engine.graph.labels`); the node id travels with each
+message as data (the ``log`` signal's third argument: the log entry's click target and tooltip).
 
 Auto-run (:attr:`Session.auto_run`): after a change, when every block to recompute ran before in
 under :data:`AUTO_RUN_SECONDS` in total, a run starts by itself after :data:`AUTO_RUN_DELAY_MS`.
@@ -29,7 +29,7 @@ from app.document import Change, Document
 from app.node_decorations import Decorator, RunInfo, compute_look
 from app.run_worker import RunController
 from blocks.registry import get_spec
-from engine.labels import block_labels, label_list
+from engine.graph.labels import block_labels, label_list
 
 #: Auto-run re-runs what changed when those blocks' last runs took less than this in total.
 AUTO_RUN_SECONDS = 0.2
@@ -403,7 +403,7 @@ def _element_counts(plan) -> dict[str, int]:
 def run_summary(result, plan, canvas) -> str:
     """``"3 ok, 1 skipped (invalid: dW), 0 failed"``: blocks that ran or came from the cache,
     blocks not run (invalid in the plan, or after a failed input), and blocks that failed, named
-    by title (:mod:`engine.labels`; the id where a node is gone)."""
+    by title (:mod:`engine.graph.labels`; the id where a node is gone)."""
     labels = block_labels(canvas)
     ok = [n for n in result.times if n not in result.errors]
     after_failure = [n for n, m in result.errors.items() if m.startswith("skipped")]

@@ -4,8 +4,8 @@ Screenshot mode (the pictures of the README and the User Guide, checks): ``gradb
 --run --select NODE_ID --screenshot out.png`` opens the canvas, runs it, selects the node, saves
 a PNG of the window and exits (0 ok, 1 a block failed at run time, 2 invalid canvas or usage).
 
-Ctrl+C in the terminal: while the app starts, ``gradblocks`` (:mod:`engine.cli`) ends at once
-with one line, exit 130; once the window is up, one line and the window closes as its close
+Ctrl+C in the terminal: while the app starts, ``gradblocks`` (:mod:`engine.cli.commands`) ends at
+once with one line, exit 130; once the window is up, one line and the window closes as its close
 button closes it (unsaved work offered for saving first), then exit 130.
 """
 
@@ -25,10 +25,10 @@ from PySide6 import QtCore, QtWidgets
 from app.files import internal_error_text, load_error_line
 from app.main_window import APP_NAME, MainWindow
 from app.theme import apply_dark_theme
-from engine import accel
-from engine.canvas import CanvasError, load_canvas
-from engine.cli import EXIT_INTERRUPTED
-from engine.errors import InvalidArgumentError
+from engine.base.errors import InvalidArgumentError
+from engine.cli.commands import EXIT_INTERRUPTED
+from engine.graph.canvas import CanvasError, load_canvas
+from engine.kernels import accel
 
 SCREENSHOT_SIZE = (1600, 1000)
 

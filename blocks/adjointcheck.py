@@ -25,9 +25,9 @@ from blocks.check_support import (
 from blocks.conv import _same_dtype
 from blocks.spec import BlockSpec, PortSpec, TensorSpec
 from engine import kernels
-from engine.dtypes import to_dtype
-from engine.kernel_memory import SLACK, conv_workspace
-from engine.literal import literal
+from engine.base.dtypes import to_dtype
+from engine.base.literal import literal
+from engine.kernels.memory import SLACK, conv_workspace
 
 PORTS = ("input", "filter", "out_backprop")
 

@@ -9,9 +9,9 @@ import numpy as np
 
 from blocks.conv import CONV_ATTRS, _float_port, kernel_attrs
 from blocks.spec import AttrError, AttrSpec, TensorSpec, blame
-from engine.conv_shapes import ConvGeometry, conv2d_geometry
-from engine.dtypes import dtype_name
-from engine.errors import InvalidArgumentError
+from engine.base.dtypes import dtype_name
+from engine.base.errors import InvalidArgumentError
+from engine.shapes.conv import ConvGeometry, conv2d_geometry
 
 CONV2D, DEPTHWISE = "Conv2D", "DepthwiseConv2dNative"
 

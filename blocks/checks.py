@@ -7,8 +7,8 @@ import math
 import numpy as np
 
 from blocks.spec import AttrError, AttrSpec, BlockSpec, PortSpec, TensorSpec
-from engine.dtypes import DTYPES, RTOL
-from engine.literal import literal
+from engine.base.dtypes import DTYPES, RTOL
+from engine.base.literal import literal
 
 
 def _tolerance(a: str, b: str) -> float:

@@ -1,7 +1,7 @@
 """The six convolution blocks, each mirroring one ``tf.raw_ops`` op of :mod:`engine.kernels`.
 
 They differ only in data: the op, its ports, whether it is depthwise, and which shape rule of
-:mod:`engine.conv_shapes` gives its output. Inference and run share :func:`_conv_args`, so the
+:mod:`engine.shapes.conv` gives its output. Inference and run share :func:`_conv_args`, so the
 shape the app predicts is the shape the kernel returns.
 """
 
@@ -21,16 +21,16 @@ from blocks.spec import (
     blame,
 )
 from engine import kernels
-from engine.conv_shapes import (
+from engine.base.dtypes import DTYPES
+from engine.base.errors import InvalidArgumentError
+from engine.base.literal import literal
+from engine.kernels.memory import conv_workspace, product_bound, terms_per_output
+from engine.shapes.conv import (
     ConvGeometry,
     backprop_filter_geometry,
     backprop_input_geometry,
     conv2d_geometry,
 )
-from engine.dtypes import DTYPES
-from engine.errors import InvalidArgumentError
-from engine.kernel_memory import conv_workspace, product_bound, terms_per_output
-from engine.literal import literal
 
 _ALL4 = [1, 1, 1, 1]
 

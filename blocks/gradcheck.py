@@ -15,8 +15,8 @@ the filter element feeds (1/out_channels of a full conv, the whole batch and ima
 element: cheap for inputs, but for filters ``2 * filter size`` single-channel convolutions of the
 whole batch.
 
-A long check says how far it is (:func:`engine.cancel.progress`, one unit a checked element) and
-stops at the run's cancel (a checkpoint before each element). ``check`` warns before running
+A long check says how far it is (:func:`engine.base.cancel.progress`, one unit a checked element)
+and stops at the run's cancel (a checkpoint before each element). ``check`` warns before running
 when :func:`estimated_seconds` passes :data:`SLOW_CHECK_SECONDS` (:func:`cost_warning`).
 """
 
@@ -45,11 +45,11 @@ from blocks.conv import (
     activation_axes,
 )
 from blocks.spec import INT32_MAX, AttrError, AttrSpec, BlockSpec, PortSpec, TensorSpec
-from engine import cancel as cancellation
 from engine import kernels
-from engine.conv_shapes import ConvGeometry, conv2d_geometry
-from engine.kernel_memory import SLACK, conv_workspace
-from engine.literal import literal
+from engine.base import cancel as cancellation
+from engine.base.literal import literal
+from engine.kernels.memory import SLACK, conv_workspace
+from engine.shapes.conv import ConvGeometry, conv2d_geometry
 
 WRT = ("input", "filter")
 PORTS = ("input", "filter", "out_backprop", "gradient")
@@ -318,7 +318,7 @@ def cost_warning(attrs: dict, inputs: dict[str, TensorSpec]) -> tuple[str, str] 
 
 
 #: Block type -> the rule that warns, before running, that a block will run a long time
-#: (:func:`engine.compiler.compile_canvas` puts its message in ``Plan.warnings``).
+#: (:func:`engine.graph.compiler.compile_canvas` puts its message in ``Plan.warnings``).
 RUN_TIME_WARNINGS = {"GradCheck": cost_warning}
 
 

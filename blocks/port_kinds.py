@@ -8,7 +8,7 @@ whose kind is its input's) fits every input. When the compiler has inferred the 
 from __future__ import annotations
 
 from blocks.spec import BlockSpec, PortSpec, TensorSpec
-from engine.dtypes import DTYPES
+from engine.base.dtypes import DTYPES
 
 #: The kinds a port may declare.
 PORT_KINDS = ("any", "float", "int_vector", "bool")

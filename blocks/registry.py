@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from blocks import adjointcheck, checks, conv, gradcheck, tensors
 from blocks.spec import BlockSpec
-from engine.errors import InvalidArgumentError
+from engine.base.errors import InvalidArgumentError
 
 REGISTRY: dict[str, BlockSpec] = {
     spec.type_id: spec for module in (conv, tensors, checks, gradcheck, adjointcheck) for spec in module.SPECS

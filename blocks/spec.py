@@ -14,11 +14,11 @@ Contract of the three rules:
 - ``emit(attrs, inputs, outputs) -> [statement, ...]`` gets the same attributes and the names
   of the script variables holding each input ``{port: var}`` and to assign each output
   ``{port: var}``; it returns Python statements that compute exactly what ``run`` returns.
-  Every attribute value enters a statement through :func:`engine.literal.literal`, never by
+  Every attribute value enters a statement through :func:`engine.base.literal.literal`, never by
   formatting it directly, and the statements use only the modules named in ``imports``
   (statements such as ``from engine import kernels``) and the variables given.
 
-For the run's memory limit (:mod:`engine.memory`) a spec also declares
+For the run's memory limit (:mod:`engine.graph.budget`) a spec also declares
 ``workspace(attrs, inputs, outputs) -> bytes``, an upper bound of the memory ``run`` needs
 besides its outputs (default 0), whether its outputs are its inputs' arrays (``passthrough``:
 they add no memory), and ``size_attr(attrs)``, the attribute that sets its outputs' sizes (named
@@ -30,7 +30,7 @@ PASS or FAIL.
 
 A block that names a result (Output) declares ``result_name``, the text attribute holding the
 name its output is stored under in results files (``gradblocks run --out``, an exported
-script): the compiler checks it follows :func:`engine.result_names.result_name_problem` and is
+script): the compiler checks it follows :func:`engine.graph.result_names.result_name_problem` and is
 unique per canvas.
 """
 
@@ -45,9 +45,9 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from engine.dtypes import DTYPES
-from engine.errors import InvalidArgumentError
-from engine.names import shown, text_problem
+from engine.base.dtypes import DTYPES
+from engine.base.errors import InvalidArgumentError
+from engine.base.names import shown, text_problem
 
 ATTR_KINDS = ("enum", "int_list", "int", "float", "bool", "dtype", "shape", "path", "text",
               "values")

@@ -16,15 +16,15 @@ from blocks.spec import (
     PortSpec,
     TensorSpec,
 )
-from engine import image_source, npy
-from engine.dtypes import to_dtype
-from engine.errors import InvalidArgumentError
-from engine.literal import literal
-from engine.sources import FILLS, generate, values_array, workspace_bytes
+from engine.base.dtypes import to_dtype
+from engine.base.errors import InvalidArgumentError
+from engine.base.literal import literal
+from engine.io import image_source, npy
+from engine.io.sources import FILLS, generate, values_array, workspace_bytes
 
 _SHAPED = tuple(f for f in FILLS if f not in ("values", "file"))
-#: The Tensor block's fills: those of :mod:`engine.sources` and a PNG/JPEG ``image``
-#: (:mod:`engine.image_source`).
+#: The Tensor block's fills: those of :mod:`engine.io.sources` and a PNG/JPEG ``image``
+#: (:mod:`engine.io.image_source`).
 TENSOR_FILLS = (*FILLS, "image")
 _IMAGE_ATTRS = ("color", "scale", "data_format")
 
@@ -155,7 +155,7 @@ TENSOR = BlockSpec(
                  doc="NHWC: shape [1, H, W, C]; NCHW: shape [1, C, H, W]."),
     ),
     infer=_tensor_infer, run=_tensor_run, emit=_tensor_emit,
-    imports=("from engine import image_source", "from engine import sources"),
+    imports=("from engine.io import image_source", "from engine.io import sources"),
     workspace=_tensor_workspace,
     size_attr=_tensor_size_attr,
 )

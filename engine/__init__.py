@@ -4,7 +4,7 @@
 imported on first use so that ``import engine`` stays light.
 """
 
-from engine.runtime import configure as _configure
+from engine.base.runtime import configure as _configure
 
 _configure()
 

@@ -13,7 +13,7 @@
     c.save("grad.gbc.json")
     engine.load("grad.gbc.json")
 
-Every mistake is an :class:`~engine.errors.InvalidArgumentError` naming what is wrong: an
+Every mistake is an :class:`~engine.base.errors.InvalidArgumentError` naming what is wrong: an
 unknown block type (the known ones listed), a bad attribute (block and attribute named), a bad
 port reference (the block's ports listed), an argument of the wrong type (one line: the
 argument, what it must be, what it is; never a NumPy or Pillow traceback). ``check`` never
@@ -29,8 +29,8 @@ Relative ``path`` attributes (.npy files, images) are relative to the canvas fil
 the canvas was loaded or saved, before that to the working directory.
 
 :func:`picture` is a tensor as a Pillow image: the viewer's default slice or filter montage in
-its colour map (:func:`engine.thumbnail.thumbnail`), which Jupyter shows inline. It takes a NumPy
-array or a (nested) list of bool, integer or float numbers; masked arrays are refused (their
+its colour map (:func:`engine.view.thumbnail.thumbnail`), which Jupyter shows inline. It takes a
+NumPy array or a (nested) list of bool, integer or float numbers; masked arrays are refused (their
 mask would be ignored: pass ``a.filled(value)``), as are complex, object, text, date and
 structured arrays, ragged lists and sizes outside 1..:data:`MAX_PICTURE_SIDE`.
 """
@@ -47,15 +47,15 @@ import numpy as np
 
 from blocks.registry import get_spec
 from blocks.spec import AttrError, BlockSpec
-from engine.canvas import Canvas, load_canvas, save_canvas
-from engine.compiler import DEFAULT_MEMORY_LIMIT, Plan
-from engine.errors import InvalidArgumentError
-from engine.executor import Executor, RunResult
-from engine.memory import limit_bytes
-from engine.names import id_problem, shown
-from engine.report import check_rows, html_table, problem_lines, run_rows, text_table
-from engine.result_names import result_keys
-from engine.thumbnail import thumbnail
+from engine.base.errors import InvalidArgumentError
+from engine.base.names import id_problem, shown
+from engine.graph.budget import limit_bytes
+from engine.graph.canvas import Canvas, load_canvas, save_canvas
+from engine.graph.compiler import DEFAULT_MEMORY_LIMIT, Plan
+from engine.graph.executor import Executor, RunResult
+from engine.graph.report import check_rows, html_table, problem_lines, run_rows, text_table
+from engine.graph.result_names import result_keys
+from engine.view.thumbnail import thumbnail
 
 #: Default (width, height) of a :func:`picture`.
 PICTURE_SIZE = (512, 384)
@@ -212,7 +212,7 @@ class CheckReport:
 class Results(Mapping):
     """The arrays a run made, by ``"node.port"`` (what iteration gives). A key may also be a
     node id (its main output: the pictured one, else the first), a block's label (its title,
-    see :mod:`engine.labels`) with or without ``.port``, or a name ``gradblocks run --out``
+    see :mod:`engine.graph.labels`) with or without ``.port``, or a name ``gradblocks run --out``
     stores (an Output block's name): see :attr:`named`."""
 
     def __init__(self, plan: Plan, result: RunResult):
@@ -289,12 +289,13 @@ class Results(Mapping):
 
 class NotebookCanvas:
     """A canvas built and run from Python (see the module docstring). ``canvas`` is the
-    :class:`engine.canvas.Canvas` itself; ``base_dir`` the folder relative paths start from."""
+    :class:`engine.graph.canvas.Canvas` itself; ``base_dir`` the folder relative paths start
+    from."""
 
     def __init__(self, canvas: Canvas | None = None, base_dir: str | os.PathLike | None = None,
                  memory_limit: int = DEFAULT_MEMORY_LIMIT):
         if canvas is not None and not isinstance(canvas, Canvas):
-            raise _bad("canvas", "None or an engine.canvas.Canvas", canvas)
+            raise _bad("canvas", "None or an engine.graph.canvas.Canvas", canvas)
         self.canvas = canvas if canvas is not None else Canvas()
         self.base_dir = _path_argument(base_dir, "base_dir") if base_dir is not None else None
         try:
@@ -437,7 +438,7 @@ def picture(array: Any, axes: tuple[str, ...] | None = None,
             size: tuple[int, int] = PICTURE_SIZE):
     """A Pillow RGB image of ``array``: the viewer's default slice or filter montage in its
     colour map, within ``size`` (width, height) pixels, cells drawn as squares of whole pixels
-    (:func:`engine.thumbnail.thumbnail`; ``axes`` names the axes, e.g. ("kh", "kw", "in",
+    (:func:`engine.view.thumbnail.thumbnail`; ``axes`` names the axes, e.g. ("kh", "kw", "in",
     "out") for a filter); montage separators are :data:`PICTURE_BACKGROUND`. Arguments are
     checked first (see the module docstring): a bad one is an InvalidArgumentError naming it."""
     from PIL import Image
@@ -456,7 +457,7 @@ def picture(array: Any, axes: tuple[str, ...] | None = None,
 
 def _read_only_view(array: np.ndarray) -> np.ndarray:
     """A view of ``array`` that cannot be written nor made writeable (its base is read-only:
-    the executor's cache, :mod:`engine.executor`)."""
+    the executor's cache, :mod:`engine.graph.executor`)."""
     if not isinstance(array, np.ndarray):
         return array
     view = array.view()

@@ -16,7 +16,7 @@ pytest.importorskip("NodeGraphQt")
 from PySide6 import QtCore, QtGui, QtWidgets
 
 import app  # noqa: F401  (PySide6 refcount workaround before any Qt call)
-from engine.canvas import Canvas
+from engine.graph.canvas import Canvas
 
 
 def grad_canvas() -> Canvas:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from engine.canvas import Canvas, save_canvas
+from engine.graph.canvas import Canvas, save_canvas
 
 REPO = Path(__file__).parents[1]
 ENV_VARS = {"tensorflow": "GRADBLOCKS_TF_PYTHON", "pytorch": "GRADBLOCKS_TORCH_PYTHON",

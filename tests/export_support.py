@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.compiler import Plan
-from engine.dtypes import DTYPES
-from engine.executor import Executor
-from engine.result_names import result_keys
+from engine.base.dtypes import DTYPES
+from engine.graph.compiler import Plan
+from engine.graph.executor import Executor
+from engine.graph.result_names import result_keys
 
 REPO = Path(__file__).parents[1]
 

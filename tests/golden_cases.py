@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from engine import kernels
-from engine.dtypes import to_dtype
+from engine.base.dtypes import to_dtype
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = json.loads((GOLDEN / "cases.json").read_text())["cases"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.canvas import Canvas, dumps
+from engine.graph.canvas import Canvas, dumps
 
 PITFALLS_DIR = Path(__file__).resolve().parents[1] / "assets" / "examples" / "pitfalls"
 

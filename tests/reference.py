@@ -2,8 +2,8 @@
 
 Everything is float64 on NHWC; NCHW arrays are transposed in and out. Output sizes and paddings
 come from :func:`geometry`, written here from TensorFlow's documented definition (not from
-engine.padding / engine.conv_shapes; tests/test_reference_geometry.py compares the two), and the
-arithmetic shares no code with the kernels.
+engine.shapes.padding / engine.shapes.conv; tests/test_reference_geometry.py compares the two), and
+the arithmetic shares no code with the kernels.
 """
 
 from __future__ import annotations

@@ -8,10 +8,10 @@ import pytest
 
 from blocks.check_support import CHECK_TOLERANCE
 from engine import kernels
-from engine.canvas import Canvas
-from engine.compiler import compile_canvas
-from engine.conv_shapes import conv2d_geometry
-from engine.executor import Executor
+from engine.graph.canvas import Canvas
+from engine.graph.compiler import compile_canvas
+from engine.graph.executor import Executor
+from engine.shapes.conv import conv2d_geometry
 
 FILTERS = {"Conv2D": [3, 2, 4, 3], "DepthwiseConv2dNative": [3, 2, 4, 2]}
 GEOMETRIES = [

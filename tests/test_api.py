@@ -14,9 +14,9 @@ from PIL import Image
 
 import engine
 from engine import api
-from engine.canvas import load_canvas
-from engine.errors import InvalidArgumentError
-from engine.thumbnail import thumbnail
+from engine.base.errors import InvalidArgumentError
+from engine.graph.canvas import load_canvas
+from engine.view.thumbnail import thumbnail
 
 ROOT = Path(__file__).resolve().parent.parent
 

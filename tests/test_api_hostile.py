@@ -17,8 +17,8 @@ import pytest
 
 import engine
 from engine import api
-from engine.canvas import Canvas
-from engine.errors import InvalidArgumentError
+from engine.base.errors import InvalidArgumentError
+from engine.graph.canvas import Canvas
 
 
 def small() -> api.NotebookCanvas:

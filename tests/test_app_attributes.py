@@ -14,7 +14,7 @@ QtCore = pytest.importorskip("PySide6.QtCore")
 from PySide6 import QtWidgets
 
 from blocks.registry import get_spec
-from engine.canvas import Canvas
+from engine.graph.canvas import Canvas
 
 
 @pytest.fixture
@@ -190,7 +190,7 @@ def test_path_editor_uses_file_picker_relative_to_canvas(qtbot, tmp_path, monkey
     np.save(data / "x.npy", np.arange(50, dtype=np.float32).reshape(1, 5, 5, 2))
     c = Canvas()
     c.add_node("Tensor", id="x", attrs={"fill": "file"})
-    from engine.canvas import save_canvas
+    from engine.graph.canvas import save_canvas
 
     save_canvas(c, tmp_path / "c.gbc.json")
     w = make_window(qtbot, tmp_path)

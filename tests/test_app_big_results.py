@@ -12,7 +12,7 @@ from tests.test_app_stale import press_run
 
 QtCore = pytest.importorskip("PySide6.QtCore")
 
-from app import tensor_viewer, viewer_dock
+from app.viewer import dock, tensor_viewer
 
 
 def test_a_big_result_is_summarized_on_a_worker_thread_then_shown(qtbot, grad_window,
@@ -23,10 +23,10 @@ def test_a_big_result_is_summarized_on_a_worker_thread_then_shown(qtbot, grad_wi
     direct = (w.viewer_dock.viewer.stats_label.text(),
               w.viewer_dock.viewer.hist_counts.copy(), w.viewer_dock.viewer.hist_edges.copy())
     w.adapter.select([])
-    monkeypatch.setattr(viewer_dock, "BACKGROUND_ELEMENTS", 10)  # x (50 values) counts as big
+    monkeypatch.setattr(dock, "BACKGROUND_ELEMENTS", 10)  # x (50 values) counts as big
     threads = []
     real = tensor_viewer.summarize
-    monkeypatch.setattr(viewer_dock, "summarize",
+    monkeypatch.setattr(dock, "summarize",
                         lambda a: threads.append(threading.current_thread()) or real(a))
     w.adapter.select(["x"])
     assert "computing the statistics of 50 values" in w.viewer_dock.caption.text()
@@ -56,10 +56,10 @@ def test_comparing_two_big_results_computes_their_numbers_on_a_worker_thread(qtb
     direct = viewer.stats_label.text()
     assert "max abs error" in direct
     w.adapter.select([])
-    monkeypatch.setattr(viewer_dock, "BACKGROUND_ELEMENTS", 10)  # x, dy (50 values) are big
+    monkeypatch.setattr(dock, "BACKGROUND_ELEMENTS", 10)  # x, dy (50 values) are big
     threads = []
     real = tensor_viewer.summarize_pair
-    monkeypatch.setattr(viewer_dock, "summarize_pair",
+    monkeypatch.setattr(dock, "summarize_pair",
                         lambda a, b: threads.append(threading.current_thread()) or real(a, b))
     w.adapter.select(["x", "dy"])
     assert "computing the comparison of 2 × 50 values" in w.viewer_dock.caption.text()
@@ -78,7 +78,7 @@ sys.path.insert(0, sys.argv[1])
 import app
 from PySide6 import QtCore, QtWidgets
 qapp = QtWidgets.QApplication([])
-from app import viewer_dock
+from app.viewer import dock as viewer_dock
 from app.main_window import MainWindow
 from tests.app_support import grad_canvas
 viewer_dock.BACKGROUND_ELEMENTS = 10

@@ -68,7 +68,7 @@ def test_ctrl_hint_is_cleared_on_focus_out_and_deactivation(qtbot, grad_window, 
 
 
 def narrow_canvas(long_title: str = "s"):
-    from engine.canvas import Canvas
+    from engine.graph.canvas import Canvas
 
     c = Canvas()
     c.add_node("Tensor", pos=(0, 0), id="x", attrs={"shape": [1, 5, 5, 2]})

@@ -17,7 +17,7 @@ from tests.app_support import make_window, no_dialogs
 
 QtCore = pytest.importorskip("PySide6.QtCore")
 
-from engine import conv_compute
+from engine.kernels import compute
 from tests.test_executor_cache import big_grad_canvas
 
 CHUNKS = 48  # one image per chunk
@@ -25,7 +25,7 @@ CHUNKS = 48  # one image per chunk
 
 def slow_chunks(monkeypatch, started: threading.Event, seen: list) -> None:
     """Each batch chunk of the filter gradient takes 0.2 s (48 chunks: ~10 s uncancelled)."""
-    real = conv_compute._backprop_filter_chunk
+    real = compute._backprop_filter_chunk
 
     def chunk(*args):
         seen.append(1)
@@ -33,8 +33,8 @@ def slow_chunks(monkeypatch, started: threading.Event, seen: list) -> None:
         time.sleep(0.2)
         return real(*args)
 
-    monkeypatch.setattr(conv_compute, "_backprop_filter_chunk", chunk)
-    monkeypatch.setattr(conv_compute, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(compute, "_backprop_filter_chunk", chunk)
+    monkeypatch.setattr(compute, "CHUNK_BYTES", 1)
     monkeypatch.setenv("GRADBLOCKS_KERNELS", "numpy")  # these chunks are the NumPy path's
 
 
@@ -66,7 +66,7 @@ SCRIPT = textwrap.dedent("""
     sys.path.insert(0, {root!r})
     import app
     from PySide6 import QtCore, QtWidgets
-    from engine import conv_compute
+    from engine.kernels import compute as conv_compute
     from tests.test_executor_cache import big_grad_canvas
     from app.main_window import MainWindow
 

@@ -11,7 +11,7 @@ from PySide6 import QtTest
 
 from app import crosscheck_action
 from app.log_panel import LEVEL_ROLE
-from engine import crosscheck, export_frameworks
+from engine.export import crosscheck, frameworks
 from tests.app_support import focus_canvas
 from tests.test_crosscheck import _fake
 
@@ -24,7 +24,7 @@ def _menu_action(window, menu: str, text: str):
 
 def test_cross_check_logs_the_table_and_marks_the_disagreeing_block(qtbot, grad_window,
                                                                     monkeypatch):
-    monkeypatch.setitem(export_frameworks.TARGETS, "fakefw", _fake("fakefw", "numpy"))
+    monkeypatch.setitem(frameworks.TARGETS, "fakefw", _fake("fakefw", "numpy"))
     monkeypatch.setattr(crosscheck_action, "FRAMEWORKS", ("fakefw",))
     monkeypatch.setattr(crosscheck, "FRAMEWORKS", ("fakefw",))
     w = grad_window
@@ -58,7 +58,7 @@ def test_cross_check_logs_the_table_and_marks_the_disagreeing_block(qtbot, grad_
 
 def test_frameworks_that_are_not_installed_are_listed_as_skipped(qtbot, grad_window,
                                                                  monkeypatch):
-    monkeypatch.setitem(export_frameworks.TARGETS, "absentfw",
+    monkeypatch.setitem(frameworks.TARGETS, "absentfw",
                         _fake("absentfw", "gradblocks_no_such_framework"))
     monkeypatch.setattr(crosscheck_action, "FRAMEWORKS", ("absentfw",))
     w = grad_window

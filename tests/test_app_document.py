@@ -9,7 +9,7 @@ from tests.app_support import grad_canvas
 pytest.importorskip("PySide6")
 
 from app.document import Document
-from engine.errors import InvalidArgumentError
+from engine.base.errors import InvalidArgumentError
 
 
 def test_edit_undo_redo_and_modified_state(qapp):

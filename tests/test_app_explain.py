@@ -3,17 +3,17 @@ gradient block, click an element of the viewer's image (or right-click > Explain
 read the panel (formula, term count, sum vs value, outlined contributing cells); click an input
 element in the panel (or in the viewer showing an input) and see every output element it feeds.
 
-Expected values come from engine.explain.explain_element; the reverse sets are enumerated here
-from explain_element over every output element (not from engine.explain_reverse), and marked
+Expected values come from engine.explain.terms.explain_element; the reverse sets are enumerated here
+from explain_element over every output element (not from engine.explain.reverse), and marked
 cells are mapped back to tensor indices through the picture's own pixel_index."""
 
 import numpy as np
 import pytest
 from PySide6 import QtCore, QtWidgets
 
-from engine.canvas import Canvas
-from engine.dtypes import RTOL
-from engine.explain import explain_element
+from engine.base.dtypes import RTOL
+from engine.explain.terms import explain_element
+from engine.graph.canvas import Canvas
 from tests.app_support import make_window, wait_run
 
 Qt = QtCore.Qt
@@ -269,9 +269,9 @@ def test_the_table_is_capped_and_copy_takes_every_term(qtbot, tmp_path, monkeypa
 
 
 def test_explain_shot_writes_the_panel_picture(qapp, tmp_path):
-    """``python -m app.explain_shot`` (the README's picture) explains the element and saves the
+    """``python -m app.explain.shot`` (the README's picture) explains the element and saves the
     panel; a bad node is exit 2."""
-    from app.explain_shot import main
+    from app.explain.shot import main
     from app.files import example_files
 
     example = next(p for p in example_files() if p.name.startswith(EXAMPLE))

@@ -8,7 +8,7 @@ import pytest
 from PySide6 import QtCore, QtGui, QtTest, QtWidgets
 
 from app.annotation_items import rgb
-from engine.canvas import dumps, load_canvas
+from engine.graph.canvas import dumps, load_canvas
 from tests.app_support import drag, focus_canvas, make_window, mouse
 
 
@@ -286,6 +286,6 @@ def test_select_all_copy_paste_duplicates_blocks_frames_and_notes_and_undo_resto
 
 
 def load_canvas_text(text: str):
-    from engine.canvas import Canvas
+    from engine.graph.canvas import Canvas
 
     return Canvas.from_json(json.loads(text))

@@ -5,7 +5,7 @@ import numpy as np
 from PIL import Image
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from engine.geometry_render import TAP_ON
+from engine.explain.geometry_render import TAP_ON
 from tests.app_support import mouse, view_point
 
 

@@ -8,7 +8,7 @@ from PySide6.QtCore import Qt
 
 from blocks.registry import REGISTRY
 from engine import kernels
-from engine.canvas import Canvas
+from engine.graph.canvas import Canvas
 from tests.app_support import focus_canvas
 from tests.test_app_input_size_hint import click_block
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.guide_window import OBJECT_NAME, GuideWindow, caption_missing_pictures
-from engine import guide
+from engine.cli import guide
 
 
 def open_guide(qtbot, window) -> GuideWindow:

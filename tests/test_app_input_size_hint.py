@@ -51,7 +51,7 @@ def test_selecting_a_backprop_input_block_lists_the_consistent_input_sizes(qtbot
 
 
 def test_the_depthwise_backprop_input_block_gets_the_line_too(qtbot, window):
-    from engine.canvas import Canvas
+    from engine.graph.canvas import Canvas
 
     canvas = Canvas()
     canvas.add_node("IntVector", (0, 0), {"values": [1, 9, 9, 2]}, id="sizes")

@@ -13,8 +13,8 @@ QtCore = pytest.importorskip("PySide6.QtCore")
 from PySide6 import QtWidgets
 
 from app.node_previews import SETTINGS_KEY, STALE_OPACITY, THUMB_SIZE, preview_of
-from engine.canvas import Canvas
-from engine.thumbnail import thumbnail, thumbnail_view
+from engine.graph.canvas import Canvas
+from engine.view.thumbnail import thumbnail, thumbnail_view
 
 Qt = QtCore.Qt
 

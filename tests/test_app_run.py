@@ -13,7 +13,7 @@ from tests.app_support import close_window, grad_canvas, make_window, no_dialogs
 QtCore = pytest.importorskip("PySide6.QtCore")
 
 from engine import kernels
-from engine.canvas import Canvas
+from engine.graph.canvas import Canvas
 
 
 def test_run_shows_results_on_nodes_and_in_viewer(qtbot, grad_window):

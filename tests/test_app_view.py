@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.canvas import Canvas, save_canvas
+from engine.graph.canvas import Canvas, save_canvas
 from tests.app_support import focus_canvas, grad_canvas
 
 QtCore = pytest.importorskip("PySide6.QtCore")
@@ -160,7 +160,7 @@ def test_fit_all_shows_a_canvas_too_big_for_the_readable_zoom_while_opening_does
         qtbot, window):
     """Opening a big canvas shows its top-left part at the readable zoom; F (Fit All) then
     shows every block, below that zoom, because the user asked to see everything."""
-    from engine.canvas import Canvas
+    from engine.graph.canvas import Canvas
 
     c = Canvas()
     for i in range(6):

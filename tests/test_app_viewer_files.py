@@ -12,7 +12,7 @@ pytest.importorskip("NodeGraphQt")
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app.tensor_viewer import TensorViewer
+from app.viewer.tensor_viewer import TensorViewer
 
 
 @pytest.fixture
@@ -59,9 +59,9 @@ def test_a_failed_npy_save_keeps_the_old_file(qtbot, viewer, tmp_path, monkeypat
     def full(*_args):
         raise OSError(28, "No space left on device")
 
-    import engine.atomic
+    import engine.base.atomic
 
-    monkeypatch.setattr(engine.atomic.os, "fsync", full)
+    monkeypatch.setattr(engine.base.atomic.os, "fsync", full)
     qtbot.mouseClick(viewer.npy_button, QtCore.Qt.LeftButton)
     assert path.read_bytes() == b"old" and os.listdir(tmp_path) == ["t.npy"]
     assert warned and "No space left" in warned[0]

@@ -1,4 +1,4 @@
-"""engine.atomic: a save never destroys what it does not own (permission bits, symbolic links)
+"""engine.base.atomic: a save never destroys what it does not own (permission bits, symbolic links)
 and leaves no temporary file behind when it fails."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import atomic, cli
-from engine.canvas import Canvas, load_canvas, save_canvas
+from engine.base import atomic
+from engine.cli import commands
+from engine.graph.canvas import Canvas, load_canvas, save_canvas
 
 
 def _temps(folder: Path) -> list[str]:
@@ -100,7 +101,7 @@ def test_cli_out_through_a_symlink_writes_the_target(tmp_path):
     target.chmod(0o640)
     link = tmp_path / "r.npz"
     link.symlink_to(target)
-    assert cli.main(["run", str(canvas), "--out", str(link)]) == 0
+    assert commands.main(["run", str(canvas), "--out", str(link)]) == 0
     assert link.is_symlink() and (target.stat().st_mode & 0o777) == 0o640
     assert np.load(target)["t"].tolist() == [1.0, 1.0]
 

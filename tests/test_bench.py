@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from engine import bench
+from engine.bench import kernels as bench
 
 
 def test_paired_timing_alternates_warmed_up_rounds(monkeypatch):
@@ -135,3 +135,14 @@ def test_depthwise_forward_and_input_cases_are_compared_at_both_strides():
     assert len(dw) == len(ops) == 16
     assert {c.op for c in dw} == {"DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput"}
     assert {c.stride for c in dw} == {1, 2}
+
+
+def test_python_m_engine_bench_runs_the_kernel_benchmark():
+    """``python -m engine.bench`` (the package's __main__) is the kernels' benchmark."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "engine.bench", "--help"], capture_output=True,
+                          text=True, check=False, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: python -m engine.bench [-h] [--compare]")

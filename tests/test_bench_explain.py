@@ -1,10 +1,10 @@
 """The explain benchmark runs every op on its layer (timing itself is never asserted)."""
 
-from engine import bench_explain
+from engine.bench import explain
 
 
 def test_every_op_is_explained_with_its_term_count():
-    table = bench_explain.rows(batch=2, repeat=1, size=5, depth=4)
+    table = explain.rows(batch=2, repeat=1, size=5, depth=4)
     assert table[0] == ["op", "terms", "explain ms", "sum ms", "json ms"]
     terms = {row[0]: int(row[1]) for row in table[1:]}
     # 3x3 taps x 4 channels; depthwise 3x3 taps; the centre tap's gradient: 2 x 5 x 5 positions
@@ -14,7 +14,7 @@ def test_every_op_is_explained_with_its_term_count():
 
 
 def test_main_prints_the_table(capsys):
-    assert bench_explain.main(["--batch", "1", "--repeat", "1"]) == 0
+    assert explain.main(["--batch", "1", "--repeat", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["op", "terms", "explain", "ms", "sum", "ms", "json", "ms"]
     assert len(lines) == 7

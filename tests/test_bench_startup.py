@@ -9,7 +9,7 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "assets" / "examples" / \
 
 
 def test_bench_startup_prints_each_command_with_its_target_and_no_scipy():
-    out = subprocess.run([sys.executable, "-m", "engine.bench_startup", "--runs", "1",
+    out = subprocess.run([sys.executable, "-m", "engine.bench.startup", "--runs", "1",
                           str(EXAMPLE)], capture_output=True, text=True, check=True).stdout
     lines = out.splitlines()
     assert lines[0].startswith("start-up, wall seconds over 1 fresh processes")
@@ -26,7 +26,7 @@ def test_bench_startup_prints_each_command_with_its_target_and_no_scipy():
 def test_a_failing_check_fails_the_benchmark_loudly(tmp_path):
     bad = tmp_path / "bad.gbc.json"
     bad.write_text("{")
-    run = subprocess.run([sys.executable, "-m", "engine.bench_startup", "--runs", "1", str(bad)],
+    run = subprocess.run([sys.executable, "-m", "engine.bench.startup", "--runs", "1", str(bad)],
                          capture_output=True, text=True, check=False)
     assert run.returncode == 1
     assert "gradblocks check bad.gbc.json: exited with status" in run.stderr
@@ -43,3 +43,12 @@ def test_check_loads_neither_scipy_nor_pillow():
     run = subprocess.run([sys.executable, "-c", code, str(EXAMPLE)], capture_output=True,
                          text=True, check=True)
     assert run.stderr.strip().splitlines()[-1] == "[] True"
+
+
+def test_the_default_example_is_a_shipped_canvas():
+    """Without EXAMPLE the benchmark checks a canvas of assets/examples (found from its own
+    place, engine/bench/startup.py)."""
+    from engine.bench import startup
+
+    assert startup.DEFAULT_EXAMPLE.is_file()
+    assert startup.DEFAULT_EXAMPLE.parent == EXAMPLE.parent

@@ -5,7 +5,7 @@ import pytest
 
 from blocks.registry import REGISTRY, categories, get_spec
 from blocks.spec import AttrError, TensorSpec
-from engine.errors import InvalidArgumentError
+from engine.base.errors import InvalidArgumentError
 
 MAIN = ("Conv2DBackpropFilter", "Conv2DBackpropInput", "DepthwiseBackpropFilter")
 

@@ -1,4 +1,4 @@
-"""engine.buffers: zeroed buffers and contiguous operand copies made on all cores."""
+"""engine.kernels.buffers: zeroed buffers and contiguous operand copies made on all cores."""
 
 import threading
 
@@ -6,7 +6,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from engine import buffers, parallel
+from engine.kernels import buffers, parallel
 
 
 def test_zeroed_is_zero_whatever_the_allocator_hands_back():

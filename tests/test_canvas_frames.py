@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.canvas import Canvas, CanvasError, dumps, load_canvas, save_canvas
-from engine.errors import InvalidArgumentError
+from engine.base.errors import InvalidArgumentError
+from engine.graph.canvas import Canvas, CanvasError, dumps, load_canvas, save_canvas
 
 V1_EXAMPLES = sorted((Path(__file__).parent / "data" / "v1_examples").glob("*.gbc.json"))
 

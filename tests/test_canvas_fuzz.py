@@ -18,9 +18,9 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from engine.canvas import Canvas, CanvasError, load_canvas
-from engine.compiler import compile_canvas
-from engine.executor import Executor
+from engine.graph.canvas import Canvas, CanvasError, load_canvas
+from engine.graph.compiler import compile_canvas
+from engine.graph.executor import Executor
 
 EXAMPLE_FILES = sorted((Path(__file__).parents[1] / "assets" / "examples").glob("*.gbc.json"))
 EXAMPLES = {p.name: json.loads(p.read_text(encoding="utf-8")) for p in EXAMPLE_FILES}

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.canvas import MAX_FILE_BYTES, Canvas, CanvasError, dumps, load_canvas, save_canvas
-from engine.errors import InvalidArgumentError
+from engine.base.errors import InvalidArgumentError
+from engine.graph.canvas import MAX_FILE_BYTES, Canvas, CanvasError, dumps, load_canvas, save_canvas
 
 EXAMPLE = Path(__file__).parents[1] / "assets" / "examples" / "enuspace_style.gbc.json"
 BASE = json.loads(EXAMPLE.read_text(encoding="utf-8"))

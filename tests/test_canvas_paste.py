@@ -8,7 +8,7 @@ import copy
 
 import pytest
 
-from engine.canvas import MAX_COORD, Canvas, CanvasError, dumps, parse_fragment
+from engine.graph.canvas import MAX_COORD, Canvas, CanvasError, dumps, parse_fragment
 
 
 def grad_canvas() -> Canvas:

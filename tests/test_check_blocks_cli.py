@@ -8,10 +8,10 @@ import sys
 
 import numpy as np
 
-from engine.canvas import save_canvas
-from engine.compiler import compile_canvas
-from engine.executor import Executor
-from engine.export import export_script
+from engine.export.to_numpy import export_script
+from engine.graph.canvas import save_canvas
+from engine.graph.compiler import compile_canvas
+from engine.graph.executor import Executor
 from tests.export_support import (
     REPO,
     assert_bitwise_equal,

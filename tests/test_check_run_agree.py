@@ -9,10 +9,10 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.canvas import Canvas
-from engine.compiler import compile_canvas
-from engine.dtypes import dtype_name
-from engine.executor import Executor
+from engine.base.dtypes import dtype_name
+from engine.graph.canvas import Canvas
+from engine.graph.compiler import compile_canvas
+from engine.graph.executor import Executor
 
 DTYPES = ["float16", "bfloat16", "float32", "float64"]
 FILLS = ["zeros", "ones", "arange", "random_normal", "random_uniform", "values", "file"]

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.canvas import load_canvas, save_canvas
 from engine.cli import main
-from engine.compiler import compile_canvas
-from engine.executor import Executor
+from engine.graph.canvas import load_canvas, save_canvas
+from engine.graph.compiler import compile_canvas
+from engine.graph.executor import Executor
 
 EXAMPLES = sorted((Path(__file__).parents[1] / "assets" / "examples").glob("*.gbc.json"))
 
@@ -101,19 +101,19 @@ def test_block_failing_at_run_time_exits_1(tmp_path, capsys):
     c.add_node("Tensor", attrs={"fill": "file", "path": "a.npy"}, id="f")
     path = tmp_path / "c.gbc.json"
     save_canvas(c, path)
-    from engine import cli
+    from engine.cli import commands
 
-    real = cli.Executor.run
+    real = commands.Executor.run
 
     def run_after_breaking_file(self, plan, **kw):
         (tmp_path / "a.npy").write_bytes(b"not npy any more")
         return real(self, plan, **kw)
 
-    cli.Executor.run = run_after_breaking_file
+    commands.Executor.run = run_after_breaking_file
     try:
         assert main(["run", str(path)]) == 1
     finally:
-        cli.Executor.run = real
+        commands.Executor.run = real
     err = capsys.readouterr().err
     assert "1 block(s) failed" in err and "f: " in err and "Traceback" not in err
 

@@ -13,9 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import atomic, cli
-from engine.canvas import Canvas, save_canvas
-from engine.memory import gib_to_bytes
+from engine.base import atomic
+from engine.cli import commands
+from engine.graph.budget import gib_to_bytes
+from engine.graph.canvas import Canvas, save_canvas
 
 REPO = Path(__file__).parents[1]
 EXAMPLE = REPO / "assets" / "examples" / "conv2d_backprop_filter.gbc.json"
@@ -35,7 +36,7 @@ def err_lines(proc) -> list[str]:
 def in_process(capsys, *args: str) -> subprocess.CompletedProcess:
     """``cli.main(args)`` with the result shaped like :func:`gradblocks`'s (for sweeps over many
     values; every behaviour is also driven through a real subprocess below)."""
-    code = cli.main(list(args))
+    code = commands.main(list(args))
     out = capsys.readouterr()
     return subprocess.CompletedProcess(args, code, out.out.encode(), out.err.encode())
 
@@ -75,12 +76,12 @@ def test_interrupted_or_failed_results_write_keeps_the_previous_file(tmp_path, m
     canvas, out = _canvas(tmp_path), tmp_path / "results.npz"
     before = _previous(out)
     if stage == "write":
-        monkeypatch.setattr(cli, "write_npz", _fail_mid_write(exc))
+        monkeypatch.setattr(commands, "write_npz", _fail_mid_write(exc))
     else:
         def fail(*args):
             raise exc
         monkeypatch.setattr(atomic.os, stage, fail)
-    assert cli.main(["run", str(canvas), "--out", str(out)]) == status
+    assert commands.main(["run", str(canvas), "--out", str(out)]) == status
     assert out.read_bytes() == before
     assert _leftovers(tmp_path) == []
     err = capsys.readouterr().err.splitlines()
@@ -97,7 +98,7 @@ def test_failed_export_keeps_the_previous_script(tmp_path, monkeypatch, capsys):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(atomic.os, "fsync", full)
-    assert cli.main(["export", str(canvas), "-o", str(script)]) == 1
+    assert commands.main(["export", str(canvas), "-o", str(script)]) == 1
     assert script.read_text() == "previous = 1\n" and _leftovers(tmp_path) == []
     assert "cannot write" in capsys.readouterr().err
 
@@ -189,7 +190,7 @@ def test_unusable_output_paths_are_one_line_usage_errors(tmp_path, capsys, kind,
     proc = gradblocks(*args) if kind == "long" else in_process(capsys, *args)
     assert proc.returncode == 2
     lines = err_lines(proc)
-    assert len(lines) == 1 and message in lines[0] and len(lines[0]) <= cli.MAX_LINE
+    assert len(lines) == 1 and message in lines[0] and len(lines[0]) <= commands.MAX_LINE
     assert sorted(os.listdir(tmp_path)) == before and proc.stdout == b""
 
 
@@ -243,7 +244,7 @@ def test_many_problems_are_capped_at_20_lines_of_at_most_300_characters(tmp_path
     lines = err_lines(proc)
     assert len(lines) == 1 + 20 + 1 and lines[-1] == "  ... and 40 more"
     assert lines[0].endswith("xxx.gbc.json: 60 problem(s):") and "..." in lines[0]
-    assert all(len(line) <= cli.MAX_LINE for line in lines)
+    assert all(len(line) <= commands.MAX_LINE for line in lines)
 
 
 def test_a_huge_value_is_never_echoed(tmp_path):
@@ -307,8 +308,8 @@ def test_a_termination_keeps_the_errors_of_half_built_objects_quiet(capfd, monke
         def __del__(self):
             raise AttributeError("'ZipFile' object has no attribute '_writing'")
 
-    with pytest.raises(cli.Terminated):
-        cli._raise_terminated(15, None)
+    with pytest.raises(commands.Terminated):
+        commands._raise_terminated(15, None)
     obj = HalfBuilt()
     del obj
     assert "Traceback" not in capfd.readouterr().err

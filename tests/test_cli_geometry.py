@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from engine.canvas import load_canvas, save_canvas
-from engine.geometry_render import CURRENT, TAP_ON, TOUCHED
+from engine.explain.geometry_render import CURRENT, TAP_ON, TOUCHED
+from engine.graph.canvas import load_canvas, save_canvas
 
 ROOT = Path(__file__).parents[1]
 EXAMPLES = ROOT / "assets" / "examples"

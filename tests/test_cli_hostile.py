@@ -24,15 +24,16 @@ from unittest import mock
 import numpy as np
 import pytest
 
-from engine import cli, cli_explain, kernels
-from engine import literal as literal_module
-from engine.canvas import Canvas, save_canvas
-from engine.compiler import compile_canvas
-from engine.errors import InvalidArgumentError
-from engine.explain import check_index, explain_element
-from engine.export import export_script
-from engine.export_tf import PRELUDE
-from engine.literal import PACK_ABOVE, literal
+from engine import kernels
+from engine.base import literal as literal_module
+from engine.base.errors import InvalidArgumentError
+from engine.base.literal import PACK_ABOVE, literal
+from engine.cli import commands, explain
+from engine.explain.terms import check_index, explain_element
+from engine.export.to_numpy import export_script
+from engine.export.to_tf import PRELUDE
+from engine.graph.canvas import Canvas, save_canvas
+from engine.graph.compiler import compile_canvas
 from tests.crosscheck_support import crosscheck_cli, framework_python, report
 from tests.export_support import assert_bitwise_equal, executor_outputs, run_script
 
@@ -99,7 +100,7 @@ def test_odd_but_valid_indices_are_read(index, expected):
 ])
 def test_a_hostile_explain_node_is_one_line_and_exit_2(node, message):
     line = one_line(gradblocks("explain", EXAMPLE, node, "0,0,0,0"), 2)
-    assert message in line and len(line) <= cli.MAX_LINE
+    assert message in line and len(line) <= commands.MAX_LINE
 
 
 @pytest.mark.parametrize("value, message", [
@@ -117,7 +118,7 @@ def test_a_hostile_limit_is_one_line_and_exit_2(value, message):
 
 
 def test_the_largest_limit_is_accepted():
-    proc = gradblocks("explain", EXAMPLE, BLOCK, "0,0,0,0", "--limit", str(cli_explain.MAX_LIMIT))
+    proc = gradblocks("explain", EXAMPLE, BLOCK, "0,0,0,0", "--limit", str(explain.MAX_LIMIT))
     assert proc.returncode == 0 and proc.stderr == ""
     assert "4 term(s)" in proc.stdout
 
@@ -178,7 +179,7 @@ def _filter_grad_canvas(path: Path, batch: int, size: int) -> Path:
 def test_json_written_in_chunks_is_exactly_json_dumps(monkeypatch):
     """Chunks of 3 terms (not a divisor of the count), NaN and infinite products, an odd port
     text: the streamed text is json.dumps of the whole object, byte for byte."""
-    monkeypatch.setattr(cli_explain, "CHUNK_TERMS", 3)
+    monkeypatch.setattr(explain, "CHUNK_TERMS", 3)
     rng = np.random.default_rng(1)
     x = rng.standard_normal((2, 6, 6, 3))
     x[0, 1, 1, 0], x[1, 2, 2, 1], x[0, 3, 3, 2] = np.nan, np.inf, -np.inf
@@ -196,8 +197,8 @@ def test_json_written_in_chunks_is_exactly_json_dumps(monkeypatch):
                  [1, 1, 1, 1]}
         e = explain_element(type_id, attrs, inputs, index)
         out = io.StringIO()
-        cli_explain.write_json(out, 'n"\u00e9', "output", math.nan, e)
-        expected = json.dumps(cli_explain.as_json('n"\u00e9', "output", math.nan, e),
+        explain.write_json(out, 'n"\u00e9', "output", math.nan, e)
+        expected = json.dumps(explain.as_json('n"\u00e9', "output", math.nan, e),
                               allow_nan=False)
         assert out.getvalue() == expected + "\n"
         sizes.append(e.terms)
@@ -268,18 +269,18 @@ def test_running_out_of_memory_is_one_line_and_exit_1(tmp_path):
 
 
 @pytest.mark.parametrize("argv, module, name, doing", [
-    (["check", "c.gbc.json"], "engine.cli", "cmd_check", "checking 'c.gbc.json'"),
-    (["run", "c.gbc.json", "--out", "o.npz"], "engine.cli", "cmd_run",
+    (["check", "c.gbc.json"], "engine.cli.commands", "cmd_check", "checking 'c.gbc.json'"),
+    (["run", "c.gbc.json", "--out", "o.npz"], "engine.cli.commands", "cmd_run",
      "running 'c.gbc.json' (files being written are left as they were)"),
-    (["export", "c.gbc.json", "-o", "s.py"], "engine.cli", "cmd_export",
+    (["export", "c.gbc.json", "-o", "s.py"], "engine.cli.commands", "cmd_export",
      "exporting 'c.gbc.json' (files being written are left as they were)"),
-    (["explain", "c.gbc.json", "n", "0,0,0,0"], "engine.cli_explain", "cmd_explain",
+    (["explain", "c.gbc.json", "n", "0,0,0,0"], "engine.cli.explain", "cmd_explain",
      "explaining 'c.gbc.json'"),
-    (["crosscheck", "c.gbc.json"], "engine.cli_crosscheck", "cmd_crosscheck",
+    (["crosscheck", "c.gbc.json"], "engine.cli.crosscheck", "cmd_crosscheck",
      "cross-checking 'c.gbc.json'"),
-    (["geometry", "c.gbc.json", "n", "-o", "g.png"], "engine.cli_geometry", "cmd_geometry",
+    (["geometry", "c.gbc.json", "n", "-o", "g.png"], "engine.cli.geometry", "cmd_geometry",
      "drawing the geometry of 'c.gbc.json' (files being written are left as they were)"),
-    (["import", "m.onnx", "--list"], "engine.cli_import", "cmd_import", "importing 'm.onnx'"),
+    (["import", "m.onnx", "--list"], "engine.cli.import_model", "cmd_import", "importing 'm.onnx'"),
 ])
 def test_a_memory_error_anywhere_in_a_subcommand_is_one_line(capsys, monkeypatch, argv, module,
                                                              name, doing):
@@ -287,7 +288,7 @@ def test_a_memory_error_anywhere_in_a_subcommand_is_one_line(capsys, monkeypatch
         raise MemoryError
 
     monkeypatch.setattr(f"{module}.{name}", exhausted)
-    assert cli.main(argv) == 1
+    assert commands.main(argv) == 1
     captured = capsys.readouterr()
     assert (captured.out, captured.err) == ("", f"gradblocks: out of memory while {doing}\n")
 
@@ -392,13 +393,14 @@ def test_a_script_with_packed_values_reproduces_the_run_bit_for_bit(tmp_path):
 # -- Ctrl+C --------------------------------------------------------------------------------------
 
 _PROJECT = tuple(str(ROOT / d) + os.sep for d in ("engine", "app", "blocks"))
-#: What runs before engine/cli.py's first line: the engine package and its process settings.
+#: What runs before engine/cli/commands.py's first line: the engine package and its process
+#: settings.
 _BEFORE_CLI = tuple(str(ROOT / "engine" / f) for f in ("__init__.py", "runtime.py"))
 
 
 def _before_gradblocks(err: str) -> bool:
-    """Whether a traceback's frames are all before engine/cli.py starts: the interpreter's own
-    start-up (site, .pth files such as an editable install's finder) and the engine package."""
+    """Whether a traceback's frames are all before engine/cli/commands.py starts: the interpreter's
+    own start-up (site, .pth files such as an editable install's finder) and the engine package."""
     files = [f for f in re.findall(r'File "([^"]+)"', err) if f.startswith(_PROJECT)]
     return all(f in _BEFORE_CLI for f in files)
 
@@ -420,7 +422,7 @@ def _interrupt(command: list[str], delays: list[float], env: dict, cwd: Path) ->
             # the interpreter had no handler yet (starting) or any more (its last moment, the
             # command's output complete): the signal ended it, which a shell shows as 130
             seen["ended by the signal outside Python's handling"] += 1
-        elif proc.returncode == cli.EXIT_INTERRUPTED:
+        elif proc.returncode == commands.EXIT_INTERRUPTED:
             assert sum(line in INTERRUPTED for line in lines) == 1, err
             seen["gradblocks: interrupted"] += 1
         else:
@@ -450,7 +452,7 @@ def _gradblocks_script() -> str | None:
 def test_ctrl_c_at_any_moment_of_a_command_is_one_line(tmp_path, how, args):
     """SIGINT after delays spread over the whole command (imports included): exit 130 and one
     line, or the command finished first; a traceback only if the signal came before
-    engine/cli.py started (the interpreter's start-up and ``import engine``)."""
+    engine/cli/commands.py started (the interpreter's start-up and ``import engine``)."""
     script = _gradblocks_script()
     if how == "gradblocks" and script is None:
         pytest.skip("the gradblocks console script is not installed next to this python")
@@ -517,7 +519,7 @@ def test_ctrl_c_in_the_running_app_closes_it_with_one_line(tmp_path):
     finally:
         proc.kill()
         proc.wait()
-    assert proc.returncode == cli.EXIT_INTERRUPTED, err
+    assert proc.returncode == commands.EXIT_INTERRUPTED, err
     assert "Traceback" not in err and err.count("gradblocks: interrupted\n") == 1
 
 

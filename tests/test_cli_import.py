@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.accel import COMPILE_NOTE
+from engine.kernels.accel import COMPILE_NOTE
 from tests import model_files as mf
 
 ROOT = Path(__file__).parents[1]
@@ -337,7 +337,7 @@ def test_import_never_imports_qt(models, tmp_path, fmt):
     code, names = imported_modules(["-m", "engine.cli", "import", str(models[fmt]), "--layer",
                                     layer, "-o", "c.gbc.json"], tmp_path)
     assert code == 0
-    assert "engine.layer_canvas" in names
+    assert "engine.graph.layer_canvas" in names
     assert {"onnx" if fmt == "onnx" else "h5py"} <= {n.split(".")[0] for n in names}
     assert qt_modules(names) == []
     assert (tmp_path / "c.gbc.json").is_file()

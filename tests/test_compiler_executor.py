@@ -6,9 +6,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.canvas import Canvas
-from engine.compiler import compile_canvas
-from engine.executor import Executor
+from engine.graph.canvas import Canvas
+from engine.graph.compiler import compile_canvas
+from engine.graph.executor import Executor
 
 
 def grad_canvas(strides=(1, 1, 1, 1), padding="SAME") -> Canvas:
@@ -190,7 +190,7 @@ def test_sources_get_axis_names_from_their_consumer():
 
 
 def test_an_internal_error_message_ends_its_sentence_once():
-    from engine.executor import internal_error
+    from engine.graph.executor import internal_error
 
     text = internal_error("Conv2D", ValueError("I/O operation on closed file."))
     assert "closed file. This is a bug in GradBlocks" in text and ".." not in text

@@ -1,6 +1,7 @@
 """The compiled im2col forward and col2im input gradient for few channels
-(engine.conv_tiles.conv2d_im2col / backprop_input_col2im, engine.conv_tiles_jit.im2col_rows /
-col2im_rows, engine.simd_runs: the ``numba im2col`` and ``numba col2im`` paths).
+(engine.kernels._compiled.conv_tiles.conv2d_im2col / backprop_input_col2im,
+engine.kernels._compiled.conv_tiles_jit.im2col_rows / col2im_rows,
+engine.kernels._compiled.simd_runs: the ``numba im2col`` and ``numba col2im`` paths).
 
 The routing and the agreement with the NumPy path on random geometries are in
 tests/test_conv_tiles.py (every few-channel forward and input gradient there runs them, the
@@ -18,10 +19,13 @@ from hypothesis import strategies as st
 
 numba = pytest.importorskip("numba")
 
-from engine import accel, cancel, conv_compute, conv_tiles, conv_tiles_jit, kernels, parallel
-from engine.conv_shapes import conv2d_geometry
-from engine.kernel_memory import conv_workspace
-from engine.simd_runs import add_into, copy_into
+from engine import kernels
+from engine.base import cancel
+from engine.kernels import accel, compute, parallel
+from engine.kernels._compiled import conv_tiles, conv_tiles_jit
+from engine.kernels._compiled.simd_runs import add_into, copy_into
+from engine.kernels.memory import conv_workspace
+from engine.shapes.conv import conv2d_geometry
 from tests.test_conv_tiles import _peak
 from tests.test_kernels_properties import conv_attrs
 
@@ -284,7 +288,7 @@ def test_extra_memory_is_bounded_as_the_batch_grows_and_within_the_estimate(monk
     the batch). The input gradient: NHWC ``dy`` read in place, one row of columns per core;
     NCHW (3 channels, not adjacent) the NumPy col2im per batch chunk."""
     monkeypatch.setenv(accel.ENV, "numba")
-    monkeypatch.setattr(conv_compute, "CHUNK_BYTES", 2**18)
+    monkeypatch.setattr(compute, "CHUNK_BYTES", 2**18)
     attrs = conv_attrs(layout, (2, 2), (1, 1), "SAME", [])
     path = IM2COL if kind == "forward" else COL2IM if layout == "NHWC" else "numpy col2im"
     extras = []

@@ -1,13 +1,14 @@
-"""The compiled per-tap conv products (engine.conv_tiles, engine.conv_tiles_jit: the ``numba
-tiles`` path of Conv2D, Conv2DBackpropFilter and Conv2DBackpropInput) against the NumPy path.
+"""The compiled per-tap conv products (engine.kernels._compiled.conv_tiles,
+engine.kernels._compiled.conv_tiles_jit: the ``numba tiles`` path of Conv2D, Conv2DBackpropFilter
+and Conv2DBackpropInput) against the NumPy path.
 
 - random geometries on both paths (``GRADBLOCKS_KERNELS=numba`` / ``numpy``; every dtype,
   layout, padding, stride, dilation, 1-2 groups), with the tiles' blocks, call sizes and core
   split forced tiny in some examples, and the routing asserted; fixed geometries that must take
   each tiles route (the forward; the filter gradient read in place or from the phase images;
   the input gradient into the whole result, into NHWC segments or through phase buffers);
-- each loop of engine.conv_tiles_jit against a float64 NumPy evaluation of its docstring
-  formula;
+- each loop of engine.kernels._compiled.conv_tiles_jit against a float64 NumPy evaluation of its
+  docstring formula;
 - TensorFlow's golden cases on both paths, NaN/Inf positions, cancellation between compiled
   calls, extra memory as the batch grows, the NumPy path while the warm-up compiles, and the
   warm-up compiling every loop.
@@ -32,12 +33,15 @@ from hypothesis import strategies as st
 
 pytest.importorskip("numba")
 
-from engine import accel, cancel, conv_compute, conv_tiles, conv_tiles_jit, kernels, parallel
-from engine.conv_layout import PhaseLayout
-from engine.conv_shapes import conv2d_geometry
-from engine.dtypes import DTYPES, RTOL
-from engine.kernel_memory import conv_workspace
-from engine.numba_simd import lanes, tile_columns
+from engine import kernels
+from engine.base import cancel
+from engine.base.dtypes import DTYPES, RTOL
+from engine.kernels import accel, compute, parallel
+from engine.kernels._compiled import conv_tiles, conv_tiles_jit
+from engine.kernels._compiled.numba_simd import lanes, tile_columns
+from engine.kernels.layout import PhaseLayout
+from engine.kernels.memory import conv_workspace
+from engine.shapes.conv import conv2d_geometry
 from tests.golden_cases import ARRAYS, VALID, call_valid
 from tests.test_kernels_numba import warming_up
 from tests.test_kernels_properties import conv_attrs, conv_cases
@@ -123,13 +127,13 @@ def test_tiles_match_the_numpy_path(case, per_tap, tiny):
     mp = pytest.MonkeyPatch()
     try:
         if per_tap:
-            mp.setattr(conv_compute, "IM2COL_MAX_CHANNELS", 1)
+            mp.setattr(compute, "IM2COL_MAX_CHANNELS", 1)
         if tiny is not None:
             for name, value in tiny.items():
                 mp.setattr(conv_tiles, name, value)
             mp.setattr(parallel, "MIN_POSITIONS_PER_RANGE", 1)
             mp.setattr(parallel, "MIN_COPY_BYTES", 1)
-        few = g.filter_in_depth < conv_compute.IM2COL_MAX_CHANNELS
+        few = g.filter_in_depth < compute.IM2COL_MAX_CHANNELS
         for kind in KINDS:
             op, args = _op(kind, x, w, dy, g.filter_shape, g.input_shape)
             numpy_out, numpy_path = _run(mp, "numpy", op, args, attrs)
@@ -156,10 +160,10 @@ def _col2im_compiled(g, dtype: str) -> bool:
 
 
 def _spy(monkeypatch) -> set[str]:
-    """Record which entry points of engine.conv_tiles compute (the in-place filter gradient
-    only when it takes the call: it declines operands it cannot read in place; the input
+    """Record which entry points of engine.kernels._compiled.conv_tiles compute (the in-place filter
+    gradient only when it takes the call: it declines operands it cannot read in place; the input
     gradient's phase products as ``backprop_input(into)`` when they go straight into the
-    result) and which loops of engine.conv_tiles_jit run."""
+    result) and which loops of engine.kernels._compiled.conv_tiles_jit run."""
     seen: set[str] = set()
 
     def wrap(module, name):
@@ -458,7 +462,7 @@ def _per_tap(monkeypatch, path: str) -> str:
     """``numba-per-tap``: the compiled path with few channels sent to the per-tap products (so
     the golden Conv2D and input-gradient cases, all on few channels, run on the tiles too)."""
     if path == "numba-per-tap":
-        monkeypatch.setattr(conv_compute, "IM2COL_MAX_CHANNELS", 1)
+        monkeypatch.setattr(compute, "IM2COL_MAX_CHANNELS", 1)
         return "numba"
     return path
 
@@ -630,7 +634,7 @@ def test_tiles_extra_memory_is_bounded_as_the_batch_grows_and_within_the_estimat
     """NHWC: the filter gradient read in place, the input gradient into segments of the result
     (batch chunks of E); NCHW: phase images and buffers per batch chunk."""
     monkeypatch.setenv(accel.ENV, "numba")
-    monkeypatch.setattr(conv_compute, "CHUNK_BYTES", 2**18)  # a few images per chunk
+    monkeypatch.setattr(compute, "CHUNK_BYTES", 2**18)  # a few images per chunk
     attrs = conv_attrs(layout, (2, 2), (1, 1), "SAME", [])
     extras = []
     for batch in (4, 32):
@@ -666,12 +670,13 @@ def test_auto_runs_numpy_for_a_dtype_still_warming_up(monkeypatch):
 
 
 def test_the_background_warm_up_compiles_every_tiles_loop():
-    """accel.warm_up runs every loop of engine.conv_tiles_jit, so they are compiled (or loaded
-    from the cache) before a dtype is marked ready: in a fresh process, warm_up alone leaves
-    no loop without a float32 signature (a loop it misses would compile in the first call)."""
+    """accel.warm_up runs every loop of engine.kernels._compiled.conv_tiles_jit, so they are
+    compiled (or loaded from the cache) before a dtype is marked ready: in a fresh process, warm_up
+    alone leaves no loop without a float32 signature (a loop it misses would compile in the first
+    call)."""
     code = (
         "import numba\n"
-        "from engine import accel, conv_tiles_jit\n"
+        "from engine.kernels import accel; from engine.kernels._compiled import conv_tiles_jit\n"
         "accel.warm_up(('float32',))\n"
         "assert accel._ready == {'float32'}\n"
         "loops = {n: f for n, f in vars(conv_tiles_jit).items()\n"

@@ -1,7 +1,7 @@
-"""The compiled per-tap conv paths (engine.conv_tiles) on float32/float64, where they run:
-against the float64 reference on random geometries with few and many channels (so the grouped
-and per-tap in-place filter gradients, the phase-image fallback, the input gradient's segments
-and the forward's shifted rows all run), the path each case records, the edges of the
+"""The compiled per-tap conv paths (engine.kernels._compiled.conv_tiles) on float32/float64, where
+they run: against the float64 reference on random geometries with few and many channels (so the
+grouped and per-tap in-place filter gradients, the phase-image fallback, the input gradient's
+segments and the forward's shifted rows all run), the path each case records, the edges of the
 grouped filter operand, and numba_simd.gemm_acc2 against NumPy."""
 
 import numpy as np
@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 numba = pytest.importorskip("numba")
 
 from engine import kernels
-from engine.dtypes import RTOL
-from engine.numba_simd import gemm_acc2
+from engine.base.dtypes import RTOL
+from engine.kernels._compiled.numba_simd import gemm_acc2
 from tests import reference
 from tests.test_kernels_properties import _poisoned_empty, conv_attrs, valid_geometry
 
@@ -125,7 +125,8 @@ def test_input_segments_of_every_phase_split_over_many_cores(monkeypatch, worker
     """All stride phases in one pass over the cores, each core taking its share of every
     phase (phases of different segment counts: odd image sizes), with one segment per call
     and the result's buffer poisoned: every element written, each once."""
-    from engine import conv_tiles, parallel
+    from engine.kernels import parallel
+    from engine.kernels._compiled import conv_tiles
 
     monkeypatch.setattr(conv_tiles, "ROW_BLOCK", 1)
     monkeypatch.setattr(conv_tiles, "CALL_POSITIONS", 1)
@@ -178,7 +179,7 @@ def test_gemm_acc2_sums_over_a_two_level_window(m, n, kd, kd2, dtype, seed):
 def test_read_only_operands_run_the_loops_warm_up_compiled():
     """numba types a read-only array apart: the loops always get read-only operands, so a
     caller's read-only (or writable) arrays never compile a second version at run time."""
-    from engine import conv_tiles, conv_tiles_jit
+    from engine.kernels._compiled import conv_tiles, conv_tiles_jit
 
     conv_tiles.warm((np.float32,))
     loops = (conv_tiles_jit.filter_direct, conv_tiles_jit.segment_products,
@@ -205,7 +206,8 @@ def test_read_only_operands_run_the_loops_warm_up_compiled():
 def test_read_only_operands_of_the_other_compiled_loops_compile_nothing_new(
         channels, filter_shape, strides):
     """The same for the few-channel loops and Winograd's."""
-    from engine import accel, conv_tiles_jit, winograd_jit
+    from engine.kernels import accel
+    from engine.kernels._compiled import conv_tiles_jit, winograd_jit
 
     accel.warm_up(("float32",))
     loops = (conv_tiles_jit.im2col_rows, conv_tiles_jit.col2im_rows, winograd_jit.patch_tiles,
@@ -233,7 +235,8 @@ def test_read_only_operands_of_the_other_compiled_loops_compile_nothing_new(
 @pytest.mark.parametrize("strides", [[1, 1, 1, 1], [1, 2, 2, 1]])
 def test_read_only_operands_of_the_depthwise_loops_compile_nothing_new(strides):
     """And for the depthwise trio (both input-gradient loops: stride 1 is the forward's)."""
-    from engine import accel, numba_depthwise
+    from engine.kernels import accel
+    from engine.kernels._compiled import numba_depthwise
 
     accel.warm_up(("float32",))
     before = [list(f.signatures) for f in numba_depthwise.KERNELS.values()]
@@ -256,7 +259,7 @@ def _signatures() -> dict[str, int]:
     """Compiled signatures of every loop of the compiled modules."""
     from numba.core.registry import CPUDispatcher
 
-    from engine import conv_tiles_jit, numba_depthwise, winograd_jit
+    from engine.kernels._compiled import conv_tiles_jit, numba_depthwise, winograd_jit
 
     return {f"{m.__name__}.{name}": len(f.signatures)
             for m in (conv_tiles_jit, numba_depthwise, winograd_jit)
@@ -267,7 +270,7 @@ def test_after_the_warm_up_no_kernel_call_compiles():
     """The warm-up compiles every loop a call can reach, in the signatures calls use, so the
     app never compiles in the middle of a run: conv and depthwise ops on few and many channels,
     strides 1 and 2, NHWC and NCHW, float32, float64 and float16, writable or read-only."""
-    from engine import accel
+    from engine.kernels import accel
 
     accel.warm_up()
     before = _signatures()
@@ -307,7 +310,7 @@ def test_a_length_one_axis_with_any_stride_is_still_addressed():
     caught by golden case c098)."""
     from numpy.lib.stride_tricks import as_strided
 
-    from engine.conv_tiles import flat_nhwc
+    from engine.kernels._compiled.conv_tiles import flat_nhwc
 
     a = np.arange(12, dtype=np.float32).reshape(2, 3, 2, 1)
     odd = as_strided(a, a.shape, (24, 8, 4, 24))  # channel stride 24: one channel

@@ -7,7 +7,9 @@ import types
 
 import pytest
 
-from engine import cli, cli_crosscheck, crosscheck, export_frameworks
+from engine.cli import commands
+from engine.cli import crosscheck as cli_crosscheck
+from engine.export import crosscheck, frameworks
 from tests.crosscheck_support import conventions_canvas
 
 #: A framework that imports (it is NumPy) and gets every convolution wrong (zeros) except
@@ -59,7 +61,7 @@ def fakes(monkeypatch):
     targets = {"fakefw": _fake("fakefw", "numpy", "fake defect in filter gradients"),
                "absentfw": _fake("absentfw", "gradblocks_no_such_framework")}
     for name, module in targets.items():
-        monkeypatch.setitem(export_frameworks.TARGETS, name, module)
+        monkeypatch.setitem(frameworks.TARGETS, name, module)
     names = tuple(targets)
     monkeypatch.setattr(cli_crosscheck, "FRAMEWORKS", names)
     monkeypatch.setattr(crosscheck, "FRAMEWORKS", names)
@@ -67,7 +69,7 @@ def fakes(monkeypatch):
 
 
 def _crosscheck(capsys, *args: str) -> tuple[int, str, str]:
-    status = cli.main(["crosscheck", *args])
+    status = commands.main(["crosscheck", *args])
     out = capsys.readouterr()
     return status, out.out, out.err
 
@@ -125,7 +127,7 @@ def test_a_framework_whose_script_fails_is_failed_with_its_error(tmp_path, fakes
                                                                monkeypatch):
     broken = _fake("fakefw", "numpy")
     broken.PRELUDE = FAKE_PRELUDE + "\nraise RuntimeError('framework exploded')\n"
-    monkeypatch.setitem(export_frameworks.TARGETS, "fakefw", broken)
+    monkeypatch.setitem(frameworks.TARGETS, "fakefw", broken)
     canvas = conventions_canvas(tmp_path / "conv.gbc.json")
     status, out, _ = _crosscheck(capsys, str(canvas), "--with", "fakefw", "--json")
     report = json.loads(out)

@@ -1,13 +1,15 @@
-"""engine.executor's byte-bounded LRU cache and engine.cancel's checkpoints inside blocks."""
+"""engine.graph.executor's byte-bounded LRU cache and engine.base.cancel's checkpoints inside
+blocks."""
 
 import threading
 
 import numpy as np
 import pytest
 
-from engine import cancel, conv_compute
-from engine.canvas import Canvas
-from engine.executor import Executor, OutputCache, _Entry
+from engine.base import cancel
+from engine.graph.canvas import Canvas
+from engine.graph.executor import Executor, OutputCache, _Entry
+from engine.kernels import compute
 from tests.test_compiler_executor import grad_canvas
 
 
@@ -109,15 +111,15 @@ def test_a_cancel_during_a_long_kernel_stops_it_between_chunks(monkeypatch):
     plan = ex.compile(big_grad_canvas(batch=4))
     event = threading.Event()
     chunks = []
-    real = conv_compute._backprop_filter_chunk
+    real = compute._backprop_filter_chunk
 
     def first_chunk_cancels(*args):
         chunks.append(1)
         event.set()
         return real(*args)
 
-    monkeypatch.setattr(conv_compute, "_backprop_filter_chunk", first_chunk_cancels)
-    monkeypatch.setattr(conv_compute, "CHUNK_BYTES", 1)  # one image per chunk: 4 chunks
+    monkeypatch.setattr(compute, "_backprop_filter_chunk", first_chunk_cancels)
+    monkeypatch.setattr(compute, "CHUNK_BYTES", 1)  # one image per chunk: 4 chunks
     monkeypatch.setenv("GRADBLOCKS_KERNELS", "numpy")  # these chunks are the NumPy path's
     result = ex.run(plan, cancel=event)
     assert result.cancelled and chunks == [1]
@@ -130,7 +132,7 @@ def test_a_cancel_during_a_long_kernel_stops_it_between_chunks(monkeypatch):
 
 
 def test_a_cancelled_source_stops_between_its_chunks(monkeypatch):
-    from engine import sources
+    from engine.io import sources
 
     monkeypatch.setattr(sources, "CHUNK", 1000)
     made = []

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from blocks.conv import SPECS
 from engine import kernels
-from engine.dtypes import DTYPES, RTOL
-from engine.errors import InvalidArgumentError
-from engine.explain import OPS, check_index, explain_element
+from engine.base.dtypes import DTYPES, RTOL
+from engine.base.errors import InvalidArgumentError
+from engine.explain.terms import OPS, check_index, explain_element
 from tests import reference
 from tests.test_kernels_properties import conv_attrs, conv_cases
 

@@ -1,4 +1,4 @@
-"""engine.explain_reverse.feeds is exactly the inverse relation of explain_element's terms: over
+"""engine.explain.reverse.feeds is exactly the inverse relation of explain_element's terms: over
 random geometries of all six ops, the output elements an input element feeds are those whose
 listed terms have it as a factor (hypothesis), plus cases by hand and the errors."""
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-from engine.errors import InvalidArgumentError
-from engine.explain import OPS, explain_element
-from engine.explain_reverse import feeds, output_shape
+from engine.base.errors import InvalidArgumentError
+from engine.explain.reverse import feeds, output_shape
+from engine.explain.terms import OPS, explain_element
 from tests.test_explain import _run, explained_cases
 
 

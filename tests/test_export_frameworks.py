@@ -10,11 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import cli, export_frameworks
-from engine.canvas import load_canvas
-from engine.compiler import compile_canvas
-from engine.executor import Executor
-from engine.export_frameworks import sources_path
+from engine.cli import commands
+from engine.export import frameworks
+from engine.export.frameworks import sources_path
+from engine.graph.canvas import load_canvas
+from engine.graph.compiler import compile_canvas
+from engine.graph.executor import Executor
 from tests.crosscheck_support import REPO, conventions_canvas
 
 TARGETS = ("tensorflow", "pytorch", "jax")
@@ -91,8 +92,8 @@ def test_unknown_export_target_is_a_usage_error(tmp_path):
 def test_a_block_without_a_translation_is_refused_by_name_with_exit_2(tmp_path, monkeypatch,
                                                                          capsys):
     canvas = conventions_canvas(tmp_path / "conv.gbc.json")
-    monkeypatch.delitem(export_frameworks.EMITTERS, "Transpose")
-    status = cli.main(["export", str(canvas), "--to", "jax", "-o", str(tmp_path / "s.py")])
+    monkeypatch.delitem(frameworks.EMITTERS, "Transpose")
+    status = commands.main(["export", str(canvas), "--to", "jax", "-o", str(tmp_path / "s.py")])
     err = capsys.readouterr().err
     assert status == 2
     assert "block t (Transpose) has no jax translation" in err
@@ -103,7 +104,7 @@ def test_a_block_without_a_translation_is_refused_by_name_with_exit_2(tmp_path, 
 def test_every_block_type_has_a_translation():
     from blocks.registry import REGISTRY
 
-    missing = [t for t, spec in REGISTRY.items() if export_frameworks._emitter(spec) is None]
+    missing = [t for t, spec in REGISTRY.items() if frameworks._emitter(spec) is None]
     assert missing == []
 
 
@@ -112,7 +113,7 @@ def test_the_scripts_compare_gives_inf_minus_inf_as_nan_quietly():
     GradBlocks): Inf - Inf is NaN in its output, without NumPy's RuntimeWarning, as the block."""
     import warnings
 
-    from engine.export_frameworks import COMMON
+    from engine.export.frameworks import COMMON
 
     namespace: dict = {}
     exec(compile(COMMON, "<COMMON>", "exec"), namespace)  # noqa: S102 - this module's fixed text

@@ -19,12 +19,12 @@ from hypothesis import strategies as st
 
 from blocks.registry import REGISTRY
 from blocks.spec import BlockSpec, PortSpec
-from engine.canvas import Canvas, load_canvas, save_canvas
-from engine.compiler import compile_canvas
-from engine.dtypes import DTYPES
-from engine.export import export_script
-from engine.literal import literal
-from engine.result_names import result_name_problem
+from engine.base.dtypes import DTYPES
+from engine.base.literal import literal
+from engine.export.to_numpy import export_script
+from engine.graph.canvas import Canvas, load_canvas, save_canvas
+from engine.graph.compiler import compile_canvas
+from engine.graph.result_names import result_name_problem
 from tests.export_support import (
     REPO,
     assert_bitwise_equal,
@@ -155,7 +155,7 @@ def test_gradblocks_export_of_a_hostile_canvas_file_reproduces_gradblocks_run(tm
 @pytest.mark.parametrize("target", ["tensorflow", "pytorch", "jax"])
 def test_hostile_text_stays_data_in_framework_scripts(tmp_path, target):
     """``export --to`` a framework: user text changes only string literals, each whole."""
-    from engine.export_frameworks import export_framework_script
+    from engine.export.frameworks import export_framework_script
 
     ids = ATTACKS[:11]
     titles = dict(zip(ids, reversed(ATTACKS), strict=False))
@@ -179,12 +179,13 @@ def test_hostile_names_and_paths_survive_a_framework_script_run(tmp_path, monkey
     beside it), Output names as keys, and no injected code runs (it would exit 6 or 7)."""
     import types
 
-    from engine import cli, export_frameworks
+    from engine.cli import commands
+    from engine.export import frameworks
     from tests.test_crosscheck import FAKE_PRELUDE
 
     fake = types.ModuleType("fakefw")
     fake.NAME, fake.MODULE, fake.PRELUDE = "jax", "numpy", FAKE_PRELUDE
-    monkeypatch.setitem(export_frameworks.TARGETS, "jax", fake)
+    monkeypatch.setitem(frameworks.TARGETS, "jax", fake)
     folder = tmp_path / 'd"""\n\\\'#\u00fc'
     folder.mkdir()
     np.save(folder / "w.npy", np.array([1.5, -2, 0.25, 3], np.float32).reshape(2, 2, 1, 1))
@@ -195,8 +196,8 @@ def test_hostile_names_and_paths_survive_a_framework_script_run(tmp_path, monkey
     canvas = tmp_path / "c.gbc.json"
     save_canvas(c, canvas)
     script = folder / 's"""\n#.py'
-    assert cli.main(["export", str(canvas), "--to", "jax", "-o", str(script)]) == 0
-    companion = export_frameworks.sources_path(script)  # named in the script, beside it
+    assert commands.main(["export", str(canvas), "--to", "jax", "-o", str(script)]) == 0
+    companion = frameworks.sources_path(script)  # named in the script, beside it
     assert companion.parent == folder and companion.is_file()
     assert re.fullmatch(r's"""\n#\.sources\.[0-9a-f]{12}\.npz', companion.name)
     proc = subprocess.run([sys.executable, str(script), str(tmp_path / "o.npz")],
@@ -303,7 +304,7 @@ def test_a_new_block_type_exports_through_its_emit_rule_alone(tmp_path, monkeypa
 
 
 def test_the_exporter_names_no_block_type():
-    source = (Path(__file__).parents[1] / "engine" / "export.py").read_text()
+    source = (Path(__file__).parents[1] / "engine" / "export" / "to_numpy.py").read_text()
     code = ast.parse(source)
     strings = {n.value for n in ast.walk(code) if isinstance(n, ast.Constant)
                and isinstance(n.value, str)}

@@ -1,9 +1,9 @@
 """Sets of files are written all or nothing, and only where they may be (issue 20, point 2).
 
 ``export --to jax|tensorflow|pytorch`` writes a script and its ``.sources.<hash>.npz``;
-``import --layer`` a canvas and its ``.<id>.<hash>.npy`` arrays (:func:`engine.atomic.
+``import --layer`` a canvas and its ``.<id>.<hash>.npy`` arrays (:func:`engine.base.atomic.
 write_file_set`). Each is driven as a user drives it (the real CLI in a subprocess) and stopped
-at every step of the write (the test hook :data:`engine.atomic.STOP_AFTER_STEP_ENV`) to receive
+at every step of the write (the test hook :data:`engine.base.atomic.STOP_AFTER_STEP_ENV`) to receive
 SIGKILL, SIGINT or SIGTERM there; a real full tmpfs and a simulated full disk (every byte
 position) fail it; a property test interrupts random sets at random points. After each, the
 files on disk are the whole old set or the whole new one: the main file names its companions
@@ -33,10 +33,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import atomic, cli, export_frameworks, targets
-from engine.canvas import Canvas, load_canvas, save_canvas
-from engine.compiler import compile_canvas
-from engine.report import problem_lines
+from engine.base import atomic
+from engine.cli import commands
+from engine.export import frameworks
+from engine.graph import targets
+from engine.graph.canvas import Canvas, load_canvas, save_canvas
+from engine.graph.compiler import compile_canvas
+from engine.graph.report import problem_lines
 
 REPO = Path(__file__).parents[1]
 SIGNALS = {"SIGKILL": (signal.SIGKILL, -signal.SIGKILL), "SIGINT": (signal.SIGINT, 130),
@@ -54,7 +57,7 @@ def gradblocks(*args, cwd=None, env=None, timeout=WATCHDOG_SECONDS):
 
 def in_process(capsys, *args) -> tuple[int, list[str], str]:
     """``cli.main(args)``: (status, stderr lines, stdout)."""
-    code = cli.main([str(a) for a in args])
+    code = commands.main([str(a) for a in args])
     out = capsys.readouterr()
     return code, out.err.splitlines(), out.out
 
@@ -152,12 +155,12 @@ def export_state(folder: Path, script: str = "s.py") -> dict:
     """The set at ``folder/script``, checked whole: the script names a companion beside it
     whose arrays hash to the name."""
     text = (folder / script).read_text(encoding="utf-8")
-    name = export_frameworks.named_companion(folder / script)
+    name = frameworks.named_companion(folder / script)
     assert name is not None and (folder / name).is_file(), (name, listing(folder))
     with np.load(folder / name, allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
-    digest = export_frameworks.sources_digest(arrays)
-    assert name == export_frameworks.companion_name(script, digest)  # the matching values
+    digest = frameworks.sources_digest(arrays)
+    assert name == frameworks.companion_name(script, digest)  # the matching values
     return {"body": text.split("\n", 1)[1], "companion": name,
             "arrays": {k: (v.dtype.str, v.shape, v.tobytes()) for k, v in arrays.items()}}
 
@@ -425,7 +428,7 @@ def _fake_jax(monkeypatch) -> None:
     fake = types.ModuleType("fakefw")
     fake.NAME, fake.MODULE, fake.PRELUDE = "jax", "numpy", FAKE_PRELUDE
     fake.known_defect = lambda *a: None
-    monkeypatch.setitem(export_frameworks.TARGETS, "jax", fake)
+    monkeypatch.setitem(frameworks.TARGETS, "jax", fake)
 
 
 def test_export_through_a_symlink_puts_the_companion_beside_the_real_script(tmp_path,
@@ -443,7 +446,7 @@ def test_export_through_a_symlink_puts_the_companion_beside_the_real_script(tmp_
                                 links / "link.py")
     assert code == 0, err
     assert (links / "link.py").is_symlink() and listing(links) == {"link.py"}
-    companion = export_frameworks.sources_path(links / "link.py")
+    companion = frameworks.sources_path(links / "link.py")
     assert companion.parent == real and companion.name.startswith("s.sources.")
     assert str(companion) in out
     state = export_state(real)
@@ -506,7 +509,7 @@ def test_the_final_check_runs_on_the_written_arrays_before_anything_is_visible(
     """The set's own check (layer_canvas.check_imported: the canvas as written, compiled with
     its arrays from their temporary files) with a smaller limit in force than the early one:
     it refuses, and the old set and the folder are as they were."""
-    from engine import layer_canvas
+    from engine.graph import layer_canvas
 
     model, x = weights_model(tmp_path), input_array(tmp_path)
     canvas = tmp_path / "x.gbc.json"

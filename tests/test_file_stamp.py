@@ -1,11 +1,11 @@
-"""engine.file_stamp: a change made by someone else is seen; a touch is not a change."""
+"""engine.base.file_stamp: a change made by someone else is seen; a touch is not a change."""
 
 from __future__ import annotations
 
 import os
 
-from engine import file_stamp
-from engine.file_stamp import FileStamp
+from engine.base import file_stamp
+from engine.base.file_stamp import FileStamp
 
 
 def test_a_change_of_content_is_seen_even_with_the_same_size_and_mtime(tmp_path):

@@ -1,4 +1,5 @@
-"""engine.gemm: the ctypes cblas gemm of NumPy's own OpenBLAS, its layouts and its fallback."""
+"""engine.kernels.gemm: the ctypes cblas gemm of NumPy's own OpenBLAS, its layouts and its
+fallback."""
 
 import os
 import subprocess
@@ -7,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from engine import gemm
+from engine.kernels import gemm
 
 
 def _case(dtype, rng, rows=300, k=37, n=29, pad=11):
@@ -66,7 +67,7 @@ def test_unaddressable_layouts_fall_back_to_numpy():
 
 def test_fallback_when_no_cblas():
     """GRADBLOCKS_GEMM=numpy (as if no library were found): the NumPy path, same result."""
-    code = ("import numpy as np; from engine import gemm; print(gemm.backend());"
+    code = ("import numpy as np; from engine.kernels import gemm; print(gemm.backend());"
             "a=np.arange(12.).reshape(4,3); b=np.ones((3,2)); c=np.ones((4,2));"
             "gemm.gemm_acc(c,a,b); print(c.sum())")
     env = dict(os.environ, GRADBLOCKS_GEMM="numpy")

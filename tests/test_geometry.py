@@ -1,4 +1,4 @@
-"""engine.geometry against the shape rules, the reference loops and engine.explain."""
+"""engine.explain.geometry against the shape rules, the reference loops and engine.explain."""
 
 from collections import Counter
 
@@ -7,10 +7,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from engine.conv_shapes import conv2d_geometry
-from engine.explain import OPS, explain_element
-from engine.geometry import MAX_FRAMES, conv_geometry_model
-from engine.geometry_render import TOUCHED, overlap_caption, render_frame, render_overlap
+from engine.explain.geometry import MAX_FRAMES, conv_geometry_model
+from engine.explain.geometry_render import TOUCHED, overlap_caption, render_frame, render_overlap
+from engine.explain.terms import OPS, explain_element
+from engine.shapes.conv import conv2d_geometry
 from tests import reference
 from tests.test_kernels_properties import conv_attrs, conv_cases
 

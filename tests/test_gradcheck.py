@@ -11,10 +11,10 @@ from hypothesis import given
 from blocks.check_support import CHECK_TOLERANCE
 from blocks.gradcheck import grad_check
 from blocks.registry import get_spec
-from engine.canvas import Canvas
-from engine.compiler import compile_canvas
-from engine.conv_shapes import conv2d_geometry
-from engine.executor import Executor
+from engine.graph.canvas import Canvas
+from engine.graph.compiler import compile_canvas
+from engine.graph.executor import Executor
+from engine.shapes.conv import conv2d_geometry
 from tests import reference
 from tests.test_kernels_properties import _arrays, conv_cases
 
@@ -237,7 +237,7 @@ def test_invalid_attributes_are_named(name, value, match):
 
 
 def test_float_attributes_round_trip_through_the_canvas_file(tmp_path):
-    from engine.canvas import CanvasError, load_canvas, save_canvas
+    from engine.graph.canvas import CanvasError, load_canvas, save_canvas
 
     c = check_canvas("Conv2D", "float32", {})
     c.set_attr("gc_input", "epsilon", 0.1 + 0.2)

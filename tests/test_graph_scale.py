@@ -1,9 +1,9 @@
 """Graph work is linear: topological order of long chains and many loose blocks (correctness
-only; times are measured by ``python -m engine.bench_graph``)."""
+only; times are measured by ``python -m engine.bench.graph``)."""
 
-from engine.canvas import Canvas
-from engine.compiler import compile_canvas, topological_order
-from engine.executor import Executor
+from engine.graph.canvas import Canvas
+from engine.graph.compiler import compile_canvas, topological_order
+from engine.graph.executor import Executor
 
 
 def _chain_doc(n: int, reverse: bool) -> dict:

@@ -1,6 +1,6 @@
-"""The README is a front page and the manual lives in assets/guide/ (engine.guide): every relative
-link of both resolves (files, and headings for #anchors), every page is a topic of the index,
-the pages ship as package data, ``gradblocks guide [TOPIC]`` prints them (exit 0; an unknown
+"""The README is a front page and the manual lives in assets/guide/ (engine.cli.guide): every
+relative link of both resolves (files, and headings for #anchors), every page is a topic of the
+index, the pages ship as package data, ``gradblocks guide [TOPIC]`` prints them (exit 0; an unknown
 topic is one line naming the topics, exit 2), and the README's quick start runs as written."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from urllib.parse import unquote
 
 import pytest
 
-from engine import guide
-from engine.errors import InvalidArgumentError
+from engine.base.errors import InvalidArgumentError
+from engine.cli import guide
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -180,7 +180,7 @@ def test_guide_refuses_an_unknown_topic(topic):
 
 
 def test_guide_without_its_pages_says_so(tmp_path, monkeypatch, capsys):
-    from engine import cli
+    from engine.cli import commands as cli
 
     monkeypatch.setattr(guide, "GUIDE_DIR", tmp_path / "nowhere")
     assert cli.main(["guide"]) == 1
@@ -195,7 +195,7 @@ def test_guide_never_imports_qt(tmp_path):
 
     code, names = imported_modules(["-m", "engine.cli", "guide", "app"], tmp_path)
     assert code == 0
-    assert "engine.guide" in names
+    assert "engine.cli.guide" in names
     assert qt_modules(names) == []
 
 

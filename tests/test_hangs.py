@@ -23,10 +23,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blocks import gradcheck
-from engine import cancel, executor
-from engine.canvas import Canvas, save_canvas
-from engine.compiler import compile_canvas
-from engine.executor import Executor, OutputCache, _Entry
+from engine.base import cancel
+from engine.graph import executor
+from engine.graph.canvas import Canvas, save_canvas
+from engine.graph.compiler import compile_canvas
+from engine.graph.executor import Executor, OutputCache, _Entry
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -385,7 +386,7 @@ def test_the_notebook_check_report_shows_the_warning():
 
 def test_gradblocks_check_prints_the_warning_and_passes(tmp_path):
     """``gradblocks check`` lists the canvas (exit 0) and names the warning on stderr."""
-    from engine.canvas import save_canvas
+    from engine.graph.canvas import save_canvas
 
     path = tmp_path / "big.gbc.json"
     save_canvas(gradcheck_canvas([1, 256, 256, 32], [3, 3, 32, 32], "input", 0), path)

@@ -1,4 +1,4 @@
-"""PNG/JPEG images as Tensor inputs (engine.image_source, Tensor fill=image): values equal
+"""PNG/JPEG images as Tensor inputs (engine.io.image_source, Tensor fill=image): values equal
 Pillow's own conversions, the shape is known from the header before running (EXIF rotation
 included), bad files are clear errors on ``path``; check/run/export through the CLI agree."""
 
@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 from PIL import Image, ImageOps
 
-from engine import image_source
-from engine.canvas import Canvas, save_canvas
-from engine.compiler import compile_canvas
-from engine.errors import InvalidArgumentError
-from engine.executor import Executor
+from engine.base.errors import InvalidArgumentError
+from engine.graph.canvas import Canvas, save_canvas
+from engine.graph.compiler import compile_canvas
+from engine.graph.executor import Executor
+from engine.io import image_source
 
 RGB = (np.arange(4 * 5 * 3).reshape(4, 5, 3) * 17 % 256).astype(np.uint8)  # H=4, W=5
 

@@ -14,16 +14,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.canvas import load_canvas, save_canvas
-from engine.conv_shapes import conv2d_geometry
-from engine.model_import import ConvLayer, ModelImportError, ModelLayers, list_rows, translate
-from engine.names import MAX_TITLE, escaped, text_problem
+from engine.base.names import MAX_TITLE, escaped, text_problem
+from engine.graph.canvas import load_canvas, save_canvas
+from engine.io.models.model_import import (
+    ConvLayer,
+    ModelImportError,
+    ModelLayers,
+    list_rows,
+    translate,
+)
+from engine.shapes.conv import conv2d_geometry
 
 onnx = pytest.importorskip("onnx")
 from onnx import helper
 
-from engine.layer_canvas import build_canvas, plan_layer
-from engine.onnx_reader import read_onnx
+from engine.graph.layer_canvas import build_canvas, plan_layer
+from engine.io.models.onnx_reader import read_onnx
 from tests.test_onnx_hostile import (
     W,
     conv_model,

@@ -1,5 +1,5 @@
-"""engine.input_sizes: every input size an out_backprop shape allows, against brute force
-over TensorFlow's output-size rule (engine.padding.windowed_output) and the real
+"""engine.shapes.input_sizes: every input size an out_backprop shape allows, against brute force
+over TensorFlow's output-size rule (engine.shapes.padding.windowed_output) and the real
 Conv2DBackpropInput shape check."""
 
 from __future__ import annotations
@@ -7,15 +7,15 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.conv_shapes import backprop_input_geometry
-from engine.errors import InvalidArgumentError
-from engine.input_sizes import (
+from engine.base.errors import InvalidArgumentError
+from engine.shapes.conv import backprop_input_geometry
+from engine.shapes.input_sizes import (
     choices_text,
     consistent_input_sizes,
     sizes_for_output,
     spatial_choices,
 )
-from engine.padding import windowed_output
+from engine.shapes.padding import windowed_output
 
 LIMIT = 120  # every size that can give the drawn outputs is below this
 

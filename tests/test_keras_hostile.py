@@ -24,8 +24,8 @@ import pytest
 h5py = pytest.importorskip("h5py")
 
 from engine import kernels
-from engine.keras_reader import MAX_CONFIG_DEPTH, read_keras
-from engine.model_import import ModelImportError, translate
+from engine.io.models.keras_reader import MAX_CONFIG_DEPTH, read_keras
+from engine.io.models.model_import import ModelImportError, translate
 from tests.model_files import conv_nchw
 
 ROOT = Path(__file__).parents[1]

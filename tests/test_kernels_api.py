@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from engine import kernels
-from engine.errors import InvalidArgumentError
+from engine.base.errors import InvalidArgumentError
 
 ATTRS = {"strides": [1, 1, 1, 1], "padding": "SAME"}
 

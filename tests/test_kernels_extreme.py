@@ -10,9 +10,10 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from engine import accel, conv_sparse, kernels
-from engine.conv_shapes import conv2d_geometry
-from engine.errors import InvalidArgumentError
+from engine import kernels
+from engine.base.errors import InvalidArgumentError
+from engine.kernels import accel, sparse
+from engine.shapes.conv import conv2d_geometry
 from tests import reference
 from tests.test_kernels_nonfinite import _check_family_nonfinite
 from tests.test_kernels_properties import (
@@ -38,13 +39,13 @@ def compiled_kernels_loaded():
 
 @contextmanager
 def forced_sparse():
-    """Every call takes the tap-span path of engine.conv_sparse."""
-    saved = conv_sparse.select
-    conv_sparse.select = conv_sparse.spans
+    """Every call takes the tap-span path of engine.kernels.sparse."""
+    saved = sparse.select
+    sparse.select = sparse.spans
     try:
         yield
     finally:
-        conv_sparse.select = saved
+        sparse.select = saved
 
 
 def peak_bytes(call) -> tuple[object, int]:
@@ -296,6 +297,6 @@ def test_a_result_too_large_for_the_machine_is_an_invalid_argument_error(sizes, 
        st.integers(0, 12), st.integers(1, 9))
 def test_the_quick_every_tap_test_never_claims_a_tap_that_meets_only_padding(
         size, taps, dilation, stride, pad, out):
-    spans = conv_sparse.Spans.of(size, taps, dilation, stride, pad, out)
-    if conv_sparse._every_tap_meets_data(size, taps, dilation, stride, pad, out):
+    spans = sparse.Spans.of(size, taps, dilation, stride, pad, out)
+    if sparse._every_tap_meets_data(size, taps, dilation, stride, pad, out):
         assert len(spans) == taps

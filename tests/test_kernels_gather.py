@@ -1,4 +1,4 @@
-"""The stride-1 input gradient's gathered products (engine.conv_compute, strategy "gather"):
+"""The stride-1 input gradient's gathered products (engine.kernels.compute, strategy "gather"):
 against the reference on random cases (tiny blocks, threads), the per-tap path it replaces,
 its recorded path, and its workspace (bounded, and bounded as the batch grows)."""
 
@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-from engine import conv_compute, kernels, parallel
-from engine.cancel import Cancelled, scope
-from engine.conv_shapes import backprop_input_geometry
-from engine.kernel_memory import conv_workspace
+from engine import kernels
+from engine.base.cancel import Cancelled, scope
+from engine.kernels import compute, parallel
+from engine.kernels.memory import conv_workspace
+from engine.shapes.conv import backprop_input_geometry
 from tests import reference
 from tests.test_kernels_properties import CONV, _check_family, conv_cases
 
@@ -39,19 +40,19 @@ def numpy_kernels(monkeypatch):
 
 def _many_channels():
     """Per-tap / gather paths (normally only for >= 16 channels) on small cases."""
-    return _patched(conv_compute, IM2COL_MAX_CHANNELS=1)
+    return _patched(compute, IM2COL_MAX_CHANNELS=1)
 
 
 @given(conv_cases())
 def test_gather_in_one_position_blocks_on_threads_matches_reference(case):
-    with _many_channels(), _patched(conv_compute, GATHER_BLOCK_BYTES=1, GATHER_MIN_BLOCK=1), \
+    with _many_channels(), _patched(compute, GATHER_BLOCK_BYTES=1, GATHER_MIN_BLOCK=1), \
             _patched(parallel, MIN_POSITIONS_PER_RANGE=1, MIN_COPY_BYTES=1):
         _check_family(*CONV, case)
 
 
 @given(conv_cases())
 def test_per_tap_input_gradient_without_gather_matches_reference(case):
-    with _many_channels(), _patched(conv_compute, GATHER_INPUT_GRADIENT=False):
+    with _many_channels(), _patched(compute, GATHER_INPUT_GRADIENT=False):
         _check_family(*CONV, case)
 
 
@@ -71,7 +72,7 @@ def test_many_channel_stride_1_input_gradient_gathers_and_matches_reference(padd
     dx = kernels.conv2d_backprop_input(g.input_shape, w, dy, **attrs)
     assert kernels.last_path() == "numpy gather"
     np.testing.assert_allclose(dx, reference.backprop_input(w, dy, g), rtol=1e-10, atol=1e-10)
-    with _patched(conv_compute, GATHER_INPUT_GRADIENT=False):
+    with _patched(compute, GATHER_INPUT_GRADIENT=False):
         per_tap = kernels.conv2d_backprop_input(g.input_shape, w, dy, **attrs)
         assert kernels.last_path() == "numpy per-tap"
     np.testing.assert_allclose(dx, per_tap, rtol=1e-12, atol=1e-12)
@@ -101,7 +102,7 @@ def _peak(fn) -> int:
 
 @pytest.mark.parametrize("batch", [1, 6])
 def test_gather_workspace_is_within_the_estimate(monkeypatch, batch):
-    monkeypatch.setattr(conv_compute, "CHUNK_BYTES", 2**16)
+    monkeypatch.setattr(compute, "CHUNK_BYTES", 2**16)
     g, attrs, w, dy = _input_case(n=batch, h=30, w=28, c=32, o=40, kh=3, kw=3)
     w, dy = w.astype(np.float32), dy.astype(np.float32)
     peak = _peak(lambda: kernels.conv2d_backprop_input(g.input_shape, w, dy, **attrs))
@@ -112,8 +113,8 @@ def test_gather_workspace_is_within_the_estimate(monkeypatch, batch):
 @pytest.mark.parametrize("path", ["gather", "per-tap"])
 def test_doubling_the_batch_does_not_double_the_workspace(monkeypatch, path):
     """Batch chunks bound the extra memory: 8 then 16 images of about 0.1 MiB of chunk each."""
-    monkeypatch.setattr(conv_compute, "CHUNK_BYTES", 2**18)
-    monkeypatch.setattr(conv_compute, "GATHER_INPUT_GRADIENT", path == "gather")
+    monkeypatch.setattr(compute, "CHUNK_BYTES", 2**18)
+    monkeypatch.setattr(compute, "GATHER_INPUT_GRADIENT", path == "gather")
     peaks = []
     for batch in (8, 16):
         g, attrs, w, dy = _input_case(n=batch, h=40, w=40, c=32, o=32, kh=3, kw=3)

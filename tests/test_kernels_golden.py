@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from engine.dtypes import dtype_name
-from engine.errors import InvalidArgumentError
+from engine.base.dtypes import dtype_name
+from engine.base.errors import InvalidArgumentError
 from tests.golden_cases import ARRAYS, INVALID, VALID, call_invalid, call_valid
 
 

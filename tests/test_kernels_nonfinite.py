@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine import kernels
-from engine.dtypes import DTYPES, RTOL
-from engine.nonfinite import all_finite
+from engine.base.dtypes import DTYPES, RTOL
+from engine.kernels.nonfinite import all_finite
 from tests.test_kernels_properties import CONV, DEPTHWISE, conv_cases
 
 SPECIALS = (np.nan, np.inf, -np.inf, 0.0)

@@ -1,4 +1,5 @@
-"""The compiled depthwise kernels (engine.accel, engine.numba_depthwise) against the NumPy ones.
+"""The compiled depthwise kernels (engine.kernels.accel, engine.kernels._compiled.numba_depthwise)
+against the NumPy ones.
 
 Tolerance: both paths compute in the compute dtype with different summation orders, so each is
 within ``RTOL[dtype] * bound`` of the exact sum (``bound`` = the op on ``|a|, |b|``, the sum of
@@ -21,11 +22,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import accel, cancel, kernels
-from engine.conv_shapes import conv2d_geometry
-from engine.dtypes import DTYPES, RTOL
-from engine.errors import InvalidArgumentError
-from engine.kernel_memory import conv_workspace
+from engine import kernels
+from engine.base import cancel
+from engine.base.dtypes import DTYPES, RTOL
+from engine.base.errors import InvalidArgumentError
+from engine.kernels import accel
+from engine.kernels.memory import conv_workspace
+from engine.shapes.conv import conv2d_geometry
 from tests.golden_cases import ARRAYS, VALID, call_valid
 from tests.test_kernels_nonfinite import SPECIALS
 from tests.test_kernels_properties import conv_cases
@@ -41,7 +44,7 @@ INPUT = kernels.depthwise_conv2d_native_backprop_input
 
 def path_kind() -> str:
     """The last call's path as these tests name it: ``numpy``, ``numba``, ``sparse`` (the
-    tap-span path), ``empty`` (engine.kernel_path records ``numpy <strategy>``)."""
+    tap-span path), ``empty`` (engine.kernels.path_record records ``numpy <strategy>``)."""
     path = kernels.last_path() or ""
     if path == "numpy tap-spans":
         return "sparse"
@@ -237,7 +240,7 @@ def test_background_warm_up_marks_both_compute_dtypes_ready(monkeypatch):
 def test_a_cancelled_run_stops_between_compiled_batch_chunks(monkeypatch):
     monkeypatch.setenv(accel.ENV, "numba")
     monkeypatch.setattr(accel, "CHUNK_BYTES", 2**11)
-    from engine import numba_depthwise
+    from engine.kernels._compiled import numba_depthwise
     monkeypatch.setattr(numba_depthwise, "CHUNK_BYTES", 2**11)
     x = np.ones((6, 8, 8, 4), np.float32)
     dy = np.ones((6, 8, 8, 4), np.float32)
@@ -345,7 +348,7 @@ def test_the_compile_note_never_breaks_a_kernel_when_its_stream_is_gone(monkeypa
 def _counting_scans(monkeypatch) -> list[tuple[int, ...]]:
     """Record the shape of every array nonfinite_safe scans for NaN/Inf, and of every result
     engine.kernels checks before vouching for it."""
-    from engine import nonfinite
+    from engine.kernels import nonfinite
     scanned: list[tuple[int, ...]] = []
     real = nonfinite.all_finite
 
@@ -354,7 +357,7 @@ def _counting_scans(monkeypatch) -> list[tuple[int, ...]]:
         return real(a)
 
     monkeypatch.setattr(nonfinite, "all_finite", counting)
-    monkeypatch.setattr(kernels, "all_finite", counting)  # the result check of the NumPy path
+    monkeypatch.setattr(kernels.ops, "all_finite", counting)  # the result check of the NumPy path
     return scanned
 
 
@@ -362,9 +365,9 @@ def _counting_scans(monkeypatch) -> list[tuple[int, ...]]:
 def test_a_finite_compiled_result_skips_the_input_scans(monkeypatch, kind):
     """The compiled loops vouch for a finite result, so the two input scans (as costly as the
     kernel for depthwise shapes) are skipped; the NumPy path vouches only when this process's
-    BLAS multiplies every factor (engine.gemm.propagates_nonfinite) and its result is no larger
-    than its inputs (else scanning the inputs costs less), else it scans both."""
-    from engine import gemm
+    BLAS multiplies every factor (engine.kernels.gemm.propagates_nonfinite) and its result is no
+    larger than its inputs (else scanning the inputs costs less), else it scans both."""
+    from engine.kernels import gemm
     rng = np.random.default_rng(1)
     x, w = rng.standard_normal((2, 9, 9, 4), np.float32), rng.standard_normal((3, 3, 4, 2),
                                                                               np.float32)

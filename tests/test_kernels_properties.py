@@ -10,10 +10,11 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from engine import conv_compute, kernels, parallel
-from engine.conv_shapes import conv2d_geometry
-from engine.dtypes import DTYPES, RTOL
-from engine.errors import InvalidArgumentError
+from engine import kernels
+from engine.base.dtypes import DTYPES, RTOL
+from engine.base.errors import InvalidArgumentError
+from engine.kernels import compute, parallel
+from engine.shapes.conv import conv2d_geometry
 from tests import reference
 
 
@@ -146,12 +147,12 @@ def test_adjoint_identity_on_a_larger_strided_dilated_case():
 @contextmanager
 def _per_tap_products():
     """Force the per-tap product paths (normally only for >= 16 channels) on small cases."""
-    old = conv_compute.IM2COL_MAX_CHANNELS
-    conv_compute.IM2COL_MAX_CHANNELS = 1
+    old = compute.IM2COL_MAX_CHANNELS
+    compute.IM2COL_MAX_CHANNELS = 1
     try:
         yield
     finally:
-        conv_compute.IM2COL_MAX_CHANNELS = old
+        compute.IM2COL_MAX_CHANNELS = old
 
 
 @contextmanager
@@ -188,8 +189,9 @@ class _PoisonedNumpy(types.ModuleType):
 
 #: The Python modules of the kernels whose ``np.empty`` buffers are poisoned (the compiled
 #: modules keep NumPy itself: numba reads ``np.empty`` when it compiles).
-_KERNEL_MODULES = ("engine.kernels", "engine.conv_compute", "engine.conv_tiles",
-                   "engine.conv_layout", "engine.buffers", "engine.winograd")
+_KERNEL_MODULES = ("engine.kernels", "engine.kernels.compute", "engine.kernels.layout",
+                   "engine.kernels.buffers", "engine.kernels._compiled.conv_tiles",
+                   "engine.kernels._compiled.winograd")
 
 
 @contextmanager
@@ -273,12 +275,12 @@ def test_parallel_ranges_match_reference(case):
 def _one_row_depthwise_tiles():
     """Cut every image into one-output-row tiles, so tiles start inside the padding and the
     image (tiny cases otherwise fit one tile per image)."""
-    old = conv_compute.DEPTHWISE_TILE_POSITIONS
-    conv_compute.DEPTHWISE_TILE_POSITIONS = 1
+    old = compute.DEPTHWISE_TILE_POSITIONS
+    compute.DEPTHWISE_TILE_POSITIONS = 1
     try:
         yield
     finally:
-        conv_compute.DEPTHWISE_TILE_POSITIONS = old
+        compute.DEPTHWISE_TILE_POSITIONS = old
 
 
 @given(conv_cases(depthwise=True))

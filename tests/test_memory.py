@@ -1,5 +1,6 @@
-"""One memory limit for the whole run (engine.memory): every kept output plus the running block's
-workspace, estimated at compile time; the estimates bound what the blocks really allocate."""
+"""One memory limit for the whole run (engine.graph.budget): every kept output plus the running
+block's workspace, estimated at compile time; the estimates bound what the blocks really
+allocate."""
 
 import json
 import subprocess
@@ -10,11 +11,11 @@ import numpy as np
 import pytest
 
 from blocks.registry import get_spec
-from engine import conv_compute, conv_sparse
-from engine.canvas import Canvas, CanvasError
-from engine.compiler import compile_canvas
-from engine.executor import Executor
-from engine.memory import GIB, Budget, gib, gib_to_bytes, limit_bytes
+from engine.graph.budget import GIB, Budget, gib, gib_to_bytes, limit_bytes
+from engine.graph.canvas import Canvas, CanvasError
+from engine.graph.compiler import compile_canvas
+from engine.graph.executor import Executor
+from engine.kernels import compute, sparse
 
 SHAPE_042 = [int(0.42 * GIB) // 4]  # 0.42 GiB of float32
 
@@ -182,13 +183,13 @@ def _conv_canvas(kind: str, depthwise: bool, dtype: str, nan: bool, attrs: dict)
                                             ("float64", True), ("bfloat16", True)])
 @pytest.mark.parametrize("attrs", [
     {"strides": [1, 2, 1, 1], "dilations": [1, 1, 2, 1], "padding": "SAME"},
-    # computed tap by tap (engine.conv_sparse): the phase layout would be mostly padding
+    # computed tap by tap (engine.kernels.sparse): the phase layout would be mostly padding
     {"strides": [1, 20000, 3, 1], "dilations": [1, 1, 2**20, 1], "padding": "SAME"},
 ], ids=["phase-layout", "tap-spans"])
 def test_conv_workspace_bounds_what_the_kernel_allocates(monkeypatch, kind, depthwise, dtype,
                                                          nan, attrs):
-    monkeypatch.setattr(conv_compute, "CHUNK_BYTES", 2**16)  # many batch chunks
-    monkeypatch.setattr(conv_sparse, "CHUNK_BYTES", 2**16)
+    monkeypatch.setattr(compute, "CHUNK_BYTES", 2**16)  # many batch chunks
+    monkeypatch.setattr(sparse, "CHUNK_BYTES", 2**16)
     plan = compile_canvas(_conv_canvas(kind, depthwise, dtype, nan, attrs))
     assert plan.ok, plan.errors
     step = next(s for s in plan.steps if s.node_id == "k")

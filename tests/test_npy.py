@@ -1,4 +1,4 @@
-"""Strict .npy inputs (engine.npy): the header is checked at compile time, reading takes exactly
+"""Strict .npy inputs (engine.io.npy): the header is checked at compile time, reading takes exactly
 the data, integers only when they convert exactly; check and run agree on every file."""
 
 import json
@@ -8,13 +8,13 @@ import sys
 import numpy as np
 import pytest
 
-from engine import npy
-from engine.canvas import Canvas
-from engine.compiler import compile_canvas
-from engine.dtypes import DTYPES
-from engine.errors import InvalidArgumentError
-from engine.executor import Executor
-from engine.sources import generate
+from engine.base.dtypes import DTYPES
+from engine.base.errors import InvalidArgumentError
+from engine.graph.canvas import Canvas
+from engine.graph.compiler import compile_canvas
+from engine.graph.executor import Executor
+from engine.io import npy
+from engine.io.sources import generate
 
 
 def npy_bytes(header: str, data: bytes = b"", version: tuple[int, int] = (1, 0)) -> bytes:

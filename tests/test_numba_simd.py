@@ -1,5 +1,6 @@
-"""engine.numba_simd: the register-accumulating product sums against NumPy, over channel counts
-that fill whole vector blocks, part of one, or none, both float dtypes and one or three taps."""
+"""engine.kernels._compiled.numba_simd: the register-accumulating product sums against NumPy, over
+channel counts that fill whole vector blocks, part of one, or none, both float dtypes and one or
+three taps."""
 
 import numpy as np
 import pytest
@@ -8,7 +9,7 @@ from hypothesis import strategies as st
 
 numba = pytest.importorskip("numba")
 
-from engine.numba_simd import acc_products, acc_products3, gemm_acc, gemm_set
+from engine.kernels._compiled.numba_simd import acc_products, acc_products3, gemm_acc, gemm_set
 
 
 @numba.njit
@@ -71,27 +72,30 @@ def test_other_arrays_are_refused_when_compiling():
 
 def test_the_compiled_loops_are_recompiled_when_the_intrinsics_change():
     """numba's cache of a module's loops is keyed by that file's stamp only: the modules that
-    inline the intrinsics record engine/numba_simd.py's hash, so changing the intrinsics means
-    changing them too."""
+    inline the intrinsics record engine/kernels/_compiled/numba_simd.py's hash, so changing the
+    intrinsics means changing them too."""
     import hashlib
     from pathlib import Path
 
-    from engine import conv_tiles_jit, numba_depthwise, numba_simd, winograd_jit
+    from engine.kernels._compiled import conv_tiles_jit, numba_depthwise, numba_simd, winograd_jit
 
     digest = hashlib.sha256(Path(numba_simd.__file__).read_bytes()).hexdigest()
     for module in (numba_depthwise, winograd_jit, conv_tiles_jit):
         assert module.SIMD_SOURCE_SHA256 == digest, (
-            f"engine/numba_simd.py changed: put its new SHA-256 in {module.__name__}")
-    from engine import winograd_simd
+            f"engine/kernels/_compiled/numba_simd.py changed: put its new SHA-256 in "
+            f"{module.__name__}")
+    from engine.kernels._compiled import winograd_simd
 
     digest = hashlib.sha256(Path(winograd_simd.__file__).read_bytes()).hexdigest()
     assert winograd_jit.TRANSFORMS_SOURCE_SHA256 == digest, (
-        "engine/winograd_simd.py changed: put its new SHA-256 in engine.winograd_jit")
-    from engine import simd_runs
+        "engine/kernels/_compiled/winograd_simd.py changed: put its new SHA-256 in "
+        "engine.kernels._compiled.winograd_jit")
+    from engine.kernels._compiled import simd_runs
 
     digest = hashlib.sha256(Path(simd_runs.__file__).read_bytes()).hexdigest()
     assert conv_tiles_jit.RUNS_SOURCE_SHA256 == digest, (
-        "engine/simd_runs.py changed: put its new SHA-256 in engine.conv_tiles_jit")
+        "engine/kernels/_compiled/simd_runs.py changed: put its new SHA-256 in "
+        "engine.kernels._compiled.conv_tiles_jit")
 
 
 @numba.njit
@@ -125,7 +129,7 @@ def test_register_tile_products_match_numpy(m, n, kd, transposed, accumulate, dt
 def test_every_vector_width_computes_the_same_sums(monkeypatch, vector_bytes):
     """The widths chosen on other CPUs (SSE, AVX2; AVX-512 here) and their tile shapes: fresh
     compiles under each width against NumPy, with sizes that leave every kind of remainder."""
-    from engine import numba_simd
+    from engine.kernels._compiled import numba_simd
 
     monkeypatch.setattr(numba_simd, "VECTOR_BYTES", vector_bytes)
 

@@ -18,9 +18,9 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
-from engine.layer_canvas import build_canvas, plan_layer
-from engine.model_import import ModelImportError, list_rows
-from engine.onnx_reader import MAX_MODEL_BYTES, read_onnx
+from engine.graph.layer_canvas import build_canvas, plan_layer
+from engine.io.models.model_import import ModelImportError, list_rows
+from engine.io.models.onnx_reader import MAX_MODEL_BYTES, read_onnx
 from tests import model_files as mf
 
 ROOT = Path(__file__).parents[1]

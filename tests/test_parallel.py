@@ -7,7 +7,7 @@ def test_ranges_run_in_the_callers_context():
 
     import numpy as np
 
-    from engine import parallel
+    from engine.kernels import parallel
 
     var = contextvars.ContextVar("probe", default="unset")
     token = var.set("caller")

@@ -6,11 +6,11 @@ import json
 import pytest
 
 from blocks import registry
-from engine.canvas import Canvas, CanvasError, dumps, save_canvas
-from engine.compiler import compile_canvas
-from engine.conv_shapes import conv2d_geometry
-from engine.errors import InvalidArgumentError
-from engine.executor import Executor
+from engine.base.errors import InvalidArgumentError
+from engine.graph.canvas import Canvas, CanvasError, dumps, save_canvas
+from engine.graph.compiler import compile_canvas
+from engine.graph.executor import Executor
+from engine.shapes.conv import conv2d_geometry
 
 
 def _grad_canvas(**grad_attrs) -> Canvas:

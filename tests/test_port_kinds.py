@@ -3,7 +3,7 @@
 from blocks.port_kinds import PORT_KINDS, fits, fitting_inputs, fitting_outputs, tensor_kind
 from blocks.registry import REGISTRY, get_spec
 from blocks.spec import TensorSpec
-from engine.compiler import compile_canvas
+from engine.graph.compiler import compile_canvas
 from tests.app_support import grad_canvas
 
 

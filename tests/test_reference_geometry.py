@@ -1,13 +1,14 @@
 """The reference's output sizes and paddings (tests/reference.py, from TensorFlow's documented
-definition) against the engine's (engine.padding, engine.conv_shapes): a bug in either shows."""
+definition) against the engine's (engine.shapes.padding, engine.shapes.conv): a bug in either
+shows."""
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.conv_shapes import conv2d_geometry
-from engine.errors import InvalidArgumentError
-from engine.padding import windowed_output
+from engine.base.errors import InvalidArgumentError
+from engine.shapes.conv import conv2d_geometry
+from engine.shapes.padding import windowed_output
 from tests import reference
 
 PADDINGS = st.sampled_from(["SAME", "VALID", "EXPLICIT"])

@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.canvas import Canvas, save_canvas
-from engine.compiler import compile_canvas
-from engine.executor import Executor
-from engine.labels import labels_from_titles
-from engine.npz import write_npz
-from engine.result_names import result_keys
+from engine.graph.canvas import Canvas, save_canvas
+from engine.graph.compiler import compile_canvas
+from engine.graph.executor import Executor
+from engine.graph.labels import labels_from_titles
+from engine.graph.result_names import result_keys
+from engine.io.npz import write_npz
 
 REPO = Path(__file__).parents[1]
 

@@ -10,9 +10,9 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from blocks.registry import REGISTRY
-from engine.canvas import Canvas, CanvasError
-from engine.compiler import compile_canvas
-from engine.executor import Executor
+from engine.graph.canvas import Canvas, CanvasError
+from engine.graph.compiler import compile_canvas
+from engine.graph.executor import Executor
 
 EXAMPLES = {p.name: json.loads(p.read_text(encoding="utf-8"))
             for p in sorted((Path(__file__).parents[1] / "assets" / "examples")

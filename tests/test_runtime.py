@@ -1,4 +1,4 @@
-"""engine.runtime: the process settings the kernels' speed depends on are in effect."""
+"""engine.base.runtime: the process settings the kernels' speed depends on are in effect."""
 
 import os
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 
 def test_importing_engine_sets_blas_idle_and_malloc_reuse():
-    code = ("import os, engine, engine.runtime as r\n"
+    code = ("import os, engine, engine.base.runtime as r\n"
             "print(os.environ['OPENBLAS_THREAD_TIMEOUT'], r._tune_malloc())")
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -1,12 +1,12 @@
-"""engine.sources: chunked generation gives exactly the one-shot values, within its workspace."""
+"""engine.io.sources: chunked generation gives exactly the one-shot values, within its workspace."""
 
 import tracemalloc
 
 import numpy as np
 import pytest
 
-from engine import sources
-from engine.dtypes import DTYPES
+from engine.base.dtypes import DTYPES
+from engine.io import sources
 
 
 def one_shot(fill: str, shape: tuple[int, ...], dtype: str, seed: int) -> np.ndarray:
@@ -60,8 +60,8 @@ def test_half_and_float32_sources_never_make_a_float64_array_of_the_whole_shape(
 
 
 def test_a_literal_beyond_the_dtype_range_is_an_error_on_values_not_a_silent_infinity():
-    from engine.canvas import Canvas
-    from engine.compiler import compile_canvas
+    from engine.graph.canvas import Canvas
+    from engine.graph.compiler import compile_canvas
 
     c = Canvas()
     c.add_node("Tensor", attrs={"fill": "values", "values": [1.0, 1e308], "dtype": "float16"},

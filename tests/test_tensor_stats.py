@@ -1,4 +1,4 @@
-"""engine.tensor_stats against NumPy: statistics, slices, the filter montage, differences."""
+"""engine.view.stats against NumPy: statistics, slices, the filter montage, differences."""
 
 import warnings
 
@@ -6,7 +6,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from engine.tensor_stats import (
+from engine.view.stats import (
     default_axes,
     default_view_axes,
     diff_stats,
@@ -203,7 +203,7 @@ def test_diff_stats_with_zeros_nan_inf_and_empty():
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_chunked_stats_combine_to_numpys(monkeypatch, dtype):
-    import engine.tensor_stats as ts
+    import engine.view.stats as ts
 
     monkeypatch.setattr(ts, "CHUNK", 7)  # many chunks, one of them all NaN/Inf
     a = _sample(dtype, (5, 11), seed=11, nan=4, inf=3, zeros=5)

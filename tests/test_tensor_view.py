@@ -1,10 +1,10 @@
-"""engine.tensor_view without Qt: what the viewer shows, checked against hand-built arrays."""
+"""engine.view.tensor_view without Qt: what the viewer shows, checked against hand-built arrays."""
 
 import numpy as np
 import pytest
 
-from engine.tensor_stats import colour_levels, exact_text, finite_range, histogram, montage
-from engine.tensor_view import ViewState, cell_ticks, image_range, tile_ticks
+from engine.view.stats import colour_levels, exact_text, finite_range, histogram, montage
+from engine.view.tensor_view import ViewState, cell_ticks, image_range, tile_ticks
 
 FILTER = ("kh", "kw", "in", "out")
 NHWC = ("N", "H", "W", "C")

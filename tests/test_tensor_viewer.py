@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app.tensor_viewer import TABLE_LIMIT, TensorViewer
-from engine.tensor_stats import diff_stats, montage
+from app.viewer.tensor_viewer import TABLE_LIMIT, TensorViewer
+from engine.view.stats import diff_stats, montage
 
 Qt = QtCore.Qt
 NHWC = ("N", "H", "W", "C")

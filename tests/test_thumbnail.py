@@ -1,12 +1,12 @@
-"""engine.thumbnail without Qt: pixel colours, montage layout, NaN marks, downsampling."""
+"""engine.view.thumbnail without Qt: pixel colours, montage layout, NaN marks, downsampling."""
 
 import ml_dtypes
 import numpy as np
 import pytest
 
-from engine.colormaps import DIVERGING, LUTS, SEQUENTIAL
-from engine.tensor_stats import montage
-from engine.thumbnail import (
+from engine.view.colormaps import DIVERGING, LUTS, SEQUENTIAL
+from engine.view.stats import montage
+from engine.view.thumbnail import (
     MIN_SIDE,
     NONFINITE,
     SEPARATOR,
@@ -165,7 +165,7 @@ def test_picture_size_fits_the_box_and_keeps_square_cells_when_it_can(shape):
                                              ((3, 3, 2, 2), FILTER), ((700,), None)])
 @pytest.mark.parametrize("sign", [1.0, -1.0, 0.0])
 def test_a_callers_value_range_scan_gives_the_same_picture(shape, axes, sign):
-    from engine.thumbnail import value_range
+    from engine.view.thumbnail import value_range
 
     a = np.abs(np.random.default_rng(5).standard_normal(shape)) * sign
     a.reshape(-1)[-1] = -np.inf  # the only negative when sign >= 0: not finite, not diverging

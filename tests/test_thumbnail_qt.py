@@ -1,4 +1,4 @@
-"""engine.thumbnail against the viewer: the same colour tables as pyqtgraph, the same pixel
+"""engine.view.thumbnail against the viewer: the same colour tables as pyqtgraph, the same pixel
 colours as a pyqtgraph ImageItem, and the same view, map and levels as the TensorViewer."""
 
 import ml_dtypes
@@ -8,9 +8,9 @@ import pyqtgraph.functions as fn
 import pytest
 from PySide6 import QtGui
 
-from app.tensor_viewer import TensorViewer
-from engine.colormaps import DIVERGING, LUTS, SEQUENTIAL
-from engine.thumbnail import NONFINITE, SEPARATOR, colourise, thumbnail, thumbnail_view
+from app.viewer.tensor_viewer import TensorViewer
+from engine.view.colormaps import DIVERGING, LUTS, SEQUENTIAL
+from engine.view.thumbnail import NONFINITE, SEPARATOR, colourise, thumbnail, thumbnail_view
 
 
 @pytest.mark.parametrize("name", [DIVERGING, SEQUENTIAL])

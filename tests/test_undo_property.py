@@ -24,8 +24,8 @@ from PySide6 import QtCore, QtWidgets
 
 from app.document import Document
 from blocks.registry import get_spec
-from engine.canvas import Canvas, dumps
-from engine.errors import InvalidArgumentError
+from engine.base.errors import InvalidArgumentError
+from engine.graph.canvas import Canvas, dumps
 
 OPS = ["add", "delete", "move", "connect", "disconnect", "attribute", "rename", "paste",
        "duplicate"]

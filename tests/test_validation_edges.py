@@ -4,11 +4,11 @@ weakened (the mutant is in the test's docstring)."""
 import numpy as np
 import pytest
 
-from engine.canvas import Canvas, Edge
-from engine.compiler import compile_canvas, topological_order
-from engine.conv_shapes import conv2d_geometry
-from engine.errors import InvalidArgumentError
-from engine.model_import import ConvLayer, translate
+from engine.base.errors import InvalidArgumentError
+from engine.graph.canvas import Canvas, Edge
+from engine.graph.compiler import compile_canvas, topological_order
+from engine.io.models.model_import import ConvLayer, translate
+from engine.shapes.conv import conv2d_geometry
 
 
 def _canvas_json(pos) -> dict:

@@ -1,12 +1,12 @@
-"""engine.view_marks: the cells marked for a set of indices are exactly the pixels the view maps
+"""engine.view.marks: the cells marked for a set of indices are exactly the pixels the view maps
 back to those indices (slice and montage), and show_element picks the slice of an element."""
 
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.tensor_view import ViewState
-from engine.view_marks import show_element, shown_cells
+from engine.view.marks import show_element, shown_cells
+from engine.view.tensor_view import ViewState
 
 
 @given(st.data())

@@ -4,7 +4,7 @@ that Table / Copy / Save act on while comparing, and the pin dropped with its ca
 import numpy as np
 from PySide6 import QtCore, QtWidgets
 
-from engine.tensor_stats import montage
+from engine.view.stats import montage
 from tests.app_support import grad_canvas, wait_run
 
 Qt = QtCore.Qt

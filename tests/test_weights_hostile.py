@@ -17,12 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import npy
-from engine.canvas import Canvas
-from engine.compiler import compile_canvas
-from engine.errors import InvalidArgumentError
-from engine.model_import import ModelImportError
-from engine.weights_reader import read_weights
+from engine.base.errors import InvalidArgumentError
+from engine.graph.canvas import Canvas
+from engine.graph.compiler import compile_canvas
+from engine.io import npy
+from engine.io.models.model_import import ModelImportError
+from engine.io.models.weights_reader import read_weights
 from tests.test_keras_hostile import _raw_zip, _zeros_member
 
 ROOT = Path(__file__).parents[1]

@@ -1,4 +1,5 @@
-"""Winograd F(2x2, 3x3) (engine.winograd) against the NumPy path and the slow reference."""
+"""Winograd F(2x2, 3x3) (engine.kernels._compiled.winograd) against the NumPy path and the slow
+reference."""
 
 import functools
 import json
@@ -11,10 +12,12 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from engine import cancel, kernels, winograd
-from engine.conv_shapes import conv2d_geometry
-from engine.dtypes import DTYPES, to_dtype
-from engine.kernel_memory import conv_workspace
+from engine import kernels
+from engine.base import cancel
+from engine.base.dtypes import DTYPES, to_dtype
+from engine.kernels._compiled import winograd
+from engine.kernels.memory import conv_workspace
+from engine.shapes.conv import conv2d_geometry
 from tests import reference
 from tests.test_kernels_properties import _check, conv_attrs, valid_geometry
 
@@ -84,8 +87,8 @@ def test_winograd_matches_reference_and_numpy_path(case):
     bounds = (reference.conv2d(abs(x), abs(w), g), reference.backprop_filter(abs(x), abs(dy), g),
               reference.backprop_input(abs(w), abs(dy), g))
     for (out, _), ex, bound in zip(fast, exact, bounds, strict=True):
-        # the Winograd contract is normwise (engine.winograd docstring): a corner element with
-        # one small term next to full ones can miss the NumPy path's elementwise bound
+        # the Winograd contract is normwise (engine.kernels._compiled.winograd docstring): a corner
+        # element with one small term next to full ones can miss the NumPy path's elementwise bound
         _check(out, ex, np.full_like(bound, bound.max(initial=0)), dtype)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GRADBLOCKS_KERNELS", "numpy")
@@ -98,7 +101,7 @@ def test_winograd_matches_reference_and_numpy_path(case):
 
 
 def reference_rtol(dtype: str) -> float:
-    from engine.dtypes import RTOL
+    from engine.base.dtypes import RTOL
 
     return RTOL[dtype]
 
@@ -290,16 +293,17 @@ def test_warm_compiles_without_computing_anything_and_import_stays_light():
     import subprocess
     import sys
 
-    code = ("import sys, engine.kernels, engine.kernel_memory; "
+    code = ("import sys, engine.kernels, engine.kernels.memory; "
             "assert 'numba' not in sys.modules; "
-            "from engine import winograd; winograd.warm(); assert 'numba' in sys.modules")
+            "from engine.kernels._compiled import winograd; winograd.warm(); "
+            "assert 'numba' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
 
 
 def test_a_call_while_the_app_still_compiles_takes_the_numpy_path(monkeypatch):
     """The app compiles in the background at start-up; until a dtype's loops (depthwise and
     Winograd) are ready, ``auto`` computes with NumPy instead of waiting for the compiler."""
-    from engine import accel
+    from engine.kernels import accel
 
     release = threading.Event()
     busy = threading.Thread(target=release.wait)
@@ -322,7 +326,8 @@ def test_a_call_while_the_app_still_compiles_takes_the_numpy_path(monkeypatch):
 def test_the_background_warm_up_compiles_the_winograd_loops(monkeypatch):
     """accel.warm_up runs Winograd's transforms and products too, so they are compiled (or
     loaded from the cache) before a dtype is marked ready."""
-    from engine import accel, winograd_jit
+    from engine.kernels import accel
+    from engine.kernels._compiled import winograd_jit
 
     monkeypatch.setattr(accel, "_ready", set())
     accel.warm_up(("float32",))

@@ -1,5 +1,5 @@
-"""engine.winograd_simd and the tile loops built on it: each transform against its matrix
-formula in float64, over channel counts that fill whole vectors, part of one, or none; the
+"""engine.kernels._compiled.winograd_simd and the tile loops built on it: each transform against its
+matrix formula in float64, over channel counts that fill whole vectors, part of one, or none; the
 tile loops against the same formulas on interior and border tiles; the points buffers' layout;
 and the filter gradient's blocked sums against TensorFlow-level accuracy."""
 
@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 
 numba = pytest.importorskip("numba")
 
-from engine import kernels, winograd, winograd_jit
-from engine.winograd_simd import grad_transform, input_transform, output_transform
+from engine import kernels
+from engine.kernels._compiled import winograd, winograd_jit
+from engine.kernels._compiled.winograd_simd import grad_transform, input_transform, output_transform
 
 # F(2x2, 3x3) (Lavin and Gray), written out here independently of the module's constants
 B_T = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))

@@ -16,8 +16,9 @@ from tests.model_files import write_onnx
 
 ROOT = Path(__file__).parents[1]
 EXAMPLES = ROOT / "assets" / "examples"
-COMPILED = ("llvmlite", "engine.numba_depthwise", "engine.conv_tiles_jit", "engine.winograd_jit",
-            "engine.numba_simd")
+COMPILED = ("llvmlite", "engine.kernels._compiled.numba_depthwise",
+            "engine.kernels._compiled.conv_tiles_jit", "engine.kernels._compiled.winograd_jit",
+            "engine.kernels._compiled.numba_simd")
 #: Runs ``engine.cli`` as ``gradblocks`` does, with numba not importable.
 NO_NUMBA = ("import sys, runpy; sys.modules['numba'] = None; sys.argv[0] = 'gradblocks'; "
             "runpy.run_module('engine.cli', run_name='__main__')")

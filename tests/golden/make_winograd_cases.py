@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from engine.dtypes import RTOL, to_dtype
+from engine.base.dtypes import RTOL, to_dtype
 from tests import reference
 
 HERE = Path(__file__).parent

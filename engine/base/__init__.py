@@ -1,0 +1,2 @@
+"""Facts every layer shares: errors, names, cancellation, dtypes and tolerances,
+versions, process settings, atomic writes, file stamps, literals."""

@@ -1,0 +1,78 @@
+"""The floating dtypes the conv ops take, by TensorFlow name, and their compute types.
+
+float16 and bfloat16 accumulate in float32 (as TensorFlow's CPU kernels do); the result is cast
+back to the input's dtype.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from engine.base.errors import InvalidArgumentError
+
+DTYPES: dict[str, np.dtype] = {
+    "float16": np.dtype(np.float16),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float32": np.dtype(np.float32),
+    "float64": np.dtype(np.float64),
+}
+
+#: Relative tolerance of one result element against its bound (sum of |products|) per dtype.
+RTOL: dict[str, float] = {"float64": 1e-12, "float32": 2e-5, "float16": 4e-3, "bfloat16": 3e-2}
+
+
+def dtype_name(dtype: np.dtype) -> str:
+    """TensorFlow's name for a NumPy dtype (``bfloat16`` included)."""
+    dtype = np.dtype(dtype)
+    for name, dt in DTYPES.items():
+        if dt == dtype:
+            return name
+    return str(dtype)
+
+
+def to_dtype(name: str) -> np.dtype:
+    """The NumPy dtype of a TensorFlow float dtype name; raises for anything else."""
+    try:
+        return DTYPES[name]
+    except (KeyError, TypeError):
+        raise InvalidArgumentError(
+            f"dtype {name!r} is not one of {', '.join(DTYPES)}", "dtype"
+        ) from None
+
+
+def compute_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype arithmetic is done in: float64 stays, everything else uses float32."""
+    return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
+
+
+def float_array(name: str, value: object) -> np.ndarray:
+    """``value`` as an ndarray of one of the supported float dtypes, or a clear error naming
+    ``name`` (ragged lists, strings, None and other types included)."""
+    if isinstance(value, np.ndarray):
+        arr = value
+    else:
+        try:
+            arr = np.asarray(value)
+        except (ValueError, TypeError, OverflowError, RecursionError):
+            raise InvalidArgumentError(
+                f"{name} must be an array of floats, got {type(value).__name__}", name
+            ) from None
+    if arr.dtype not in DTYPES.values():
+        raise InvalidArgumentError(
+            f"{name} dtype {dtype_name(arr.dtype)} is not one of {', '.join(DTYPES)}", name
+        )
+    return arr
+
+
+def same_dtype(**arrays: np.ndarray) -> np.dtype:
+    """The common dtype of the named arrays; raises naming both when they differ."""
+    items = list(arrays.items())
+    first_name, first = items[0]
+    for name, arr in items[1:]:
+        if arr.dtype != first.dtype:
+            raise InvalidArgumentError(
+                f"{name} dtype {dtype_name(arr.dtype)} does not match {first_name} dtype "
+                f"{dtype_name(first.dtype)}", name
+            )
+    return first.dtype

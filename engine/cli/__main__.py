@@ -1,0 +1,5 @@
+"""``python -m engine.cli``."""
+
+from engine.cli.commands import main
+
+raise SystemExit(main())

@@ -1,0 +1,328 @@
+"""``gradblocks explain CANVAS NODE[.PORT] I,J,K,L [--limit N] [--json]``.
+
+Runs what the block needs, then prints the defining sum of one element of a conv block's
+output (:mod:`engine.explain.terms`): the formula with the actual indices, the number of terms and
+of padding terms, the first ``--limit`` terms as a table, their float64 sum and the block's value.
+With ``--json``, exactly one JSON object on stdout::
+
+    {"node": ID, "port": PORT, "index": [..], "value": V, "sum": S, "padding_terms": P,
+     "terms": [{"factors": [{"port": P1, "index": [..]}, {"port": P2, "index": [..]}],
+                "product": X}, ...]}
+
+every index in its array's own layout, factors in the block's input port order, all terms
+(``--limit`` only cuts the table). JSON has no NaN or Infinity: such numbers are written as the
+strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (as protobuf's JSON mapping does). The object
+is written as it is built, :data:`engine.explain.terms.CHUNK_TERMS` terms at a time (8.4M terms make
+0.9 GB of JSON, never held in memory at once).
+
+NODE is a node id, or a block title naming exactly one block. Exit status: 0; 2 for an invalid
+canvas, a bad node, port or index (an index entry of more than :data:`MAX_INDEX_DIGITS` digits
+included), a ``--limit`` above :data:`MAX_LIMIT`, an element whose terms would take more memory
+to list than ``--memory-limit-gib`` (:data:`engine.explain.terms.TERM_BYTES` each), or a block that
+is not one of the six conv blocks; 1 when the block fails at run time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+from dataclasses import replace
+from fractions import Fraction
+from typing import TextIO
+
+import numpy as np
+
+from blocks.registry import get_spec
+from engine.base.errors import InvalidArgumentError
+from engine.base.names import shown
+from engine.cli.commands import _compile, _err, _limit, _path, _say, _table
+from engine.explain.terms import (
+    CHUNK_TERMS,
+    OPS,
+    TERM_BYTES,
+    Explanation,
+    TooManyTerms,
+    check_index,
+    explain_element,
+)
+from engine.graph.budget import gib
+from engine.graph.canvas import Canvas
+from engine.graph.compiler import DEFAULT_MEMORY_LIMIT, Plan
+from engine.graph.executor import Executor
+
+#: Terms shown in the text table unless --limit says otherwise, and the most it shows (a table
+#: row takes about 0.6 KB while it is built; --json lists every term).
+DEFAULT_LIMIT = 20
+MAX_LIMIT = 100_000
+#: Digits of a whole-number argument (an index entry, --limit, --frame): no array dimension
+#: reaches 2**63 (19 digits), and Python refuses to read an int of more than 4300 digits.
+MAX_INDEX_DIGITS = 19
+
+
+class UsageError(Exception):
+    """A bad node, port or index: one line, exit 2."""
+
+
+def add_parser(sub) -> None:
+    """Add the ``explain`` subcommand to ``gradblocks``' subparsers."""
+    p = sub.add_parser(
+        "explain", help="list the terms of the sum that defines one element of a conv "
+                        "block's output")
+    p.add_argument("canvas", help="a .gbc.json canvas file")
+    p.add_argument("node", metavar="NODE[.PORT]",
+                   help="the conv block: its id, or its title if no other block has it")
+    p.add_argument("index", nargs="+", metavar="I,J,K,L",
+                   help="the output element, comma-separated in the output's own layout "
+                        "(NCHW: N,C,H,W); spaces allowed")
+    p.add_argument("--limit", type=_table_limit, default=DEFAULT_LIMIT, metavar="N",
+                   help=f"terms shown in the table (default {DEFAULT_LIMIT}, at most "
+                        f"{MAX_LIMIT}; --json lists all)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead")
+    p.add_argument("--memory-limit-gib", dest="memory_limit", type=_limit, metavar="GIB",
+                   default=str(Fraction(DEFAULT_MEMORY_LIMIT, 2**30)),
+                   help="refuse a run that would need more memory than this (default 2)")
+
+
+def protect_index(argv: list[str]) -> list[str]:
+    """``explain`` arguments with a leading space before a word starting ``-<digit>``, so that
+    argparse takes a negative index (``-1,2,0,3``) as the positional it is and the index parser
+    reports it, instead of calling it an unknown option (argparse itself treats words
+    containing a space as positionals)."""
+    return [f" {a}" if re.fullmatch(r"-\d[\d\s,+-]*", a) else a for a in argv]
+
+
+def _whole(text: str) -> int | str:
+    """``text`` (ASCII digits, an optional sign) as an int, or why it is not one."""
+    match = re.fullmatch(r"([+-]?)0*([0-9]+)", text.strip())
+    if not match:
+        return f"{shown(text, 40)} is not a whole number"
+    sign, digits = match.groups()
+    if len(digits) > MAX_INDEX_DIGITS:
+        return (f"{shown(text, 40)} has {len(digits)} digits, too many for any array index "
+                f"or count (at most {MAX_INDEX_DIGITS})")
+    return int(sign + digits)
+
+
+def _count(text: str) -> int:
+    """A whole number >= 0 of at most :data:`MAX_INDEX_DIGITS` digits (argparse type)."""
+    value = _whole(text)
+    if isinstance(value, str):
+        raise argparse.ArgumentTypeError(value)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative")
+    return value
+
+
+def _table_limit(text: str) -> int:
+    """``--limit``: a count up to :data:`MAX_LIMIT` (argparse type)."""
+    value = _count(text)
+    if value > MAX_LIMIT:
+        raise argparse.ArgumentTypeError(
+            f"{value} is more than {MAX_LIMIT}, the most terms the table shows (--json lists "
+            "every term)")
+    return value
+
+
+def parse_index(words: list[str]) -> tuple[int, ...]:
+    """``I,J,K,L`` (one or more words; commas and spaces separate) as a tuple of ints >= 0,
+    each of at most :data:`MAX_INDEX_DIGITS` digits; :class:`UsageError` saying what is wrong."""
+    text = " ".join(words).strip()
+    parts = [p for p in re.split(r"\s*,\s*|\s+", text)]
+    where = f"index {shown(text, 60)}"
+    if not text or any(p == "" for p in parts):
+        raise UsageError(f"{where}: expected comma-separated integers such as 0,1,2,3")
+    out = []
+    for k, p in enumerate(parts):
+        if not re.fullmatch(r"[+-]?[0-9]+", p):
+            raise UsageError(f"{where}: {shown(p, 30)} is not an integer")
+        if p.startswith("-") and p.strip("-0"):
+            number = p if len(p) <= 30 else f"{p[:27]}... ({len(p)} characters)"
+            raise UsageError(f"{where}: {number} is negative, indices must be >= 0")
+        value = _whole(p)
+        if isinstance(value, str):
+            raise UsageError(f"{where}: entry {k} is out of range: {value}")
+        out.append(value)
+    return tuple(out)
+
+
+def _by_title(canvas: Canvas, title: str) -> str | None:
+    """The one node titled ``title``; UsageError when several are."""
+    ids = [n for n, node in canvas.nodes.items() if node.title.strip() == title.strip()]
+    if len(ids) > 1:
+        raise UsageError(f"block title {shown(title, 60)} is shared by {', '.join(ids)}: name "
+                         "the block by its id")
+    return ids[0] if ids else None
+
+
+def resolve_node(canvas: Canvas, text: str) -> tuple[str, str | None]:
+    """``(node_id, port or None)`` from ``NODE[.PORT]``, NODE an id or a unique title."""
+    if text in canvas.nodes:
+        return text, None
+    found = _by_title(canvas, text)
+    if found is not None:
+        return found, None
+    if "." in text:
+        head, port = text.rsplit(".", 1)
+        node_id = head if head in canvas.nodes else _by_title(canvas, head)
+        if node_id is not None:
+            return node_id, port
+    convs = [f"{n} ({node.type})" for n, node in canvas.nodes.items() if node.type in OPS]
+    hint = f"; its conv blocks: {', '.join(convs)}" if convs else "; it has no conv blocks"
+    raise UsageError(f"no block {shown(text, 60)} in the canvas (by id or title){hint}")
+
+
+def _ancestors(plan: Plan, node_id: str) -> Plan:
+    """``plan`` cut to ``node_id`` and the steps it depends on."""
+    steps = {s.node_id: s for s in plan.steps}
+    need, todo = set(), [node_id]
+    while todo:
+        n = todo.pop()
+        if n not in need and n in steps:
+            need.add(n)
+            todo.extend(src for src, _ in steps[n].inputs.values())
+    return replace(plan, steps=[s for s in plan.steps if s.node_id in need])
+
+
+def _number(v: float) -> float | str:
+    """A JSON number; NaN and infinities as the strings protobuf's JSON mapping uses."""
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "Infinity" if v > 0 else "-Infinity"
+    return v
+
+
+def as_json(node_id: str, port: str, value: float, e: Explanation) -> dict:
+    """The ``--json`` object (see the module docstring)."""
+    a, b = e.factors
+    products = e.products.tolist()
+    terms = [
+        {"factors": [{"port": a.port, "index": ai}, {"port": b.port, "index": bi}],
+         "product": _number(p)}
+        for ai, bi, p in zip(a.index.tolist(), b.index.tolist(), products, strict=True)
+    ]
+    return {"node": node_id, "port": port, "index": list(e.index), "value": _number(value),
+            "sum": _number(e.sum), "padding_terms": e.padding_terms, "terms": terms}
+
+
+def write_json(out: TextIO, node_id: str, port: str, value: float, e: Explanation) -> None:
+    """Write the ``--json`` object to ``out`` as one line, :data:`CHUNK_TERMS` terms at a time:
+    the same text as ``json.dumps(as_json(...))`` without ever holding all of it."""
+    head = {"node": node_id, "port": port, "index": list(e.index), "value": _number(value),
+            "sum": _number(e.sum), "padding_terms": e.padding_terms}
+    out.write(json.dumps(head, allow_nan=False)[:-1] + ', "terms": [')
+    a, b = e.factors
+    # json.dumps's own layout, filled in directly (3x faster than dumping dicts); a finite
+    # float is written by float.__repr__ there as here
+    term = (f'{{"factors": [{{"port": {json.dumps(a.port)}, "index": [%d, %d, %d, %d]}}, '
+            f'{{"port": {json.dumps(b.port)}, "index": [%d, %d, %d, %d]}}], "product": %s}}')
+    products = e.products
+    for start in range(0, e.terms, CHUNK_TERMS):
+        part = slice(start, start + CHUNK_TERMS)
+        rows = np.concatenate([a.index[part], b.index[part]], axis=1).tolist()
+        values = [repr(v) if math.isfinite(v) else json.dumps(_number(v))
+                  for v in products[part].tolist()]
+        out.write((", " if start else "") + ", ".join(
+            [term % (*row, v) for row, v in zip(rows, values, strict=True)]))
+    out.write("]}\n")
+
+
+def _scalar(v) -> str:
+    """An array element as its dtype prints it (shortest text that reads back the same)."""
+    return str(v) if not isinstance(v, float) else repr(v)
+
+
+def as_text(label: str, node_id: str, port: str, value, e: Explanation, limit: int) -> str:
+    """The human-readable explanation (see the module docstring)."""
+    a, b = e.factors
+    lines = [
+        f"{label} ({node_id}).{port}{list(e.index)}: {e.dtype}, shape {list(e.output_shape)}",
+        e.formula,
+        f"  over {e.domain}",
+        (f"{e.terms} term(s); {e.padding_terms} padding term(s) (they would read padding, "
+         "contribute nothing and are not listed)"),
+    ]
+    shown_terms = min(limit, e.terms)
+    if shown_terms:
+        rows = [["#", a.port, "value", b.port, "value", "product"]]
+        products = e.products
+        for t in range(shown_terms):
+            rows.append([str(t), str(a.index[t].tolist()), _scalar(a.values[t]),
+                         str(b.index[t].tolist()), _scalar(b.values[t]),
+                         f"{products[t]:.10g}"])
+        lines.append(_table(rows))
+    if shown_terms < e.terms:
+        lines.append(f"... {e.terms - shown_terms} more term(s) (--limit N shows N, --json all)")
+    s = e.sum
+    lines.append(f"sum of the {e.terms} term(s) (float64): {s!r}")
+    lines.append(f"value of the block ({e.dtype}): {_scalar(value)}")
+    diff = abs(s - float(value))
+    if not math.isnan(diff):
+        lines.append(f"|sum - value| = {diff:.3g}")
+    return "\n".join(lines)
+
+
+def cmd_explain(opts: argparse.Namespace, executor: Executor) -> int:
+    """The ``explain`` subcommand; returns the exit status."""
+    path = opts.canvas
+    try:
+        index = parse_index(opts.index)
+    except UsageError as err:
+        _err(str(err))
+        return 2
+    compiled = _compile(path, executor)
+    if compiled is None:
+        return 2
+    canvas, plan = compiled
+    try:
+        node_id, port = resolve_node(canvas, opts.node)
+        node = canvas.nodes[node_id]
+        label = plan.label(node_id)
+        if node.type not in OPS:
+            raise UsageError(f"{label} ({node_id}) is a {node.type} block, not a conv block: "
+                             f"explain takes {', '.join(OPS)}")
+        outputs = get_spec(node.type).output_names()
+        port = port or outputs[0]
+        if port not in outputs:
+            raise UsageError(f"{label} ({node_id}) has no output port {shown(port, 40)}; its "
+                             f"output: {', '.join(outputs)}")
+        try:
+            index = check_index(index, plan.specs[(node_id, port)].shape)
+        except InvalidArgumentError as err:
+            raise UsageError(f"{label} ({node_id}).{port}: {err}") from None
+    except UsageError as err:
+        _err(str(err))
+        return 2
+    result = executor.run(_ancestors(plan, node_id))
+    if node_id in result.errors:  # its own error, or a "skipped" after the blocks that failed
+        _err(f"{_path(path)}: {label} failed:",
+             [f"{plan.label(n)}: {m}" for n, m in result.errors.items()])
+        return 1
+    step = next(s for s in plan.steps if s.node_id == node_id)
+    inputs = {p: result.outputs[src] for p, src in step.inputs.items()}
+    limit = getattr(opts, "memory_limit", DEFAULT_MEMORY_LIMIT)
+    try:
+        e = explain_element(node.type, step.attrs, inputs, index, max_terms=limit // TERM_BYTES)
+    except TooManyTerms as err:
+        _err(f"{label} ({node_id}).{port}{list(index)} is a sum of {err.terms} terms: listing "
+             f"them needs about {gib(err.terms * TERM_BYTES)}, more than the memory limit "
+             f"({gib(limit)}; --memory-limit-gib raises it)")
+        return 2
+    except InvalidArgumentError as err:  # the block ran, so this is not expected
+        _err(f"{label}: cannot explain {shown(list(index))}: {err}")
+        return 1
+    value = np.asarray(result.outputs[(node_id, port)])[index]
+    try:
+        if opts.json:
+            write_json(sys.stdout, node_id, port, float(value), e)
+        else:
+            _say(as_text(label, node_id, port, value, e, opts.limit))
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader stopped early (| head): say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return 0

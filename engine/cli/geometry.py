@@ -1,0 +1,124 @@
+"""``gradblocks geometry CANVAS NODE -o FILE.png|FILE.gif [--frame K] [--overlap]``.
+
+Checks the canvas (shapes inferred, nothing run: the geometry needs shapes and attributes
+only) and draws what a conv block's attributes mean on its shapes (:mod:`engine.explain.geometry`,
+:mod:`engine.explain.geometry_render`): a ``.png`` is a still (frame 0, frame ``--frame K``, or with
+``--overlap`` the overlap-count map); a ``.gif`` is the looping animation over output positions
+(forward and input-gradient ops) or filter taps (filter-gradient ops), at most
+:data:`engine.explain.geometry.MAX_FRAMES` frames spread evenly. The file is written atomically,
+never over the canvas, a file the canvas reads (an image of a Tensor block) or a file that is not a
+regular file (:func:`engine.cli.commands._check_target`).
+
+NODE is a node id, or a block title naming exactly one block. Exit status: 0; 2 for an invalid
+canvas, an unknown node, a block that is not a conv block, a bad extension, frame or output
+path; 1 when the file cannot be written.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from engine.cli.commands import _check_target, _compile, _err, _say, _write
+from engine.cli.explain import UsageError, _count, resolve_node
+from engine.explain.terms import OPS
+from engine.graph.executor import Executor
+
+EXTENSIONS = (".png", ".gif")
+#: The executor's memory limit: the canvas is compiled, never run, so any size may be drawn.
+NO_RUN_LIMIT = 2**62
+
+
+def add_parser(sub) -> None:
+    """Add the ``geometry`` subcommand to ``gradblocks``' subparsers."""
+    p = sub.add_parser(
+        "geometry", help="draw a conv block's padding, dilated filter, strides and output "
+                         "grid as a PNG still or a GIF animation")
+    p.add_argument("canvas", help="a .gbc.json canvas file")
+    p.add_argument("node", metavar="NODE", help="the conv block: its id, or its title if no "
+                                                "other block has it")
+    p.add_argument("-o", "--output", required=True, metavar="FILE.png|FILE.gif",
+                   help="the picture to write (replaced atomically): .png a still, .gif the "
+                        "animation")
+    p.add_argument("--frame", type=_count, default=None, metavar="K",
+                   help="the frame of the still (default 0; .png only)")
+    p.add_argument("--overlap", action="store_true",
+                   help="draw the overlap-count map instead (.png only)")
+    # nothing runs: no memory budget applies to a canvas that is only checked
+    p.set_defaults(memory_limit=NO_RUN_LIMIT)
+
+
+def _options_problem(opts: argparse.Namespace) -> str | None:
+    ext = Path(opts.output).suffix.lower()
+    if ext not in EXTENSIONS:
+        return (f"output {opts.output!r}: the extension must be .png (a still) or .gif (the "
+                f"animation), got {ext or 'none'!r}")
+    if ext == ".gif" and (opts.frame is not None or opts.overlap):
+        return "--frame and --overlap are for a .png still; a .gif holds every frame"
+    if opts.frame is not None and opts.overlap:
+        return "--frame and --overlap exclude each other: the overlap map has no frames"
+    return None
+
+
+def cmd_geometry(opts: argparse.Namespace, executor: Executor) -> int:
+    """The ``geometry`` subcommand; returns the exit status."""
+    problem = _options_problem(opts)
+    if problem:
+        _err(problem)
+        return 2
+    if not _check_target(opts.output, opts.canvas):
+        return 2
+    compiled = _compile(opts.canvas, executor)
+    if compiled is None:
+        return 2
+    canvas, plan = compiled
+    if not _check_target(opts.output, opts.canvas, canvas):  # never a picture the canvas reads
+        return 2
+    try:
+        node_id, port = resolve_node(canvas, opts.node)
+        label = plan.label(node_id)
+        node = canvas.nodes[node_id]
+        if port is not None and node_id != opts.node:
+            raise UsageError(f"geometry takes a block, not a port: {opts.node!r}")
+        if node.type not in OPS:
+            raise UsageError(f"{label} ({node_id}) is a {node.type} block, not a conv block: "
+                             f"geometry takes {', '.join(OPS)}")
+    except UsageError as err:
+        _err(str(err))
+        return 2
+    # Pillow and the renderer load only for this subcommand (gradblocks starts for every one)
+    from engine.explain.geometry import model_for_step
+    from engine.explain.geometry_render import (
+        picture_title,
+        render_frame,
+        render_overlap,
+        write_gif,
+        write_png,
+    )
+
+    step = next(s for s in plan.steps if s.node_id == node_id)
+    model = model_for_step(step, plan.specs)
+    title = picture_title(label, node_id, node.type)
+    if opts.output.lower().endswith(".gif"):
+        count: list[int] = []
+        if not _write(opts.output, lambda f: count.append(write_gif(model, title, f))):
+            return 1
+        _say(f"wrote {opts.output}: {count[0]} frame(s) of {model.frame_count}")
+        return 0
+    if opts.overlap:
+        image = render_overlap(model, title)
+    else:
+        k = opts.frame or 0
+        if not model.frame_count:
+            _err(f"{label} ({node_id}) has no frames (no output positions): --overlap draws "
+                 "its geometry")
+            return 2
+        if k >= model.frame_count:
+            _err(f"--frame {k}: {label} ({node_id}) has {model.frame_count} frame(s), "
+                 f"0 to {model.frame_count - 1}")
+            return 2
+        image = render_frame(model, k, title)
+    if not _write(opts.output, lambda f: write_png(image, f)):
+        return 1
+    _say(f"wrote {opts.output}: {image.width}x{image.height}")
+    return 0

@@ -1,0 +1,110 @@
+"""``gradblocks import MODEL --list`` and ``gradblocks import MODEL --layer NAME -o CANVAS``.
+
+``--list`` prints a table of the model's conv layers (name, op, kernel, strides, dilations,
+padding, groups, input and output channels), then one line per conv layer that cannot be
+imported and why. ``--layer`` writes a canvas of that layer (:mod:`engine.graph.layer_canvas`) with
+its weights as .npy files beside it, the canvas and its arrays as one set, all or nothing
+(never over the model, the ``--input`` file or a file that is not a regular file; only a canvas
+``gradblocks check`` accepts).
+
+Exit status: 0; 2 for a usage error, an unreadable model, an unknown layer or one that cannot
+be translated exactly (one line naming the layer); 1 when a file cannot be written.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from engine.base.names import escaped
+from engine.cli.commands import _err, _path, _say
+from engine.graph.layer_canvas import read_model, write_layer_canvas
+from engine.graph.report import text_table
+from engine.io.models.model_import import ModelImportError, list_rows
+
+
+def _size(text: str) -> tuple[int, int]:
+    try:
+        h, w = (int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not H,W (two integers)") from None
+    if h < 1 or w < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: H and W must be at least 1")
+    return h, w
+
+
+def _batch(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return n
+
+
+def add_parser(sub) -> None:
+    """Add the ``import`` subcommand to ``gradblocks``' subparsers."""
+    p = sub.add_parser("import", help="list a model's conv layers, or write a canvas of one "
+                                      "(ONNX, Keras .keras/.h5, .safetensors/.npz weights)")
+    p.add_argument("model", help="a .onnx, .keras, .h5, .safetensors or .npz file")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--list", action="store_true", help="print the model's conv layers")
+    what.add_argument("--layer", metavar="NAME", help="the conv layer to import")
+    p.add_argument("-o", "--output", metavar="CANVAS.gbc.json",
+                   help="the canvas to write (with --layer; replaced atomically)")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--input", metavar="FILE.npy",
+                        help="the input array (in the canvas layout), copied next to the canvas")
+    source.add_argument("--input-size", type=_size, metavar="H,W",
+                        help="the input's height and width (default: the model's, if it says)")
+    p.add_argument("--batch", type=_batch, metavar="N",
+                   help="batch size of the random input (default 1)")
+    p.add_argument("--layout", choices=("NHWC", "NCHW"),
+                   help="the canvas data_format (default: the model's own)")
+    p.add_argument("--attrs", metavar="'strides=2,2 padding=SAME ...'",
+                   help="attributes for .safetensors/.npz weights: strides, dilations, "
+                        "padding, pads=T,B,L,R, groups, weights=OIHW|HWIO, data_format")
+
+
+def cmd_import(opts) -> int:
+    if opts.layer is not None and not opts.output:
+        _err("import --layer needs -o CANVAS.gbc.json (the canvas to write)")
+        return 2
+    if opts.list and (opts.output or opts.input or opts.input_size or opts.batch):
+        _err("import --list takes no -o, --input, --input-size or --batch")
+        return 2
+    if opts.input and opts.batch:
+        _err("import: --batch is for the random input; with --input the array gives the batch")
+        return 2
+    try:
+        found = read_model(opts.model, opts.attrs)
+        if opts.list:
+            if found.layers:
+                _say(text_table(list_rows(found.layers)))
+            else:
+                _say(f"{opts.model}: no importable conv layers")
+            for reason in found.refused.values():
+                _say(f"cannot import: {escaped(reason)}")
+            return 0
+        layer = found.find(opts.layer, _path(opts.model))
+        done = write_layer_canvas(layer, opts.output, input_hw=opts.input_size,
+                                  batch=opts.batch or 1, layout=opts.layout, input_path=opts.input,
+                                  protected=(opts.model,))
+    except ModelImportError as err:
+        _err(str(err))
+        return 2
+    except OSError as err:
+        _err(f"cannot write {_path(repr(opts.output))}: {err.strerror or err} (the previous "
+             "files, if any, are unchanged)")
+        return 1
+    conv = done.conv
+    _say(f"layer {escaped(layer.name)}: {layer.op}, {conv.op} {conv.attrs['data_format']} "
+         f"padding {conv.attrs['padding']}"
+         + (f" {conv.attrs['explicit_paddings']}" if conv.attrs["padding"] == "EXPLICIT" else "")
+         + f", input {list(conv.input_shape)} -> output {list(done.output_shape)}")
+    if layer.bias is not None:
+        _say(f"bias [{layer.bias.shape[0]}]: saved as the Tensor block 'bias' (TensorFlow's "
+             "conv op has no bias; add it after forward yourself)")
+    for path in done.files:
+        _say(f"wrote {path}")
+    return 0

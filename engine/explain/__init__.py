@@ -1,0 +1,2 @@
+"""The terms of one output element (terms), reverse lookups (reverse), and the
+conv's geometry (geometry) and its pictures (geometry_render)."""

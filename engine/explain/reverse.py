@@ -1,0 +1,199 @@
+"""The reverse of element provenance: every output element whose defining sum reads one input
+element (the inverse relation of :func:`engine.explain.terms.explain_element`'s terms).
+
+For an element ``index`` of operand ``port`` of a conv block, :func:`feeds` returns the output
+indices ``y`` such that some term of ``explain_element(..., y)`` has that element as its
+``port`` factor. Terms that would read padding are not terms, so they feed nothing; a term whose
+value is 0 still is one. Per spatial dimension the positions are found with the same closed forms
+as :mod:`engine.explain.terms` (array operations, no loop over a tensor), then crossed with the
+batch and channel ranges. Notation as in :mod:`engine.explain.terms`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from engine.base.errors import InvalidArgumentError
+from engine.explain.terms import (
+    OPS,
+    OpForm,
+    _activation,
+    _geometry,
+    _layout_free,
+    _output_shape,
+    check_index,
+)
+from engine.shapes.conv import ConvGeometry
+
+
+def _shaped(shape: Sequence[int]) -> np.ndarray:
+    """A zero-byte array of ``shape`` (the geometry reads only shapes)."""
+    return np.broadcast_to(np.zeros((), dtype=np.bool_), tuple(int(s) for s in shape))
+
+
+def geometry_of(type_id: str, attrs: Mapping[str, object],
+                input_shapes: Mapping[str, Sequence[int]]) -> tuple[OpForm, ConvGeometry]:
+    """The op form and geometry of a ``type_id`` block from its inputs' shapes (the size-vector
+    ports ``filter_sizes`` / ``input_sizes`` give the sizes they hold)."""
+    form = OPS.get(type_id)
+    if form is None:
+        raise InvalidArgumentError(
+            f"{type_id} is not a conv block: explain takes {', '.join(OPS)}", "type")
+    inputs = {p: (np.asarray(s, dtype=np.int64) if p.endswith("_sizes") else _shaped(s))
+              for p, s in input_shapes.items()}
+    return form, _geometry(form, attrs, inputs)
+
+
+def _operand_shape(form: OpForm, g: ConvGeometry, port: str) -> tuple[int, ...]:
+    return {"input": g.input_shape, "filter": g.filter_shape,
+            "out_backprop": g.output_shape}[port]
+
+
+def _reached(pos: int, taps: int, stride: int, dil: int, pad: int, count: int) -> np.ndarray:
+    """Output positions ``r`` with ``r*stride + t*dil - pad = pos`` for some tap ``t``."""
+    t = np.arange(taps, dtype=np.int64)
+    num = pos + pad - t * dil
+    ok = (num >= 0) & (num % stride == 0) & (num // stride < count)
+    return np.unique(num[ok] // stride)
+
+
+def _taps_of(pos: int, taps: int, stride: int, dil: int, pad: int, count: int) -> np.ndarray:
+    """Taps ``t`` that pair input position ``pos`` with some output position in
+    ``[0, count)``."""
+    t = np.arange(taps, dtype=np.int64)
+    num = pos + pad - t * dil
+    ok = (num >= 0) & (num % stride == 0) & (num // stride < count)
+    return t[ok]
+
+
+def _read(pos: int, taps: int, stride: int, dil: int, pad: int, size: int) -> np.ndarray:
+    """Real input positions ``pos*stride + t*dil - pad`` read by output position ``pos``."""
+    x = pos * stride + np.arange(taps, dtype=np.int64) * dil - pad
+    return x[(x >= 0) & (x < size)]
+
+
+def _real_taps(pos: int, taps: int, stride: int, dil: int, pad: int, size: int) -> np.ndarray:
+    """Taps ``t`` whose input position ``pos*stride + t*dil - pad`` is real."""
+    t = np.arange(taps, dtype=np.int64)
+    x = pos * stride + t * dil - pad
+    return t[(x >= 0) & (x < size)]
+
+
+def _positions(tap: int, count: int, stride: int, dil: int, pad: int, size: int) -> np.ndarray:
+    """Output positions ``r < count`` whose tap ``tap`` reads a real input position."""
+    r = np.arange(count, dtype=np.int64)
+    x = r * stride + tap * dil - pad
+    return r[(x >= 0) & (x < size)]
+
+
+def _cross(*axes: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Flat C-order coordinates of the product of ``axes`` (1-D arrays)."""
+    grids = np.meshgrid(*axes, indexing="ij")
+    return tuple(a.ravel().astype(np.int64) for a in grids)
+
+
+def _group_outputs(g: ConvGeometry, ch: int) -> np.ndarray:
+    """Conv2D: the output channels of the group that input channel ``ch`` belongs to."""
+    per = g.filter_out // g.groups
+    first = (ch // g.filter_in_depth) * per
+    return np.arange(first, first + per, dtype=np.int64)
+
+
+def _rows(g: ConvGeometry):
+    return g.filter_rows, g.stride_rows, g.dilation_rows, g.pad_top
+
+
+def _cols(g: ConvGeometry):
+    return g.filter_cols, g.stride_cols, g.dilation_cols, g.pad_left
+
+
+def feeds(type_id: str, attrs: Mapping[str, object], input_shapes: Mapping[str, Sequence[int]],
+          port: str, index: Sequence[object]) -> np.ndarray:
+    """The output indices (``(k, 4)`` int64, ascending, each in the output's own layout) whose
+    defining sum has element ``index`` of operand ``port`` as a factor of some term.
+
+    ``input_shapes`` maps every input port of the block to its array's shape, and the
+    size-vector ports to the sizes they hold. Raises :class:`InvalidArgumentError` for an
+    unknown type, a port that is not one of the block's two array operands, or a bad index.
+    """
+    return _ascending(_feeds(type_id, attrs, input_shapes, port, index))
+
+
+def _ascending(rows: np.ndarray) -> np.ndarray:
+    rows = rows.reshape(-1, 4).astype(np.int64)
+    return rows[np.lexsort(rows.T[::-1])] if len(rows) else rows
+
+
+def _feeds(type_id: str, attrs: Mapping[str, object],
+           input_shapes: Mapping[str, Sequence[int]], port: str,
+           index: Sequence[object]) -> np.ndarray:
+    form, g = geometry_of(type_id, attrs, input_shapes)
+    if port not in form.operands:
+        raise InvalidArgumentError(
+            f"{type_id} has no array operand {port!r}: its operands are "
+            f"{', '.join(form.operands)}", "port")
+    idx = check_index(index, _operand_shape(form, g, port))
+    fmt = g.data_format
+    kh, sr, dr, pt = _rows(g)
+    kw, sc, dc, pl = _cols(g)
+    M = g.filter_out
+    if form.kind == "forward":
+        if port == "input":
+            n, h, w, ch = _layout_free(idx, fmt)
+            rs = _reached(h, kh, sr, dr, pt, g.out_rows)
+            cs = _reached(w, kw, sc, dc, pl, g.out_cols)
+            chans = (np.arange(ch * M, ch * M + M, dtype=np.int64) if form.depthwise
+                     else _group_outputs(g, ch))
+            a, b, o = _cross(rs, cs, chans)
+            return _activation(n, a, b, o, fmt)
+        i, j, q, o = idx
+        rs = _positions(i, g.out_rows, sr, dr, pt, g.in_rows)
+        cs = _positions(j, g.out_cols, sc, dc, pl, g.in_cols)
+        ch = q * M + o if form.depthwise else o
+        nn, a, b = _cross(np.arange(g.batch, dtype=np.int64), rs, cs)
+        return _activation(nn, a, b, ch, fmt)
+    if form.kind == "filter":  # output dw[i, j, q, o] (HWIO)
+        n, h, w, ch = _layout_free(idx, fmt)
+        if port == "input":
+            ti = _taps_of(h, kh, sr, dr, pt, g.out_rows)
+            tj = _taps_of(w, kw, sc, dc, pl, g.out_cols)
+            if form.depthwise:
+                q, outs = np.array([ch]), np.arange(M, dtype=np.int64)
+            else:
+                q, outs = np.array([ch % g.filter_in_depth]), _group_outputs(g, ch)
+        else:  # out_backprop[n, r, c, ch]
+            ti = _real_taps(h, kh, sr, dr, pt, g.in_rows)
+            tj = _real_taps(w, kw, sc, dc, pl, g.in_cols)
+            if form.depthwise:
+                q, outs = np.array([ch // M]), np.array([ch % M])
+            else:
+                q, outs = np.arange(g.filter_in_depth, dtype=np.int64), np.array([ch])
+        a, b, qq, oo = _cross(ti, tj, q, outs)
+        return np.stack([a, b, qq, oo], axis=1).reshape(-1, 4)
+    # input gradient: output dx[n, h, w, ch]
+    if port == "filter":
+        i, j, q, o = idx
+        hs = g.stride_rows * _positions(i, g.out_rows, sr, dr, pt, g.in_rows) + i * dr - pt
+        ws = g.stride_cols * _positions(j, g.out_cols, sc, dc, pl, g.in_cols) + j * dc - pl
+        ch = q if form.depthwise else (o // (M // g.groups)) * g.filter_in_depth + q
+        nn, a, b = _cross(np.arange(g.batch, dtype=np.int64), hs, ws)
+        return _activation(nn, a, b, ch, fmt)
+    n, r, c, ch = _layout_free(idx, fmt)  # out_backprop
+    hs = _read(r, kh, sr, dr, pt, g.in_rows)
+    ws = _read(c, kw, sc, dc, pl, g.in_cols)
+    if form.depthwise:
+        chans = np.array([ch // M])
+    else:
+        first = (ch // (M // g.groups)) * g.filter_in_depth
+        chans = np.arange(first, first + g.filter_in_depth, dtype=np.int64)
+    a, b, k = _cross(hs, ws, chans)
+    return _activation(n, a, b, k, fmt)
+
+
+def output_shape(type_id: str, attrs: Mapping[str, object],
+                 input_shapes: Mapping[str, Sequence[int]]) -> tuple[int, ...]:
+    """The shape of the block's output (as :func:`feeds` indexes it)."""
+    form, g = geometry_of(type_id, attrs, input_shapes)
+    return _output_shape(form, g)

@@ -1,0 +1,312 @@
+"""A canvas of one imported conv layer: its forward op and both gradients, with fixed ids.
+
+Blocks: ``input`` (the given array, else random_normal of the layer's input shape), ``filter``
+(the layer's weights in TensorFlow's layout, a .npy file), ``forward`` (Conv2D or
+DepthwiseConv2D with the translated attributes), ``out_backprop`` (random_normal shaped like the
+forward output), ``grad_filter`` and ``grad_input`` (the matching backprop blocks, sized by the
+ShapeOf blocks ``filter_sizes`` and ``input_sizes``), and ``bias`` (a Tensor of the layer's bias,
+not connected: TensorFlow's conv op has no bias) when the layer has one.
+
+Arrays are written as ``<canvas stem>.<id>.<hash12>.npy`` (:func:`array_name`: named by their
+bytes) beside the canvas's real file and referenced by relative path; the canvas and its arrays
+are written as one set, all or nothing (:func:`engine.base.atomic.write_file_set`), and a re-import
+removes only the arrays the previous canvas named that an import wrote (:func:`owned_arrays`).
+The canvas is written only if ``gradblocks check`` would accept it (:func:`check_imported`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine.base import names
+from engine.base.atomic import Member, resolve_target, write_file_set
+from engine.base.errors import InvalidArgumentError
+from engine.base.names import MAX_TITLE, escaped
+from engine.graph.canvas import Canvas, CanvasError, dumps, load_canvas
+from engine.graph.compiler import DEFAULT_MEMORY_LIMIT, compile_canvas
+from engine.graph.report import problem_lines
+from engine.graph.targets import target_problem
+from engine.io import strict_json
+from engine.io.models.keras_reader import read_keras
+from engine.io.models.model_import import (
+    ConvLayer,
+    ModelImportError,
+    ModelLayers,
+    TfConv,
+    translate,
+)
+from engine.io.models.onnx_reader import read_onnx
+from engine.io.models.weights_reader import parse_attrs, read_weights
+from engine.shapes.conv import conv2d_geometry
+
+MODEL_SUFFIXES = (".onnx", ".keras", ".h5", ".hdf5", ".safetensors", ".npz")
+CANVAS_SUFFIX = ".gbc.json"
+
+
+def read_model(path: str, attrs_text: str | None = None) -> ModelLayers:
+    """The conv layers of a model file, by its suffix; ``attrs_text`` (``--attrs``) is for
+    weight files only."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in MODEL_SUFFIXES:
+        raise ModelImportError(f"{path}: unknown model format {suffix or '(no suffix)'!r} "
+                               f"(expected one of {', '.join(MODEL_SUFFIXES)})")
+    if not os.path.isfile(path):
+        raise ModelImportError(f"{path}: no such file")
+    if suffix in (".safetensors", ".npz"):
+        return read_weights(path, parse_attrs(attrs_text or ""))
+    if attrs_text:
+        raise ModelImportError(f"--attrs is for .safetensors and .npz files: {path} carries "
+                               "its layers' attributes")
+    return read_onnx(path) if suffix == ".onnx" else read_keras(path)
+
+
+@dataclass(frozen=True)
+class Imported:
+    """What :func:`write_layer_canvas` wrote."""
+
+    canvas: Canvas
+    conv: TfConv
+    output_shape: tuple[int, ...]
+    files: list[str]  # every file written, the canvas last
+
+
+def _stem(canvas_path: str) -> str:
+    name = Path(canvas_path).name
+    return name[: -len(CANVAS_SUFFIX)] if name.endswith(CANVAS_SUFFIX) else Path(name).stem
+
+
+def _input_array(layer: ConvLayer, path: str, layout: str) -> np.ndarray:
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as err:
+        raise ModelImportError(f"--input {path}: not a readable .npy file ({err})") from None
+    channels = arr.shape[3] if layout == "NHWC" and arr.ndim == 4 else (
+        arr.shape[1] if arr.ndim == 4 else None)
+    if arr.ndim != 4 or channels != layer.in_channels or arr.dtype.kind not in "fiu":
+        want = "[N, H, W, %d]" if layout == "NHWC" else "[N, %d, H, W]"
+        raise ModelImportError(f"--input {path}: shape {list(arr.shape)} dtype {arr.dtype}, "
+                               f"expected numbers of shape {want % layer.in_channels} "
+                               f"(layer {layer.name!r}, {layout})")
+    return arr
+
+
+def plan_layer(layer: ConvLayer, input_hw: tuple[int, int] | None = None, batch: int = 1,
+               layout: str | None = None, input_array: np.ndarray | None = None,
+               memory_limit: int = DEFAULT_MEMORY_LIMIT) -> tuple[TfConv, tuple[int, ...]]:
+    """The TF op for ``layer`` and its output shape, checked: a one-line error naming the layer
+    when the input size is unknown, the input empty (batch, height or width 0) or smaller than
+    the dilated kernel, or when ``gradblocks check`` would refuse the layer's canvas (shapes
+    beyond its limits, more memory than ``memory_limit``), with check's own reason."""
+    fmt = layout or layer.data_format
+    if input_array is not None:
+        batch = input_array.shape[0]
+        input_hw = input_array.shape[1:3] if fmt == "NHWC" else input_array.shape[2:4]
+    input_hw = input_hw or layer.input_hw
+    if input_hw is None:
+        raise ModelImportError(f"layer {layer.name!r}: the model does not say its input size: "
+                               "give --input-size H,W or --input FILE.npy")
+    conv = translate(layer, tuple(int(v) for v in input_hw), int(batch), fmt)
+    where = f"layer {layer.name!r} on input {list(conv.input_shape)}"
+    for what, size in (("batch", int(batch)), ("height", int(input_hw[0])),
+                       ("width", int(input_hw[1]))):
+        if size < 1:
+            raise ModelImportError(f"{where}: the input {what} is {size}, so the input is empty "
+                                   "(it must be at least 1)")
+    try:
+        g = conv2d_geometry(conv.input_shape, layer.weights.shape, depthwise=layer.depthwise,
+                            **conv.attrs)
+    except InvalidArgumentError as err:
+        raise ModelImportError(f"{where}: {err}") from None
+    if 0 in g.output_shape:
+        raise ModelImportError(f"{where}: the output {list(g.output_shape)} is empty (the "
+                               "input, padded, is smaller than the dilated kernel)")
+    _check_like_check(layer, conv, g.output_shape, where, memory_limit)
+    return conv, g.output_shape
+
+
+def _check_like_check(layer: ConvLayer, conv: TfConv, output_shape: tuple[int, ...],
+                      where: str, memory_limit: int) -> None:
+    """Refuse, naming the layer (``where``), what ``gradblocks check`` would refuse in the
+    layer's canvas, with check's reason: the canvas, its arrays standing in as random tensors of
+    the same shapes and dtype (nothing is read or written), compiled as check compiles it."""
+    arrays = {"filter": layer.weights, "bias": layer.bias}
+    try:
+        canvas = build_canvas(layer, conv, output_shape,
+                              {k: f"{k}.npy" for k, a in arrays.items() if a is not None})
+        for node_id, array in arrays.items():
+            if array is not None:
+                canvas.set_attr(node_id, "fill", "random_normal")
+                canvas.set_attr(node_id, "shape", list(array.shape))
+    except InvalidArgumentError as err:
+        raise ModelImportError(f"{where}: {err}") from None
+    lines = problem_lines(compile_canvas(canvas, None, memory_limit))
+    if lines:
+        more = f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""
+        raise ModelImportError(f"{where}: `gradblocks check` would refuse its canvas: "
+                               f"{lines[0]}{more}")
+
+
+#: How many characters of a layer's name a block title shows (the rest of a title, shapes
+#: included, stays within :data:`engine.base.names.MAX_TITLE`).
+TITLE_NAME_CHARS = 100
+
+
+def build_canvas(layer: ConvLayer, conv: TfConv, output_shape: tuple[int, ...],
+                 paths: dict[str, str]) -> Canvas:
+    """The canvas (see the module docstring); ``paths`` maps ``filter``, ``bias`` and maybe
+    ``input`` to their .npy paths relative to the canvas. Titles show the layer's name escaped
+    and cut (:func:`engine.base.names.escaped`), so any name from a file makes valid titles."""
+    dtype = str(layer.weights.dtype)
+    c = Canvas()
+    name = escaped(layer.name, TITLE_NAME_CHARS)
+
+    def title(text: str) -> str:
+        return escaped(text, MAX_TITLE)
+    shape = "x".join(map(str, conv.input_shape))
+    if "input" in paths:
+        c.add_node("Tensor", (0, 0), {"fill": "file", "path": paths["input"], "dtype": dtype},
+                   id="input", title=title(f"input {shape} ({Path(paths['input']).name})"))
+    else:
+        c.add_node("Tensor", (0, 0), {"fill": "random_normal", "shape": list(conv.input_shape),
+                                      "dtype": dtype, "seed": 0},
+                   id="input", title=f"input {shape} (random_normal)")
+    c.add_node("Tensor", (0, 160), {"fill": "file", "path": paths["filter"], "dtype": dtype},
+               id="filter", title=title(f"{name} filter "
+                                        f"{'x'.join(map(str, layer.weights.shape))}"))
+    c.add_node("Tensor", (0, 320), {"fill": "random_normal", "shape": list(output_shape),
+                                    "dtype": dtype, "seed": 1},
+               id="out_backprop",
+               title=f"out_backprop {'x'.join(map(str, output_shape))} (random_normal)")
+    depthwise = conv.op == "DepthwiseConv2D"
+    c.add_node(conv.op, (600, 0), conv.attrs, id="forward", title=title(f"{name} ({layer.op})"))
+    c.add_node("ShapeOf", (330, 220), id="filter_sizes", title="filter_sizes")
+    c.add_node("ShapeOf", (330, 420), id="input_sizes", title="input_sizes")
+    c.add_node("DepthwiseBackpropFilter" if depthwise else "Conv2DBackpropFilter", (600, 180),
+               conv.attrs, id="grad_filter", title=title(f"{name} grad_filter"))
+    c.add_node("DepthwiseBackpropInput" if depthwise else "Conv2DBackpropInput", (600, 360),
+               conv.attrs, id="grad_input", title=title(f"{name} grad_input"))
+    for src, dst in (("input", "forward.input"), ("filter", "forward.filter"),
+                     ("filter", "filter_sizes.input"), ("input", "input_sizes.input"),
+                     ("input", "grad_filter.input"), ("filter_sizes", "grad_filter.filter_sizes"),
+                     ("out_backprop", "grad_filter.out_backprop"),
+                     ("input_sizes", "grad_input.input_sizes"), ("filter", "grad_input.filter"),
+                     ("out_backprop", "grad_input.out_backprop")):
+        node, port = dst.split(".")
+        c.connect((src, "output"), (node, port))
+    if "bias" in paths:
+        c.add_node("Tensor", (0, 480), {"fill": "file", "path": paths["bias"], "dtype": dtype},
+                   id="bias", title=title(f"{name} bias (not part of the conv op)"))
+    return c
+
+
+def _npy_bytes(array: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(array), allow_pickle=False)
+    return buf.getvalue()
+
+
+#: The blocks whose values an import writes as .npy files, and the hex digits of the content
+#: hash in those files' names.
+ARRAY_IDS = ("filter", "input", "bias")
+DIGEST_CHARS = 12
+#: Characters of a path a message shows.
+PATH_CHARS = 120
+
+
+def array_name(stem: str, node_id: str, data: bytes) -> str:
+    """``<stem>.<node_id>.<hash12>.npy``: the file holding ``data`` (.npy bytes)."""
+    return f"{stem}.{node_id}.{hashlib.sha256(data).hexdigest()[:DIGEST_CHARS]}.npy"
+
+
+def owned_arrays(canvas_path: Path) -> list[str]:
+    """The array files an existing canvas names that an import of it wrote: its ``filter``,
+    ``input`` and ``bias`` Tensor blocks' fill=file paths of the form
+    ``<stem>.<id>.<hash12>.npy`` (or ``<stem>.<id>.npy``, from before content-addressed names);
+    nothing when it is not a readable canvas."""
+    try:
+        canvas = load_canvas(canvas_path)
+    except (InvalidArgumentError, OSError):
+        return []
+    stem = re.escape(_stem(Path(canvas_path).name))
+    owned = []
+    for node_id in ARRAY_IDS:
+        node = canvas.nodes.get(node_id)
+        if node is None or node.type != "Tensor" or node.attrs.get("fill") != "file":
+            continue
+        path = node.attrs.get("path")
+        pattern = rf"{stem}\.{node_id}(\.[0-9a-f]{{{DIGEST_CHARS}}})?\.npy"
+        if isinstance(path, str) and re.fullmatch(pattern, path):
+            owned.append(path)
+    return owned
+
+
+def _where(path: str | Path) -> str:
+    """A path for a message: quoted, escaped and cut (:data:`PATH_CHARS`), so the reason after it
+    stays on the line."""
+    return names.shown(str(path), PATH_CHARS)
+
+
+def check_imported(canvas: Canvas, arrays: dict[str, Path], base_dir: Path, shown: str) -> None:
+    """Refuse (:class:`ModelImportError`) a canvas ``gradblocks check`` would refuse: loaded back
+    from its own text, its ``arrays`` (node id -> file) read from where they are, compiled with
+    the default memory limit."""
+    data, problems = strict_json.loads(dumps(canvas))
+    try:
+        if problems:
+            raise CanvasError(problems, shown)
+        trial = Canvas.from_json(data, shown)
+    except CanvasError as err:
+        where, message = err.problems[0]
+        raise ModelImportError(f"{_where(shown)}: the canvas would not load: {where}: {message}") \
+            from None
+    for node_id, path in arrays.items():
+        trial.set_attr(node_id, "path", str(path))
+    lines = problem_lines(compile_canvas(trial, base_dir, DEFAULT_MEMORY_LIMIT))
+    if lines:
+        more = f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""
+        raise ModelImportError(f"{_where(shown)}: the canvas would not pass `gradblocks check`: "
+                               f"{lines[0]}{more}")
+
+
+def write_layer_canvas(layer: ConvLayer, canvas_path: str, *, input_hw=None, batch: int = 1,
+                       layout: str | None = None, input_path: str | None = None,
+                       protected: tuple[str, ...] = ()) -> Imported:
+    """Check everything, then write the arrays and the canvas as one set (see the module
+    docstring); never over the ``protected`` files (the model) or ``input_path``, nor over a
+    file that is not a regular file."""
+    fmt = layout or layer.data_format
+    arr = _input_array(layer, input_path, fmt) if input_path else None
+    conv, output_shape = plan_layer(layer, input_hw, batch, fmt, arr)
+    arrays = {"filter": layer.weights}
+    if arr is not None:
+        arrays["input"] = arr.astype(layer.weights.dtype)
+    if layer.bias is not None:
+        arrays["bias"] = layer.bias.astype(layer.weights.dtype)
+    keep = {**dict.fromkeys(protected, "the model being read"),
+            **({input_path: "the --input file"} if input_path else {})}
+    problem = target_problem(canvas_path, keep)
+    if problem:
+        raise ModelImportError(f"{_where(canvas_path)} {problem}")
+    real = resolve_target(canvas_path)  # the arrays go beside the real canvas file
+    stem = _stem(real.name)
+    data = {k: _npy_bytes(a) for k, a in arrays.items()}
+    named = {k: array_name(stem, k, d) for k, d in data.items()}
+    for name in named.values():
+        problem = target_problem(str(real.parent / name), keep)
+        if problem:
+            raise ModelImportError(f"{_where(real.parent / name)} {problem}")
+    canvas = build_canvas(layer, conv, output_shape, named)
+    text = dumps(canvas).encode("utf-8")
+    members = [Member(named[k], lambda f, d=d: f.write(d)) for k, d in data.items()]
+    files = write_file_set(
+        canvas_path, lambda f: f.write(text), members, owned_arrays, keep=list(keep),
+        check=lambda temps: check_imported(canvas, {k: temps[n] for k, n in named.items()},
+                                           real.parent, canvas_path))
+    return Imported(canvas, conv, output_shape, [*map(str, files[:-1]), canvas_path])

@@ -1,0 +1,87 @@
+"""The tables ``gradblocks check`` and ``run`` print, as rows, text and HTML: one definition for
+the CLI and the notebook API (:mod:`engine.api`).
+
+Rows are lists of strings, the header first. Blocks are named by label (:mod:`engine.graph.labels`),
+the last column is the node id. In HTML every cell is escaped (titles and messages are user
+text).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import numpy as np
+
+from engine.base.dtypes import dtype_name
+from engine.graph.compiler import Plan
+from engine.graph.executor import RunResult
+from engine.view.stats import format_value, tensor_stats
+
+
+def check_rows(plan: Plan) -> list[list[str]]:
+    """block, type, port, shape, dtype, id of every output of the plan's steps."""
+    rows = [["block", "type", "port", "shape", "dtype", "id"]]
+    for step in plan.steps:
+        for port in step.spec.output_names():
+            ts = plan.specs[(step.node_id, port)]
+            rows.append([plan.label(step.node_id), step.spec.type_id, port,
+                         str(list(ts.shape)), ts.dtype, step.node_id])
+    return rows
+
+
+def _stats(a: np.ndarray) -> tuple[str, str, str]:
+    """min, max, mean over the finite values (as the app's viewer shows them), as text."""
+    s = tensor_stats(a)
+    return format_value(s.min), format_value(s.max), format_value(s.mean)
+
+
+def verdict(value: np.ndarray) -> str:
+    """PASS or FAIL for a check block's bool verdict (:attr:`blocks.spec.BlockSpec.verdict`)."""
+    return "PASS" if bool(np.all(value)) else "FAIL"
+
+
+def run_rows(plan: Plan, result: RunResult) -> list[list[str]]:
+    """block, type, port, shape, dtype, min, max, mean, [verdict], ms, id of every output the
+    run made (the verdict column only when the plan has check blocks)."""
+    checks = any(step.spec.verdict for step in plan.steps)
+    rows = [["block", "type", "port", "shape", "dtype", "min", "max", "mean",
+             *(["verdict"] if checks else []), "ms", "id"]]
+    for step in plan.steps:
+        for port in step.spec.output_names():
+            value = result.outputs.get((step.node_id, port))
+            if value is None:
+                continue
+            ms = f"{1e3 * result.times.get(step.node_id, 0.0):.2f}"
+            mark = [verdict(value) if port == step.spec.verdict else ""] if checks else []
+            rows.append([plan.label(step.node_id), step.spec.type_id, port,
+                         str(list(np.shape(value))), dtype_name(np.asarray(value).dtype),
+                         *_stats(value), *mark, ms, step.node_id])
+    return rows
+
+
+def problem_lines(plan: Plan) -> list[str]:
+    """Every problem of the plan, one line each (``label.attr: message``)."""
+    return [str(e) for errs in plan.errors.values() for e in errs]
+
+
+def text_table(rows: list[list[str]]) -> str:
+    """Columns padded to their widest cell, two spaces apart."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in rows)
+
+
+def html_table(rows: list[list[str]], caption: str = "",
+               notes: Sequence[str] = ()) -> str:
+    """An HTML table of ``rows`` (header first), an optional caption and lines below it; all
+    text escaped."""
+    esc = html.escape
+    head = "".join(f"<th>{esc(c)}</th>" for c in rows[0]) if rows else ""
+    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>"
+                   for r in rows[1:])
+    cap = f"<caption>{esc(caption)}</caption>" if caption else ""
+    table = f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>" \
+        if rows else ""
+    below = "".join(f"<div>{esc(n)}</div>" for n in notes)
+    return table + below

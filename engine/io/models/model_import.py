@@ -1,0 +1,229 @@
+"""A conv layer read from a model file, and its exact translation to TensorFlow's conv attributes.
+
+The readers (:mod:`engine.io.models.onnx_reader`, :mod:`engine.io.models.keras_reader`,
+:mod:`engine.io.models.weights_reader`) return :class:`ConvLayer` objects whose weights are already
+in TensorFlow's filter layout (HWIO, ``in`` = in_channels / groups; depthwise: H, W, in_channels,
+multiplier). :func:`translate` turns one layer plus an input size into the ``strides``, ``padding``,
+``explicit_paddings``, ``data_format`` and ``dilations`` of a TensorFlow Conv2D /
+DepthwiseConv2dNative that computes exactly the layer's convolution (bias excluded: TensorFlow's
+conv op has none).
+
+Anything that cannot be translated raises :class:`ModelImportError`, a one-line message naming
+the layer. Names come from files: messages quote them with ``repr`` and tables show them through
+:func:`engine.base.names.escaped`, so no control character reaches a terminal.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+
+import ml_dtypes
+import numpy as np
+
+from engine.base.errors import InvalidArgumentError
+from engine.base.names import escaped
+
+#: How the layer pads: TensorFlow's SAME / VALID, ONNX's SAME_LOWER, or explicit pads.
+PADDINGS = ("SAME", "VALID", "SAME_LOWER", "EXPLICIT")
+MODELS_EXTRA = "pip install 'gradblocks[models]'"
+
+
+class ModelImportError(InvalidArgumentError):
+    """A model file, layer or option that cannot be imported (a one-line message)."""
+
+
+def need_module(name: str, what: str) -> ModuleType:
+    """Import ``name`` (onnx, h5py, safetensors) or say which extra installs it."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise ModelImportError(
+            f"reading {what} needs the '{name.split('.')[0]}' package: {MODELS_EXTRA}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class ConvLayer:
+    """One 2-D conv layer of a model, in layout-free terms plus TF-layout weights."""
+
+    name: str
+    kernel: tuple[int, int]
+    strides: tuple[int, int]
+    dilations: tuple[int, int]
+    padding: str  # one of PADDINGS
+    pads: tuple[int, int, int, int]  # top, bottom, left, right (padding EXPLICIT only)
+    groups: int
+    in_channels: int
+    out_channels: int
+    data_format: str  # the model's own layout: NHWC or NCHW
+    weights: np.ndarray  # TF layout (see the module docstring)
+    bias: np.ndarray | None = None
+    input_hw: tuple[int, int] | None = None  # the model's input size for this layer, if known
+    batch: int | None = None
+
+    @property
+    def depthwise(self) -> bool:
+        """group == in_channels (> 1): TensorFlow's DepthwiseConv2dNative."""
+        return self.groups > 1 and self.groups == self.in_channels
+
+    @property
+    def op(self) -> str:
+        if self.depthwise:
+            return "depthwise"
+        return "grouped" if self.groups > 1 else "Conv2D"
+
+    def padding_text(self) -> str:
+        if self.padding == "EXPLICIT":
+            return "pads " + ",".join(map(str, self.pads))
+        return self.padding
+
+
+def list_rows(layers: list[ConvLayer]) -> list[list[str]]:
+    """The ``--list`` table (header first); names escaped (:func:`engine.base.names.escaped`)."""
+    rows = [["name", "op", "kernel", "strides", "dilations", "padding", "groups", "in", "out"]]
+    for la in layers:
+        rows.append([escaped(la.name), la.op, "x".join(map(str, la.kernel)),
+                     ",".join(map(str, la.strides)), ",".join(map(str, la.dilations)),
+                     la.padding_text(), str(la.groups), str(la.in_channels),
+                     str(la.out_channels)])
+    return rows
+
+
+def check_layer(layer: ConvLayer) -> None:
+    """Raise naming the layer when its numbers are inconsistent (a corrupt file) or leave
+    nothing to compute (no input or output channels)."""
+    w = layer.weights
+    for what, count in (("output", layer.out_channels), ("input", layer.in_channels)):
+        if count < 1:
+            raise ModelImportError(f"layer {layer.name!r}: {count} {what} channels (weights of "
+                                   f"shape {list(w.shape)}): nothing to compute")
+    if layer.groups < 1 or layer.in_channels % layer.groups or layer.out_channels % layer.groups:
+        raise ModelImportError(f"layer {layer.name!r}: groups {layer.groups} does not divide "
+                               f"in_channels {layer.in_channels} and out_channels "
+                               f"{layer.out_channels}")
+    if layer.depthwise:
+        want = (*layer.kernel, layer.in_channels, layer.out_channels // layer.in_channels)
+    else:
+        want = (*layer.kernel, layer.in_channels // layer.groups, layer.out_channels)
+    if w.shape != want:
+        raise ModelImportError(f"layer {layer.name!r}: weights have shape {list(w.shape)}, "
+                               f"expected {list(want)}")
+    if layer.bias is not None and layer.bias.shape != (layer.out_channels,):
+        raise ModelImportError(f"layer {layer.name!r}: bias has shape {list(layer.bias.shape)}, "
+                               f"expected [{layer.out_channels}]")
+    for what, pair in (("strides", layer.strides), ("dilations", layer.dilations),
+                       ("kernel", layer.kernel)):
+        if min(pair) < 1:
+            raise ModelImportError(f"layer {layer.name!r}: {what} {list(pair)} must be >= 1")
+
+
+@dataclass(frozen=True)
+class TfConv:
+    """The TensorFlow op and attributes computing a layer's convolution."""
+
+    op: str  # Conv2D or DepthwiseConv2D (the block types)
+    attrs: dict
+    input_shape: tuple[int, int, int, int]
+
+
+def _same_pads(size: int, k: int, s: int, d: int) -> tuple[int, int]:
+    """TensorFlow SAME: (before, after) with the odd one after."""
+    out = -(-size // s)  # ceil(size / s) exactly, for any size
+    total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
+    return total // 2, total - total // 2
+
+
+def translate(layer: ConvLayer, input_hw: tuple[int, int], batch: int = 1,
+              layout: str | None = None) -> TfConv:
+    """The TF op and attributes for ``layer`` on an input of ``input_hw`` (rows, cols).
+
+    ``layout`` NHWC or NCHW (default: the model's own). SAME_LOWER becomes SAME when the
+    padding is even, else EXPLICIT with the odd pad before, as ONNX defines it.
+    """
+    fmt = layout or layer.data_format
+    (kh, kw), (sh, sw), (dh, dw) = layer.kernel, layer.strides, layer.dilations
+    padding, pads = layer.padding, layer.pads
+    if padding == "SAME_LOWER":
+        (t, b), (left, r) = (_same_pads(input_hw[0], kh, sh, dh),
+                             _same_pads(input_hw[1], kw, sw, dw))
+        padding, pads = ("SAME", pads) if (t, left) == (b, r) else ("EXPLICIT", (b, t, r, left))
+    spatial = (1, 2) if fmt == "NHWC" else (2, 3)
+
+    def vec(pair: tuple[int, int]) -> list[int]:
+        out = [1, 1, 1, 1]
+        out[spatial[0]], out[spatial[1]] = pair
+        return out
+
+    attrs = {"strides": vec((sh, sw)), "dilations": vec((dh, dw)), "padding": padding,
+             "data_format": fmt}
+    if padding == "EXPLICIT":
+        explicit = [0] * 8
+        t, b, left, r = pads
+        explicit[2 * spatial[0]:2 * spatial[0] + 2] = [t, b]
+        explicit[2 * spatial[1]:2 * spatial[1] + 2] = [left, r]
+        attrs["explicit_paddings"] = explicit
+    h, w = input_hw
+    shape = (batch, h, w, layer.in_channels) if fmt == "NHWC" else (batch, layer.in_channels, h, w)
+    return TfConv("DepthwiseConv2D" if layer.depthwise else "Conv2D", attrs, shape)
+
+
+@dataclass
+class ModelLayers:
+    """What a reader found: importable conv layers, conv layers that cannot be imported (name
+    -> one-line reason) and the other layers (name -> why they are not conv layers)."""
+
+    layers: list[ConvLayer]
+    refused: dict[str, str]
+    others: dict[str, str]
+
+    def find(self, name: str, source: str) -> ConvLayer:
+        """The layer called ``name`` (compared as given: a name with control characters is
+        found by its raw text), or a one-line error naming it."""
+        matches = [layer for layer in self.layers if layer.name == name]
+        if len(matches) > 1:
+            raise ModelImportError(f"{source}: {len(matches)} conv layers are named {name!r}; "
+                                   "rename them in the model so that each name is unique")
+        if matches:
+            return matches[0]
+        if name in self.refused:
+            raise ModelImportError(self.refused[name])
+        if name in self.others:
+            raise ModelImportError(self.others[name])
+        names = ", ".join(escaped(la.name, 40) for la in self.layers[:20]) or "none"
+        raise ModelImportError(f"{source}: no layer named {name!r} (conv layers: {names})")
+
+
+def from_oihw(weights: np.ndarray, groups: int) -> np.ndarray:
+    """ONNX / PyTorch weights [out, in / groups, H, W] in TensorFlow's layout: HWIO, or for a
+    depthwise layer (groups == in_channels) H, W, in_channels, multiplier (output channel
+    ``q * multiplier + k`` of input channel ``q``, as both frameworks order them)."""
+    out, per_group, kh, kw = weights.shape
+    if groups > 1 and per_group == 1 and out % groups == 0:
+        return np.ascontiguousarray(
+            weights.reshape(groups, out // groups, kh, kw).transpose(2, 3, 0, 1))
+    return np.ascontiguousarray(weights.transpose(2, 3, 1, 0))
+
+
+def is_float(dtype: np.dtype) -> bool:
+    """A real floating-point type: NumPy's, or one of ml_dtypes' (bfloat16, float8_*, ...)."""
+    if dtype.kind == "f":
+        return True
+    if dtype.kind != "V":  # complex, integers, bool, strings, objects, dates
+        return False
+    try:
+        ml_dtypes.finfo(dtype)
+    except ValueError:
+        return False
+    return True
+
+
+def float_weights(name: str, what: str, array: np.ndarray) -> np.ndarray:
+    """``array`` as float16/32/64 (other float types, e.g. bfloat16 and float8, become float32:
+    exactly); anything else is an error naming the layer."""
+    if array.dtype in (np.float16, np.float32, np.float64):
+        return array
+    if is_float(array.dtype):
+        return array.astype(np.float32)
+    raise ModelImportError(f"layer {name!r}: {what} dtype {array.dtype} is not a float type")

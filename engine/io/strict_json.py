@@ -1,0 +1,118 @@
+"""Strict reading of canvas JSON: every oddity is a problem with its JSON path, never an exception.
+
+Python's ``json`` module accepts duplicate keys (the last one silently wins), turns ``1e999`` into
+``inf``, raises ``ValueError`` on integers of more than 4300 digits and ``RecursionError`` on
+deep nesting. :func:`loads` reads with hooks that mark those cases instead, then walks the result
+(iteratively, so depth costs no stack) and reports each with its JSON path:
+
+- a duplicate key in an object;
+- a number literal that overflows a float (``1e999``, or an integer beyond float range where a
+  float is needed is left to the schema); ``NaN``, ``Infinity`` and ``-Infinity`` are allowed;
+- an integer literal too long to convert (more than 4300 digits);
+- nesting deeper than :data:`MAX_DEPTH` (``json`` itself stops at Python's recursion limit
+  with ``RecursionError``, which is reported the same way).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from engine.base.names import shown
+
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+DUPLICATE = "duplicate key (each key may appear once)"
+#: Deepest nesting of arrays and objects a canvas may have (the format needs 5).
+MAX_DEPTH = 64
+
+
+class _Marked:
+    """A value the hooks could not represent faithfully; ``problem`` says why."""
+
+    __slots__ = ("problem",)
+
+    def __init__(self, problem: str):
+        self.problem = problem
+
+
+class _Object(dict):
+    """An object that had duplicate keys (listed in ``duplicates``)."""
+
+    duplicates: list[str]
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict:
+    seen: dict[str, Any] = {}
+    dups: list[str] = []
+    for key, value in pairs:
+        if key in seen and key not in dups:
+            dups.append(key)
+        seen[key] = value
+    if not dups:
+        return seen
+    out = _Object(seen)
+    out.duplicates = dups
+    return out
+
+
+def _float(text: str) -> float | _Marked:
+    value = float(text)
+    if math.isinf(value):
+        return _Marked(f"number {text[:40]} overflows a float (largest is about 1.8e308)")
+    return value
+
+
+def _int(text: str) -> int | _Marked:
+    try:
+        return int(text)
+    except ValueError:
+        return _Marked(f"integer literal of {len(text)} digits is too long")
+
+
+def loads(text: str, max_depth: int = MAX_DEPTH) -> tuple[Any, list[tuple[str, str]]]:
+    """``(value, problems)``: the parsed document and every problem with its JSON path.
+
+    A syntax error is one problem at ``$`` with its line and column; the value is then None.
+    ``max_depth`` is the deepest nesting allowed (a canvas's :data:`MAX_DEPTH` by default).
+    """
+    try:
+        data = json.loads(text, object_pairs_hook=_pairs, parse_float=_float, parse_int=_int)
+    except json.JSONDecodeError as err:
+        return None, [("$", f"not JSON: {err.msg} at line {err.lineno} column {err.colno}")]
+    except RecursionError:
+        return None, [("$", f"nested more than {max_depth} levels deep")]
+    return data, _marked_problems(data, max_depth)
+
+
+def key_path(path: str, key: str) -> str:
+    """``path.key`` for a plain key, else ``path["..."]`` with the key escaped and cut."""
+    if _PLAIN_KEY.fullmatch(key):
+        return f"{path}.{key}"
+    return f"{path}[{shown(key, 40)}]"
+
+
+def _marked_problems(data: Any, max_depth: int = MAX_DEPTH) -> list[tuple[str, str]]:
+    """Walk ``data`` (iteratively) for duplicate keys, marked values and deep nesting."""
+    problems: list[tuple[str, str]] = []
+    stack: list[tuple[str, Any, int]] = [("$", data, 0)]
+    too_deep = False
+    while stack:
+        path, value, depth = stack.pop()
+        if isinstance(value, _Marked):
+            problems.append((path, value.problem))
+        elif isinstance(value, (dict, list)) and depth >= max_depth:
+            if not too_deep:
+                problems.append((path, f"nested more than {max_depth} levels deep"))
+            too_deep = True
+        elif isinstance(value, dict):
+            for key in getattr(value, "duplicates", ()):
+                problems.append((key_path(path, key), DUPLICATE))
+            stack.extend((key_path(path, k), v, depth + 1)
+                         for k, v in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{i}]", v, depth + 1)
+                         for i, v in reversed(list(enumerate(value))))
+    return problems

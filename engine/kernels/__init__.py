@@ -1,0 +1,31 @@
+"""The six TensorFlow conv ops (:mod:`engine.kernels.ops`) and how they are computed.
+
+``from engine import kernels; kernels.conv2d(...)`` is the public API; the modules below are
+its parts (layers, top first; ``lint-imports`` checks them):
+
+- ``ops`` (the six ops: checks, dispatch, path record) | ``memory`` (workspace estimates);
+- ``compute`` | ``sparse``: the NumPy reference paths;
+- ``_compiled``: the numba paths (private: nothing outside engine.kernels imports them);
+- ``accel``: whether the compiled paths run (``GRADBLOCKS_KERNELS``), their warm-up;
+- ``layout`` | ``buffers`` | ``nonfinite`` | ``gemm``, then ``parallel`` | ``path_record``.
+"""
+
+from engine.kernels.ops import (
+    conv2d,
+    conv2d_backprop_filter,
+    conv2d_backprop_input,
+    depthwise_conv2d_native,
+    depthwise_conv2d_native_backprop_filter,
+    depthwise_conv2d_native_backprop_input,
+    last_path,
+)
+
+__all__ = [
+    "conv2d",
+    "conv2d_backprop_filter",
+    "conv2d_backprop_input",
+    "depthwise_conv2d_native",
+    "depthwise_conv2d_native_backprop_filter",
+    "depthwise_conv2d_native_backprop_input",
+    "last_path",
+]

@@ -1,0 +1,406 @@
+"""The compiled path of the per-tap conv kernels: the products of :mod:`engine.kernels.compute`
+as :mod:`engine.kernels._compiled.conv_tiles_jit`'s register tiles, read in place (no packing, no
+im2col).
+
+- filter gradient, :func:`backprop_filter_direct`: ``dw[i, j] = sum_{n,r,c} x[n, r*sr + i*dr
+  - pt, c*sc + j*dc - pl].T @ dy[n, r, c]`` straight from NHWC ``x`` and ``dy`` (windows of
+  pixels clipped to the image, so no phase images and no zero-embedded ``dy``); work items of
+  a few output rows split over cores, each core summing a partial ``dw``. On fewer than 16
+  channels a filter row's taps one pixel apart read adjacent channels and form one operand of
+  ``KW * C`` rows (a 7x7 filter on 3 channels gets 21-row tiles, not 3-row ones). Operands
+  whose channels are not adjacent (NCHW views) or that need a dtype conversion are copied to
+  NHWC per batch chunk first (:func:`nhwc_operand`), so both layouts sum in the same order.
+
+With the flat phase images ``P`` and the zero-embedded ``E`` of
+:class:`~engine.kernels.layout.PhaseLayout`:
+
+- input gradient: ``D_phase[q] = sum_{t in phase} E[q - off_t] @ w_t.T``, written by
+  :func:`backprop_input_into` straight into the result, one segment per phase row (columns
+  ``stride_cols`` pixels apart), over the result's old contents when the phases cover every
+  pixel (:func:`covers_input`), so the result needs no zeroing pass; or by
+  :func:`backprop_input` into flat phase images. Destination rows are split over cores (one
+  owner per row, no races) and every tap of a phase adds into a block while it is in cache.
+- forward: ``Y[q] = sum_t P_t[q + off_t] @ w_t`` (:func:`conv2d`), split the same way;
+- few channels (a product over 3 channels is too short for the per-tap tiles): the forward
+  as im2col (:func:`conv2d_im2col`: one product per output row with ``K = KH*KW*C``, windows
+  inside the image read in place) and the input gradient as col2im
+  (:func:`backprop_input_col2im`: one product per output-gradient row with ``N = KH*KW*C``,
+  its columns added where their taps land).
+
+The NumPy kernels stay the reference; :func:`take` says when this path runs (float32 and
+float64 compute, the compiled kernels chosen and ready: :func:`engine.kernels.accel.use_compiled`).
+Every call checks for cancellation before each :data:`CALL_POSITIONS` positions of a core's
+range.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from engine.base.cancel import checkpoint
+from engine.kernels import accel, parallel
+from engine.kernels.buffers import contiguous, readonly, zeroed
+from engine.kernels.layout import PhaseLayout
+from engine.kernels.parallel import map_ranges
+from engine.shapes.conv import ConvGeometry
+
+#: Positions per K block of the filter-gradient tiles (measured: 128 best, 64-512 within 10%).
+FILTER_BLOCK = 128
+#: Positions per work item of the in-place filter gradient's grouped few-channel operands
+#: (7x7 stride-2 on 3 channels: 512 3.6 ms, 1024-2048 3.2-3.3 ms, 4096 3.4 ms).
+GROUPED_BLOCK = 2048
+#: Below this many input channels a filter row's taps form one operand (the in-place filter
+#: gradient). Its own threshold: grouping 128-channel taps measured 12% slower (3x3 stride 2).
+FEW_CHANNELS = 16
+#: Destination rows per block of the forward / input-gradient tiles (6-384 within 3%).
+ROW_BLOCK = 96
+#: A core's range of the col2im input gradient has at least this many input rows per filter
+#: row (at its start it recomputes the output-gradient rows its neighbour shares: about one
+#: per filter row).
+COL2IM_MIN_ROWS = 8
+#: Positions (or destination rows) per compiled call: a cancel checkpoint between calls.
+CALL_POSITIONS = 2**15
+
+
+def take(ctype: np.dtype) -> bool:
+    """True when the per-tap products of a call computing in ``ctype`` run compiled."""
+    return np.dtype(ctype) in (np.float32, np.float64) and accel.use_compiled(ctype)
+
+
+def _jit():
+    from engine.kernels._compiled import conv_tiles_jit
+
+    return conv_tiles_jit
+
+
+def _tile_columns(itemsize: int) -> int:
+    from engine.kernels._compiled.numba_simd import tile_columns
+
+    return tile_columns(itemsize)
+
+
+def _lanes(itemsize: int) -> int:
+    from engine.kernels._compiled.numba_simd import lanes
+
+    return lanes(itemsize)
+
+
+def _phase(lay: PhaseLayout, phase_row: int, phase_col: int) -> int:
+    return phase_row * lay.g.stride_cols + phase_col
+
+
+def panels(b: np.ndarray) -> np.ndarray:
+    """``(taps, k, n)`` matrices as
+    :func:`~engine.kernels._compiled.conv_tiles_jit.shifted_products` reads them: flat
+    ``(taps, P, k, nr)``, ``nr`` the columns of one register tile, the last panel padded with zeros
+    (never read)."""
+    taps, k, n = b.shape
+    nr = _tile_columns(b.dtype.itemsize)
+    count = -(-n // nr)
+    out = np.zeros((taps, count, k, nr), b.dtype)
+    for p in range(count):
+        out[:, p, :, : min(nr, n - p * nr)] = b[:, :, p * nr : (p + 1) * nr]
+    return out.reshape(-1)
+
+
+def nhwc_operand(a: np.ndarray, ctype: np.dtype) -> np.ndarray:
+    """NHWC ``a`` as :func:`backprop_filter_direct` reads it: itself when it is in ``ctype``
+    with adjacent channels, else a C-contiguous copy in ``ctype`` (NCHW views, half types)."""
+    if a.dtype == ctype and flat_nhwc(a) is not None:
+        return a
+    return contiguous(a, ctype)
+
+
+def backprop_filter_direct(g: ConvGeometry, x: np.ndarray, dy: np.ndarray) -> np.ndarray:
+    """``(KH, KW, C, O)`` filter gradient of NHWC ``x`` and ``dy`` (one group, both in the
+    compute dtype, channels adjacent: :func:`nhwc_operand`) read in place: each tap's operand
+    is a window of ``x`` (column step ``stride_cols`` pixels, row step ``stride_rows`` rows)
+    against the same rows of ``dy``, so no phase images and no zero-embedded ``dy`` are built;
+    taps and pixels that would read padding are clipped away."""
+    ci, co = x.shape[3], dy.shape[3]
+    if x.size == 0 or dy.size == 0:  # no terms
+        return np.zeros((g.filter_rows, g.filter_cols, ci, co), x.dtype)
+    fx, fd = flat_nhwc(x), flat_nhwc(dy)
+    if fx is None or fd is None:
+        raise ValueError("backprop_filter_direct needs adjacent channels (nhwc_operand)")
+    (xf, xs), (df, ds) = fx, fd
+    xf, df = readonly(xf), readonly(df)
+    taps = g.filter_rows * g.filter_cols
+    row_offs = np.arange(g.filter_rows, dtype=np.int64) * g.dilation_rows - g.pad_top
+    col_offs = np.arange(g.filter_cols, dtype=np.int64) * g.dilation_cols - g.pad_left
+    # a filter row's taps one pixel apart read adjacent channels: one operand of KW*C rows
+    group = g.filter_cols if g.dilation_cols == 1 and xs[2] == ci and ci < FEW_CHANNELS else 1
+    tap_rows, tap_cols = (np.repeat(row_offs, g.filter_cols), np.tile(col_offs, g.filter_rows))
+    # output rows per work item: one K block (longer for the short grouped operands)
+    rows = max(1, (FILTER_BLOCK if group == 1 else GROUPED_BLOCK) // g.out_cols)
+    blocks = -(-g.out_rows // rows)
+    items = x.shape[0] * blocks
+    per_call = max(1, CALL_POSITIONS // (rows * g.out_cols))
+    xsa, dsa = np.array(xs, np.int64), np.array(ds, np.int64)
+    jit = _jit()
+
+    def part(lo: int, hi: int) -> np.ndarray:
+        acc = np.zeros(taps * ci * co, x.dtype)
+        for w0 in range(lo, hi, per_call):
+            checkpoint()
+            end = min(hi, w0 + per_call)
+            if group == 1:
+                jit.filter_direct(acc, xf, df, w0, end, blocks, rows, xsa, dsa, g.stride_rows,
+                                  g.stride_cols, g.in_rows, g.in_cols, g.out_rows, g.out_cols,
+                                  tap_rows, tap_cols, ci, co)
+            else:
+                jit.filter_direct_grouped(acc, xf, df, w0, end, blocks, rows, xsa, dsa,
+                                          g.stride_rows, g.stride_cols, g.in_rows, g.in_cols,
+                                          g.out_rows, g.out_cols, row_offs, col_offs, group,
+                                          ci, co)
+        return acc
+
+    positions = rows * g.out_cols  # per work item
+    parts = map_ranges(part, items, max(1, parallel.MIN_POSITIONS_PER_RANGE // positions))
+    acc = parts[0]
+    for p in parts[1:]:
+        acc += p
+    return acc.reshape(g.filter_rows, g.filter_cols, ci, co)
+
+
+def _shifted(c: np.ndarray, c_base: int, rows: int, a: np.ndarray, b: np.ndarray,
+             shifts, a_bases, a_rows: int, lda: int, ldc: int, overwrite: bool) -> None:
+    """:func:`~engine.kernels._compiled.conv_tiles_jit.shifted_products` over destination rows
+    ``[0, rows)``, split over cores; ``b`` the ``(taps, k, n)`` matrices."""
+    jit = _jit()
+    s, ab = (np.asarray(v, np.int64) for v in (shifts, a_bases))
+    _, k, n = b.shape
+    bp, a = readonly(panels(b)), readonly(a)
+    nr = _tile_columns(b.dtype.itemsize)
+
+    def part(lo: int, hi: int) -> None:
+        for q0 in range(lo, hi, CALL_POSITIONS):
+            checkpoint()
+            jit.shifted_products(c, a, bp, c_base, q0, min(hi, q0 + CALL_POSITIONS), s, ab,
+                                 a_rows, lda, ldc, k, n, nr, ROW_BLOCK, overwrite)
+
+    map_ranges(part, rows)
+
+
+def backprop_input(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray,
+                   into: np.ndarray | None) -> np.ndarray:
+    """Flat phase gradients ``(sr, sc, L, C)`` of one chunk (written into ``into`` when given;
+    its contents do not matter): ``E`` ``(T, O)`` and ``wt`` ``(KH, KW, O, C)``."""
+    g = lay.g
+    t, co = e.shape
+    ci = wt.shape[3]
+    length = t + lay.max_offset
+    d = into if into is not None else zeroed(
+        (g.stride_rows, g.stride_cols, length, ci), e.dtype)
+    whole = len(lay.grids) == g.stride_rows * g.stride_cols  # every phase written
+    if into is not None and not whole:
+        into[...] = 0
+    dflat, eflat = d.reshape(-1), np.ascontiguousarray(e).reshape(-1)
+    for grid in lay.grids:
+        taps = [lay.taps[i] for i in grid.taps]
+        _shifted(dflat, _phase(lay, grid.phase_row, grid.phase_col) * length * ci, length,
+                 eflat, np.stack([wt[tap.row, tap.col] for tap in taps]),
+                 [-tap.offset for tap in taps], [0] * len(taps), t, co, ci, whole)
+    return d
+
+
+def flat_nhwc(out: np.ndarray) -> tuple[np.ndarray, tuple[int, int, int]] | None:
+    """``out`` (an NHWC view, channels adjacent) as a flat array over its extent and its
+    element strides ``(image, row, column)``; None when the channels are not adjacent. Axes of
+    length 1 never step, whatever stride NumPy gave them (a contiguous copy may keep any)."""
+    it = out.itemsize
+    strides = [0 if d == 1 else s for d, s in zip(out.shape, out.strides)]
+    if (out.size == 0 or strides[3] not in (0, it)
+            or any(s % it or s < 0 for s in strides)):
+        return None
+    steps = tuple(s // it for s in strides[:3])
+    extent = sum((d - 1) * s for d, s in zip(out.shape[:3], steps)) + out.shape[3]
+    flat = as_strided(out, shape=(extent,), strides=(it,))
+    return flat, steps  # type: ignore[return-value]
+
+
+def covers_input(lay: PhaseLayout) -> bool:
+    """True when the phases that taps write hold every input pixel, so
+    :func:`backprop_input_into` with ``overwrite`` writes every element of its ``out``."""
+    g = lay.g
+    written = {(gr.phase_row, gr.phase_col) for gr in lay.grids}
+    pixels = sum((rs.stop - rs.start) * (cs.stop - cs.start)
+                 for pr, pc, (rs, cs), _ in lay.spans() if (pr, pc) in written)
+    return pixels == g.in_rows * g.in_cols
+
+
+def backprop_input_into(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray, out: np.ndarray,
+                        flat: tuple[np.ndarray, tuple[int, int, int]],
+                        overwrite: bool = False) -> None:
+    """The input gradient of one chunk added straight into the zeroed NHWC ``out`` (its
+    :func:`flat_nhwc` view ``flat``) in the compute dtype, or written over whatever ``out``
+    holds with ``overwrite`` (only when :func:`covers_input`): each phase's rows that hold
+    input rows are segments of ``out`` with a column step of ``stride_cols`` pixels, so no
+    phase buffer is zeroed, filled and merged, and the phase positions outside the input (the
+    padding the layout adds) are never computed."""
+    g = lay.g
+    t, co = e.shape
+    ci = wt.shape[3]
+    base, (sn, sh, sw) = flat
+    eflat = readonly(np.ascontiguousarray(e).reshape(-1))
+    nb = out.shape[0]
+    phases = []
+    for pr, pc, (rs, cs), (ri, cols) in lay.spans():
+        grid = next((gr for gr in lay.grids if (gr.phase_row, gr.phase_col) == (pr, pc)), None)
+        if grid is None:
+            continue  # no tap writes this phase: its pixels stay 0
+        taps = [lay.taps[i] for i in grid.taps]
+        shifts = np.array([-tap.offset for tap in taps], np.int64)
+        bp = readonly(panels(np.stack([wt[tap.row, tap.col] for tap in taps])))
+        rows = np.arange(rs.start, rs.stop)
+        n_idx = np.repeat(np.arange(nb), len(rows))
+        i_idx = np.tile(rows, nb)
+        q_starts = ((n_idx * lay.hq + i_idx) * lay.wq + cs.start).astype(np.int64)
+        out_rows = ri.start + (i_idx - rs.start) * g.stride_rows
+        c_bases = (n_idx * sn + out_rows * sh + cols.start * sw).astype(np.int64)
+        phases.append(_Segments(bp, c_bases, q_starts, cs.stop - cs.start, shifts))
+    _segments(base, eflat, phases, g.stride_cols * sw, t, co, ci, overwrite)
+
+
+class _Segments(NamedTuple):
+    """One stride phase's row segments of :func:`backprop_input_into`: its taps' filter
+    panels and shifts, and per segment where it starts in ``E`` and in the result."""
+
+    panels: np.ndarray
+    c_bases: np.ndarray
+    q_starts: np.ndarray
+    length: int
+    shifts: np.ndarray
+
+
+def _segments(c: np.ndarray, a: np.ndarray, phases: list[_Segments], ldc: int, a_rows: int,
+              k: int, n: int, overwrite: bool) -> None:
+    """:func:`~engine.kernels._compiled.conv_tiles_jit.segment_products` over every segment of every
+    phase in one pass over the cores (each core takes the same share of each phase's segments; each
+    segment has one owner), a cancel checkpoint before each call."""
+    if not phases:
+        return
+    jit = _jit()
+    nr = _tile_columns(a.dtype.itemsize)
+    most = max(len(p.q_starts) for p in phases)
+
+    def part(lo: int, hi: int) -> None:
+        for p in phases:
+            count = len(p.q_starts)
+            zeros = np.zeros(len(p.shifts), np.int64)
+            per_call = max(1, CALL_POSITIONS // max(1, p.length))
+            for s0 in range(lo * count // most, hi * count // most, per_call):
+                checkpoint()
+                jit.segment_products(c, a, p.panels, p.c_bases, p.q_starts, p.length, ldc, s0,
+                                     min(hi * count // most, s0 + per_call), p.shifts, zeros,
+                                     a_rows, k, k, n, nr, overwrite)
+
+    map_ranges(part, most, max(1, ROW_BLOCK * 16 // max(1, phases[0].length)))
+
+
+def backprop_input_col2im(g: ConvGeometry, dy: np.ndarray, w: np.ndarray, out: np.ndarray,
+                          flat: tuple[np.ndarray, tuple[int, int, int]]) -> None:
+    """The input gradient of few channels (one group) written into NHWC ``out`` (its
+    :func:`flat_nhwc` view ``flat``) in the compute dtype, from C-contiguous NHWC ``dy`` and
+    ``w`` ``(KH, KW, C, O)``: per output-gradient row one register-tile product with the
+    filter as an ``(O, KH*KW*C)`` matrix (columns padded to whole vectors, so no column runs
+    alone), its columns added where their taps land
+    (:func:`~engine.kernels._compiled.conv_tiles_jit.col2im_rows`). Input rows are split over cores,
+    one owner each that zeroes and sums them (a core recomputes the few output-gradient rows it
+    shares with its neighbour), so every element sums in the same order whatever the split; a cancel
+    checkpoint before each call."""
+    kh, kw, ci, co = w.shape
+    ctype = dy.dtype
+    j = kh * kw * ci
+    step = _lanes(ctype.itemsize)
+    wm = np.zeros((co, -(-j // step) * step), ctype)
+    wm[:, :j] = w.reshape(j, co).T
+    wm, dyr = readonly(wm), readonly(dy)
+    base, (sn, sh, sw) = flat
+    rows, pt, sr, dr = g.in_rows, g.pad_top, g.stride_rows, g.dilation_rows
+    per_call = max(1, CALL_POSITIONS // max(1, g.out_cols))
+    jit = _jit()
+
+    def part(lo: int, hi: int) -> None:
+        cols = np.empty((g.out_cols, wm.shape[1]), ctype)
+        for n in range(lo // rows, (hi - 1) // rows + 1):
+            h0, h1 = max(lo - n * rows, 0), min(hi - n * rows, rows)
+            out[n, h0:h1] = 0
+            # output-gradient rows with a tap in [h0, h1): r*sr + i*dr - pt in it, i < kh
+            r_lo = max(0, -((pt + h0 - (kh - 1) * dr) // -sr))
+            r_hi = min(g.out_rows, (h1 - 1 + pt) // sr + 1)
+            for r0 in range(r_lo, r_hi, per_call):
+                checkpoint()
+                jit.col2im_rows(base, sn, sh, sw, g.in_cols, dyr, wm, cols, n, r0,
+                                min(r_hi, r0 + per_call), h0, h1, pt, g.pad_left, sr,
+                                g.stride_cols, dr, g.dilation_cols, kh, kw, ci)
+
+    map_ranges(part, out.shape[0] * rows, max(1, COL2IM_MIN_ROWS * kh * dr))
+
+
+def conv2d_im2col(g: ConvGeometry, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> None:
+    """The forward conv of few channels (one group) written into C-contiguous NHWC ``y`` from
+    C-contiguous NHWC ``x`` and ``w`` ``(KH, KW, C, O)`` in the compute dtype: per output row
+    one register-tile product with the filter as a ``(KH*KW*C, O)`` matrix, the patches of
+    the columns whose windows lie inside the image read in place (a filter row's taps are
+    adjacent pixels), the others gathered into one ``(OW, KH*KW*C)`` block per core
+    (:func:`~engine.kernels._compiled.conv_tiles_jit.im2col_rows`). Output rows are split over
+    cores; a cancel checkpoint before each call."""
+    kh, kw, ci, co = w.shape
+    wm = readonly(np.ascontiguousarray(w.reshape(kh * kw * ci, co)))
+    xr = readonly(x)
+    rows = y.shape[0] * g.out_rows
+    per_call = max(1, CALL_POSITIONS // max(1, g.out_cols))
+    jit = _jit()
+
+    def part(lo: int, hi: int) -> None:
+        patch = np.empty((g.out_cols, kh * kw * ci), x.dtype)
+        for t0 in range(lo, hi, per_call):
+            checkpoint()
+            jit.im2col_rows(y, xr, wm, patch, t0, min(hi, t0 + per_call), g.pad_top,
+                            g.pad_left, g.stride_rows, g.stride_cols, g.dilation_rows,
+                            g.dilation_cols, kh, kw)
+
+    map_ranges(part, rows, max(1, ROW_BLOCK // 8))
+
+
+def conv2d(lay: PhaseLayout, pf: np.ndarray, wc: np.ndarray) -> np.ndarray:
+    """Flat ``(L, O)`` forward result of one chunk's C-contiguous phases ``pf``
+    ``(sr, sc, L, C)`` and filter ``wc`` ``(KH, KW, C, O)`` (rows from ``T`` on stay 0)."""
+    length, ci = pf.shape[2], pf.shape[3]
+    co = wc.shape[3]
+    t = length - lay.max_offset
+    acc = np.empty((length, co), wc.dtype)
+    acc[t:] = 0
+    taps = lay.taps
+    _shifted(acc.reshape(-1), 0, t, pf.reshape(-1),
+             np.stack([wc[tap.row, tap.col] for tap in taps]), [tap.offset for tap in taps],
+             [_phase(lay, tap.phase_row, tap.phase_col) * length * ci for tap in taps], length,
+             ci, co, True)
+    return acc
+
+
+def warm(dtypes: tuple[type, ...] = (np.float32, np.float64)) -> None:
+    """Compile (or load from numba's disk cache) the loops for ``dtypes``."""
+    jit = _jit()
+    one = np.ones(1, np.int64)
+    for dt in dtypes:
+        z = np.zeros(8, dt)
+        r = readonly(z)  # operands as the calls above pass them
+        steps = np.ones(3, np.int64)
+        jit.filter_direct(z, r, r, 0, 1, 1, 1, steps, steps, 1, 1, 1, 1, 1, 1, one * 0,
+                          one * 0, 1, 1)
+        jit.filter_direct_grouped(z, r, r, 0, 1, 1, 1, steps, steps, 1, 1, 1, 1, 1, 1, one * 0,
+                                  one * 0, 1, 1, 1)
+        jit.im2col_rows(np.zeros((1, 1, 1, 1), dt), r[:1].reshape(1, 1, 1, 1),
+                        r[:1].reshape(1, 1), np.zeros((1, 1), dt), 0, 1, 0, 0, 1, 1, 1, 1, 1, 1)
+        jit.col2im_rows(z, 1, 1, 1, 1, r[:1].reshape(1, 1, 1, 1), r.reshape(1, 8),
+                        np.zeros((1, 8), dt), 0, 0, 1, 0, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1)
+        for overwrite in (False, True):
+            jit.shifted_products(z, r, r, 0, 0, 1, one * 0, one * 0, 1, 1, 1, 1, 1, 1, 1,
+                                 overwrite)
+            jit.segment_products(z, r, r, one * 0, one * 0, 1, 1, 0, 1, one * 0, one * 0, 1,
+                                 1, 1, 1, 1, overwrite)

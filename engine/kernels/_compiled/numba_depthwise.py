@@ -1,0 +1,349 @@
+"""The depthwise trio compiled with numba (used through :mod:`engine.kernels.accel`; never imported
+unless numba is in use).
+
+Same math and conventions as :mod:`engine.kernels.compute` (NHWC ``x (N, H, W, C)``, filter
+``w (KH, KW, C, M)`` seen as ``(KH, KW, C*M)``, ``dy (N, OH, OW, C*M)``, output channel
+``k = c*M + m`` reads input channel ``c``; the kernels see ``C*M`` channels everywhere: the
+forward and filter gradient get the input chunk with each channel repeated ``M`` times, the
+input gradient computes ``C*M`` parts and sums each channel's ``M``), as fused loops over a
+range of output (or input) rows, the column range of each tap computed once (no branch
+inside), the innermost loop over contiguous channels (vectorized by LLVM). Where three
+neighbouring taps of a filter row all read inside the row they share one pass (the forward adds
+three products per output element, the filter gradient two output columns into three taps);
+near the borders taps go one at a time. The stride-1 input gradient is the forward loops on
+``dy`` with the filter flipped; larger strides scatter. Taps that would read padding are
+skipped, so padding contributes nothing, not even ``NaN * 0`` (:mod:`engine.kernels.nonfinite`), and
+every term is an explicit product: a finite result vouches for the inputs
+(:func:`engine.kernels.path_record.vouch_finite`; the forward and input-gradient loops check their
+rows while they are in cache). Arithmetic is in the compute dtype (float32 for the half
+types); the only fast-math flag is ``contract`` (fused multiply-add; sums keep their order,
+NaN/Inf rules stay IEEE). The filter gradient keeps one partial sum per output row, added into
+one accumulator per core's range of rows.
+
+The kernels are compiled without ``parallel=True`` and release the GIL (``nogil``); the row
+ranges run on the cores in :mod:`engine.kernels.parallel`'s threads, like the NumPy kernels.
+Measured on these shared 2-core machines next to TensorFlow, numba's own thread pool (``prange``)
+cost 8-12 ms per call whatever its size (its threads wait for each other while other processes'
+threads hold the cores) and 10x the compile time; with our threads the same loops were 2-10x
+faster there. Python calls the kernels once per batch chunk of at most
+:data:`~engine.kernels.accel.CHUNK_BYTES` of operands, so :func:`engine.base.cancel.checkpoint` runs
+between chunks (and ranges), and extra memory (the chunk's contiguous compute-dtype copies, an
+input-gradient chunk and one filter partial per core) stays bounded whatever the batch.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from engine.base.cancel import checkpoint
+from engine.kernels import path_record
+from engine.kernels._compiled.numba_simd import acc_products, acc_products3
+from engine.kernels.accel import CHUNK_BYTES
+from engine.kernels.buffers import readonly
+from engine.kernels.nonfinite import all_finite
+from engine.kernels.parallel import MIN_POSITIONS_PER_RANGE, map_ranges
+from engine.shapes.conv import ConvGeometry
+
+#: SHA-256 of ``engine/kernels/_compiled/numba_simd.py``. numba's on-disk cache of these loops is
+#: checked against this file's stamp only, and :func:`_filter_grad` inlines that module's
+#: intrinsics: ``tests/test_numba_simd.py`` fails until this matches, so a change there changes this
+#: file too and the cached loops are rebuilt.
+SIMD_SOURCE_SHA256 = "d399dccd881db8e984ca4bb71498a16ccc8cf7c9714c9da931ccc7910000edf7"
+
+#: ``contract``: ``a*b + c`` may be one fused multiply-add (one rounding instead of two; sums
+#: keep their order, NaN/Inf rules stay IEEE). No other fast-math flag.
+_JIT = {"nopython": True, "nogil": True, "cache": True, "fastmath": {"contract"}}
+
+
+@numba.njit(inline="always")
+def _span(count, step, offset, size):  # pragma: no cover - compiled
+    """``[lo, hi)``: the ``q < count`` with ``0 <= q*step + offset < size``."""
+    lo = 0 if offset >= 0 else (step - 1 - offset) // step
+    last = size - 1 - offset
+    hi = min(count, last // step + 1) if last >= 0 else 0
+    return lo, max(lo, hi)
+
+
+@numba.njit(inline="always")
+def _common(count, step, offset, dc, size):  # pragma: no cover - compiled
+    """``[lo, hi)`` where all three taps ``offset``, ``offset+dc``, ``offset+2dc`` read inside."""
+    la, ha = _span(count, step, offset, size)
+    lb, hb = _span(count, step, offset + dc, size)
+    lc, hc = _span(count, step, offset + 2 * dc, size)
+    lo = max(la, max(lb, lc))
+    return lo, max(lo, min(ha, min(hb, hc)))
+
+
+@numba.jit(**_JIT)
+def _finite(rows):  # pragma: no cover - compiled
+    """True when no element of the 2-D ``rows`` is NaN or ±Inf (``v - v`` is 0 just then)."""
+    ok = True
+    for q in range(rows.shape[0]):
+        o = rows[q]
+        for k in range(rows.shape[1]):
+            v = o[k]
+            ok &= (v - v) == 0
+    return ok
+
+
+@numba.jit(**_JIT)
+def _forward_tap(out, xr, wv, lo, hi, sc, off):  # pragma: no cover - compiled
+    for q in range(lo, hi):
+        o = out[q]
+        xv = xr[q * sc + off]
+        for k in range(out.shape[1]):
+            o[k] += xv[k] * wv[k]
+
+
+@numba.jit(**_JIT)
+def _forward(x, w, y, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: no cover - compiled
+    """Rows ``[lo_row, hi_row)`` of ``y``; True when they are all finite. Taps go three at a
+    time where all three read inside the row (one pass over the output row for three taps),
+    one at a time near the borders; every element adds its taps in (i, j) order."""
+    _, h_in, w_in, ck = x.shape
+    kh, kw, _ = w.shape
+    _, oh, ow, _ = y.shape
+    ok = True
+    for row in range(lo_row, hi_row):
+        n = row // oh
+        r = row - n * oh
+        out = y[n, r]
+        out[:, :] = 0
+        for i in range(kh):
+            h = r * sr + i * dr - pt
+            if h < 0 or h >= h_in:
+                continue
+            xr = x[n, h]
+            wi = w[i]
+            j0 = 0
+            while j0 + 3 <= kw:
+                oa = j0 * dc - pl
+                lo, hi = _common(ow, sc, oa, dc, w_in)
+                for j in range(3):  # border columns (each meets only these taps), in tap order
+                    off = oa + j * dc
+                    la, ha = _span(ow, sc, off, w_in)
+                    _forward_tap(out, xr, wi[j0 + j], la, min(ha, lo), sc, off)
+                    _forward_tap(out, xr, wi[j0 + j], max(la, hi), ha, sc, off)
+                wa, wb, wc = wi[j0], wi[j0 + 1], wi[j0 + 2]
+                for q in range(lo, hi):
+                    o = out[q]
+                    v = q * sc + oa
+                    xa, xb, xc = xr[v], xr[v + dc], xr[v + 2 * dc]
+                    for k in range(ck):
+                        o[k] = o[k] + xa[k] * wa[k] + xb[k] * wb[k] + xc[k] * wc[k]
+                j0 += 3
+            for j in range(j0, kw):
+                off = j * dc - pl
+                lo, hi = _span(ow, sc, off, w_in)
+                _forward_tap(out, xr, wi[j], lo, hi, sc, off)
+        ok &= _finite(out)
+    return ok
+
+
+@numba.jit(**_JIT)
+def _filter_grad(x, dy, acc, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: no cover - compiled
+    """``acc`` = the filter gradient over output rows ``[lo_row, hi_row)``: one partial sum per
+    output row. Each tap's sum over the row's columns runs in vector registers
+    (:mod:`engine.kernels._compiled.numba_simd`); three taps share each pass where all three read
+    inside the row, one tap at a time near the borders."""
+    nb, h_in, w_in, ck = x.shape
+    _, oh, ow, _ = dy.shape
+    kh, kw, _ = acc.shape
+    xf = x.reshape(nb * h_in * w_in * ck)
+    gf = dy.reshape(dy.shape[0] * oh * ow * ck)
+    acc[:, :, :] = 0
+    tmp = np.empty((kh, kw, ck), acc.dtype)
+    xs = sc * ck
+    for row in range(lo_row, hi_row):
+        n = row // oh
+        r = row - n * oh
+        tmp[:, :, :] = 0
+        g0 = (n * oh + r) * ow * ck
+        for i in range(kh):
+            h = r * sr + i * dr - pt
+            if h < 0 or h >= h_in:
+                continue
+            x0 = (n * h_in + h) * w_in * ck
+            j0 = 0
+            while j0 + 3 <= kw:
+                oa = j0 * dc - pl
+                lo, hi = _common(ow, sc, oa, dc, w_in)
+                for j in range(3):  # border columns, one tap at a time
+                    off = oa + j * dc
+                    la, ha = _span(ow, sc, off, w_in)
+                    end = min(ha, lo)
+                    if end > la:
+                        acc_products(tmp[i, j0 + j], xf, gf, x0 + (la * sc + off) * ck,
+                                     g0 + la * ck, end - la, xs, ck, 0)
+                    start = max(la, hi)
+                    if ha > start:
+                        acc_products(tmp[i, j0 + j], xf, gf, x0 + (start * sc + off) * ck,
+                                     g0 + start * ck, ha - start, xs, ck, 0)
+                if hi > lo:
+                    acc_products3(tmp[i, j0:j0 + 3], xf, gf, x0 + (lo * sc + oa) * ck,
+                                  g0 + lo * ck, hi - lo, xs, ck, dc * ck)
+                j0 += 3
+            for j in range(j0, kw):
+                off = j * dc - pl
+                lo, hi = _span(ow, sc, off, w_in)
+                if hi > lo:
+                    acc_products(tmp[i, j], xf, gf, x0 + (lo * sc + off) * ck, g0 + lo * ck,
+                                 hi - lo, xs, ck, 0)
+        acc += tmp  # one partial sum per output row
+
+
+@numba.jit(**_JIT)
+def _input_grad(dy, w, dx, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: no cover - compiled
+    """Rows ``[lo_row, hi_row)`` of ``dx`` by scattering each ``dy`` column into the columns
+    it reaches (strided case); True when they are all finite."""
+    _, h_in, w_in, ck = dx.shape
+    _, oh, ow, _ = dy.shape
+    kh, kw, _ = w.shape
+    ok = True
+    for row in range(lo_row, hi_row):
+        n = row // h_in
+        h = row - n * h_in
+        out = dx[n, h]
+        out[:, :] = 0
+        for i in range(kh):
+            t = h + pt - i * dr
+            if t < 0 or t % sr != 0 or t // sr >= oh:
+                continue
+            gr = dy[n, t // sr]
+            for j in range(kw):
+                off = j * dc - pl
+                lo, hi = _span(ow, sc, off, w_in)
+                wv = w[i, j]
+                for q in range(lo, hi):
+                    v = q * sc + off
+                    for k in range(ck):
+                        out[v, k] += gr[q, k] * wv[k]
+        ok &= _finite(out)
+    return ok
+
+
+KERNELS = {"forward": _forward, "filter": _filter_grad, "input": _input_grad}
+
+
+def _attrs(g: ConvGeometry) -> tuple[int, ...]:
+    return (g.stride_rows, g.stride_cols, g.dilation_rows, g.dilation_cols, g.pad_top,
+            g.pad_left)
+
+
+def _chunks(g: ConvGeometry, ctype: np.dtype):
+    """Batch slices whose operands (the input's channels repeated ``M`` times) take at most
+    :data:`CHUNK_BYTES` in ``ctype``."""
+    per = (g.in_rows * g.in_cols + g.out_rows * g.out_cols) * g.out_depth
+    step = max(1, CHUNK_BYTES // max(1, per * ctype.itemsize))
+    for start in range(0, g.batch, step):
+        checkpoint()
+        yield slice(start, min(g.batch, start + step))
+
+
+def _filter(g: ConvGeometry, w: np.ndarray, ctype: np.dtype) -> np.ndarray:
+    return readonly(np.ascontiguousarray(w, ctype).reshape(g.filter_rows, g.filter_cols, -1))
+
+
+def _input_chunk(g: ConvGeometry, x: np.ndarray, ctype: np.dtype) -> np.ndarray:
+    """Contiguous ``ctype`` copy of NHWC ``x`` with each channel repeated ``M`` times (output
+    channel ``c*M + m`` reads channel ``c``); ``x`` itself when it already is that. Read-only,
+    as every operand of these loops (:func:`engine.kernels.buffers.readonly`)."""
+    if g.filter_out == 1:
+        return readonly(np.ascontiguousarray(x, ctype))
+    return readonly(np.repeat(x.astype(ctype, copy=False), g.filter_out, axis=3))
+
+
+def _rows(count: int, width: int, call) -> list:
+    """``call(lo, hi)`` over ``[0, count)`` rows split over the cores (engine.kernels.parallel's
+    threads: the kernels release the GIL), ranges of at least a few thousand positions."""
+    min_rows = -(-MIN_POSITIONS_PER_RANGE // max(1, width))
+    return map_ranges(call, count, min_rows)
+
+
+def _vouch(finite: bool) -> None:
+    """These loops compute every term as an explicit product added into its sum (padding taps
+    are skipped, not multiplied by zero), so a finite result vouches for the inputs
+    (:func:`engine.kernels.path_record.vouch_finite`)."""
+    if finite:
+        path_record.vouch_finite()
+
+
+def depthwise_conv2d(g: ConvGeometry, x: np.ndarray, w: np.ndarray,
+                     ctype: np.dtype) -> np.ndarray:
+    """Forward ``(N, OH, OW, C*M)`` in ``ctype`` of NHWC ``x``."""
+    y = np.empty((g.batch, g.out_rows, g.out_cols, g.out_depth), ctype)
+    wc = _filter(g, w, ctype)
+    finite = True
+    for sl in _chunks(g, ctype):
+        xc, yc = _input_chunk(g, x[sl], ctype), y[sl]
+        finite &= all(_rows(xc.shape[0] * g.out_rows, g.out_cols,
+                            lambda lo, hi: _forward(xc, wc, yc, *_attrs(g), lo, hi)))  # noqa: B023
+    _vouch(finite)
+    return y
+
+
+def depthwise_conv2d_backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndarray,
+                                     ctype: np.dtype) -> np.ndarray:
+    """Filter gradient ``(KH, KW, C, M)`` in ``ctype`` of NHWC ``x`` and ``dy``: one partial
+    sum per core's range of output rows (itself a sum of per-row partial sums)."""
+    ck = g.out_depth
+    dw = np.zeros((g.filter_rows, g.filter_cols, ck), ctype)
+
+    def part(xc, dyc, lo, hi):
+        acc = np.empty((g.filter_rows, g.filter_cols, ck), ctype)
+        _filter_grad(xc, dyc, acc, *_attrs(g), lo, hi)
+        return acc
+
+    for sl in _chunks(g, ctype):
+        xc = _input_chunk(g, x[sl], ctype)
+        dyc = readonly(np.ascontiguousarray(dy[sl], ctype))
+        for acc in _rows(xc.shape[0] * g.out_rows, g.out_cols,
+                         lambda lo, hi: part(xc, dyc, lo, hi)):  # noqa: B023
+            dw += acc
+    _vouch(all_finite(dw))  # a non-finite term would have made its partial sums non-finite
+    return dw.reshape(g.filter_rows, g.filter_cols, g.in_depth, g.filter_out)
+
+
+def _input_rows(g: ConvGeometry, dyc: np.ndarray, wc: np.ndarray, dst: np.ndarray) -> bool:
+    """``dst`` = the input gradient of the chunk ``dyc``; True when finite. Stride 1 is the
+    forward loops on ``dy`` with the filter flipped (``dx[h] = sum_i dy[h + pt - i*dr] w[i]``
+    is ``sum_i' dy[h + i'*dr - ((KH-1)*dr - pt)] w[KH-1-i']``, the same for columns); larger
+    strides scatter each ``dy`` column."""
+    total = dyc.shape[0] * g.in_rows
+    if g.stride_rows == 1 and g.stride_cols == 1:
+        flipped = readonly(np.ascontiguousarray(wc[::-1, ::-1]))
+        pt = (g.filter_rows - 1) * g.dilation_rows - g.pad_top
+        pl = (g.filter_cols - 1) * g.dilation_cols - g.pad_left
+        attrs = (1, 1, g.dilation_rows, g.dilation_cols, pt, pl)
+        return all(_rows(total, g.in_cols,
+                         lambda lo, hi: _forward(dyc, flipped, dst, *attrs, lo, hi)))
+    return all(_rows(total, g.in_cols,
+                     lambda lo, hi: _input_grad(dyc, wc, dst, *_attrs(g), lo, hi)))
+
+
+def depthwise_conv2d_backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarray,
+                                    ctype: np.dtype, out: np.ndarray) -> None:
+    """Input gradient written into NHWC ``out`` (any dtype, any strides). With ``M > 1`` each
+    output channel's part is computed, then the ``M`` parts of a channel are summed."""
+    wc = _filter(g, w, ctype)
+    m = g.filter_out
+    direct = m == 1 and out.dtype == ctype and out.flags.c_contiguous
+    finite = True
+    for sl in _chunks(g, ctype):
+        dyc = readonly(np.ascontiguousarray(dy[sl], ctype))
+        dst = out[sl] if direct else np.empty(
+            (dyc.shape[0], g.in_rows, g.in_cols, g.out_depth), ctype)
+        finite &= _input_rows(g, dyc, wc, dst)
+        if not direct:
+            out[sl] = dst if m == 1 else _sum_parts(dst.reshape(*dst.shape[:3], g.in_depth, m))
+    _vouch(finite)
+
+
+def _sum_parts(parts: np.ndarray) -> np.ndarray:
+    """``parts.sum(axis=-1)`` in order, by whole-array adds of the strided parts (NumPy's
+    reduction over a trailing axis of 2 took 1.4 ms for 1 MiB here, these adds 0.2 ms)."""
+    total = parts[..., 0] + parts[..., 1]
+    for j in range(2, parts.shape[-1]):
+        total += parts[..., j]
+    return total

@@ -1,0 +1,400 @@
+"""The six TensorFlow conv ops, exact to ``tf.raw_ops`` semantics, in vectorized NumPy.
+
+Argument names, order and meaning are TensorFlow's. With ``in_pad`` the input zero-padded per
+``padding`` (:mod:`engine.shapes.padding`), strides ``s``, dilations ``d`` and NHWC indices
+(NCHW arrays are read and written in their own layout)::
+
+    Conv2D:   out[n,r,c,o]  = sum_{i,j,q} in_pad[n, r*sr + i*dr, c*sc + j*dc, g(o)*Q + q] w[i,j,q,o]
+    Depthwise: out[n,r,c,k*M+m] = sum_{i,j} in_pad[n, r*sr + i*dr, c*sc + j*dc, k] w[i,j,k,m]
+
+with ``Q`` the filter's in_channels and ``g(o)`` the group of output channel ``o``
+(``groups = in_depth / Q``). The backprop ops are the adjoints: ``*_backprop_filter`` returns
+``d<out, dy>/dw`` and ``*_backprop_input`` returns ``d<out, dy>/d input``.
+
+dtypes: float16, bfloat16, float32, float64; the result has the input's dtype and half types
+accumulate in float32. Every invalid call raises :class:`~engine.base.errors.InvalidArgumentError`
+(see :mod:`engine.shapes.conv`). ``use_cudnn_on_gpu`` is accepted and has no effect.
+
+NaN and Inf: padding contributes nothing. An output element is NaN/Inf exactly when a term of
+its defining sum over real (unpadded) elements is (:mod:`engine.kernels.nonfinite`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import numpy as np
+
+from engine.base.dtypes import compute_dtype, float_array, same_dtype
+from engine.base.errors import InvalidArgumentError
+from engine.kernels import accel, gemm, path_record, sparse
+from engine.kernels import compute as cc
+from engine.kernels._compiled import conv_tiles, winograd
+from engine.kernels.buffers import zeroed
+from engine.kernels.layout import PhaseLayout
+from engine.kernels.nonfinite import all_finite, nonfinite_safe
+from engine.shapes.conv import (
+    ConvGeometry,
+    backprop_filter_geometry,
+    backprop_input_geometry,
+    conv2d_geometry,
+)
+
+IntSeq = Sequence[int] | np.ndarray
+
+#: The compute path of this thread's last kernel call, e.g. ``"numpy gather"``.
+last_path = path_record.last
+
+__all__ = [
+    "conv2d",
+    "conv2d_backprop_filter",
+    "conv2d_backprop_input",
+    "depthwise_conv2d_native",
+    "depthwise_conv2d_native_backprop_filter",
+    "depthwise_conv2d_native_backprop_input",
+    "last_path",
+]
+
+
+F = TypeVar("F", bound=Callable[..., np.ndarray])
+
+def _ran(path: str) -> None:
+    """Record this call's path (:mod:`engine.kernels.path_record`): ``empty`` (no terms, no kernel
+    ran), ``numba`` (:mod:`engine.kernels._compiled.numba_depthwise`, see
+    :mod:`engine.kernels.accel`), ``winograd`` or ``numpy <strategy>``."""
+    path_record.record(path)
+
+
+def _memory_guard(kernel: F) -> F:
+    """A result or workspace too large for this machine is an :class:`InvalidArgumentError`
+    saying how large (NumPy's MemoryError, or its "array is too big" ValueError for sizes
+    beyond the address space), never a bare NumPy error."""
+    @functools.wraps(kernel)
+    def guarded(*args, **kwargs):
+        _ran("")  # each dispatch below records the path it takes
+        try:
+            return kernel(*args, **kwargs)
+        except MemoryError as err:
+            raise InvalidArgumentError(f"not enough memory for {kernel.__name__}: {err}") from None
+        except ValueError as err:
+            too_big = ("array is too big", "Maximum allowed dimension exceeded")
+            if isinstance(err, InvalidArgumentError) or not any(t in str(err) for t in too_big):
+                raise
+            raise InvalidArgumentError(
+                f"{kernel.__name__}: the result or its workspace is larger than this machine "
+                f"can address ({err})") from None
+    return guarded  # type: ignore[return-value]
+
+
+def _winograd_ran() -> None:
+    """Record the Winograd path; its result was found finite already (so no second scan)."""
+    path_record.record("winograd")
+    if gemm.propagates_nonfinite():
+        path_record.vouch_finite()
+
+
+def _vouching(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether this call will probably vouch for a finite result (see
+    :func:`_vouch_finite_result`), so :func:`~engine.kernels.nonfinite.nonfinite_safe` runs it
+    before (and usually instead of) scanning both inputs for NaN/Inf: a scan costs about as much as
+    a depthwise kernel, and 5-25% of a conv gradient."""
+    return gemm.propagates_nonfinite() or (
+        a.dtype == b.dtype and accel.use_compiled(compute_dtype(a.dtype)))
+
+
+def _vouch_finite_result(kernel: F) -> F:
+    """Vouch for a finite result (:func:`engine.kernels.path_record.vouch_finite`). Every path of
+    these kernels computes each term as an explicit product added into its sum: NumPy's loops, the
+    compiled loops, Winograd's transforms (a non-finite tile element reaches every output it is
+    a term of) and BLAS, when :func:`engine.kernels.gemm.propagates_nonfinite` (the multiplications
+    by padding zeros the layouts add can only turn a result non-finite, never finite). The
+    compiled depthwise loops vouch by themselves while computing (no extra pass)."""
+    @functools.wraps(kernel)
+    def vouching(*args, **kwargs):
+        out = kernel(*args, **kwargs)
+        decided = path_record.vouched_finite() or path_record.last() == "numba"
+        if (not decided and gemm.propagates_nonfinite()
+                and path_record.result_scan_pays(out.size) and all_finite(out)):
+            path_record.vouch_finite()
+        return out
+    return vouching  # type: ignore[return-value]
+
+
+def _nhwc(a: np.ndarray, data_format: str) -> np.ndarray:
+    """A view of ``a`` in NHWC order."""
+    return a if data_format == "NHWC" else a.transpose(0, 2, 3, 1)
+
+
+def _from_nhwc(y: np.ndarray, data_format: str, dtype: np.dtype) -> np.ndarray:
+    """NHWC ``y`` as a C-contiguous array of ``dtype`` in ``data_format``."""
+    if data_format == "NCHW":
+        y = y.transpose(0, 3, 1, 2)
+    return np.asarray(y.astype(dtype, order="C", copy=False), order="C")
+
+
+def _empty(g: ConvGeometry) -> bool:
+    """True when the sum over output positions has no terms (or no channels to sum into);
+    the call then runs no kernel (:func:`last_path` says ``empty``)."""
+    empty = g.batch == 0 or g.out_rows == 0 or g.out_cols == 0 or g.out_depth == 0
+    if empty:
+        _ran("empty")
+    return empty
+
+
+def _group_slices(g: ConvGeometry):
+    """Channel slices ``(input, output)`` of each group."""
+    q, o = g.filter_in_depth, g.filter_out // g.groups
+    for k in range(g.groups):
+        yield slice(k * q, (k + 1) * q), slice(k * o, (k + 1) * o)
+
+
+def _sparse(g: ConvGeometry):
+    """:func:`engine.kernels.sparse.select`, recording the tap-span path when it applies."""
+    sp = sparse.select(g)
+    if sp is not None:
+        path_record.record("numpy tap-spans")
+    return sp
+
+
+def _phase_layout(g: ConvGeometry, kind: str, ctype: np.dtype,
+                  col2im: bool = False) -> PhaseLayout:
+    """The phase layout of ``g``, recording the strategy ``kind`` uses on it: ``numba
+    tiles``, ``numba im2col`` (the forward on few channels) or ``numba col2im``
+    (:mod:`engine.kernels._compiled.conv_tiles`; ``col2im``: the input gradient takes
+    :func:`engine.kernels.compute.compiled_col2im`) or the NumPy one."""
+    lay = PhaseLayout.of(g)
+    few = g.filter_in_depth < cc.IM2COL_MAX_CHANNELS
+    if g.depthwise:
+        name = "numpy tiles"
+    elif col2im:
+        name = "numba col2im"
+    elif kind == "forward" and few and conv_tiles.take(ctype):
+        name = "numba im2col"
+    elif conv_tiles.take(ctype) and (kind == "filter" or not few):
+        name = "numba tiles"
+    elif kind == "input":
+        name = f"numpy {cc.input_strategy(lay, g.filter_in_depth)}"
+    else:
+        name = "numpy im2col" if few else "numpy per-tap"
+    path_record.record(name)
+    return lay
+
+
+def _input_grad_buffer(g: ConvGeometry, dtype: np.dtype,
+                       zero: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Result in ``g.data_format`` and its NHWC view, zeroed unless the kernel writes every
+    element itself (``zero=False``)."""
+    out = zeroed(g.input_shape, dtype) if zero else np.empty(g.input_shape, dtype)
+    return out, _nhwc(out, g.data_format)
+
+
+@_memory_guard
+@nonfinite_safe("input", "filter", vouching=_vouching)
+@_vouch_finite_result
+def conv2d(
+    input: np.ndarray,
+    filter: np.ndarray,
+    strides: IntSeq,
+    padding: str,
+    explicit_paddings: IntSeq = (),
+    data_format: str = "NHWC",
+    dilations: IntSeq = (1, 1, 1, 1),
+    use_cudnn_on_gpu: bool = True,
+) -> np.ndarray:
+    """tf.raw_ops.Conv2D: ``out[n,r,c,o] = sum in_pad[n, r*sr+i*dr, c*sc+j*dc, q] w[i,j,q,o]``."""
+    x, w = float_array("input", input), float_array("filter", filter)
+    dtype = same_dtype(input=x, filter=w)
+    g = conv2d_geometry(x.shape, w.shape, strides, padding, explicit_paddings, data_format,
+                        dilations)
+    if _empty(g):
+        return np.zeros(g.output_shape, dtype)
+    ctype, xv = compute_dtype(dtype), _nhwc(x, data_format)
+    if (sp := _sparse(g)) is not None:
+        return _from_nhwc(sparse.conv2d(g, *sp, xv, w, ctype), data_format, dtype)
+    if (y := winograd.try_conv2d(g, xv, w, ctype)) is not None:
+        _winograd_ran()
+        return _from_nhwc(y, data_format, dtype)
+    lay = _phase_layout(g, "forward", ctype)
+    parts = [cc.conv2d(lay, xv[..., si], w[..., so], ctype) for si, so in _group_slices(g)]
+    y = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=3)
+    return _from_nhwc(y, data_format, dtype)
+
+
+@_memory_guard
+@nonfinite_safe("input", "out_backprop", vouching=_vouching)
+@_vouch_finite_result
+def conv2d_backprop_filter(
+    input: np.ndarray,
+    filter_sizes: IntSeq,
+    out_backprop: np.ndarray,
+    strides: IntSeq,
+    padding: str,
+    explicit_paddings: IntSeq = (),
+    data_format: str = "NHWC",
+    dilations: IntSeq = (1, 1, 1, 1),
+    use_cudnn_on_gpu: bool = True,
+) -> np.ndarray:
+    """tf.raw_ops.Conv2DBackpropFilter: ``dw[i,j,q,o] = sum_{n,r,c} in_pad[n, r*sr+i*dr,
+    c*sc+j*dc, g(o)*Q+q] * dy[n,r,c,o]``, shaped ``filter_sizes``."""
+    x, dy = float_array("input", input), float_array("out_backprop", out_backprop)
+    dtype = same_dtype(input=x, out_backprop=dy)
+    g = backprop_filter_geometry(x.shape, filter_sizes, dy.shape, strides, padding,
+                                 explicit_paddings, data_format, dilations)
+    if _empty(g):
+        return np.zeros(g.filter_shape, dtype)
+    ctype, xv, dyv = compute_dtype(dtype), _nhwc(x, data_format), _nhwc(dy, data_format)
+    if (sp := _sparse(g)) is not None:
+        return sparse.conv2d_backprop_filter(g, *sp, xv, dyv, ctype).astype(
+            dtype, copy=False)
+    if (dw := winograd.try_backprop_filter(g, xv, dyv, ctype)) is not None:
+        _winograd_ran()
+        return dw.astype(dtype, copy=False)
+    lay = _phase_layout(g, "filter", ctype)
+    parts = [cc.conv2d_backprop_filter(lay, xv[..., si], dyv[..., so], ctype)
+             for si, so in _group_slices(g)]
+    dw = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=3)
+    return dw.astype(dtype, copy=False)
+
+
+@_memory_guard
+@nonfinite_safe("filter", "out_backprop", vouching=_vouching)
+@_vouch_finite_result
+def conv2d_backprop_input(
+    input_sizes: IntSeq,
+    filter: np.ndarray,
+    out_backprop: np.ndarray,
+    strides: IntSeq,
+    padding: str,
+    explicit_paddings: IntSeq = (),
+    data_format: str = "NHWC",
+    dilations: IntSeq = (1, 1, 1, 1),
+    use_cudnn_on_gpu: bool = True,
+) -> np.ndarray:
+    """tf.raw_ops.Conv2DBackpropInput: ``dx[n,h,v,g*Q+q] = sum over (r,i) with
+    r*sr+i*dr-pad_top = h and (c,j) with c*sc+j*dc-pad_left = v of
+    sum_o dy[n,r,c,o] w[i,j,q,o]`` (``o`` in group ``g``), shaped ``input_sizes``."""
+    w, dy = float_array("filter", filter), float_array("out_backprop", out_backprop)
+    dtype = same_dtype(filter=w, out_backprop=dy)
+    g = backprop_input_geometry(input_sizes, w.shape, dy.shape, strides, padding,
+                                explicit_paddings, data_format, dilations)
+    if _empty(g):
+        return np.zeros(g.input_shape, dtype)
+    ctype, dyv = compute_dtype(dtype), _nhwc(dy, data_format)
+    if (sp := _sparse(g)) is not None:
+        return _from_nhwc(sparse.conv2d_backprop_input(g, *sp, dyv, w, ctype), data_format,
+                          dtype)
+    if (dx := winograd.try_backprop_input(g, dyv, w, ctype)) is not None:
+        _winograd_ran()
+        return _from_nhwc(dx, data_format, dtype)  # no copy for NHWC in the compute dtype
+    out, outv = _input_grad_buffer(g, dtype, zero=False)  # each group's call zeroes it
+    col2im = cc.compiled_col2im(outv[..., :g.filter_in_depth], ctype, g.filter_in_depth)
+    lay = _phase_layout(g, "input", ctype, col2im)
+    for si, so in _group_slices(g):
+        cc.conv2d_backprop_input(lay, dyv[..., so], w[..., so], ctype, outv[..., si], False)
+    return out
+
+
+@_memory_guard
+@nonfinite_safe("input", "filter", vouching=_vouching)
+@_vouch_finite_result
+def depthwise_conv2d_native(
+    input: np.ndarray,
+    filter: np.ndarray,
+    strides: IntSeq,
+    padding: str,
+    explicit_paddings: IntSeq = (),
+    data_format: str = "NHWC",
+    dilations: IntSeq = (1, 1, 1, 1),
+) -> np.ndarray:
+    """tf.raw_ops.DepthwiseConv2dNative: ``out[n,r,c,k*M+m] = sum_{i,j} in_pad[n, r*sr+i*dr,
+    c*sc+j*dc, k] * w[i,j,k,m]``."""
+    x, w = float_array("input", input), float_array("filter", filter)
+    dtype = same_dtype(input=x, filter=w)
+    g = conv2d_geometry(x.shape, w.shape, strides, padding, explicit_paddings, data_format,
+                        dilations, depthwise=True)
+    if _empty(g):
+        return np.zeros(g.output_shape, dtype)
+    ctype, xv = compute_dtype(dtype), _nhwc(x, data_format)
+    if (sp := _sparse(g)) is not None:
+        y = sparse.depthwise_conv2d(g, *sp, xv, w, ctype)
+    elif accel.use_compiled(ctype):
+        _ran("numba")  # before the call: the compiled kernel may vouch for its result
+        y = accel.compiled().depthwise_conv2d(g, xv, w, ctype)
+    else:
+        y = cc.depthwise_conv2d(_phase_layout(g, "forward", ctype), xv, w, ctype)
+    return _from_nhwc(y, data_format, dtype)
+
+
+@_memory_guard
+@nonfinite_safe("input", "out_backprop", vouching=_vouching)
+@_vouch_finite_result
+def depthwise_conv2d_native_backprop_filter(
+    input: np.ndarray,
+    filter_sizes: IntSeq,
+    out_backprop: np.ndarray,
+    strides: IntSeq,
+    padding: str,
+    explicit_paddings: IntSeq = (),
+    data_format: str = "NHWC",
+    dilations: IntSeq = (1, 1, 1, 1),
+) -> np.ndarray:
+    """tf.raw_ops.DepthwiseConv2dNativeBackpropFilter: ``dw[i,j,k,m] = sum_{n,r,c}
+    in_pad[n, r*sr+i*dr, c*sc+j*dc, k] * dy[n,r,c,k*M+m]``, shaped ``filter_sizes``.
+
+    Dilations are honoured (TensorFlow's CPU kernel ignores them; this follows the math).
+    """
+    x, dy = float_array("input", input), float_array("out_backprop", out_backprop)
+    dtype = same_dtype(input=x, out_backprop=dy)
+    g = backprop_filter_geometry(x.shape, filter_sizes, dy.shape, strides, padding,
+                                 explicit_paddings, data_format, dilations, depthwise=True)
+    if _empty(g):
+        return np.zeros(g.filter_shape, dtype)
+    ctype, xv, dyv = compute_dtype(dtype), _nhwc(x, data_format), _nhwc(dy, data_format)
+    if (sp := _sparse(g)) is not None:
+        dw = sparse.depthwise_conv2d_backprop_filter(g, *sp, xv, dyv, ctype)
+    elif accel.use_compiled(ctype):
+        _ran("numba")
+        dw = accel.compiled().depthwise_conv2d_backprop_filter(g, xv, dyv, ctype)
+    else:
+        dw = cc.depthwise_conv2d_backprop_filter(_phase_layout(g, "filter", ctype), xv, dyv, ctype)
+    return dw.astype(dtype, copy=False)
+
+
+@_memory_guard
+@nonfinite_safe("filter", "out_backprop", vouching=_vouching)
+@_vouch_finite_result
+def depthwise_conv2d_native_backprop_input(
+    input_sizes: IntSeq,
+    filter: np.ndarray,
+    out_backprop: np.ndarray,
+    strides: IntSeq,
+    padding: str,
+    explicit_paddings: IntSeq = (),
+    data_format: str = "NHWC",
+    dilations: IntSeq = (1, 1, 1, 1),
+) -> np.ndarray:
+    """tf.raw_ops.DepthwiseConv2dNativeBackpropInput: the adjoint of
+    :func:`depthwise_conv2d_native` in its input, shaped ``input_sizes``.
+
+    Dilations are honoured (TensorFlow's CPU kernel ignores them; this follows the math).
+    """
+    w, dy = float_array("filter", filter), float_array("out_backprop", out_backprop)
+    dtype = same_dtype(filter=w, out_backprop=dy)
+    g = backprop_input_geometry(input_sizes, w.shape, dy.shape, strides, padding,
+                                explicit_paddings, data_format, dilations, depthwise=True)
+    if _empty(g):
+        return np.zeros(g.input_shape, dtype)
+    ctype, dyv = compute_dtype(dtype), _nhwc(dy, data_format)
+    if (sp := _sparse(g)) is not None:
+        return _from_nhwc(sparse.depthwise_conv2d_backprop_input(g, *sp, dyv, w, ctype),
+                          data_format, dtype)
+    if accel.use_compiled(ctype):
+        _ran("numba")
+        out, outv = _input_grad_buffer(g, dtype, zero=False)  # every element is written
+        accel.compiled().depthwise_conv2d_backprop_input(g, dyv, w, ctype, outv)
+        return out
+    out, outv = _input_grad_buffer(g, dtype)
+    cc.depthwise_conv2d_backprop_input(_phase_layout(g, "input", ctype), dyv, w, ctype, outv)
+    return out

@@ -1,0 +1,1 @@
+"""Padding and the conv shape rules as small pure functions."""

@@ -1,0 +1,1 @@
+"""What a tensor looks like: statistics, slices, marks, thumbnails, colormaps."""
