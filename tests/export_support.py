@@ -14,10 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.base.dtypes import DTYPES
+from engine.base.dtypes import DTYPES, RTOL
 from engine.graph.compiler import Plan
 from engine.graph.executor import Executor
 from engine.graph.result_names import result_keys
+from engine.kernels import accel
 
 REPO = Path(__file__).parents[1]
 
@@ -31,8 +32,14 @@ for script, out in zip(pairs[::2], pairs[1::2]):
 """
 
 
+#: The kernel path scripts and runs compared bit for bit both take: the NumPy one (a compiled
+#: path is used once its code is loaded, so without this the two could round differently, and
+#: where partial sums overflow even put NaN and Inf in different places).
+SAME_PATH = {accel.ENV: "numpy"}
+
+
 def script_env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO)}
+    return {**os.environ, "PYTHONPATH": str(REPO), **SAME_PATH}
 
 
 def run_script(script: Path, out: Path) -> None:
@@ -57,20 +64,50 @@ def npz_safe(value) -> np.ndarray:
 
 def executor_outputs(plan: Plan) -> dict[str, np.ndarray]:
     """What ``gradblocks run --out`` stores: the results under their result keys."""
-    result = Executor().run(plan)
+    saved = {k: os.environ.get(k) for k in SAME_PATH}
+    os.environ.update(SAME_PATH)
+    try:
+        result = Executor().run(plan)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     assert not result.errors, result.errors
     return {key: npz_safe(result.outputs[ref])
             for ref, key in result_keys(plan.steps, plan.labels).items()}
 
 
 def assert_bitwise_equal(npz: Path, expected: dict[str, np.ndarray]) -> None:
-    """Same keys, and per key the same dtype, shape and bytes (NaN payloads included)."""
+    """Same keys, and per key the same dtype, shape and bytes (NaN payloads included): the
+    script and the run take the same (NumPy) kernel path, see :data:`SAME_PATH`."""
     with np.load(npz) as data:
         assert sorted(data.files) == sorted(expected)
         for key, want in expected.items():
             got = data[key]
             assert (got.dtype, got.shape) == (want.dtype, want.shape), key
             assert got.tobytes() == np.ascontiguousarray(want).tobytes(), key
+
+
+def assert_same_result(got: np.ndarray, want: np.ndarray, key: str = "") -> None:
+    """Same dtype and shape; integers and booleans equal, floats with NaN/Inf in the same
+    places and finite values within ``RTOL[dtype]`` of the expected tensor's largest
+    magnitude: for a script and a run that may take different kernel paths (a compiled path
+    is used once its code is loaded), which round differently. Inputs of ordinary size only:
+    where partial sums overflow, the place of the overflow depends on the summation order."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert (got.dtype, got.shape) == (want.dtype, want.shape), key
+    if got.dtype.kind not in "fc" and got.dtype.name not in RTOL:
+        np.testing.assert_array_equal(got, want, err_msg=key)
+        return
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    assert np.array_equal(np.isnan(g), np.isnan(w)), key
+    assert np.array_equal(np.where(np.isinf(w), w, 0), np.where(np.isinf(g), g, 0)), key
+    finite = np.isfinite(w)
+    scale = float(np.max(np.abs(w[finite]), initial=1.0))
+    np.testing.assert_allclose(g[finite], w[finite], rtol=0, atol=RTOL[got.dtype.name] * scale,
+                               err_msg=key)
 
 
 def code_shape(script: str) -> tuple[str | None, str, list[str]]:

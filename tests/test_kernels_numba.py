@@ -241,7 +241,6 @@ def test_a_cancelled_run_stops_between_compiled_batch_chunks(monkeypatch):
     monkeypatch.setenv(accel.ENV, "numba")
     monkeypatch.setattr(accel, "CHUNK_BYTES", 2**11)
     from engine.kernels._compiled import numba_depthwise
-    monkeypatch.setattr(numba_depthwise, "CHUNK_BYTES", 2**11)
     x = np.ones((6, 8, 8, 4), np.float32)
     dy = np.ones((6, 8, 8, 4), np.float32)
     calls = []
@@ -277,7 +276,6 @@ def test_compiled_extra_memory_is_bounded_as_the_batch_grows_and_within_the_esti
     monkeypatch.setenv(accel.ENV, "numba")
     module = accel.compiled()
     monkeypatch.setattr(accel, "CHUNK_BYTES", 2**18)
-    monkeypatch.setattr(module, "CHUNK_BYTES", 2**18)
     attrs = {"strides": [1, 1, 1, 1], "padding": "SAME", "data_format": "NCHW"}
     f32 = np.dtype(np.float32)
     kernel_peaks = []
@@ -296,9 +294,10 @@ def test_compiled_extra_memory_is_bounded_as_the_batch_grows_and_within_the_esti
         assert peak - out.nbytes <= conv_workspace(g, kind, "float32", True)
         xv, dyv = x.transpose(0, 2, 3, 1), dy.transpose(0, 2, 3, 1)  # the op's NHWC views
         dx = np.zeros(x.shape, f32).transpose(0, 2, 3, 1)
-        call = {"forward": lambda: module.depthwise_conv2d(g, xv, w, f32),  # noqa: B023
-                "filter": lambda: module.depthwise_conv2d_backprop_filter(g, xv, dyv, f32),  # noqa: B023
-                "input": lambda: module.depthwise_conv2d_backprop_input(g, dyv, w, f32, dx)}  # noqa: B023
+        chunk = accel.CHUNK_BYTES  # what the dispatch passes
+        call = {"forward": lambda: module.depthwise_conv2d(g, xv, w, f32, chunk),  # noqa: B023
+                "filter": lambda: module.depthwise_conv2d_backprop_filter(g, xv, dyv, f32, chunk),  # noqa: B023
+                "input": lambda: module.depthwise_conv2d_backprop_input(g, dyv, w, f32, dx, chunk)}  # noqa: B023
         peak, res = _peak(call[kind])
         kernel_peaks.append(peak - (res.nbytes if res is not None else 0))
     assert kernel_peaks[1] <= kernel_peaks[0] + 2**16  # 8x the batch, the same workspace
@@ -306,7 +305,7 @@ def test_compiled_extra_memory_is_bounded_as_the_batch_grows_and_within_the_esti
 
 
 def _run_cli(canvas: Path, cache: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), GRADBLOCKS_KERNELS="auto")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), GRADBLOCKS_KERNELS="numba")
     return subprocess.run([sys.executable, "-m", "engine.cli", "run", str(canvas)], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=600, check=False)
 

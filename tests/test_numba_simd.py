@@ -70,32 +70,51 @@ def test_other_arrays_are_refused_when_compiling():
              0, 0, 1, 4, 4)
 
 
-def test_the_compiled_loops_are_recompiled_when_the_intrinsics_change():
-    """numba's cache of a module's loops is keyed by that file's stamp only: the modules that
-    inline the intrinsics record engine/kernels/_compiled/numba_simd.py's hash, so changing the
-    intrinsics means changing them too."""
-    import hashlib
-    from pathlib import Path
+def test_every_cached_loop_is_keyed_by_the_sources_of_the_whole_compiled_package():
+    """numba checks a cache against the defining file only, but the loops inline intrinsics of
+    other files: every cache=True loop of engine/kernels/_compiled is stamped with the hash of
+    all its sources instead (engine.kernels._compiled.cache_key), in the directory numba picks."""
+    from engine.kernels._compiled import cache_key, conv_tiles_jit, numba_depthwise, winograd_jit
 
-    from engine.kernels._compiled import conv_tiles_jit, numba_depthwise, numba_simd, winograd_jit
+    loops = [f for m in (numba_depthwise, winograd_jit, conv_tiles_jit) for f in vars(m).values()
+             if isinstance(f, numba.core.dispatcher.Dispatcher) and f._cache.__class__.__name__
+             == "FunctionCache"]
+    assert len(loops) >= 15
+    for loop in loops:
+        locator = loop._cache._impl.locator
+        assert isinstance(locator, cache_key.SourcesLocator), loop
+        assert locator.get_source_stamp() == cache_key.sources_sha256()
+        assert loop._cache._cache_file._source_stamp == cache_key.SOURCES_SHA256
+    assert cache_key.SOURCES_SHA256 == cache_key.sources_sha256()
 
-    digest = hashlib.sha256(Path(numba_simd.__file__).read_bytes()).hexdigest()
-    for module in (numba_depthwise, winograd_jit, conv_tiles_jit):
-        assert module.SIMD_SOURCE_SHA256 == digest, (
-            f"engine/kernels/_compiled/numba_simd.py changed: put its new SHA-256 in "
-            f"{module.__name__}")
-    from engine.kernels._compiled import winograd_simd
 
-    digest = hashlib.sha256(Path(winograd_simd.__file__).read_bytes()).hexdigest()
-    assert winograd_jit.TRANSFORMS_SOURCE_SHA256 == digest, (
-        "engine/kernels/_compiled/winograd_simd.py changed: put its new SHA-256 in "
-        "engine.kernels._compiled.winograd_jit")
-    from engine.kernels._compiled import simd_runs
+def test_editing_any_compiled_module_even_a_docstring_changes_the_key(tmp_path):
+    """No hash to paste anywhere: the key follows every byte of every module of the package."""
+    from engine.kernels._compiled import cache_key
 
-    digest = hashlib.sha256(Path(simd_runs.__file__).read_bytes()).hexdigest()
-    assert conv_tiles_jit.RUNS_SOURCE_SHA256 == digest, (
-        "engine/kernels/_compiled/simd_runs.py changed: put its new SHA-256 in "
-        "engine.kernels._compiled.conv_tiles_jit")
+    for path in cache_key.PACKAGE.glob("*.py"):
+        (tmp_path / path.name).write_bytes(path.read_bytes())
+    assert cache_key.sources_sha256(tmp_path) == cache_key.SOURCES_SHA256
+    seen = {cache_key.SOURCES_SHA256}
+    for name in ("numba_simd.py", "simd_runs.py", "winograd_simd.py", "numba_depthwise.py"):
+        original = (tmp_path / name).read_text()
+        (tmp_path / name).write_text(original.replace('"""', '""" ', 1))  # the docstring only
+        seen.add(cache_key.sources_sha256(tmp_path))
+        (tmp_path / name).write_text(original)
+    (tmp_path / "extra.py").write_text("")  # a new module too
+    seen.add(cache_key.sources_sha256(tmp_path))
+    assert len(seen) == 6
+
+
+def test_a_cache_stamped_with_other_sources_is_never_loaded(tmp_path):
+    """What the key buys: numba drops an index whose stamp differs (stale code), so a loop
+    cached before an edit is compiled again."""
+    from numba.core.caching import IndexDataCacheFile
+
+    old = IndexDataCacheFile(str(tmp_path), "loop", "old sources")
+    old.save(("sig",), "compiled code")
+    assert old.load(("sig",)) == "compiled code"
+    assert IndexDataCacheFile(str(tmp_path), "loop", "new sources").load(("sig",)) is None
 
 
 @numba.njit

@@ -18,6 +18,7 @@ from engine.graph.executor import Executor
 from engine.graph.labels import labels_from_titles
 from engine.graph.result_names import result_keys
 from engine.io.npz import write_npz
+from tests.export_support import assert_same_result
 
 REPO = Path(__file__).parents[1]
 
@@ -129,8 +130,7 @@ def test_exported_script_saves_the_same_keys_and_values_as_run_out(tmp_path):
             if names[0]:
                 assert run.files == list(names)
             for key in run.files:
-                assert script[key].dtype == run[key].dtype
-                np.testing.assert_array_equal(script[key], run[key])
+                assert_same_result(script[key], run[key], key)
         assert [line.split(" [")[0] for line in proc.stdout.splitlines()] == run.files
 
 

@@ -9,7 +9,11 @@ call beyond its inputs and output (tracemalloc), the cancel latency (a call star
 under :func:`engine.base.cancel.scope`, cancelled halfway: ms until it returns) and the kernel path
 the call took (:func:`engine.kernels.last_path`). With ``--compare`` and TensorFlow importable,
 it also times ``tf.raw_ops`` on the same arrays, in warmed-up rounds alternating with ours, and
-prints ours/TensorFlow; the summary gives the geometric means the targets are stated in.
+prints ours/TensorFlow; the summary gives the geometric means the targets are stated in. With
+``--gain`` it also times the NumPy path (``GRADBLOCKS_KERNELS=numpy``) on the same arrays, in
+rounds alternating with the default path, prints NumPy/default per case and, per compiled path,
+its best gain over the cases it ran (a compiled path earns its place with at least
+:data:`MIN_GAIN` on one case).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import numpy as np
 from engine import kernels
 from engine.base import cancel
 from engine.base.dtypes import to_dtype
-from engine.kernels import gemm
+from engine.kernels import accel, gemm
 from engine.shapes.conv import conv2d_geometry
 
 
@@ -92,6 +96,7 @@ CASES = [
     Case("dw filter 32x32x32 5x5 m2 VALID", "DepthwiseConv2dNativeBackpropFilter", (4, 32, 32, 32), (5, 5, 32, 2), 1, "VALID", group="depthwise"),
     Case("filter NCHW 56x56x64 3x3x64 s1", "Conv2DBackpropFilter", (8, 56, 56, 64), (3, 3, 64, 64), 1, "SAME", data_format="NCHW", group="extra"),
     Case("input  f16 56x56x64 3x3x64 s1", "Conv2DBackpropInput", (8, 56, 56, 64), (3, 3, 64, 64), 1, "SAME", dtype="float16", group="extra"),
+    Case("forward 224x224x3 7x7x64 s2 SAME", "Conv2D", (4, 224, 224, 3), (7, 7, 3, 64), 2, "SAME", group="extra"),
     Case("filter N=32 56x56x64 (memory)", "Conv2DBackpropFilter", (32, 56, 56, 64), (3, 3, 64, 64), 1, "SAME", group="extra"),
     *[Case(f"dw {kind} {n}x{n}x{c} {k}x{k}{' m2' if m == 2 else ''} s{s} {pad}", op,
            (b, n, n, c), (k, k, c, m), s, pad, group="dw forward+input")
@@ -108,7 +113,11 @@ ROUNDS = 3
 #: TensorFlow (to let its threads sleep) was therefore unfair to whichever side came next.
 WARM_S = 0.1
 
+#: The gain over the NumPy path a compiled path needs on at least one case (issue 21).
+MIN_GAIN = 1.5
+
 OURS = {
+    "Conv2D": kernels.conv2d,
     "Conv2DBackpropFilter": kernels.conv2d_backprop_filter,
     "Conv2DBackpropInput": kernels.conv2d_backprop_input,
     "DepthwiseConv2dNativeBackpropFilter": kernels.depthwise_conv2d_native_backprop_filter,
@@ -251,6 +260,28 @@ def blas_lines() -> list[str]:
     return lines
 
 
+def on_numpy(fn: Callable[[], object]) -> Callable[[], object]:
+    """``fn`` called with ``GRADBLOCKS_KERNELS=numpy`` (the NumPy path), the setting restored."""
+    def call() -> object:
+        old = os.environ.get(accel.ENV)
+        os.environ[accel.ENV] = "numpy"
+        try:
+            return fn()
+        finally:
+            if old is None:
+                del os.environ[accel.ENV]
+            else:
+                os.environ[accel.ENV] = old
+    return call
+
+
+def gain_lines(gains: dict[str, list[float]]) -> list[str]:
+    """Per compiled path: its best gain over NumPy and whether it reaches :data:`MIN_GAIN`."""
+    return [f"{path}: best gain over NumPy {max(gs):.2f}x over {len(gs)} case(s)"
+            + ("" if max(gs) >= MIN_GAIN else f"  BELOW {MIN_GAIN}x")
+            for path, gs in sorted(gains.items())]
+
+
 def geomean(xs: list[float]) -> float:
     return float(np.exp(np.mean(np.log(xs)))) if xs else float("nan")
 
@@ -260,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare", action="store_true", help="also time TensorFlow's CPU op")
     ap.add_argument("--repeat", type=int, default=7, help="timed runs per case (>= 5)")
     ap.add_argument("--only", default="", help="run only cases whose name contains this")
+    ap.add_argument("--gain", action="store_true",
+                    help="also time the NumPy path: each compiled path's gain over it")
     opts = ap.parse_args(argv)
     repeat = max(5, opts.repeat)
     peak = matmul_peak(repeat)
@@ -271,8 +304,10 @@ def main(argv: list[str] | None = None) -> int:
         print("TensorFlow is not importable here: --compare skipped")
     head = f"{'case':36} {'GFLOP':>6} {'ms':>8} {'GFLOP/s':>8} {'peak':>6} {'MiB':>7}"
     head += f" {'TF ms':>8} {'ours/TF':>8}" if compare else ""
+    head += f" {'NumPy ms':>8} {'gain':>6}" if opts.gain else ""
     print(head + f" {'cancel':>7}  path")
     ratios: dict[str, list[float]] = {}
+    gains: dict[str, list[float]] = {}
     rng = np.random.default_rng(0)
     for case in CASES:
         if opts.only not in case.name:
@@ -292,10 +327,17 @@ def main(argv: list[str] | None = None) -> int:
                 f"{gf / ms * 1e3 / peak:6.1%} {mem:7.1f}")
         if compare:
             line += f" {tf_ms:8.2f} {ms / tf_ms:8.2f}"
+        if opts.gain:
+            ours_ms, numpy_ms = paired_median_ms(ours, on_numpy(ours), repeat)
+            line += f" {numpy_ms:8.2f} {numpy_ms / ours_ms:6.2f}"
+            if not path.startswith(("numpy", "empty")):
+                gains.setdefault(path, []).append(numpy_ms / ours_ms)
         print(line + f" {latency:7.1f}  {path}", flush=True)
     for group, rs in ratios.items():
         print(f"{group}: geometric mean ours/TF {geomean(rs):.2f}, max {max(rs):.2f} "
               f"over {len(rs)} cases")
+    for line in gain_lines(gains):
+        print(line)
     return 0
 
 

@@ -3,10 +3,13 @@
 ``from engine import kernels; kernels.conv2d(...)`` is the public API; the modules below are
 its parts (layers, top first; ``lint-imports`` checks them):
 
-- ``ops`` (the six ops: checks, dispatch, path record) | ``memory`` (workspace estimates);
-- ``compute`` | ``sparse``: the NumPy reference paths;
+- ``ops`` (the six ops: checks, layouts, dtypes) | ``memory`` (workspace estimates);
+- ``dispatch``: the one decision per call (NumPy or compiled) and the table of paths (names,
+  workspace bounds);
+- ``tiled`` (the compiled per-tap conv ops around ``_compiled.conv_tiles``) | ``workspace``;
+- ``compute`` | ``sparse``: the NumPy reference paths (nothing compiled imported);
+- ``accel``: whether a call may run compiled (``GRADBLOCKS_KERNELS``, readiness, loading);
 - ``_compiled``: the numba paths (private: nothing outside engine.kernels imports them);
-- ``accel``: whether the compiled paths run (``GRADBLOCKS_KERNELS``), their warm-up;
 - ``layout`` | ``buffers`` | ``nonfinite`` | ``gemm``, then ``parallel`` | ``path_record``.
 """
 

@@ -1,16 +1,28 @@
-"""The optional compiled kernels (``pip install 'gradblocks[fast]'``, numba): whether they run,
-their background compile and the CLI's compile note.
+"""The compiled kernels (numba, a default dependency): whether a call may run them, loading them
+(the warm-up, in the calling thread or in the background) and the CLI's compile note.
 
-``GRADBLOCKS_KERNELS`` selects the kernels: ``auto`` (default: compiled when numba imports,
-else NumPy), ``numpy`` (the NumPy kernels, the reference) or ``numba`` (compiled, an
-:class:`~engine.base.errors.InvalidArgumentError` when numba is missing). numba is imported only
-when a compiled kernel is first needed, so the NumPy path never pays for it.
+``GRADBLOCKS_KERNELS`` selects the kernels: ``auto`` (default), ``numpy`` (the NumPy kernels, the
+reference) or ``numba`` (compiled wherever a compiled path applies, compiling in the calling
+thread; an :class:`~engine.base.errors.InvalidArgumentError` when numba is missing). numba is
+imported only when a compiled kernel is first needed, so the NumPy path never pays for it.
+:mod:`engine.kernels.dispatch` asks :func:`use_compiled` once per call and chooses the path.
 
-JIT cost: compiled code is cached on disk (numba's ``cache=True``; ``NUMBA_CACHE_DIR`` moves the
-cache). The app calls :func:`warm_up_in_background` at start-up; while that thread compiles (or
-loads from the cache) a dtype's kernels, ``auto`` runs the NumPy kernels for that dtype, so the
-app never waits for the compiler. The CLI calls :func:`announce_compiles`: the first actual
-compile (a cache miss) of the process prints :data:`COMPILE_NOTE` once on stderr.
+``auto`` has two policies:
+
+- library calls (the notebook API, tests, benchmarks): compiled wherever a compiled path applies,
+  its code compiled (or loaded from numba's disk cache) by the first call that needs it;
+- runs of the app and the command line (the *background policy*: after
+  :func:`warm_up_in_background`, which the app calls at start-up, or :func:`announce_compiles`,
+  which the CLI calls): a call runs compiled only once its dtype's compiled code is ready, and
+  never waits for it. A call the NumPy kernels take at least :data:`LOAD_SECONDS` for (work
+  that pays for loading numba; the dispatch's estimate) whose code is not ready starts loading
+  it in a daemon thread and runs NumPy; smaller calls run NumPy without importing numba, so a
+  small canvas never pays for it.
+
+JIT cost: compiled code is cached on disk (numba's ``cache=True``, keyed by the compiled sources:
+:mod:`engine.kernels._compiled.cache_key`; ``NUMBA_CACHE_DIR`` moves the cache). With
+:func:`announce_compiles` the first actual compile (a cache miss) of the process prints
+:data:`COMPILE_NOTE` once on stderr.
 """
 
 from __future__ import annotations
@@ -29,6 +41,10 @@ from engine.base.errors import InvalidArgumentError
 ENV = "GRADBLOCKS_KERNELS"
 MODES = ("auto", "numpy", "numba")
 COMPILE_NOTE = "compiling the numba kernels (first use; cached afterwards)..."
+#: Seconds of NumPy work in one call from which, under the background policy, loading the
+#: compiled code pays: importing numba (0.6 s) and loading one dtype's loops from the disk cache
+#: (0.95 s) took 1.55 s of one core here (performance.md, "When the compiled kernels run").
+LOAD_SECONDS = 1.5
 #: The compute dtypes the compiled kernels are built for (half types compute in float32).
 COMPUTE_DTYPES = ("float32", "float64")
 #: Operand bytes per compiled call (a batch chunk; read by :mod:`engine.kernels.memory` too).
@@ -39,6 +55,7 @@ _module: ModuleType | None = None
 _failed: str | None = None
 _ready: set[str] = set()
 _warm_thread: threading.Thread | None = None
+_pending: list[str] = []  # dtypes the background thread still has to load
 _note_stream: TextIO | None = None
 _note_wanted = False
 _noted = False
@@ -70,19 +87,37 @@ def compiled() -> ModuleType | None:
         return _module
 
 
-def use_compiled(ctype: np.dtype) -> bool:
-    """True when the compiled kernels should compute in ``ctype`` now (see the module doc)."""
+def use_compiled(ctype: np.dtype, numpy_seconds: float | None = None) -> bool:
+    """True when a call computing in ``ctype`` that the NumPy kernels would take about
+    ``numpy_seconds`` for (None: not known; then no background load starts) should run
+    compiled now (see the module doc)."""
     chosen = mode()
     if chosen == "numpy":
         return False
-    if compiled() is None:
-        if chosen == "numba":
+    if chosen == "numba":
+        if compiled() is None:
             raise InvalidArgumentError(
                 f"{ENV}=numba but numba is not importable ({_failed}): install it with "
                 f"pip install 'gradblocks[fast]', or unset {ENV}")
-        return False
-    warming = _warm_thread is not None and _warm_thread.is_alive()
-    return chosen == "numba" or not warming or np.dtype(ctype).name in _ready
+        return True
+    if not background():
+        return compiled() is not None
+    name = np.dtype(ctype).name
+    if name in _ready:
+        return True
+    if numpy_seconds is not None and numpy_seconds >= LOAD_SECONDS and _failed is None:
+        _load_in_background((name,))
+    return False
+
+
+def background() -> bool:
+    """True under the background policy (the app and the command line: see the module doc)."""
+    return _note_wanted or _warm_thread is not None
+
+
+def ready(ctype: np.dtype) -> bool:
+    """True when ``ctype``'s compiled code is loaded (by :func:`warm_up`)."""
+    return np.dtype(ctype).name in _ready
 
 
 def warm_up(dtypes: tuple[str, ...] = COMPUTE_DTYPES) -> None:
@@ -103,26 +138,33 @@ def warm_up(dtypes: tuple[str, ...] = COMPUTE_DTYPES) -> None:
         ct = np.dtype(name)
         x, w = np.ones((1, 3, 3, 1), ct), np.ones((2, 2, 1, 1), ct)
         dy = np.ones(g.output_shape, ct)
-        module.depthwise_conv2d(g, x, w, ct)
-        module.depthwise_conv2d_backprop_filter(g, x, dy, ct)
+        module.depthwise_conv2d(g, x, w, ct, CHUNK_BYTES)
+        module.depthwise_conv2d_backprop_filter(g, x, dy, ct, CHUNK_BYTES)
         for gi in (g, g2):
             module.depthwise_conv2d_backprop_input(gi, np.ones(gi.output_shape, ct), w, ct,
-                                                   np.zeros(x.shape, ct))
+                                                   np.zeros(x.shape, ct), CHUNK_BYTES)
         winograd.warm((ct.type,))
         conv_tiles.warm((ct.type,))
         _ready.add(name)
 
 
-def warm_up_in_background() -> threading.Thread | None:
-    """Start :func:`warm_up` in a daemon thread (None when the NumPy kernels are chosen)."""
-    global _warm_thread
+def warm_up_in_background(dtypes: tuple[str, ...] = COMPUTE_DTYPES) -> threading.Thread | None:
+    """Load the compiled code of ``dtypes`` in a daemon thread (the app, at start-up) and turn
+    the background policy on; None when the NumPy kernels are chosen."""
     try:
         if mode() == "numpy":
             return None
     except InvalidArgumentError:
         return None  # the first kernel call reports the bad setting
+    return _load_in_background(dtypes)
+
+
+def _load_in_background(dtypes: tuple[str, ...]) -> threading.Thread:
+    """Queue ``dtypes`` for the loading thread, starting it when none runs."""
+    global _warm_thread
     with _lock:
-        if _warm_thread is None:
+        _pending.extend(d for d in dtypes if d not in _ready and d not in _pending)
+        if _warm_thread is None or not _warm_thread.is_alive():
             _warm_thread = threading.Thread(target=_warm_quietly, name="gradblocks-jit",
                                             daemon=True)
             _warm_thread.start()
@@ -131,17 +173,28 @@ def warm_up_in_background() -> threading.Thread | None:
 
 def _warm_quietly() -> None:
     global _module, _failed
-    try:
-        warm_up()
-    except Exception as err:  # noqa: BLE001 - any compiler failure: the NumPy kernels run
-        print(f"gradblocks: compiling the numba kernels failed ({err}); the NumPy kernels "
-              f"run instead", file=sys.stderr)
+    while True:
         with _lock:
-            _module, _failed = None, f"compiling failed: {err}"
+            if not _pending:
+                return
+            name = _pending[0]
+        try:
+            warm_up((name,))
+        except Exception as err:  # noqa: BLE001 - any compiler failure: the NumPy kernels run
+            print(f"gradblocks: compiling the numba kernels failed ({err}); the NumPy kernels "
+                  f"run instead", file=sys.stderr)
+            with _lock:
+                _module, _failed = None, f"compiling failed: {err}"
+                _pending.clear()
+            return
+        with _lock:
+            if name in _pending:
+                _pending.remove(name)
 
 
 def announce_compiles(stream: TextIO | None = None) -> None:
-    """Print :data:`COMPILE_NOTE` once on ``stream`` (default: whatever ``sys.stderr`` is when
+    """The command line's setting: the background policy (see the module doc), and
+    :data:`COMPILE_NOTE` printed once on ``stream`` (default: whatever ``sys.stderr`` is when
     the compile happens) when this process first compiles a kernel (a cache miss; loading from
     numba's disk cache prints nothing)."""
     global _note_stream, _note_wanted

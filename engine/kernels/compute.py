@@ -21,10 +21,10 @@ input gradient skip the phase layout: one einsum per tile of output rows over a 
 whatever the batch size. Python loops run only over
 taps, stride phases, batch chunks and cache blocks/tiles of positions (each a large vectorized
 call), never element by element. Each chunk, tap and block/tile starts with
-:func:`engine.base.cancel.checkpoint`, so a cancelled run stops within one of them. With the
-``fast`` extra the per-tap products run compiled instead
-(:mod:`engine.kernels._compiled.conv_tiles`, chosen here per call); this module stays the reference
-they are tested against.
+:func:`engine.base.cancel.checkpoint`, so a cancelled run stops within one of them. This module
+imports nothing compiled: :mod:`engine.kernels.dispatch` decides per call whether these loops or
+the compiled ones (:mod:`engine.kernels.tiled`) run, and this module stays the reference they are
+tested against.
 """
 
 from __future__ import annotations
@@ -36,8 +36,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from engine.base.cancel import checkpoint
 from engine.kernels import parallel
-from engine.kernels._compiled import conv_tiles
-from engine.kernels.buffers import contiguous, zeroed
+from engine.kernels.buffers import zeroed
 from engine.kernels.gemm import gemm_acc
 from engine.kernels.layout import PhaseLayout
 from engine.kernels.parallel import map_ranges
@@ -59,21 +58,21 @@ GATHER_MIN_BLOCK = 64
 GATHER_INPUT_GRADIENT = True
 
 
-def _chunks(batch: int, per_image_bytes: int):
-    """Batch slices whose buffers stay within :data:`CHUNK_BYTES`."""
+def chunks(batch: int, per_image_bytes: int):
+    """Batch slices whose buffers stay within :data:`CHUNK_BYTES` (read at each call)."""
     step = max(1, CHUNK_BYTES // max(1, per_image_bytes))
     for start in range(0, batch, step):
         checkpoint()
         yield slice(start, min(batch, start + step))
 
 
-def _per_image_bytes(lay: PhaseLayout, channels: int, extra: int, itemsize: int) -> int:
+def per_image_bytes(lay: PhaseLayout, channels: int, extra: int, itemsize: int) -> int:
     g = lay.g
     phases = g.stride_rows * g.stride_cols * lay.hq * lay.wq * channels
     return (phases + lay.hq * lay.wq * extra) * itemsize
 
 
-def _flat_phases(lay: PhaseLayout, x: np.ndarray, ctype: np.dtype, planar: bool = False):
+def flat_phases(lay: PhaseLayout, x: np.ndarray, ctype: np.dtype, planar: bool = False):
     """Phase images flattened over (N, Hq, Wq): ``(sr, sc, L, C)``, or ``(sr, sc, C, L)``."""
     p = lay.split_input(x, ctype, planar)
     return p.reshape(*p.shape[:3], -1) if planar else p.reshape(*p.shape[:2], -1, p.shape[-1])
@@ -101,7 +100,8 @@ def _dest_span(lo: int, hi: int, offset: int, t: int) -> tuple[int, int]:
     return max(0, lo - offset), max(0, min(t, hi - offset))
 
 
-def _few_channels(ci: int) -> bool:
+def few_channels(ci: int) -> bool:
+    """True below :data:`IM2COL_MAX_CHANNELS` input channels (per group): im2col / col2im."""
     return ci < IM2COL_MAX_CHANNELS
 
 
@@ -111,16 +111,11 @@ def conv2d(lay: PhaseLayout, x: np.ndarray, w: np.ndarray, ctype: np.dtype) -> n
     n, ci, co = x.shape[0], x.shape[3], w.shape[3]
     y = np.empty((n, g.out_rows, g.out_cols, co), ctype)
     wc = np.ascontiguousarray(w, ctype)
-    few = _few_channels(ci)
-    if few and conv_tiles.take(ctype):  # compiled im2col, row by row
-        for sl in _chunks(n, g.in_rows * g.in_cols * ci * ctype.itemsize):
-            conv_tiles.conv2d_im2col(g, contiguous(x[sl], ctype), wc, y[sl])
-        return y
-    tiles = not few and conv_tiles.take(ctype)
-    per = _per_image_bytes(lay, ci * (1 + few * len(lay.taps)), co, ctype.itemsize)
-    for sl in _chunks(n, per):
-        pf = _flat_phases(lay, x[sl], ctype, few)
-        acc = conv_tiles.conv2d(lay, pf, wc) if tiles else _conv2d_chunk(lay, pf, wc, few)
+    few = few_channels(ci)
+    per = per_image_bytes(lay, ci * (1 + few * len(lay.taps)), co, ctype.itemsize)
+    for sl in chunks(n, per):
+        pf = flat_phases(lay, x[sl], ctype, few)
+        acc = _conv2d_chunk(lay, pf, wc, few)
         y[sl] = acc.reshape(-1, lay.hq, lay.wq, co)[:, : g.out_rows, : g.out_cols]
     return y
 
@@ -153,16 +148,10 @@ def conv2d_backprop_filter(
     g = lay.g
     n, ci, co = x.shape[0], x.shape[3], dy.shape[3]
     dw = np.zeros((g.filter_rows, g.filter_cols, ci, co), ctype)
-    few = _few_channels(ci)
-    if conv_tiles.take(ctype):  # compiled, read in place (a copy only for NCHW or half types)
-        per = (g.in_rows * g.in_cols * ci + g.out_rows * g.out_cols * co) * ctype.itemsize
-        for sl in _chunks(n, per):  # the same chunks, so the same sums, in either layout
-            dw += conv_tiles.backprop_filter_direct(g, conv_tiles.nhwc_operand(x[sl], ctype),
-                                                    conv_tiles.nhwc_operand(dy[sl], ctype))
-        return dw
-    per = _per_image_bytes(lay, ci, co, ctype.itemsize)  # im2col blocks are cache-sized
-    for sl in _chunks(n, per):
-        pf = _flat_phases(lay, x[sl], ctype, few)
+    few = few_channels(ci)
+    per = per_image_bytes(lay, ci, co, ctype.itemsize)  # im2col blocks are cache-sized
+    for sl in chunks(n, per):
+        pf = flat_phases(lay, x[sl], ctype, few)
         e = lay.embed_output(dy[sl], ctype).reshape(-1, co)
         dw += _backprop_filter_chunk(lay, pf, e[: e.shape[0] - lay.max_offset], few)
     return dw
@@ -211,34 +200,24 @@ def conv2d_backprop_input(lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype
                           out: np.ndarray, cleared: bool = True) -> None:
     """Input gradient written into NHWC ``out`` (one group), zeroed unless ``cleared`` is
     False: then it is zeroed here, except where every element is written without being read
-    (the gathered or compiled stride-1 products straight into a C-contiguous ``out`` in the
-    compute dtype, or the compiled phase segments when they cover every pixel), which saves a
-    pass over the result."""
+    (the gathered stride-1 products straight into a C-contiguous ``out`` in the compute
+    dtype), which saves a pass over the result."""
     g = lay.g
     n, ci, co = dy.shape[0], w.shape[2], w.shape[3]
-    if compiled_col2im(out, ctype, ci):  # writes every element
-        wc = np.ascontiguousarray(w, ctype)
-        for sl in _chunks(n, g.out_rows * g.out_cols * co * ctype.itemsize):
-            conv_tiles.backprop_input_col2im(g, contiguous(dy[sl], ctype), wc,
-                                             out[sl], conv_tiles.flat_nhwc(out[sl]))
-        return
     wt = np.ascontiguousarray(w.astype(ctype, copy=False).transpose(0, 1, 3, 2))  # (KH,KW,O,C)
-    few = _few_channels(ci)
-    tiles = not few and conv_tiles.take(ctype)
+    few = few_channels(ci)
+    gather = not few and input_strategy(lay, ci) == "gather"
     direct = not few and lay.identity and out.dtype == ctype and out.flags.c_contiguous
-    segments = (tiles and not direct and out.dtype == ctype
-                and conv_tiles.flat_nhwc(out) is not None)
-    overwrite = segments and conv_tiles.covers_input(lay)
-    gathered = (not tiles and not few and not direct and input_strategy(lay, ci) == "gather"
-                and out.dtype == ctype and out.flags.c_contiguous and _gathers_every_pixel(lay))
-    whole = overwrite or gathered or (direct and (tiles or input_strategy(lay, ci) == "gather"))
+    gathered = (gather and not direct and out.dtype == ctype and out.flags.c_contiguous
+                and _gathers_every_pixel(lay))
+    whole = gathered or (direct and gather)
     if not cleared and not whole:
         out[...] = 0
-    per = _per_image_bytes(lay, ci * (1 + few * len(lay.taps)), co, ctype.itemsize)
+    per = per_image_bytes(lay, ci * (1 + few * len(lay.taps)), co, ctype.itemsize)
     sr, sc = g.stride_rows, g.stride_cols
-    for sl in _chunks(n, per):
+    for sl in chunks(n, per):
         nb = sl.stop - sl.start
-        if not tiles and not few and input_strategy(lay, ci) == "gather":
+        if gather:
             # E after max_offset zero rows: the gather reads sources before position 0
             src = lay.embed_output_flat(dy[sl], ctype, lay.max_offset)
             e = src[lay.max_offset : src.shape[0] - lay.max_offset]
@@ -249,12 +228,8 @@ def conv2d_backprop_input(lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype
         if gathered:  # the products of the image's pixels straight into the result
             _backprop_input_gather_pixels(lay, src, wt, out[sl])
             continue
-        if segments and (flat := conv_tiles.flat_nhwc(out[sl])):
-            conv_tiles.backprop_input_into(lay, e, wt, out[sl], flat, overwrite)  # no phases
-            continue
         into = out[sl].reshape(1, 1, -1, ci) if direct else None
-        d = (conv_tiles.backprop_input(lay, e, wt, into) if tiles
-             else _backprop_input_chunk(lay, e, wt, few, into, src))
+        d = _backprop_input_chunk(lay, e, wt, few, into, src)
         if direct:  # accumulated straight into the result
             continue
         if few:
@@ -263,20 +238,12 @@ def conv2d_backprop_input(lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype
             lay.merge_input(d.reshape(sr, sc, nb, lay.hq, lay.wq, ci), out[sl])
 
 
-def compiled_col2im(out: np.ndarray, ctype: np.dtype, channels: int) -> bool:
-    """True when the input gradient of ``channels`` input channels per group into ``out`` runs
-    as :func:`engine.kernels._compiled.conv_tiles.backprop_input_col2im`: few channels, the compiled
-    kernels taken, and ``out`` NHWC in the compute dtype with its channels adjacent."""
-    return (_few_channels(channels) and conv_tiles.take(ctype) and out.dtype == ctype
-            and out.size > 0 and conv_tiles.flat_nhwc(out) is not None)
-
-
 def input_strategy(lay: PhaseLayout, channels: int) -> str:
     """How :func:`conv2d_backprop_input` computes geometry ``lay`` with ``channels`` input
     channels per group: ``col2im`` (few channels), ``gather`` (stride 1, several taps: one
     product with ``K = taps * O`` per block of destinations) or ``per-tap`` products."""
     g = lay.g
-    if _few_channels(channels):
+    if few_channels(channels):
         return "col2im"
     if GATHER_INPUT_GRADIENT and g.stride_rows == g.stride_cols == 1 and len(lay.taps) > 1:
         return "gather"

@@ -29,11 +29,8 @@ import numpy as np
 
 from engine.base.dtypes import compute_dtype, float_array, same_dtype
 from engine.base.errors import InvalidArgumentError
-from engine.kernels import accel, gemm, path_record, sparse
-from engine.kernels import compute as cc
-from engine.kernels._compiled import conv_tiles, winograd
+from engine.kernels import accel, dispatch, gemm, path_record
 from engine.kernels.buffers import zeroed
-from engine.kernels.layout import PhaseLayout
 from engine.kernels.nonfinite import all_finite, nonfinite_safe
 from engine.shapes.conv import (
     ConvGeometry,
@@ -60,20 +57,13 @@ __all__ = [
 
 F = TypeVar("F", bound=Callable[..., np.ndarray])
 
-def _ran(path: str) -> None:
-    """Record this call's path (:mod:`engine.kernels.path_record`): ``empty`` (no terms, no kernel
-    ran), ``numba`` (:mod:`engine.kernels._compiled.numba_depthwise`, see
-    :mod:`engine.kernels.accel`), ``winograd`` or ``numpy <strategy>``."""
-    path_record.record(path)
-
-
 def _memory_guard(kernel: F) -> F:
     """A result or workspace too large for this machine is an :class:`InvalidArgumentError`
     saying how large (NumPy's MemoryError, or its "array is too big" ValueError for sizes
     beyond the address space), never a bare NumPy error."""
     @functools.wraps(kernel)
     def guarded(*args, **kwargs):
-        _ran("")  # each dispatch below records the path it takes
+        path_record.record("")  # engine.kernels.dispatch records the path it takes
         try:
             return kernel(*args, **kwargs)
         except MemoryError as err:
@@ -88,19 +78,12 @@ def _memory_guard(kernel: F) -> F:
     return guarded  # type: ignore[return-value]
 
 
-def _winograd_ran() -> None:
-    """Record the Winograd path; its result was found finite already (so no second scan)."""
-    path_record.record("winograd")
-    if gemm.propagates_nonfinite():
-        path_record.vouch_finite()
-
-
 def _vouching(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether this call will probably vouch for a finite result (see
     :func:`_vouch_finite_result`), so :func:`~engine.kernels.nonfinite.nonfinite_safe` runs it
     before (and usually instead of) scanning both inputs for NaN/Inf: a scan costs about as much as
     a depthwise kernel, and 5-25% of a conv gradient."""
-    return gemm.propagates_nonfinite() or (
+    return gemm.propagates_nonfinite() or (  # the work is not known yet: a guess
         a.dtype == b.dtype and accel.use_compiled(compute_dtype(a.dtype)))
 
 
@@ -114,7 +97,7 @@ def _vouch_finite_result(kernel: F) -> F:
     @functools.wraps(kernel)
     def vouching(*args, **kwargs):
         out = kernel(*args, **kwargs)
-        decided = path_record.vouched_finite() or path_record.last() == "numba"
+        decided = path_record.vouched_finite() or path_record.last() == dispatch.NUMBA.name
         if (not decided and gemm.propagates_nonfinite()
                 and path_record.result_scan_pays(out.size) and all_finite(out)):
             path_record.vouch_finite()
@@ -137,57 +120,27 @@ def _from_nhwc(y: np.ndarray, data_format: str, dtype: np.dtype) -> np.ndarray:
 def _empty(g: ConvGeometry) -> bool:
     """True when the sum over output positions has no terms (or no channels to sum into);
     the call then runs no kernel (:func:`last_path` says ``empty``)."""
-    empty = g.batch == 0 or g.out_rows == 0 or g.out_cols == 0 or g.out_depth == 0
-    if empty:
-        _ran("empty")
-    return empty
+    if dispatch.empty(g):
+        path_record.record(dispatch.EMPTY.name)
+        return True
+    return False
 
 
-def _group_slices(g: ConvGeometry):
-    """Channel slices ``(input, output)`` of each group."""
-    q, o = g.filter_in_depth, g.filter_out // g.groups
-    for k in range(g.groups):
-        yield slice(k * q, (k + 1) * q), slice(k * o, (k + 1) * o)
-
-
-def _sparse(g: ConvGeometry):
-    """:func:`engine.kernels.sparse.select`, recording the tap-span path when it applies."""
-    sp = sparse.select(g)
-    if sp is not None:
-        path_record.record("numpy tap-spans")
-    return sp
-
-
-def _phase_layout(g: ConvGeometry, kind: str, ctype: np.dtype,
-                  col2im: bool = False) -> PhaseLayout:
-    """The phase layout of ``g``, recording the strategy ``kind`` uses on it: ``numba
-    tiles``, ``numba im2col`` (the forward on few channels) or ``numba col2im``
-    (:mod:`engine.kernels._compiled.conv_tiles`; ``col2im``: the input gradient takes
-    :func:`engine.kernels.compute.compiled_col2im`) or the NumPy one."""
-    lay = PhaseLayout.of(g)
-    few = g.filter_in_depth < cc.IM2COL_MAX_CHANNELS
-    if g.depthwise:
-        name = "numpy tiles"
-    elif col2im:
-        name = "numba col2im"
-    elif kind == "forward" and few and conv_tiles.take(ctype):
-        name = "numba im2col"
-    elif conv_tiles.take(ctype) and (kind == "filter" or not few):
-        name = "numba tiles"
-    elif kind == "input":
-        name = f"numpy {cc.input_strategy(lay, g.filter_in_depth)}"
-    else:
-        name = "numpy im2col" if few else "numpy per-tap"
-    path_record.record(name)
-    return lay
-
-
-def _input_grad_buffer(g: ConvGeometry, dtype: np.dtype,
-                       zero: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """Result in ``g.data_format`` and its NHWC view, zeroed unless the kernel writes every
+def _input_grad_buffer(g: ConvGeometry, dtype: np.dtype):
+    """The input gradient's result maker for the dispatch: ``out(zero)`` gives the result in
+    ``g.data_format`` and ``dtype`` and its NHWC view, zeroed unless the kernel writes every
     element itself (``zero=False``)."""
-    out = zeroed(g.input_shape, dtype) if zero else np.empty(g.input_shape, dtype)
-    return out, _nhwc(out, g.data_format)
+    def out(zero: bool) -> tuple[np.ndarray, np.ndarray]:
+        res = zeroed(g.input_shape, dtype) if zero else np.empty(g.input_shape, dtype)
+        return res, _nhwc(res, g.data_format)
+    return out
+
+
+def _input_result(done: tuple[np.ndarray, bool], g: ConvGeometry, dtype: np.dtype) -> np.ndarray:
+    """The dispatch's input gradient as the op's result (NHWC in the compute dtype unless
+    already the result buffer)."""
+    dx, final = done
+    return dx if final else _from_nhwc(dx, g.data_format, dtype)
 
 
 @_memory_guard
@@ -210,15 +163,7 @@ def conv2d(
                         dilations)
     if _empty(g):
         return np.zeros(g.output_shape, dtype)
-    ctype, xv = compute_dtype(dtype), _nhwc(x, data_format)
-    if (sp := _sparse(g)) is not None:
-        return _from_nhwc(sparse.conv2d(g, *sp, xv, w, ctype), data_format, dtype)
-    if (y := winograd.try_conv2d(g, xv, w, ctype)) is not None:
-        _winograd_ran()
-        return _from_nhwc(y, data_format, dtype)
-    lay = _phase_layout(g, "forward", ctype)
-    parts = [cc.conv2d(lay, xv[..., si], w[..., so], ctype) for si, so in _group_slices(g)]
-    y = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=3)
+    y = dispatch.conv2d(g, _nhwc(x, data_format), w, compute_dtype(dtype))
     return _from_nhwc(y, data_format, dtype)
 
 
@@ -244,17 +189,8 @@ def conv2d_backprop_filter(
                                  explicit_paddings, data_format, dilations)
     if _empty(g):
         return np.zeros(g.filter_shape, dtype)
-    ctype, xv, dyv = compute_dtype(dtype), _nhwc(x, data_format), _nhwc(dy, data_format)
-    if (sp := _sparse(g)) is not None:
-        return sparse.conv2d_backprop_filter(g, *sp, xv, dyv, ctype).astype(
-            dtype, copy=False)
-    if (dw := winograd.try_backprop_filter(g, xv, dyv, ctype)) is not None:
-        _winograd_ran()
-        return dw.astype(dtype, copy=False)
-    lay = _phase_layout(g, "filter", ctype)
-    parts = [cc.conv2d_backprop_filter(lay, xv[..., si], dyv[..., so], ctype)
-             for si, so in _group_slices(g)]
-    dw = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=3)
+    dw = dispatch.conv2d_backprop_filter(g, _nhwc(x, data_format), _nhwc(dy, data_format),
+                                         compute_dtype(dtype))
     return dw.astype(dtype, copy=False)
 
 
@@ -281,19 +217,9 @@ def conv2d_backprop_input(
                                 explicit_paddings, data_format, dilations)
     if _empty(g):
         return np.zeros(g.input_shape, dtype)
-    ctype, dyv = compute_dtype(dtype), _nhwc(dy, data_format)
-    if (sp := _sparse(g)) is not None:
-        return _from_nhwc(sparse.conv2d_backprop_input(g, *sp, dyv, w, ctype), data_format,
-                          dtype)
-    if (dx := winograd.try_backprop_input(g, dyv, w, ctype)) is not None:
-        _winograd_ran()
-        return _from_nhwc(dx, data_format, dtype)  # no copy for NHWC in the compute dtype
-    out, outv = _input_grad_buffer(g, dtype, zero=False)  # each group's call zeroes it
-    col2im = cc.compiled_col2im(outv[..., :g.filter_in_depth], ctype, g.filter_in_depth)
-    lay = _phase_layout(g, "input", ctype, col2im)
-    for si, so in _group_slices(g):
-        cc.conv2d_backprop_input(lay, dyv[..., so], w[..., so], ctype, outv[..., si], False)
-    return out
+    done = dispatch.conv2d_backprop_input(g, _nhwc(dy, data_format), w, compute_dtype(dtype),
+                                          _input_grad_buffer(g, dtype))
+    return _input_result(done, g, dtype)  # no copy for NHWC in the compute dtype
 
 
 @_memory_guard
@@ -316,14 +242,7 @@ def depthwise_conv2d_native(
                         dilations, depthwise=True)
     if _empty(g):
         return np.zeros(g.output_shape, dtype)
-    ctype, xv = compute_dtype(dtype), _nhwc(x, data_format)
-    if (sp := _sparse(g)) is not None:
-        y = sparse.depthwise_conv2d(g, *sp, xv, w, ctype)
-    elif accel.use_compiled(ctype):
-        _ran("numba")  # before the call: the compiled kernel may vouch for its result
-        y = accel.compiled().depthwise_conv2d(g, xv, w, ctype)
-    else:
-        y = cc.depthwise_conv2d(_phase_layout(g, "forward", ctype), xv, w, ctype)
+    y = dispatch.depthwise_conv2d(g, _nhwc(x, data_format), w, compute_dtype(dtype))
     return _from_nhwc(y, data_format, dtype)
 
 
@@ -351,14 +270,8 @@ def depthwise_conv2d_native_backprop_filter(
                                  explicit_paddings, data_format, dilations, depthwise=True)
     if _empty(g):
         return np.zeros(g.filter_shape, dtype)
-    ctype, xv, dyv = compute_dtype(dtype), _nhwc(x, data_format), _nhwc(dy, data_format)
-    if (sp := _sparse(g)) is not None:
-        dw = sparse.depthwise_conv2d_backprop_filter(g, *sp, xv, dyv, ctype)
-    elif accel.use_compiled(ctype):
-        _ran("numba")
-        dw = accel.compiled().depthwise_conv2d_backprop_filter(g, xv, dyv, ctype)
-    else:
-        dw = cc.depthwise_conv2d_backprop_filter(_phase_layout(g, "filter", ctype), xv, dyv, ctype)
+    dw = dispatch.depthwise_conv2d_backprop_filter(g, _nhwc(x, data_format),
+                                                   _nhwc(dy, data_format), compute_dtype(dtype))
     return dw.astype(dtype, copy=False)
 
 
@@ -386,15 +299,7 @@ def depthwise_conv2d_native_backprop_input(
                                 explicit_paddings, data_format, dilations, depthwise=True)
     if _empty(g):
         return np.zeros(g.input_shape, dtype)
-    ctype, dyv = compute_dtype(dtype), _nhwc(dy, data_format)
-    if (sp := _sparse(g)) is not None:
-        return _from_nhwc(sparse.depthwise_conv2d_backprop_input(g, *sp, dyv, w, ctype),
-                          data_format, dtype)
-    if accel.use_compiled(ctype):
-        _ran("numba")
-        out, outv = _input_grad_buffer(g, dtype, zero=False)  # every element is written
-        accel.compiled().depthwise_conv2d_backprop_input(g, dyv, w, ctype, outv)
-        return out
-    out, outv = _input_grad_buffer(g, dtype)
-    cc.depthwise_conv2d_backprop_input(_phase_layout(g, "input", ctype), dyv, w, ctype, outv)
-    return out
+    done = dispatch.depthwise_conv2d_backprop_input(g, _nhwc(dy, data_format), w,
+                                                    compute_dtype(dtype),
+                                                    _input_grad_buffer(g, dtype))
+    return _input_result(done, g, dtype)

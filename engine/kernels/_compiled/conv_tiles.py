@@ -27,9 +27,8 @@ With the flat phase images ``P`` and the zero-embedded ``E`` of
   (:func:`backprop_input_col2im`: one product per output-gradient row with ``N = KH*KW*C``,
   its columns added where their taps land).
 
-The NumPy kernels stay the reference; :func:`take` says when this path runs (float32 and
-float64 compute, the compiled kernels chosen and ready: :func:`engine.kernels.accel.use_compiled`).
-Every call checks for cancellation before each :data:`CALL_POSITIONS` positions of a core's
+The NumPy kernels stay the reference; :mod:`engine.kernels.dispatch` decides when this runs and
+:mod:`engine.kernels.tiled` calls it per batch chunk. Every call checks for cancellation before each :data:`CALL_POSITIONS` positions of a core's
 range.
 """
 
@@ -41,7 +40,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from engine.base.cancel import checkpoint
-from engine.kernels import accel, parallel
+from engine.kernels import parallel
 from engine.kernels.buffers import contiguous, readonly, zeroed
 from engine.kernels.layout import PhaseLayout
 from engine.kernels.parallel import map_ranges
@@ -63,11 +62,6 @@ ROW_BLOCK = 96
 COL2IM_MIN_ROWS = 8
 #: Positions (or destination rows) per compiled call: a cancel checkpoint between calls.
 CALL_POSITIONS = 2**15
-
-
-def take(ctype: np.dtype) -> bool:
-    """True when the per-tap products of a call computing in ``ctype`` run compiled."""
-    return np.dtype(ctype) in (np.float32, np.float64) and accel.use_compiled(ctype)
 
 
 def _jit():

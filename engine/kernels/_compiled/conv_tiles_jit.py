@@ -29,16 +29,9 @@ from __future__ import annotations
 
 from numba import njit
 
+from engine.kernels._compiled import cache_key  # noqa: F401 - before any cache=True
 from engine.kernels._compiled.numba_simd import gemm_acc, gemm_acc2, gemm_set
 from engine.kernels._compiled.simd_runs import add_into, copy_into
-
-#: SHA-256 of ``engine/kernels/_compiled/numba_simd.py`` (see
-#: :data:`engine.kernels._compiled.numba_depthwise.SIMD_SOURCE_SHA256`: numba's cache of this file's
-#: loops is rebuilt only when this file changes).
-SIMD_SOURCE_SHA256 = "d399dccd881db8e984ca4bb71498a16ccc8cf7c9714c9da931ccc7910000edf7"
-#: ... and of ``engine/kernels/_compiled/simd_runs.py``, whose run copies and adds
-#: :func:`col2im_rows` and :func:`im2col_rows` inline too.
-RUNS_SOURCE_SHA256 = "47df14a4e44d0fd26beb90e7f98ec33c297d423c5dcd49ce1a3e32be718a6be1"
 
 
 @njit(nogil=True, cache=True)

@@ -1,5 +1,5 @@
-"""The depthwise trio compiled with numba (used through :mod:`engine.kernels.accel`; never imported
-unless numba is in use).
+"""The depthwise trio compiled with numba (chosen per call by :mod:`engine.kernels.dispatch`, loaded
+by :mod:`engine.kernels.accel`; never imported unless numba is in use).
 
 Same math and conventions as :mod:`engine.kernels.compute` (NHWC ``x (N, H, W, C)``, filter
 ``w (KH, KW, C, M)`` seen as ``(KH, KW, C*M)``, ``dy (N, OH, OW, C*M)``, output channel
@@ -25,8 +25,8 @@ ranges run on the cores in :mod:`engine.kernels.parallel`'s threads, like the Nu
 Measured on these shared 2-core machines next to TensorFlow, numba's own thread pool (``prange``)
 cost 8-12 ms per call whatever its size (its threads wait for each other while other processes'
 threads hold the cores) and 10x the compile time; with our threads the same loops were 2-10x
-faster there. Python calls the kernels once per batch chunk of at most
-:data:`~engine.kernels.accel.CHUNK_BYTES` of operands, so :func:`engine.base.cancel.checkpoint` runs
+faster there. Python calls the kernels once per batch chunk of at most ``chunk_bytes`` of operands
+(passed in by the dispatch: :data:`engine.kernels.accel.CHUNK_BYTES`), so :func:`engine.base.cancel.checkpoint` runs
 between chunks (and ranges), and extra memory (the chunk's contiguous compute-dtype copies, an
 input-gradient chunk and one filter partial per core) stays bounded whatever the batch.
 """
@@ -38,18 +38,12 @@ import numpy as np
 
 from engine.base.cancel import checkpoint
 from engine.kernels import path_record
+from engine.kernels._compiled import cache_key  # noqa: F401 - before any cache=True
 from engine.kernels._compiled.numba_simd import acc_products, acc_products3
-from engine.kernels.accel import CHUNK_BYTES
 from engine.kernels.buffers import readonly
 from engine.kernels.nonfinite import all_finite
 from engine.kernels.parallel import MIN_POSITIONS_PER_RANGE, map_ranges
 from engine.shapes.conv import ConvGeometry
-
-#: SHA-256 of ``engine/kernels/_compiled/numba_simd.py``. numba's on-disk cache of these loops is
-#: checked against this file's stamp only, and :func:`_filter_grad` inlines that module's
-#: intrinsics: ``tests/test_numba_simd.py`` fails until this matches, so a change there changes this
-#: file too and the cached loops are rebuilt.
-SIMD_SOURCE_SHA256 = "d399dccd881db8e984ca4bb71498a16ccc8cf7c9714c9da931ccc7910000edf7"
 
 #: ``contract``: ``a*b + c`` may be one fused multiply-add (one rounding instead of two; sums
 #: keep their order, NaN/Inf rules stay IEEE). No other fast-math flag.
@@ -231,11 +225,12 @@ def _attrs(g: ConvGeometry) -> tuple[int, ...]:
             g.pad_left)
 
 
-def _chunks(g: ConvGeometry, ctype: np.dtype):
+def _chunks(g: ConvGeometry, ctype: np.dtype, chunk_bytes: int | None):
     """Batch slices whose operands (the input's channels repeated ``M`` times) take at most
-    :data:`CHUNK_BYTES` in ``ctype``."""
+    ``chunk_bytes`` in ``ctype`` (None: the whole batch at once)."""
     per = (g.in_rows * g.in_cols + g.out_rows * g.out_cols) * g.out_depth
-    step = max(1, CHUNK_BYTES // max(1, per * ctype.itemsize))
+    step = g.batch if chunk_bytes is None else max(1, chunk_bytes // max(1, per * ctype.itemsize))
+    step = max(1, step)
     for start in range(0, g.batch, step):
         checkpoint()
         yield slice(start, min(g.batch, start + step))
@@ -269,13 +264,13 @@ def _vouch(finite: bool) -> None:
         path_record.vouch_finite()
 
 
-def depthwise_conv2d(g: ConvGeometry, x: np.ndarray, w: np.ndarray,
-                     ctype: np.dtype) -> np.ndarray:
+def depthwise_conv2d(g: ConvGeometry, x: np.ndarray, w: np.ndarray, ctype: np.dtype,
+                     chunk_bytes: int | None = None) -> np.ndarray:
     """Forward ``(N, OH, OW, C*M)`` in ``ctype`` of NHWC ``x``."""
     y = np.empty((g.batch, g.out_rows, g.out_cols, g.out_depth), ctype)
     wc = _filter(g, w, ctype)
     finite = True
-    for sl in _chunks(g, ctype):
+    for sl in _chunks(g, ctype, chunk_bytes):
         xc, yc = _input_chunk(g, x[sl], ctype), y[sl]
         finite &= all(_rows(xc.shape[0] * g.out_rows, g.out_cols,
                             lambda lo, hi: _forward(xc, wc, yc, *_attrs(g), lo, hi)))  # noqa: B023
@@ -284,7 +279,7 @@ def depthwise_conv2d(g: ConvGeometry, x: np.ndarray, w: np.ndarray,
 
 
 def depthwise_conv2d_backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndarray,
-                                     ctype: np.dtype) -> np.ndarray:
+                                     ctype: np.dtype, chunk_bytes: int | None = None) -> np.ndarray:
     """Filter gradient ``(KH, KW, C, M)`` in ``ctype`` of NHWC ``x`` and ``dy``: one partial
     sum per core's range of output rows (itself a sum of per-row partial sums)."""
     ck = g.out_depth
@@ -295,7 +290,7 @@ def depthwise_conv2d_backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndar
         _filter_grad(xc, dyc, acc, *_attrs(g), lo, hi)
         return acc
 
-    for sl in _chunks(g, ctype):
+    for sl in _chunks(g, ctype, chunk_bytes):
         xc = _input_chunk(g, x[sl], ctype)
         dyc = readonly(np.ascontiguousarray(dy[sl], ctype))
         for acc in _rows(xc.shape[0] * g.out_rows, g.out_cols,
@@ -323,14 +318,15 @@ def _input_rows(g: ConvGeometry, dyc: np.ndarray, wc: np.ndarray, dst: np.ndarra
 
 
 def depthwise_conv2d_backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarray,
-                                    ctype: np.dtype, out: np.ndarray) -> None:
+                                    ctype: np.dtype, out: np.ndarray,
+                                    chunk_bytes: int | None = None) -> None:
     """Input gradient written into NHWC ``out`` (any dtype, any strides). With ``M > 1`` each
     output channel's part is computed, then the ``M`` parts of a channel are summed."""
     wc = _filter(g, w, ctype)
     m = g.filter_out
     direct = m == 1 and out.dtype == ctype and out.flags.c_contiguous
     finite = True
-    for sl in _chunks(g, ctype):
+    for sl in _chunks(g, ctype, chunk_bytes):
         dyc = readonly(np.ascontiguousarray(dy[sl], ctype))
         dst = out[sl] if direct else np.empty(
             (dyc.shape[0], g.in_rows, g.in_cols, g.out_depth), ctype)

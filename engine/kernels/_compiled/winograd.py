@@ -28,9 +28,10 @@ a result that is not finite (an operand not finite, or a transform overflowing) 
 the exact NumPy path (:func:`_finite_or_none`), as is every call of the NaN/Inf path of
 :mod:`engine.kernels.nonfinite`.
 
-When: :func:`chosen` (the rule is measured, see :data:`MIN_CHANNELS` and :data:`MIN_TILES`).
-``GRADBLOCKS_KERNELS=numpy`` or no numba turns it off (:func:`enabled`). :func:`used` names the
-path the last conv kernel call of this thread took.
+When: :func:`applies` (the rule is measured, see :data:`MIN_CHANNELS` and :data:`MIN_TILES`) and
+:mod:`engine.kernels.dispatch` takes the compiled path for the call (it passes ``take`` to
+:func:`try_conv2d` and its siblings). :func:`used` names the path the last conv kernel call of
+this thread took.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ import numpy as np
 
 from engine.base.cancel import checkpoint
 from engine.kernels.buffers import contiguous, readonly
-from engine.kernels.nonfinite import all_finite, exact_required
+from engine.kernels.nonfinite import all_finite
 from engine.kernels.parallel import map_ranges, workers
 from engine.shapes.conv import ConvGeometry
 
@@ -110,16 +111,10 @@ def _grad_tiles(src, th, tw, t0, t1, out, plane) -> None:
 
 
 @functools.cache
-def _numba_importable() -> bool:
-    return importlib.util.find_spec("numba") is not None
-
-
 def enabled() -> bool:
-    """True unless ``GRADBLOCKS_KERNELS=numpy`` (:func:`engine.kernels.accel.mode`, the one switch
-    of the compiled paths) or numba is not installed."""
-    from engine.kernels import accel
-
-    return accel.mode() != "numpy" and _numba_importable()
+    """True when numba is installed (whether Winograd runs for a call is
+    :mod:`engine.kernels.dispatch`'s decision)."""
+    return importlib.util.find_spec("numba") is not None
 
 
 def applies(g: ConvGeometry) -> bool:
@@ -138,26 +133,17 @@ def applies(g: ConvGeometry) -> bool:
             and min(g.in_rows, g.in_cols, g.out_rows, g.out_cols) >= MIN_SIZE)
 
 
-def chosen(g: ConvGeometry) -> bool:
-    """True when a conv kernel call of geometry ``g`` on finite operands takes Winograd."""
-    return enabled() and applies(g)
-
-
 def used() -> str:
     """``"winograd"`` or ``"numpy"``: the path of this thread's last conv kernel call that
     asked (see :func:`try_conv2d` and its siblings), ``""`` before any."""
     return getattr(_last, "path", "")
 
 
-def _take(g: ConvGeometry, ctype: np.dtype) -> bool:
-    """Winograd for this call: :func:`chosen`, not the exact NaN/Inf path, and the compiled
-    loops ready for ``ctype`` (while the app compiles them in the background, ``auto`` takes
-    the NumPy path instead of waiting: :func:`engine.kernels.accel.use_compiled`)."""
-    from engine.kernels import accel
-
-    ok = chosen(g) and not exact_required() and accel.use_compiled(ctype)
-    _last.path = "winograd" if ok else "numpy"
-    return ok
+def _take(take: bool) -> bool:
+    """Record this call's path for :func:`used`: ``take`` is the dispatch's decision (Winograd
+    applies, the compiled code is ready, not the exact NaN/Inf path)."""
+    _last.path = "winograd" if take else "numpy"
+    return take
 
 
 def _finite_or_none(out: np.ndarray) -> np.ndarray | None:
@@ -309,29 +295,26 @@ def _taps_meeting_data(size: int, out: int, pad: int) -> np.ndarray:
     return (np.maximum(0, i - pad) <= np.minimum(size - 1, out - 1 + i - pad)) & (size > 0)
 
 
-def try_conv2d(g, x, w, ctype) -> np.ndarray | None:
-    """:func:`conv2d` when Winograd is :func:`chosen` and its result is finite, else None."""
-    return _finite_or_none(conv2d(g, x, w, ctype)) if _take(g, ctype) else None
+def try_conv2d(g, x, w, ctype, take: bool) -> np.ndarray | None:
+    """:func:`conv2d` when ``take`` (the dispatch chose Winograd) and its result is finite,
+    else None."""
+    return _finite_or_none(conv2d(g, x, w, ctype)) if _take(take) else None
 
 
-def try_backprop_filter(g, x, dy, ctype) -> np.ndarray | None:
-    """:func:`backprop_filter` when Winograd is :func:`chosen` and its result is finite, else
-    None."""
-    return _finite_or_none(backprop_filter(g, x, dy, ctype)) if _take(g, ctype) else None
+def try_backprop_filter(g, x, dy, ctype, take: bool) -> np.ndarray | None:
+    """:func:`backprop_filter` when ``take`` and its result is finite, else None."""
+    return _finite_or_none(backprop_filter(g, x, dy, ctype)) if _take(take) else None
 
 
-def try_backprop_input(g, dy, w, ctype) -> np.ndarray | None:
-    """:func:`backprop_input` when Winograd is :func:`chosen` and its result is finite, else
-    None."""
-    return _finite_or_none(backprop_input(g, dy, w, ctype)) if _take(g, ctype) else None
+def try_backprop_input(g, dy, w, ctype, take: bool) -> np.ndarray | None:
+    """:func:`backprop_input` when ``take`` and its result is finite, else None."""
+    return _finite_or_none(backprop_input(g, dy, w, ctype)) if _take(take) else None
 
 
 def warm(dtypes: tuple[type, ...] = (np.float32, np.float64)) -> None:
     """Compile (or load from numba's on-disk cache) the transforms and the per-point products
     for ``dtypes`` (:func:`engine.kernels.accel.warm_up` does, in a background thread at start-up),
     so the first Winograd call does not wait for the JIT."""
-    if not enabled():
-        return
     jit = _jit()
     for dt in dtypes:
         src = np.zeros((1, 2, 2, 1), dt)

@@ -22,16 +22,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from engine.kernels._compiled import cache_key  # noqa: F401 - before any cache=True
 from engine.kernels._compiled.numba_simd import gemm_acc, gemm_set
 from engine.kernels._compiled.winograd_simd import grad_transform, input_transform, output_transform
-
-#: SHA-256 of ``engine/kernels/_compiled/numba_simd.py`` (see
-#: :data:`engine.kernels._compiled.numba_depthwise.SIMD_SOURCE_SHA256`: numba's cache of this file's
-#: loops is rebuilt only when this file changes).
-SIMD_SOURCE_SHA256 = "d399dccd881db8e984ca4bb71498a16ccc8cf7c9714c9da931ccc7910000edf7"
-#: ... and of ``engine/kernels/_compiled/winograd_simd.py``, whose transforms these loops inline
-#: too.
-TRANSFORMS_SOURCE_SHA256 = "1d9e8987c6af934d2eb3537e005d46dfd361fa9e71d1c9e8a883dd173bfa0483"
 
 
 @njit(nogil=True, cache=True)

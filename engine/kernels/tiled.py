@@ -1,0 +1,96 @@
+"""The per-tap conv ops on the compiled tiles of :mod:`engine.kernels._compiled.conv_tiles`: the
+batch chunks, phase images and result buffers around them, the twin of
+:mod:`engine.kernels.compute` (same chunks, same layout, so the same sums in either layout).
+
+Only :mod:`engine.kernels.dispatch` calls these, once it has chosen the compiled path for a call
+(the compiled code ready, float32 or float64 compute); the chunk size is
+:data:`engine.kernels.compute.CHUNK_BYTES`, passed to the compiled loops per chunk.
+
+- forward: im2col row by row on few channels (:func:`engine.kernels.compute.few_channels`),
+  else the shifted products of each chunk's phase images;
+- filter gradient: read in place from NHWC ``x`` and ``dy`` (a copy only for NCHW views or
+  half types);
+- input gradient: col2im on few channels (when :func:`col2im_in_place`), else the products
+  straight into the result (its rows as phase segments, or the result itself at stride 1),
+  or into phase images merged back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.kernels import compute
+from engine.kernels._compiled import conv_tiles
+from engine.kernels.buffers import contiguous
+from engine.kernels.layout import PhaseLayout
+
+
+def col2im_in_place(out: np.ndarray, ctype: np.dtype, channels: int) -> bool:
+    """True when the input gradient of ``channels`` input channels per group into ``out`` can
+    run as :func:`~engine.kernels._compiled.conv_tiles.backprop_input_col2im`: few channels and
+    ``out`` NHWC in the compute dtype with its channels adjacent."""
+    return (compute.few_channels(channels) and out.dtype == ctype and out.size > 0
+            and conv_tiles.flat_nhwc(out) is not None)
+
+
+def conv2d(lay: PhaseLayout, x: np.ndarray, w: np.ndarray, ctype: np.dtype) -> np.ndarray:
+    """Forward conv ``(N, OH, OW, O)`` in ``ctype`` (one group)."""
+    g = lay.g
+    n, ci, co = x.shape[0], x.shape[3], w.shape[3]
+    y = np.empty((n, g.out_rows, g.out_cols, co), ctype)
+    wc = np.ascontiguousarray(w, ctype)
+    if compute.few_channels(ci):  # im2col, row by row
+        for sl in compute.chunks(n, g.in_rows * g.in_cols * ci * ctype.itemsize):
+            conv_tiles.conv2d_im2col(g, contiguous(x[sl], ctype), wc, y[sl])
+        return y
+    for sl in compute.chunks(n, compute.per_image_bytes(lay, ci, co, ctype.itemsize)):
+        acc = conv_tiles.conv2d(lay, compute.flat_phases(lay, x[sl], ctype), wc)
+        y[sl] = acc.reshape(-1, lay.hq, lay.wq, co)[:, : g.out_rows, : g.out_cols]
+    return y
+
+
+def conv2d_backprop_filter(lay: PhaseLayout, x: np.ndarray, dy: np.ndarray,
+                           ctype: np.dtype) -> np.ndarray:
+    """Filter gradient ``(KH, KW, C, O)`` in ``ctype`` (one group), read in place."""
+    g = lay.g
+    n, ci, co = x.shape[0], x.shape[3], dy.shape[3]
+    dw = np.zeros((g.filter_rows, g.filter_cols, ci, co), ctype)
+    per = (g.in_rows * g.in_cols * ci + g.out_rows * g.out_cols * co) * ctype.itemsize
+    for sl in compute.chunks(n, per):  # the same chunks, so the same sums, in either layout
+        dw += conv_tiles.backprop_filter_direct(g, conv_tiles.nhwc_operand(x[sl], ctype),
+                                                conv_tiles.nhwc_operand(dy[sl], ctype))
+    return dw
+
+
+def conv2d_backprop_input(lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype: np.dtype,
+                          out: np.ndarray, cleared: bool = True) -> None:
+    """Input gradient written into NHWC ``out`` (one group), zeroed unless ``cleared`` is
+    False: then it is zeroed here, except where every element is written without being read
+    (col2im, the products straight into a C-contiguous ``out`` in the compute dtype, or the
+    phase segments when they cover every pixel), which saves a pass over the result."""
+    g = lay.g
+    n, ci, co = dy.shape[0], w.shape[2], w.shape[3]
+    if compute.few_channels(ci):  # col2im (col2im_in_place holds): writes every element
+        wc = np.ascontiguousarray(w, ctype)
+        for sl in compute.chunks(n, g.out_rows * g.out_cols * co * ctype.itemsize):
+            conv_tiles.backprop_input_col2im(g, contiguous(dy[sl], ctype), wc,
+                                             out[sl], conv_tiles.flat_nhwc(out[sl]))
+        return
+    wt = np.ascontiguousarray(w.astype(ctype, copy=False).transpose(0, 1, 3, 2))  # (KH,KW,O,C)
+    direct = lay.identity and out.dtype == ctype and out.flags.c_contiguous
+    segments = not direct and out.dtype == ctype and conv_tiles.flat_nhwc(out) is not None
+    overwrite = segments and conv_tiles.covers_input(lay)
+    if not cleared and not (overwrite or direct):
+        out[...] = 0
+    sr, sc = g.stride_rows, g.stride_cols
+    for sl in compute.chunks(n, compute.per_image_bytes(lay, ci, co, ctype.itemsize)):
+        nb = sl.stop - sl.start
+        e = lay.embed_output(dy[sl], ctype).reshape(-1, co)
+        e = e[: e.shape[0] - lay.max_offset]
+        if segments and (flat := conv_tiles.flat_nhwc(out[sl])):
+            conv_tiles.backprop_input_into(lay, e, wt, out[sl], flat, overwrite)  # no phases
+            continue
+        into = out[sl].reshape(1, 1, -1, ci) if direct else None
+        d = conv_tiles.backprop_input(lay, e, wt, into)
+        if not direct:
+            lay.merge_input(d.reshape(sr, sc, nb, lay.hq, lay.wq, ci), out[sl])
