@@ -55,6 +55,7 @@ from engine.graph.compiler import DEFAULT_MEMORY_LIMIT, Plan
 from engine.graph.executor import Executor, RunResult
 from engine.graph.report import check_rows, html_table, problem_lines, run_rows, text_table
 from engine.graph.result_names import result_keys
+from engine.verify.api import assert_conformant, verify  # noqa: F401  (re-exported)
 from engine.view.thumbnail import thumbnail
 
 #: Default (width, height) of a :func:`picture`.

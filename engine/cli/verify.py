@@ -1,0 +1,136 @@
+"""``gradblocks verify TARGET --op OP --convention {tf,torch} [--cmd "COMMAND ARGS"]
+[--dtype float32,...] [--cases N] [--seed S] [--jobs N] [--case-timeout S] [--json FILE]
+[--repro DIR] [--path DIR] [--support SPEC]``: sweep an implementation against the exact
+reference (:mod:`engine.verify`).
+
+Exit status: 0 every case passed (unsupported ones aside); 1 a case failed, or a file could not
+be written; 2 a usage error (one line: a bad option, a target that cannot be loaded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+from engine.base.atomic import write_atomically
+from engine.base.errors import InvalidArgumentError
+from engine.cli.commands import _err, _path, _say
+from engine.verify.api import DEFAULT_CASES, verify
+from engine.verify.conventions import CONVENTIONS, OPS
+from engine.verify.runner import DEFAULT_TIMEOUT
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def add_parser(sub) -> None:
+    """Add the ``verify`` subcommand to ``gradblocks``' subparsers."""
+    ops = sorted({op for group in OPS.values() for op in group})
+    p = sub.add_parser(
+        "verify", help="check a conv or conv-gradient implementation against the exact "
+                       "reference, shrink each failure and say what is wrong")
+    p.add_argument("target", nargs="?", metavar="TARGET",
+                   help="MODULE:FUNCTION (imported with --path, default the current folder, "
+                        "first on sys.path); leave out with --cmd")
+    p.add_argument("--op", required=True, choices=ops, metavar="OP",
+                   help=f"the op: tf {', '.join(OPS['tf'])}; torch {', '.join(OPS['torch'])}")
+    p.add_argument("--convention", required=True, choices=CONVENTIONS)
+    p.add_argument("--cmd", metavar='"COMMAND ARGS"',
+                   help="run COMMAND ARGS IN.npz OUT.npz per case instead of a Python function "
+                        "(gradblocks guide verify: the protocol)")
+    p.add_argument("--dtype", default="float32",
+                   help="comma-separated dtypes: float16, bfloat16, float32, float64 "
+                        "(default float32)")
+    p.add_argument("--cases", type=_positive_int, default=DEFAULT_CASES, metavar="N",
+                   help=f"cases tried, the edge-class catalogue included (default "
+                        f"{DEFAULT_CASES})")
+    p.add_argument("--seed", type=_seed, default=0, metavar="S")
+    p.add_argument("--jobs", type=_positive_int, default=1, metavar="N",
+                   help="worker processes (default 1)")
+    p.add_argument("--case-timeout", type=_seconds, default=DEFAULT_TIMEOUT, metavar="S",
+                   help=f"seconds one case may take (default {DEFAULT_TIMEOUT:g})")
+    p.add_argument("--json", metavar="FILE", help="write the report as JSON (atomically)")
+    p.add_argument("--repro", metavar="DIR",
+                   help="write a canvas and a pytest file for each minimal failure")
+    p.add_argument("--path", metavar="DIR", help="the folder TARGET's module is imported from")
+    p.add_argument("--support", metavar="SPEC",
+                   help='what the implementation supports, e.g. "strides<=2 dilations=1 '
+                        'groups=1 layouts=NHWC dtypes=float32 padding=SAME,VALID"')
+
+
+def _progress(done: int, total: int) -> None:
+    if sys.stderr.isatty() and (done % 50 == 0 or done == total):
+        sys.stderr.write(f"\r{done}/{total} cases")
+        sys.stderr.flush()
+        if done == total:
+            sys.stderr.write("\n")
+
+
+def cmd_verify(opts: argparse.Namespace) -> int:
+    """The ``verify`` subcommand; returns the exit status."""
+    if (opts.target is None) == (opts.cmd is None):
+        _err("verify: give a TARGET (MODULE:FUNCTION) or --cmd \"COMMAND ARGS\", not both "
+             "and not neither")
+        return 2
+    if opts.convention == "torch" and opts.op not in OPS["torch"] or \
+            opts.convention == "tf" and opts.op not in OPS["tf"]:
+        _err(f"verify: --op {opts.op} is not a {opts.convention} op (one of "
+             f"{', '.join(OPS[opts.convention])})")
+        return 2
+    try:
+        report = verify(opts.target, opts.op, opts.convention, dtype=opts.dtype,
+                        cases=opts.cases, seed=opts.seed, jobs=opts.jobs,
+                        case_timeout=opts.case_timeout, support=opts.support, path=opts.path,
+                        cmd=opts.cmd, progress=_progress)
+    except InvalidArgumentError as err:
+        _err(f"verify: {err}")
+        return 2
+    _say(str(report))
+    status = 0 if report.ok else 1
+    if opts.json:
+        text = report.json_text().encode("utf-8")
+        try:
+            write_atomically(opts.json, lambda f: f.write(text))
+        except (OSError, ValueError) as err:
+            _err(f"{_path(opts.json)}: cannot write the report: "
+                 f"{getattr(err, 'strerror', None) or err}")
+            status = 1
+    if opts.repro and report.minimal_failures:
+        from engine.verify.repro import write_repro
+
+        try:
+            files = write_repro(report, opts.repro)
+        except (OSError, ValueError) as err:
+            _err(f"{_path(opts.repro)}: cannot write the reproduction: "
+                 f"{getattr(err, 'strerror', None) or err}")
+            return 1
+        _say("reproduction: " + ", ".join(files))
+    return status

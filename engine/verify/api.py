@@ -1,0 +1,134 @@
+"""``verify(fn, op=..., convention=...)`` and ``assert_conformant(...)``: the sweep from Python.
+
+``fn`` is a callable, a ``"module:function"`` string, or None with ``cmd="COMMAND ARGS"``. A
+callable a worker process can import (a module-level function of an importable module) runs in
+worker processes (``jobs`` of them; a crash or a hang is a verdict); any other callable (defined
+in a notebook cell, a lambda, a closure) runs in this process, where a crash ends the process
+and ``case_timeout`` cannot stop a hang.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from engine.base.dtypes import to_dtype
+from engine.base.errors import InvalidArgumentError
+from engine.base.names import shown
+from engine.verify.conventions import usage
+from engine.verify.report import VerifyReport
+from engine.verify.runner import DEFAULT_TIMEOUT
+from engine.verify.support import parse_support
+from engine.verify.sweep import sweep
+
+#: Cases a sweep tries when not told (the catalogue included).
+DEFAULT_CASES = 500
+#: Largest --cases and --jobs accepted.
+MAX_CASES = 10_000_000
+MAX_JOBS = 64
+
+__all__ = ["DEFAULT_CASES", "VerifyReport", "assert_conformant", "verify"]
+
+
+def _importable(fn: Callable) -> tuple[str, str] | None:
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+    if not module or module == "__main__" or "<" in qualname:
+        return None
+    obj: Any = sys.modules.get(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    return (module, qualname) if obj is fn else None
+
+
+def target_spec(fn: Any, cmd: str | None, path: str | None, timeout: float) -> tuple[tuple, str]:
+    """The runner's target and its text for the report."""
+    if cmd is not None:
+        if fn is not None:
+            raise InvalidArgumentError("give a TARGET or --cmd, not both", "cmd")
+        argv = shlex.split(cmd) if isinstance(cmd, str) else []
+        if not argv:
+            raise InvalidArgumentError(f"--cmd {shown(cmd)}: expected a command and its "
+                                       "arguments", "cmd")
+        return ("cmd", argv, timeout), cmd
+    sys_path = [os.path.abspath(path or os.getcwd()), *sys.path]
+    if isinstance(fn, str):
+        module, sep, function = fn.partition(":")
+        if not sep or not module or not function or not all(
+                p.isidentifier() for p in [*module.split("."), *function.split(".")]):
+            raise InvalidArgumentError(f"target {shown(fn)}: expected MODULE:FUNCTION, e.g. "
+                                       "myconv:conv2d_backprop_input", "target")
+        return ("python", module, function, sys_path), fn
+    if not callable(fn):
+        raise InvalidArgumentError(f"fn must be a callable or 'MODULE:FUNCTION', got "
+                                   f"{type(fn).__name__}", "fn")
+    named = _importable(fn)
+    if named is None:
+        return ("inprocess", fn), getattr(fn, "__qualname__", "fn")
+    return ("python", *named, sys_path), f"{named[0]}:{named[1]}"
+
+
+def _count(name: str, value: Any, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise InvalidArgumentError(f"{name} must be a whole number in {lo}..{hi}, got "
+                                   f"{shown(value)}", name)
+    return value
+
+
+def dtype_list(dtype: str | list[str] | tuple[str, ...]) -> list[str]:
+    names = dtype.split(",") if isinstance(dtype, str) else list(dtype)
+    for n in names:
+        to_dtype(n)
+    if not names:
+        raise InvalidArgumentError("dtype: give at least one dtype", "dtype")
+    return list(dict.fromkeys(names))
+
+
+def verify(fn: Any = None, op: str = "", convention: str = "tf", *,
+           dtype: str | list[str] = "float32", cases: int = DEFAULT_CASES, seed: int = 0,
+           jobs: int = 1, case_timeout: float = DEFAULT_TIMEOUT, support: str | None = None,
+           path: str | None = None, cmd: str | None = None,
+           progress: Callable[[int, int], None] | None = None) -> VerifyReport:
+    """Sweep ``fn`` as ``op`` under ``convention`` (see :mod:`engine.verify`); returns the
+    :class:`VerifyReport`. Bad options raise :class:`InvalidArgumentError` naming them."""
+    usage(convention, op)
+    dtypes = dtype_list(dtype)
+    _count("cases", cases, 1, MAX_CASES)
+    _count("seed", seed, 0, 2**63 - 1)
+    _count("jobs", jobs, 1, MAX_JOBS)
+    if isinstance(case_timeout, bool) or not isinstance(case_timeout, (int, float)) or not (
+            math.isfinite(case_timeout) and case_timeout > 0):
+        raise InvalidArgumentError(f"case_timeout must be a positive number of seconds, got "
+                                   f"{shown(case_timeout)}", "case_timeout")
+    spec = parse_support(support)
+    dtypes_run = spec.dtypes(dtypes)
+    if not dtypes_run:
+        raise InvalidArgumentError(f"--support allows none of the dtypes {', '.join(dtypes)}",
+                                   "support")
+    target, text = target_spec(fn, cmd, path, float(case_timeout))
+    if convention == "torch":
+        spec.words.pop("layouts", None)  # torch arrays are always NCHW
+    return sweep(target, op, convention, dtypes_run, cases, seed, jobs, float(case_timeout),
+                 spec, progress, text)
+
+
+def assert_conformant(fn: Any = None, op: str = "", convention: str = "tf",
+                      **options: Any) -> VerifyReport:
+    """:func:`verify`, raising ``AssertionError`` (the diagnosis and the minimal case) when a
+    case fails; returns the report when every case passes."""
+    report = verify(fn, op, convention, **options)
+    if not report.ok:
+        from engine.verify.report import call_text
+
+        m = report.minimal_failures[0]
+        f = m.failure
+        raise AssertionError(
+            f"{report.target} is not conformant to {convention} {op}: {report.failed} of "
+            f"{report.cases} case(s) failed; minimal {f.verdict.verdict} ({m.size} elements): "
+            f"{f.verdict.message}\ndiagnosis: {m.diagnosis.id or '(no known mistake)'}: "
+            f"{m.diagnosis.text}\nminimal case: {f.to_json()['case']}\n"
+            f"reproduce: {call_text(report.target, f)}")
+    return report

@@ -1,0 +1,186 @@
+"""The cases of a sweep: the catalogue of named edge classes (each tried on every run, once per
+dtype), then seeded random cases, smallest sizes first.
+
+Random geometries: strides and dilations 1-3, kernels 1-4, sides growing from 1 to
+:data:`MAX_SIDE` with the case index (:data:`GROWTH` cases per step), 1-3 channels; only cases
+the convention's framework accepts (:func:`engine.verify.conventions.accepts`) and the
+``--support`` spec allows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from engine.base.errors import InvalidArgumentError
+from engine.verify.conventions import Geometry, accepts, depthwise_op, shapes
+from engine.verify.support import Support
+from engine.verify.values import Case
+
+MAX_SIDE = 9
+GROWTH = 25
+#: Draws per case before a class is given up for this run (nothing it asks is accepted).
+TRIES = 300
+
+Draw = Callable[[np.random.Generator, Geometry], Geometry | None]
+
+
+def _pair(rng: np.random.Generator, lo: int, hi: int) -> tuple[int, int]:
+    return int(rng.integers(lo, hi + 1)), int(rng.integers(lo, hi + 1))
+
+
+def base(rng: np.random.Generator, cap: int, convention: str, depthwise: bool) -> Geometry:
+    """A random geometry with sides up to ``cap``."""
+    channels = int(rng.integers(1, 4))
+    groups = 1
+    if not depthwise and channels > 1 and rng.random() < 0.3:
+        groups = channels
+    out = int(rng.integers(1, 4)) * (groups if not depthwise else 1)
+    kernel = _pair(rng, 1, min(4, max(cap, 1)))
+    g = Geometry(batch=int(rng.integers(1, 3)), height=int(rng.integers(1, cap + 1)),
+                 width=int(rng.integers(1, cap + 1)), channels=channels, kernel=kernel,
+                 out_channels=out, groups=groups, strides=_pair(rng, 1, 3),
+                 dilations=_pair(rng, 1, 3) if rng.random() < 0.5 else (1, 1),
+                 depthwise=depthwise)
+    if convention == "torch":
+        p = _pair(rng, 0, 2) if rng.random() < 0.6 else (0, 0)
+        return g.with_(padding="EXPLICIT", pads=(p[0], p[0], p[1], p[1]))
+    padding = str(rng.choice(["SAME", "VALID", "EXPLICIT"]))
+    pads = tuple(int(v) for v in rng.integers(0, 3, 4)) if padding == "EXPLICIT" else (0,) * 4
+    return g.with_(padding=padding, pads=pads,
+                   data_format=str(rng.choice(["NHWC", "NCHW"])))
+
+
+def _remainder(g: Geometry) -> bool:
+    cg = shapes(g)
+    return any((size + a + b - d * (k - 1) - 1) % s != 0 for size, a, b, d, k, s in (
+        (g.height, cg.pad_top, cg.pad_bottom, g.dilations[0], g.kernel[0], g.strides[0]),
+        (g.width, cg.pad_left, cg.pad_right, g.dilations[1], g.kernel[1], g.strides[1])))
+
+
+def _odd_same(g: Geometry) -> bool:
+    cg = shapes(g)
+    return g.padding == "SAME" and ((cg.pad_top + cg.pad_bottom) % 2 == 1
+                                    or (cg.pad_left + cg.pad_right) % 2 == 1)
+
+
+def _when(test: Callable[[Geometry], bool], **fixed) -> Draw:
+    """Set ``fixed`` fields (values or callables of rng), then keep geometries passing test."""
+    def draw(rng: np.random.Generator, g: Geometry) -> Geometry | None:
+        g = g.with_(**{k: (v(rng) if callable(v) else v) for k, v in fixed.items()})
+        try:
+            return g if test(g) else None
+        except InvalidArgumentError:  # a geometry TF refuses
+            return None
+    return draw
+
+
+def _strided(rng) -> tuple[int, int]:
+    return _pair(rng, 2, 3)
+
+
+def _explicit_asym(rng) -> tuple[int, int, int, int]:
+    while True:
+        pads = tuple(int(v) for v in rng.integers(0, 3, 4))
+        if pads[0] != pads[1] or pads[2] != pads[3]:
+            return pads  # type: ignore[return-value]
+
+
+#: name -> (conventions it applies to, ops predicate, draw).
+CATALOGUE: dict[str, tuple[tuple[str, ...], Callable[[str], bool], Draw]] = {
+    "output_remainder": (("tf", "torch"), lambda op: True,
+                         _when(lambda g: g.strides != (1, 1) and _remainder(g),
+                               strides=_strided)),
+    "one_by_one_stride": (("tf", "torch"), lambda op: True,
+                          _when(lambda g: True, kernel=(1, 1), strides=_strided)),
+    "filter_wider_than_stride": (("tf", "torch"), lambda op: True, _when(
+        lambda g: g.kernel[0] > g.strides[0] > 1, strides=(2, 2),
+        kernel=lambda rng: _pair(rng, 3, 4))),
+    "dilation_with_stride": (("tf", "torch"), lambda op: True, _when(
+        lambda g: True, strides=_strided, dilations=lambda rng: _pair(rng, 2, 3),
+        kernel=lambda rng: _pair(rng, 2, 3))),
+    "same_odd_padding": (("tf",), lambda op: True,
+                         _when(_odd_same, padding="SAME", pads=(0, 0, 0, 0),
+                               kernel=lambda rng: _pair(rng, 2, 4))),
+    "asymmetric_explicit": (("tf",), lambda op: True,
+                            _when(lambda g: True, padding="EXPLICIT", pads=_explicit_asym)),
+    "filter_larger_than_input": (("tf", "torch"), lambda op: True, _when(
+        lambda g: g.kernel[0] > g.height or g.kernel[1] > g.width,
+        kernel=lambda rng: _pair(rng, 3, 4), height=lambda rng: int(rng.integers(1, 3)))),
+    "empty_output": (("tf",), lambda op: True, _when(
+        lambda g: 0 in shapes(g).output_shape,
+        padding="VALID", pads=(0, 0, 0, 0), kernel=(3, 3), height=2, strides=(2, 2))),
+    "zero_batch": (("tf", "torch"), lambda op: True, _when(lambda g: True, batch=0)),
+    "zero_channels": (("tf",), lambda op: True, _when(lambda g: True, out_channels=0)),
+    "non_square": (("tf", "torch"), lambda op: True, _when(
+        lambda g: (g.height != g.width and g.kernel[0] != g.kernel[1]
+                   and g.strides[0] != g.strides[1] and g.dilations[0] != g.dilations[1]),
+        dilations=lambda rng: _pair(rng, 1, 3), strides=lambda rng: _pair(rng, 1, 3))),
+    "batch_gt_1": (("tf", "torch"), lambda op: True,
+                   _when(lambda g: True, batch=lambda rng: int(rng.integers(2, 4)))),
+    "groups": (("tf", "torch"), lambda op: not op.startswith("Depthwise"), _when(
+        lambda g: True, channels=lambda rng: int(rng.choice([2, 4, 6])), groups=2,
+        out_channels=lambda rng: 2 * int(rng.integers(1, 3)))),
+    "depth_multiplier": (("tf",), lambda op: op.startswith("Depthwise"), _when(
+        lambda g: True, out_channels=lambda rng: int(rng.integers(2, 4)),
+        channels=lambda rng: int(rng.integers(2, 4)))),
+    "layout_nhwc": (("tf",), lambda op: True, _when(lambda g: True, data_format="NHWC")),
+    "layout_nchw": (("tf",), lambda op: True, _when(
+        lambda g: g.channels > 1, data_format="NCHW",
+        channels=lambda rng: int(rng.integers(2, 4)))),
+    "noncontiguous": (("tf", "torch"), lambda op: True, _when(lambda g: True)),
+    "readonly": (("tf", "torch"), lambda op: True, _when(lambda g: True)),
+}
+
+
+def edge_classes(op: str, convention: str) -> list[str]:
+    return [name for name, (convs, ops, _) in CATALOGUE.items()
+            if convention in convs and ops(op)]
+
+
+def _fits(g: Geometry, op: str, convention: str, support: Support) -> bool:
+    if not accepts(g, convention):
+        return False
+    return support.allows(g, shapes(g))
+
+
+def catalogue_case(name: str, op: str, convention: str, dtype: str, rng: np.random.Generator,
+                   support: Support) -> Case | None:
+    """A case of the edge class ``name``, or None when no accepted, supported one was drawn."""
+    draw = CATALOGUE[name][2]
+    for i in range(TRIES):
+        g = draw(rng, base(rng, 3 + i // 50, convention, depthwise_op(op, convention)))
+        if g is not None and _fits(g, op, convention, support):
+            memory = name if name in ("noncontiguous", "readonly") else "contiguous"
+            return Case(op, convention, g, dtype, name, int(rng.integers(2**31)), memory)
+    return None
+
+
+def generate(op: str, convention: str, dtypes: list[str], total: int, seed: int,
+             support: Support) -> Iterator[Case]:
+    """``total`` cases: the catalogue (each class per dtype) first, then random ones with sides
+    growing from 1 (``--cases`` counts both)."""
+    rng = np.random.default_rng(seed)
+    count = 0
+    for dtype in dtypes:
+        for name in edge_classes(op, convention):
+            if count >= total:
+                return
+            case = catalogue_case(name, op, convention, dtype, rng, support)
+            if case is not None:
+                count += 1
+                yield case
+    i, misses = 0, 0
+    depthwise = depthwise_op(op, convention)
+    while count < total and misses < TRIES * 10:
+        cap = min(MAX_SIDE, 1 + i // GROWTH)
+        g = base(rng, cap, convention, depthwise)
+        i += 1
+        if not _fits(g, op, convention, support):
+            misses += 1
+            continue
+        misses = 0
+        count += 1
+        yield Case(op, convention, g, dtypes[count % len(dtypes)], "random",
+                   int(rng.integers(2**31)))

@@ -1,0 +1,399 @@
+"""Known mistakes of conv and conv-gradient implementations, as variants of the exact reference.
+
+A variant is what an implementation making one mistake returns for a canonical ``tf.raw_ops``
+call, in float64 from the exact kernels (:mod:`engine.kernels`) on a changed geometry, permuted
+or reinterpreted operands, or a permuted result. Variants keep the reference's output shape (a
+wrong shape is the ``wrong_shape`` verdict: :func:`engine.verify.diagnose.diagnose_shape`).
+A geometry mistake is a loop implementation with the right output size and bounds-checked
+reads: per spatial dimension, output position ``r`` and tap ``i`` read input position
+``r*stride + i*dilation - before``, zero outside ``[0, size)``; :func:`evaluate` computes any such
+geometry with the kernels on a VALID "virtual input" spanning every position read.
+Which ops and cases a mistake applies to: :data:`APPLIES_TO`. A mistake yields nothing where it
+gives exactly the reference, and may yield several flavours under one id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from engine.base.errors import InvalidArgumentError
+from engine.shapes.conv import (
+    ConvGeometry,
+    backprop_filter_geometry,
+    backprop_input_geometry,
+    conv2d_geometry,
+)
+from engine.shapes.padding import windowed_output
+from engine.verify.conventions import TF_OPS
+
+#: Stable id -> what the implementation does wrong, in documentation (and matching) order.
+MISTAKES: dict[str, str] = {
+    "stride_dilation_swapped": "the stride used as the dilation and the dilation as the stride",
+    "same_pad_extra_before": "SAME with an odd total padding: the extra row or column put "
+                             "before (top/left) instead of after",
+    "filter_not_flipped": "the input gradient (a transposed conv) computed with the filter "
+                          "not rotated by 180 degrees",
+    "convolution_not_correlation": "a true convolution (the filter rotated by 180 degrees) "
+                                   "instead of TensorFlow's cross-correlation",
+    "filter_in_out_swapped": "the filter's in_channels and out_channels (depthwise: channel and "
+                             "multiplier) swapped in its memory order",
+    "output_size_off_by_one": "the output size one off: loops one row or column short",
+    "dilation_ignored": "the dilation taken as 1",
+    "padding_ignored": "the input read without its padding (no offset by the padding before)",
+    "batch_averaged": "the filter gradient divided by the batch size",
+    "groups_ignored": "groups ignored: every output channel reads the first group's channels",
+    "multiplier_order": "the depthwise output channel k*M+m taken as m*C+k",
+    "layout_swapped": "NHWC read as NCHW or the reverse (the arrays' memory, the attribute "
+                      "vectors, or data_format ignored)",
+    "explicit_pads_swapped": "EXPLICIT paddings swapped: before/after, height/width, or read "
+                             "in ONNX order (top, left, bottom, right)",
+}
+
+#: The ops and cases each mistake applies to (the others: every op and case).
+APPLIES_TO: dict[str, str] = {
+    "same_pad_extra_before": "SAME padding with an odd total padding in a dimension",
+    "filter_not_flipped": "the input gradients (Conv2DBackpropInput, its depthwise twin)",
+    "convolution_not_correlation": "the forward ops and the filter gradients",
+    "dilation_ignored": "dilations > 1",
+    "padding_ignored": "SAME or EXPLICIT with a nonzero padding",
+    "batch_averaged": "the filter gradients with batch > 1",
+    "groups_ignored": "Conv2D, Conv2DBackpropFilter, Conv2DBackpropInput with groups > 1",
+    "multiplier_order": "the depthwise ops with multiplier > 1 and more than one channel",
+    "explicit_pads_swapped": "EXPLICIT padding",
+}
+
+ACTIVATIONS = ("input", "out_backprop")
+OTHER_FORMAT = {"NHWC": "NCHW", "NCHW": "NHWC"}
+
+
+class Dim(NamedTuple):
+    """One spatial dimension as an implementation applies it: output position ``r`` and tap
+    ``i`` read position ``r*stride + i*dilation - before`` of ``size`` (outside: zero)."""
+
+    size: int
+    out: int
+    taps: int
+    stride: int
+    dilation: int
+    before: int
+    after: int
+
+
+@dataclass(frozen=True)
+class Call:
+    """A canonical TF call, layout-free: ``operands`` float64 (activations NHWC, filter HWIO),
+    ``out_shape`` the result's NHWC (or HWIO) shape, ``dims`` (rows, cols)."""
+
+    op: str
+    kind: str  # the result's role: "output" (forward ops), "filter" or "input" (gradients)
+    depthwise: bool
+    kernel: Callable[..., np.ndarray]
+    args: Mapping[str, Any]
+    geometry: ConvGeometry
+    operands: dict[str, np.ndarray]
+    out_shape: tuple[int, ...]
+    dims: tuple[Dim, Dim]
+    data_format: str
+
+
+def to_nhwc(a: np.ndarray, data_format: str) -> np.ndarray:
+    """An activation of ``data_format`` as NHWC (:func:`from_nhwc` the reverse)."""
+    return a if data_format == "NHWC" else a.transpose(0, 2, 3, 1)
+
+
+def from_nhwc(a: np.ndarray, data_format: str) -> np.ndarray:
+    return a if data_format == "NHWC" else a.transpose(0, 3, 1, 2)
+
+
+def canonical(tf_op: str, tf_args: Mapping[str, Any]) -> Call:
+    """The layout-free view of a canonical call; :class:`InvalidArgumentError` if TF refuses it."""
+    if tf_op not in TF_OPS:
+        raise InvalidArgumentError(f"op {tf_op!r} is not one of {', '.join(TF_OPS)}", "op")
+    kernel, operands, depthwise, kind = TF_OPS[tf_op]
+    fmt = tf_args.get("data_format", "NHWC")
+    attrs = {"strides": tf_args["strides"], "padding": tf_args["padding"],
+             "explicit_paddings": tf_args.get("explicit_paddings", ()), "data_format": fmt,
+             "dilations": tf_args.get("dilations", (1, 1, 1, 1)), "depthwise": depthwise}
+    arrays = {k: np.asarray(tf_args[k], np.float64) for k in operands}
+    if kind == "output":
+        g = conv2d_geometry(arrays["input"].shape, arrays["filter"].shape, **attrs)
+    elif kind == "filter":
+        g = backprop_filter_geometry(arrays["input"].shape, tf_args["filter_sizes"],
+                                     arrays["out_backprop"].shape, **attrs)
+    else:
+        g = backprop_input_geometry(tf_args["input_sizes"], arrays["filter"].shape,
+                                    arrays["out_backprop"].shape, **attrs)
+    operands = {k: (to_nhwc(v, fmt) if k in ACTIVATIONS else v) for k, v in arrays.items()}
+    out_shape = {"output": (g.batch, g.out_rows, g.out_cols, g.out_depth),
+                 "filter": g.filter_shape,
+                 "input": (g.batch, g.in_rows, g.in_cols, g.in_depth)}[kind]
+    dims = (Dim(g.in_rows, g.out_rows, g.filter_rows, g.stride_rows, g.dilation_rows, g.pad_top,
+                g.pad_bottom), Dim(g.in_cols, g.out_cols, g.filter_cols, g.stride_cols,
+                                   g.dilation_cols, g.pad_left, g.pad_right))
+    return Call(tf_op, kind, depthwise, kernel, dict(tf_args), g, operands, out_shape, dims, fmt)
+
+
+def emit(call: Call, y: np.ndarray) -> np.ndarray:
+    """A layout-free result in the call's own layout."""
+    return y if call.kind == "filter" else from_nhwc(y, call.data_format)
+
+
+def reference(call: Call, operands: Mapping[str, np.ndarray] | None = None,
+              **changed: Any) -> np.ndarray:
+    """The exact result (the kernel on the call's own arguments, with ``changed`` ones) on
+    layout-free ``operands``."""
+    ops = call.operands if operands is None else operands
+    args = {k: v for k, v in call.args.items() if k not in ops} | changed
+    args.update({k: (from_nhwc(v, call.data_format) if k in ACTIVATIONS else v)
+                 for k, v in ops.items()})
+    return np.asarray(call.kernel(**args), np.float64)
+
+
+def _overlap(d: Dim, length: int) -> tuple[slice, slice]:
+    """(virtual, real) slices of the positions in range of both, virtual ``v`` = real + before."""
+    v0 = max(0, d.before)
+    v1 = max(v0, min(length, d.size + d.before))
+    return slice(v0, v1), slice(v0 - d.before, v1 - d.before)
+
+
+def evaluate(call: Call, operands: Mapping[str, np.ndarray], dims: tuple[Dim, Dim],
+             out_shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """The op on layout-free ``operands`` with the reads of ``dims`` (see the module docstring),
+    layout-free, shaped ``out_shape`` (default the call's)."""
+    shape = call.out_shape if out_shape is None else out_shape
+    if 0 in shape or any(d.out == 0 for d in dims):
+        return np.zeros(shape)
+    lengths = [(d.out - 1) * d.stride + (d.taps - 1) * d.dilation + 1 for d in dims]
+    (rv, rh), (cv, ch) = (_overlap(d, n) for d, n in zip(dims, lengths, strict=True))
+    attrs = {"strides": [1, dims[0].stride, dims[1].stride, 1], "padding": "VALID",
+             "dilations": [1, dims[0].dilation, dims[1].dilation, 1]}
+    if call.kind == "input":
+        n, _, _, c = shape
+        dxv = call.kernel([n, *lengths, c], operands["filter"], operands["out_backprop"], **attrs)
+        dx = np.zeros(shape)
+        dx[:, rh, ch] = dxv[:, rv, cv]
+        return dx
+    xv = np.zeros((operands["input"].shape[0], *lengths, operands["input"].shape[3]))
+    xv[:, rv, cv] = operands["input"][:, rh, ch]
+    if call.kind == "output":
+        return np.asarray(call.kernel(xv, operands["filter"], **attrs), np.float64)
+    return np.asarray(call.kernel(xv, list(shape), operands["out_backprop"], **attrs), np.float64)
+
+
+class Candidate(NamedTuple):
+    """One flavour of a mistake: ``compute(operands)`` (layout-free operands) is the mistaken
+    result in the call's layout (InvalidArgumentError where the kernel refuses it)."""
+
+    id: str
+    detail: str
+    compute: Callable[[Mapping[str, np.ndarray]], np.ndarray]
+
+
+def _pair(dims: tuple[Dim, Dim], field: str) -> str:
+    return f"({getattr(dims[0], field)}, {getattr(dims[1], field)})"
+
+
+def _geo(call: Call, dims: Sequence[Dim]) -> Callable[[Mapping[str, np.ndarray]], np.ndarray]:
+    """The op with the reads of ``dims`` (rows, cols)."""
+    return lambda ops: emit(call, evaluate(call, ops, (dims[0], dims[1])))
+
+
+def _with(call: Call, **changed: Callable[[np.ndarray], np.ndarray]):
+    """The reference on operands changed by the given functions."""
+    return lambda ops: reference(call, {k: changed.get(k, lambda a: a)(v)
+                                        for k, v in ops.items()})
+
+
+def _after(call: Call, post: Callable[[np.ndarray], np.ndarray]):
+    """A post-transformation of the layout-free reference."""
+    return lambda ops: emit(call, post(evaluate(call, ops, call.dims)))
+
+
+def _geometry_mistakes(call: Call) -> Iterator[Candidate]:
+    dims, pad = call.dims, call.geometry.padding
+    if any(d.stride != d.dilation for d in dims):
+        yield Candidate("stride_dilation_swapped",
+                        f"strides {_pair(dims, 'stride')} used as dilations and dilations "
+                        f"{_pair(dims, 'dilation')} as strides",
+                        _geo(call, tuple(d._replace(stride=d.dilation, dilation=d.stride)
+                                         for d in dims)))
+    if pad == "SAME" and any((d.before + d.after) % 2 for d in dims):
+        moved = tuple(d._replace(before=d.after) for d in dims)
+        yield Candidate("same_pad_extra_before",
+                        f"top/left padding {_pair(moved, 'before')} instead of "
+                        f"{_pair(dims, 'before')}", _geo(call, moved))
+
+
+def _filter_mistakes(call: Call) -> Iterator[Candidate]:
+    rotate = (lambda a: a[::-1, ::-1])
+    if call.kind == "input":
+        yield Candidate("filter_not_flipped", "the filter used as is where the transposed conv "
+                        "needs it rotated by 180 degrees", _with(call, filter=rotate))
+    elif call.kind == "output":
+        yield Candidate("convolution_not_correlation", "the filter rotated by 180 degrees",
+                        _with(call, filter=rotate))
+    else:
+        yield Candidate("convolution_not_correlation", "the filter gradient comes out rotated "
+                        "by 180 degrees", _after(call, rotate))
+    kh, kw, q, o = call.geometry.filter_shape
+    names = ("channel", "multiplier") if call.depthwise else ("in_channels", "out_channels")
+    tf_read = (lambda w: w.reshape(kh, kw, o, q).transpose(0, 1, 3, 2))
+    torch_read = (lambda w: w.transpose(3, 2, 0, 1).reshape(q, o, kh, kw).transpose(2, 3, 0, 1))
+    tf_write = (lambda dw: dw.transpose(0, 1, 3, 2).reshape(kh, kw, q, o))
+    torch_write = (lambda dw: dw.transpose(2, 3, 0, 1).reshape(o, q, kh, kw).transpose(2, 3, 1, 0))
+    flavours = [("TensorFlow (HWIO)", tf_read, tf_write)]
+    if not call.depthwise:
+        flavours.append(("PyTorch (OIHW)", torch_read, torch_write))
+    for memory, read, write in flavours:
+        detail = f"{names[0]} and {names[1]} swapped in the filter's {memory} memory order"
+        yield Candidate("filter_in_out_swapped", detail,
+                        _after(call, write) if call.kind == "filter"
+                        else _with(call, filter=read))
+
+
+def _size_mistakes(call: Call) -> Iterator[Candidate]:
+    dims = call.dims
+    for rows, cols, what in ((1, 0, "row"), (0, 1, "column"), (1, 1, "row and column")):
+        if (rows and dims[0].out < 2) or (cols and dims[1].out < 2):
+            continue
+        detail = (f"the last output {what} left out (output size {dims[0].out - rows}, "
+                  f"{dims[1].out - cols} instead of {dims[0].out}, {dims[1].out})")
+        zero = (lambda a, r=rows, c=cols: a * _keep(a.shape, r, c))
+        yield Candidate("output_size_off_by_one", detail,
+                        _after(call, zero) if call.kind == "output"
+                        else _with(call, out_backprop=zero))
+    if any(d.dilation > 1 for d in dims):
+        yield Candidate("dilation_ignored", f"dilations {_pair(dims, 'dilation')} taken as 1",
+                        _geo(call, [d._replace(dilation=1) for d in dims]))
+    if call.geometry.padding != "VALID" and any(d.before or d.after for d in dims):
+        yield Candidate("padding_ignored", f"top/left padding {_pair(dims, 'before')} taken "
+                        "as 0", _geo(call, tuple(d._replace(before=0) for d in dims)))
+
+
+def _keep(shape: tuple[int, ...], rows: int, cols: int) -> np.ndarray:
+    """1, with 0 in the last ``rows`` rows and ``cols`` columns of an NHWC ``shape``."""
+    keep = np.ones(shape[1:3])
+    keep[keep.shape[0] - rows:, :] = keep[:, keep.shape[1] - cols:] = 0
+    return keep[None, :, :, None]
+
+
+def _groups(call: Call) -> Callable[[Mapping[str, np.ndarray]], np.ndarray]:
+    q = call.geometry.filter_in_depth
+
+    def compute(ops: Mapping[str, np.ndarray]) -> np.ndarray:
+        if call.kind != "input":
+            return emit(call, evaluate(call, {**ops, "input": ops["input"][..., :q]}, call.dims))
+        dx = np.zeros(call.out_shape)
+        dx[..., :q] = evaluate(call, ops, call.dims, (*call.out_shape[:3], q))
+        return emit(call, dx)
+    return compute
+
+
+def _channel_mistakes(call: Call) -> Iterator[Candidate]:
+    g = call.geometry
+    if call.kind == "filter" and g.batch > 1:
+        yield Candidate("batch_averaged", f"every element 1/{g.batch} of the reference",
+                        _after(call, lambda dw: dw / g.batch))
+    if not call.depthwise and g.groups > 1:
+        yield Candidate("groups_ignored", f"all {g.filter_out} output channels read input "
+                        f"channels 0-{g.filter_in_depth - 1} (groups {g.groups} ignored)",
+                        _groups(call))
+    c, m = g.in_depth, g.filter_out
+    if call.depthwise and c > 1 and m > 1:
+        k_m = np.arange(c * m).reshape(c, m)
+        perm = k_m.T.reshape(-1)  # position m*C+k holds k*M+m
+        for p, how in ((perm, "k*M+m taken as m*C+k"), (np.argsort(perm), "m*C+k taken as k*M+m")):
+            detail = f"channel {how} (C={c}, M={m})"
+            permute = (lambda a, p=p: a[..., p])
+            yield Candidate("multiplier_order", detail, _after(call, permute)
+                            if call.kind == "output" else _with(call, out_backprop=permute))
+
+
+def _reinterpret(a: np.ndarray, memory: str, read_as: str) -> np.ndarray:
+    """A layout-free activation whose ``memory``-layout array is read as ``read_as``."""
+    n, h, w, c = a.shape
+    shape = (n, h, w, c) if read_as == "NHWC" else (n, c, h, w)
+    return to_nhwc(from_nhwc(a, memory).reshape(shape), read_as)
+
+
+def _attr_read(call: Call) -> tuple[Dim, Dim]:
+    """The dims an implementation gets reading strides, dilations and explicit_paddings in the
+    other layout (SAME pads then follow its strides and dilations)."""
+    fmt, args = call.data_format, call.args
+    r, c = (2, 3) if fmt == "NHWC" else (1, 2)
+    s, d = list(args["strides"]), list(args.get("dilations", (1, 1, 1, 1)))
+    pads = list(args.get("explicit_paddings", ()))
+    out = []
+    for dim, axis in zip(call.dims, (r, c), strict=True):
+        before = pads[2 * axis] if pads else 0
+        if call.geometry.padding == "SAME":
+            before = windowed_output(dim.size, dim.taps, d[axis], s[axis], "SAME").pad_before
+        out.append(dim._replace(stride=s[axis], dilation=d[axis], before=before))
+    return out[0], out[1]
+
+
+def _layout_mistakes(call: Call) -> Iterator[Candidate]:
+    fmt = call.data_format
+    yield Candidate("layout_swapped", f"data_format ignored: the arrays and attributes read as "
+                    f"{OTHER_FORMAT[fmt]}",
+                    lambda ops: reference(call, ops, data_format=OTHER_FORMAT[fmt]))
+    for memory in (fmt, OTHER_FORMAT[fmt]):
+        read_as = OTHER_FORMAT[memory]
+
+        def compute(ops, memory=memory, read_as=read_as):
+            ops = {k: (_reinterpret(v, memory, read_as) if k in ACTIVATIONS else v)
+                   for k, v in ops.items()}
+            y = evaluate(call, ops, call.dims)
+            return emit(call, y if call.kind == "filter" else _reinterpret(y, read_as, memory))
+        yield Candidate("layout_swapped", f"{memory} activations read (and written) as "
+                        f"{read_as}", compute)
+    dims = _attr_read(call)
+    if dims != call.dims:
+        yield Candidate("layout_swapped", f"strides, dilations and paddings read as "
+                        f"{OTHER_FORMAT[fmt]}: strides {_pair(dims, 'stride')}, dilations "
+                        f"{_pair(dims, 'dilation')}, top/left padding {_pair(dims, 'before')}",
+                        _geo(call, dims))
+    if call.geometry.padding == "EXPLICIT":
+        (t, b), (left, right) = ((d.before, d.after) for d in call.dims)
+        for before, how in (((b, right), "before and after swapped"),
+                            ((left, t), "height and width swapped"),
+                            ((t, b), "read in ONNX order (top, left, bottom, right)")):
+            moved = (call.dims[0]._replace(before=before[0]),
+                     call.dims[1]._replace(before=before[1]))
+            yield Candidate("explicit_pads_swapped", f"{how}: top/left padding "
+                            f"{_pair(moved, 'before')} instead of {_pair(call.dims, 'before')}",
+                            _geo(call, moved))
+
+
+def candidates(call: Call) -> Iterator[Candidate]:
+    """Every flavour of every mistake that applies to the call's op and attributes, in
+    :data:`MISTAKES` order (a flavour may still equal the reference on the case)."""
+    yield from _geometry_mistakes(call)
+    yield from _filter_mistakes(call)
+    yield from _size_mistakes(call)
+    yield from _channel_mistakes(call)
+    yield from _layout_mistakes(call)
+
+
+def computed(call: Call, ref: np.ndarray) -> Iterator[tuple[Candidate, np.ndarray]]:
+    """The candidates with their outputs, skipping those that do not apply, differ in shape
+    from ``ref`` or equal it."""
+    for cand in candidates(call):
+        try:
+            out = cand.compute(call.operands)
+        except InvalidArgumentError:
+            continue
+        if out.shape == ref.shape and not np.array_equal(out, ref, equal_nan=True):
+            yield cand, out
+
+
+def variants(tf_op: str, tf_args: dict[str, Any]) -> Iterator[tuple[str, np.ndarray]]:
+    """(mistake id, float64 output of an implementation making it) for the canonical call, in
+    :data:`MISTAKES` order; a mistake with several flavours is yielded once per flavour."""
+    call = canonical(tf_op, tf_args)
+    for cand, out in computed(call, reference(call)):
+        yield cand.id, out

@@ -1,0 +1,142 @@
+"""Shrinking a failing case to a minimal one that still fails with the same verdict.
+
+Order (a case is smaller when this key is, compared left to right): the number of elements
+summed over every array argument; then the sum of strides; of dilations; of paddings (the
+explicit pads, or SAME's computed ones); then plain over special (contiguous memory, NHWC,
+VALID padding). Greedy passes, hypothesis-style: each pass tries, in this order, batch,
+height, width (to 1, halved, minus 1), channels and groups, out channels, kernel sides, then
+strides, dilations, pads (to 1 or 0, minus 1), padding mode, layout and memory; the first
+smaller candidate that the framework accepts and that still fails the same way is taken and the
+pass starts again, until a pass changes nothing or :data:`MAX_CALLS` calls were made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from engine.verify.conventions import TF_OPS, Geometry, accepts, shapes, tf_op_of
+from engine.verify.support import Support
+from engine.verify.values import Case
+
+MAX_CALLS = 300
+
+
+def elements(case: Case) -> int:
+    """Elements summed over the array arguments (from the shapes alone)."""
+    cg = shapes(case.geometry)
+    sizes = {"input": cg.input_shape, "filter": cg.filter_shape,
+             "out_backprop": cg.output_shape}
+    total = 0
+    for role in TF_OPS[tf_op_of(case.op, case.convention)][1]:
+        n = 1
+        for s in sizes[role]:
+            n *= s
+        total += n
+    return total
+
+
+def array_sizes(case: Case) -> list[int]:
+    """Elements of each array argument."""
+    cg = shapes(case.geometry)
+    sizes = {"input": cg.input_shape, "filter": cg.filter_shape,
+             "out_backprop": cg.output_shape}
+    out = []
+    for role in TF_OPS[tf_op_of(case.op, case.convention)][1]:
+        n = 1
+        for s in sizes[role]:
+            n *= s
+        out.append(n)
+    return out
+
+
+def key(case: Case) -> tuple:
+    g = case.geometry
+    cg = shapes(g)
+    special = ((case.memory != "contiguous") + (g.data_format != "NHWC")
+               + (g.padding != "VALID"))
+    return (elements(case), sum(g.strides), sum(g.dilations),
+            cg.pad_top + cg.pad_bottom + cg.pad_left + cg.pad_right, special)
+
+
+def _smaller(v: int, lo: int) -> list[int]:
+    return sorted({c for c in (lo, v // 2, v - 1) if lo <= c < v})
+
+
+def _pair(p: tuple[int, int], i: int, v: int) -> tuple[int, int]:
+    return (v, p[1]) if i == 0 else (p[0], v)
+
+
+def candidates(g: Geometry, convention: str) -> Iterator[Geometry]:
+    """Smaller geometries, in the order of the module docstring."""
+    for v in _smaller(g.batch, 1 if g.batch else 0):
+        yield g.with_(batch=v)
+    for v in _smaller(g.height, 1):
+        yield g.with_(height=v)
+    for v in _smaller(g.width, 1):
+        yield g.with_(width=v)
+    if not g.depthwise:
+        for groups in _smaller(g.groups, 1):
+            if g.channels % groups == 0 and g.out_channels % groups == 0:
+                yield g.with_(groups=groups)
+        per = g.channels // max(g.groups, 1)
+        for v in _smaller(per, 1):
+            yield g.with_(channels=v * g.groups)
+        for v in _smaller(g.out_channels // max(g.groups, 1), 1):
+            yield g.with_(out_channels=v * g.groups)
+    else:
+        for v in _smaller(g.channels, 1):
+            yield g.with_(channels=v)
+        for v in _smaller(g.out_channels, 1):
+            yield g.with_(out_channels=v)
+    for i in range(2):
+        for v in _smaller(g.kernel[i], 1):
+            yield g.with_(kernel=_pair(g.kernel, i, v))
+    for field in ("strides", "dilations"):
+        for i in range(2):
+            for v in _smaller(getattr(g, field)[i], 1):
+                yield g.with_(**{field: _pair(getattr(g, field), i, v)})
+    if g.padding == "EXPLICIT":
+        pads = list(g.pads)
+        sym = convention == "torch"
+        for i in ((0, 2) if sym else range(4)):
+            for v in _smaller(pads[i], 0):
+                new = list(pads)
+                new[i] = v
+                if sym:
+                    new[i + 1] = v
+                yield g.with_(pads=tuple(new))
+        if convention == "tf":
+            yield g.with_(padding="VALID", pads=(0, 0, 0, 0))
+    if g.padding == "SAME":
+        yield g.with_(padding="VALID")
+    if g.data_format != "NHWC":
+        yield g.with_(data_format="NHWC")
+
+
+def shrink(case: Case, still_fails: Callable[[Case], bool], support: Support,
+           max_calls: int = MAX_CALLS) -> tuple[Case, int]:
+    """The minimal case found and the number of calls made."""
+    calls = 0
+    current, current_key = case, key(case)
+    changed = True
+    while changed and calls < max_calls:
+        changed = False
+        options = [current.with_(geometry=c) for c in candidates(current.geometry,
+                                                                  case.convention)]
+        if current.memory != "contiguous":
+            options.append(current.with_(memory="contiguous"))
+        for cand in options:
+            if not accepts(cand.geometry, case.convention):
+                continue
+            if not support.allows(cand.geometry, shapes(cand.geometry)):
+                continue
+            k = key(cand)
+            if k >= current_key:
+                continue
+            calls += 1
+            if still_fails(cand):
+                current, current_key, changed = cand, k, True
+                break
+            if calls >= max_calls:
+                break
+    return current, calls

@@ -1,0 +1,74 @@
+"""The verdict of one case, against the float64 reference.
+
+Words: ``pass``, ``wrong_values``, ``wrong_shape``, ``raised``, ``nonfinite``,
+``nondeterministic``, ``crashed``, ``timeout``, ``unsupported``. Values are compared element by
+element with the tolerance of :data:`engine.base.dtypes.RTOL` (relative to each element's bound,
+the sum of the absolute values of its terms) under the check blocks' rule
+(:func:`blocks.check_support.verdict`): ``max_rel_error`` is the largest ``|got - ref| / bound``
+(``inf`` where an element with no terms is not exactly 0), ``max_abs_error`` the largest
+``|got - ref|``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from blocks.check_support import verdict as within_tolerance
+from engine.base.dtypes import RTOL
+
+VERDICTS = ("pass", "wrong_values", "wrong_shape", "raised", "nonfinite", "nondeterministic",
+            "crashed", "timeout", "unsupported")
+#: Verdicts that are failures (``pass`` and ``unsupported`` are not).
+FAILURES = VERDICTS[1:-1]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    message: str = ""
+
+
+def errors(got: np.ndarray, ref: np.ndarray, bound: np.ndarray) -> tuple[float, float, float]:
+    """``(max_abs, max_rel, scale)`` of ``got`` against ``ref`` (see the module docstring)."""
+    if ref.size == 0:
+        return 0.0, 0.0, 0.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        err = np.abs(got - ref)
+        rel = np.where(bound > 0, err / np.where(bound > 0, bound, 1.0),
+                       np.where(err > 0, np.inf, 0.0))
+    max_abs = float(np.max(err))
+    return max_abs, float(np.max(rel)), float(np.max(bound))
+
+
+def judge(kind: str, first, second, ref: np.ndarray, bound: np.ndarray,
+          dtype: str) -> Verdict:
+    """The verdict of a worker's outcome (``kind``: ok/raised/unsupported/crashed/timeout)."""
+    if kind != "ok":
+        return Verdict(kind, message=str(first))
+    got = first
+    if second is not None and (second.shape != got.shape
+                               or not np.array_equal(got, second, equal_nan=True)):
+        return Verdict("nondeterministic", message="the same inputs twice gave different "
+                                                   "outputs")
+    if got.shape != ref.shape:
+        return Verdict("wrong_shape", message=f"output shape {list(got.shape)}, expected "
+                                              f"{list(ref.shape)}")
+    bad = ~np.isfinite(got) & np.isfinite(ref)
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        return Verdict("nonfinite", math.inf, math.inf,
+                       f"{int(bad.sum())} non-finite element(s) where the reference is finite, "
+                       f"first at {list(idx)}")
+    max_abs, rel, scale = errors(got, ref, bound)
+    if within_tolerance(max_abs, scale, rel, RTOL[dtype]):
+        return Verdict("pass", max_abs, rel)
+    worst = np.unravel_index(int(np.argmax(np.abs(got - ref))), ref.shape)
+    idx = [int(i) for i in worst]
+    return Verdict("wrong_values", max_abs, rel,
+                   f"max abs error {max_abs:.3g} (relative {rel:.3g}, tolerance "
+                   f"{RTOL[dtype]:g}) at {idx}: got {got[worst]:.6g}, expected {ref[worst]:.6g}")

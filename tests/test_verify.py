@@ -1,0 +1,160 @@
+"""gradblocks verify through the API (engine.api.verify / assert_conformant): every zoo bug
+(tests/verify_zoo.py) caught, shrunk and named; misbehaving targets get their verdicts while
+the sweep goes on; correct implementations in both conventions give no false alarm."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from engine import api
+from engine.base.errors import InvalidArgumentError
+from engine.verify.conventions import OPS
+from engine.verify.shrink import array_sizes
+from tests import verify_zoo as zoo
+
+ZOO = "tests.verify_zoo"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: Cases per sweep in the suite (the default budget is engine.verify.DEFAULT_CASES).
+CASES = 150
+
+
+def _verify(target, op, convention="tf", **options):
+    options.setdefault("cases", CASES)
+    return api.verify(f"{ZOO}:{target}", op=op, convention=convention, path=ROOT, **options)
+
+
+def _assert_minimal(report, limit=64):
+    assert not report.ok
+    m = report.minimal_failures[0]
+    assert all(n <= limit for n in array_sizes(m.failure.case)), array_sizes(m.failure.case)
+    return m
+
+
+@pytest.mark.parametrize("mistake", sorted(zoo.DIAGNOSIS_BUGS))
+def test_each_diagnosis_id_is_caught_shrunk_and_named(mistake):
+    report = _verify(mistake, zoo.DIAGNOSIS_BUGS[mistake])
+    m = _assert_minimal(report)
+    assert m.diagnosis.id == mistake, m.diagnosis.text
+    assert report.to_json()["diagnosis"]["id"] == mistake
+
+
+@pytest.mark.parametrize("bug", sorted(zoo.PUBLIC_BUGS))
+def test_each_public_bug_is_caught_and_shrunk(bug):
+    target, op, convention = zoo.PUBLIC_BUGS[bug]
+    report = _verify(target, op, convention)
+    m = _assert_minimal(report)
+    assert m.failure.verdict.verdict in ("wrong_values", "wrong_shape", "raised")
+    if bug == "backpack30":  # the size lost with the remainder
+        assert m.failure.verdict.verdict == "wrong_shape"
+        assert m.diagnosis.id == "output_size_off_by_one"
+
+
+def test_a_segfault_is_crashed_and_the_sweep_goes_on():
+    report = _verify("segfaults", "Conv2D", cases=20, support="dilations<=2")
+    verdicts = {f.verdict.verdict for f in report.failures}
+    assert verdicts == {"crashed"}
+    assert report.cases == 20 and report.failed < 20  # cases after each crash ran and passed
+    assert "SIGSEGV" in report.minimal.verdict.message
+
+
+def test_a_hang_is_a_timeout_and_a_class_that_timed_out_twice_stops():
+    report = _verify("hangs", "Conv2D", cases=24, case_timeout=0.5,
+                     support="strides=1,3 dilations=1")
+    assert {f.verdict.verdict for f in report.failures} == {"timeout"}
+    per_class = {}
+    for f in report.failures:
+        per_class[f.case.edge] = per_class.get(f.case.edge, 0) + 1
+    assert max(per_class.values()) <= 2
+    assert any(r["passed"] for r in report.classes.values())
+
+
+@pytest.mark.parametrize("target, verdict", [("wrong_shape", "wrong_shape"),
+                                             ("returns_nan", "nonfinite"),
+                                             ("nondeterministic", "nondeterministic")])
+def test_misbehaving_targets_get_their_verdict(target, verdict):
+    report = _verify(target, "Conv2D", cases=60)
+    assert report.minimal.verdict.verdict == verdict or verdict in {
+        m.failure.verdict.verdict for m in report.minimal_failures}
+    if verdict == "nondeterministic":  # one ulp: within tolerance, so no other verdict
+        assert {f.verdict.verdict for f in report.failures} == {"nondeterministic"}
+
+
+def test_not_implemented_is_unsupported_not_failed():
+    report = _verify("no_dilation_support", "Conv2D", cases=60)
+    assert report.ok and report.unsupported > 0
+    assert report.to_json()["unsupported"] == report.unsupported
+
+
+@pytest.mark.parametrize("convention, op", [(c, op) for c in ("tf", "torch") for op in OPS[c]])
+def test_correct_implementations_give_no_false_alarm(convention, op):
+    names = (zoo.CORRECT_TF if convention == "tf" else zoo.CORRECT_TORCH)[op]
+    for name in names:
+        for dtype in ("float32", "float16,float64") if name == names[1] else ("float32",):
+            report = _verify(name, op, convention, cases=50, dtype=dtype, seed=7)
+            assert report.ok, str(report)
+            assert report.cases == 50
+
+
+def test_a_notebook_callable_runs_in_process():
+    from engine import kernels
+
+    report = api.verify(lambda **kw: kernels.conv2d(**kw), op="Conv2D", convention="tf",
+                        cases=40)
+    assert report.ok and report.cases == 40
+    bad = api.verify(lambda **kw: kernels.conv2d(**kw) * 2, op="Conv2D", convention="tf",
+                     cases=40)
+    assert bad.minimal.verdict.verdict == "wrong_values"
+
+
+def test_assert_conformant_message_has_the_diagnosis_and_the_case():
+    with pytest.raises(AssertionError) as info:
+        api.assert_conformant(f"{ZOO}:batch_averaged", op="Conv2DBackpropFilter",
+                              convention="tf", cases=CASES, path=ROOT)
+    text = str(info.value)
+    assert "batch_averaged" in text and "minimal case:" in text and "filter_sizes" in text
+    report = api.assert_conformant(f"{ZOO}:kernels_conv2d", op="Conv2D", convention="tf",
+                                   cases=30, path=ROOT)
+    assert report.ok
+
+
+def test_report_json_and_html():
+    report = _verify("padding_ignored", "Conv2D")
+    j = report.to_json()
+    assert set(j) == {"ok", "op", "convention", "cases", "failed", "unsupported", "failures",
+                      "minimal", "diagnosis"}
+    assert j["failed"] == len(j["failures"]) > 0
+    f = j["minimal"]
+    assert set(f) == {"case", "verdict", "max_abs_error", "max_rel_error", "message"}
+    assert f["case"]["dtype"] == "float32"
+    assert f["case"]["input"]["shape"] and f["case"]["filter"]["dtype"] == "float32"
+    html = report._repr_html_()
+    assert "<table>" in html and "data:image/png;base64," in html
+
+
+def test_structured_values_of_the_minimal_case():
+    report = _verify("batch_averaged", "Conv2DBackpropFilter")
+    f = report.minimal
+    assert f.case.values == "structured"
+    x = np.asarray(f.call.kwargs["input"], np.float64)
+    assert np.array_equal(x.ravel(), np.arange(1, x.size + 1))
+
+
+@pytest.mark.parametrize("options, word", [
+    ({"support": "strides<<2"}, "strides<<2"), ({"support": "colour=red"}, "colour"),
+    ({"support": "padding<=SAME"}, "padding"), ({"dtype": "int8"}, "int8"),
+    ({"cases": 0}, "cases"), ({"case_timeout": -1}, "case_timeout"),
+    ({"op": "conv2d"}, "conv2d")])
+def test_bad_options_name_what_is_wrong(options, word):
+    kwargs = {"op": "Conv2D", "convention": "tf", **options}
+    with pytest.raises(InvalidArgumentError, match=word):
+        api.verify(f"{ZOO}:kernels_conv2d", path=ROOT, **kwargs)
+
+
+def test_support_narrows_the_cases():
+    report = _verify("loops_conv2d", "Conv2D", cases=80,
+                     support="strides<=2 dilations=1 groups=1 layouts=NHWC padding=SAME,VALID")
+    assert report.ok and report.cases == 80
+    assert "layout_nchw" not in report.classes and "asymmetric_explicit" not in report.classes
