@@ -18,8 +18,9 @@ import argparse
 from engine.base.names import escaped
 from engine.cli.commands import _err, _path, _say
 from engine.graph.layer_canvas import read_model, write_layer_canvas
+from engine.graph.model_canvases import list_lines, plan_model, write_model_canvases
 from engine.graph.report import text_table
-from engine.io.models.model_import import ModelImportError, list_rows
+from engine.io.models.model_import import ModelImportError
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -50,8 +51,11 @@ def add_parser(sub) -> None:
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--list", action="store_true", help="print the model's conv layers")
     what.add_argument("--layer", metavar="NAME", help="the conv layer to import")
-    p.add_argument("-o", "--output", metavar="CANVAS.gbc.json",
-                   help="the canvas to write (with --layer; replaced atomically)")
+    what.add_argument("--all", action="store_true",
+                      help="every conv layer: one canvas each and index.json in -o DIR")
+    p.add_argument("-o", "--output", metavar="CANVAS.gbc.json|DIR",
+                   help="the canvas to write (with --layer; replaced atomically), or the "
+                        "folder (with --all; created if missing)")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--input", metavar="FILE.npy",
                         help="the input array (in the canvas layout), copied next to the canvas")
@@ -59,6 +63,9 @@ def add_parser(sub) -> None:
                         help="the input's height and width (default: the model's, if it says)")
     p.add_argument("--batch", type=_batch, metavar="N",
                    help="batch size of the random input (default 1)")
+    p.add_argument("--weights", metavar="FILE.npz",
+                   help="ONNX: arrays for graph inputs without an initializer (weights fed at "
+                        "run time), one per input, keyed by the input's name")
     p.add_argument("--layout", choices=("NHWC", "NCHW"),
                    help="the canvas data_format (default: the model's own)")
     p.add_argument("--attrs", metavar="'strides=2,2 padding=SAME ...'",
@@ -70,6 +77,10 @@ def cmd_import(opts) -> int:
     if opts.layer is not None and not opts.output:
         _err("import --layer needs -o CANVAS.gbc.json (the canvas to write)")
         return 2
+    if opts.all and (not opts.output or opts.input or opts.input_size):
+        _err("import --all needs -o DIR and takes no --input or --input-size (each layer's "
+             "input size is the model's)")
+        return 2
     if opts.list and (opts.output or opts.input or opts.input_size or opts.batch):
         _err("import --list takes no -o, --input, --input-size or --batch")
         return 2
@@ -77,14 +88,23 @@ def cmd_import(opts) -> int:
         _err("import: --batch is for the random input; with --input the array gives the batch")
         return 2
     try:
-        found = read_model(opts.model, opts.attrs)
+        found = read_model(opts.model, opts.attrs, opts.weights)
         if opts.list:
-            if found.layers:
-                _say(text_table(list_rows(found.layers)))
-            else:
-                _say(f"{opts.model}: no importable conv layers")
-            for reason in found.refused.values():
-                _say(f"cannot import: {escaped(reason)}")
+            rows, refused = list_lines(plan_model(found, 1, opts.layout))
+            _say(text_table(rows) if len(rows) > 1 else
+                 f"{opts.model}: no importable conv layers")
+            for reason in refused:
+                _say(f"cannot import: {reason}")
+            return 0
+        if opts.all:
+            index = write_model_canvases(found, opts.output, batch=opts.batch or 1,
+                                         layout=opts.layout, protected=(opts.model,))
+            written = sum("canvas" in item for item in index)
+            for item in index:
+                if "skipped" in item:
+                    _say(f"skipped: {escaped(item['skipped'])}")
+            _say(f"wrote {written} canvases and {opts.output}/index.json "
+                 f"({len(index) - written} conv layers skipped)")
             return 0
         layer = found.find(opts.layer, _path(opts.model))
         done = write_layer_canvas(layer, opts.output, input_hw=opts.input_size,
@@ -102,9 +122,15 @@ def cmd_import(opts) -> int:
          f"padding {conv.attrs['padding']}"
          + (f" {conv.attrs['explicit_paddings']}" if conv.attrs["padding"] == "EXPLICIT" else "")
          + f", input {list(conv.input_shape)} -> output {list(done.output_shape)}")
+    if layer.batch is None and opts.batch is None and opts.input is None:
+        _say("batch 1: the model does not fix its batch (a symbolic or unknown size); "
+             "--batch N sets it")
     if layer.bias is not None:
         _say(f"bias [{layer.bias.shape[0]}]: saved as the Tensor block 'bias' (TensorFlow's "
              "conv op has no bias; add it after forward yourself)")
+    if layer.activation:
+        _say(f"activation {escaped(layer.activation, 60)}: the model applies it after the conv "
+             "(and the bias); the canvas computes the conv alone (a note on the canvas says so)")
     for path in done.files:
         _say(f"wrote {path}")
     return 0

@@ -16,8 +16,10 @@ The canvas is written only if ``gradblocks check`` would accept it (:func:`check
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -41,8 +43,10 @@ from engine.io.models.model_import import (
     ModelLayers,
     TfConv,
     translate,
+    transposed_output_hw,
 )
 from engine.io.models.onnx_reader import read_onnx
+from engine.io.models.onnx_tensors import read_weights_npz
 from engine.io.models.weights_reader import parse_attrs, read_weights
 from engine.shapes.conv import conv2d_geometry
 
@@ -50,9 +54,11 @@ MODEL_SUFFIXES = (".onnx", ".keras", ".h5", ".hdf5", ".safetensors", ".npz")
 CANVAS_SUFFIX = ".gbc.json"
 
 
-def read_model(path: str, attrs_text: str | None = None) -> ModelLayers:
+def read_model(path: str, attrs_text: str | None = None,
+               weights_path: str | None = None) -> ModelLayers:
     """The conv layers of a model file, by its suffix; ``attrs_text`` (``--attrs``) is for
-    weight files only."""
+    weight files only, ``weights_path`` (``--weights FILE.npz``: arrays for graph inputs, by
+    name) for ONNX models only."""
     suffix = Path(path).suffix.lower()
     if suffix not in MODEL_SUFFIXES:
         raise ModelImportError(f"{path}: unknown model format {suffix or '(no suffix)'!r} "
@@ -64,7 +70,12 @@ def read_model(path: str, attrs_text: str | None = None) -> ModelLayers:
     if attrs_text:
         raise ModelImportError(f"--attrs is for .safetensors and .npz files: {path} carries "
                                "its layers' attributes")
-    return read_onnx(path) if suffix == ".onnx" else read_keras(path)
+    if weights_path is not None and suffix != ".onnx":
+        raise ModelImportError(f"--weights is for ONNX models (arrays for graph inputs): {path} "
+                               "carries its weights")
+    if suffix == ".onnx":
+        return read_onnx(path, read_weights_npz(weights_path) if weights_path else None)
+    return read_keras(path)
 
 
 @dataclass(frozen=True)
@@ -110,8 +121,9 @@ def plan_layer(layer: ConvLayer, input_hw: tuple[int, int] | None = None, batch:
         input_hw = input_array.shape[1:3] if fmt == "NHWC" else input_array.shape[2:4]
     input_hw = input_hw or layer.input_hw
     if input_hw is None:
-        raise ModelImportError(f"layer {layer.name!r}: the model does not say its input size: "
-                               "give --input-size H,W or --input FILE.npy")
+        why = f" ({layer.input_unknown})" if layer.input_unknown else ""
+        raise ModelImportError(f"layer {layer.name!r}: the model does not say its input "
+                               f"size{why}: give --input-size H,W or --input FILE.npy")
     conv = translate(layer, tuple(int(v) for v in input_hw), int(batch), fmt)
     where = f"layer {layer.name!r} on input {list(conv.input_shape)}"
     for what, size in (("batch", int(batch)), ("height", int(input_hw[0])),
@@ -120,15 +132,38 @@ def plan_layer(layer: ConvLayer, input_hw: tuple[int, int] | None = None, batch:
             raise ModelImportError(f"{where}: the input {what} is {size}, so the input is empty "
                                    "(it must be at least 1)")
     try:
-        g = conv2d_geometry(conv.input_shape, layer.weights.shape, depthwise=layer.depthwise,
-                            **conv.attrs)
+        if layer.transposed:  # the forward conv of which it is the input gradient, on Y
+            output_shape = _transposed_output(layer, conv, int(batch),
+                                              tuple(map(int, input_hw)), where)
+        else:
+            output_shape = tuple(conv2d_geometry(conv.input_shape, layer.weights.shape,
+                                                 depthwise=layer.depthwise,
+                                                 **conv.attrs).output_shape)
     except InvalidArgumentError as err:
         raise ModelImportError(f"{where}: {err}") from None
-    if 0 in g.output_shape:
-        raise ModelImportError(f"{where}: the output {list(g.output_shape)} is empty (the "
+    if 0 in output_shape:
+        raise ModelImportError(f"{where}: the output {list(output_shape)} is empty (the "
                                "input, padded, is smaller than the dilated kernel)")
-    _check_like_check(layer, conv, g.output_shape, where, memory_limit)
-    return conv, g.output_shape
+    _check_like_check(layer, conv, output_shape, where, memory_limit)
+    return conv, output_shape
+
+
+def _transposed_output(layer: ConvLayer, conv: TfConv, batch: int, input_hw: tuple[int, int],
+                       where: str) -> tuple[int, ...]:
+    """A transposed conv's output shape Y, checked: the forward conv on Y must give back the
+    input X's shape."""
+    oh, ow = transposed_output_hw(layer, input_hw)
+    fmt = conv.attrs["data_format"]
+    c = layer.out_channels
+    y = (batch, oh, ow, c) if fmt == "NHWC" else (batch, c, oh, ow)
+    if min(oh, ow) < 1:
+        raise ModelImportError(f"{where}: the output {list(y)} is empty")
+    g = conv2d_geometry(y, layer.weights.shape, **conv.attrs)
+    if tuple(g.output_shape) != tuple(conv.input_shape):
+        raise ModelImportError(f"{where}: the conv on the output {list(y)} gives "
+                               f"{list(g.output_shape)}, not the input's shape (output_padding "
+                               "must be smaller than the stride)")
+    return y
 
 
 def _check_like_check(layer: ConvLayer, conv: TfConv, output_shape: tuple[int, ...],
@@ -136,6 +171,10 @@ def _check_like_check(layer: ConvLayer, conv: TfConv, output_shape: tuple[int, .
     """Refuse, naming the layer (``where``), what ``gradblocks check`` would refuse in the
     layer's canvas, with check's reason: the canvas, its arrays standing in as random tensors of
     the same shapes and dtype (nothing is read or written), compiled as check compiles it."""
+    key = (_layer_key(layer), conv.op, json.dumps(conv.attrs, sort_keys=True),
+           tuple(conv.input_shape), tuple(output_shape), memory_limit)
+    if key in _PASSED:  # a model repeats its geometries: check each once
+        return
     arrays = {"filter": layer.weights, "bias": layer.bias}
     try:
         canvas = build_canvas(layer, conv, output_shape,
@@ -147,10 +186,29 @@ def _check_like_check(layer: ConvLayer, conv: TfConv, output_shape: tuple[int, .
     except InvalidArgumentError as err:
         raise ModelImportError(f"{where}: {err}") from None
     lines = problem_lines(compile_canvas(canvas, None, memory_limit))
+    if not lines:
+        if len(_PASSED) >= PASSED_ENTRIES:
+            _PASSED.pop(next(iter(_PASSED)))
+        _PASSED[key] = None
     if lines:
         more = f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""
         raise ModelImportError(f"{where}: `gradblocks check` would refuse its canvas: "
                                f"{lines[0]}{more}")
+
+
+#: Layers whose canvas compiled without a problem, by :func:`_layer_key`, op, attributes,
+#: shapes and memory limit (the oldest forgotten first); a failing one is compiled again, to
+#: name its own blocks.
+PASSED_ENTRIES = 4096
+_PASSED: dict[tuple, None] = {}
+
+
+def _layer_key(layer: ConvLayer) -> tuple:
+    """Every field of ``layer`` but its name (which only titles blocks), arrays by shape and
+    dtype: with the op, attributes and shapes, all that the check of its canvas depends on."""
+    return tuple((f.name, (v.shape, v.dtype.str) if isinstance(v, np.ndarray) else v)
+                 for f in dataclasses.fields(layer) if f.name != "name"
+                 for v in [getattr(layer, f.name)])
 
 
 #: How many characters of a layer's name a block title shows (the rest of a title, shapes
@@ -184,8 +242,62 @@ def build_canvas(layer: ConvLayer, conv: TfConv, output_shape: tuple[int, ...],
                                     "dtype": dtype, "seed": 1},
                id="out_backprop",
                title=f"out_backprop {'x'.join(map(str, output_shape))} (random_normal)")
-    depthwise = conv.op == "DepthwiseConv2D"
     c.add_node(conv.op, (600, 0), conv.attrs, id="forward", title=title(f"{name} ({layer.op})"))
+    if layer.transposed:
+        _transposed_blocks(c, conv, output_shape, name)
+    else:
+        _conv_blocks(c, conv, name)
+    if "bias" in paths:
+        c.add_node("Tensor", (0, 480), {"fill": "file", "path": paths["bias"], "dtype": dtype},
+                   id="bias", title=title(f"{name} bias (not part of the conv op)"))
+    for i, text in enumerate(canvas_notes(layer)):
+        c.add_note((900, 200 * i), text, id=f"note_{i + 1}")
+    return c
+
+
+def canvas_notes(layer: ConvLayer) -> list[str]:
+    """What a canvas's notes say of the layer: how a transposed conv maps onto TensorFlow's
+    ops; an activation the model applies after the conv, which the canvas leaves out."""
+    notes = []
+    if layer.transposed:
+        notes.append("A transposed conv is TensorFlow's Conv2DBackpropInput: forward = the "
+                     "input gradient of a Conv2D on an input shaped like the output, with "
+                     "input = its out_backprop. Its gradients: grad_input = Conv2D(out_backprop, "
+                     "filter), grad_filter = Conv2DBackpropFilter(out_backprop, filter_sizes, "
+                     "input).")
+    if layer.activation:
+        notes.append(f"The model applies the activation {layer.activation[:60]!r} after this "
+                     "conv (and its bias); the canvas computes the conv alone.")
+    return notes
+
+
+def _transposed_blocks(c: Canvas, conv: TfConv, output_shape: tuple[int, ...],
+                       name: str) -> None:
+    """forward = Conv2DBackpropInput(output_sizes, filter, input); grad_input = Conv2D(
+    out_backprop, filter); grad_filter = Conv2DBackpropFilter(out_backprop, filter_sizes,
+    input): the adjoints of the transposed conv."""
+    c.add_node("IntVector", (330, 0), {"values": list(output_shape)}, id="output_sizes",
+               title="output_sizes")
+    c.add_node("ShapeOf", (330, 220), id="filter_sizes", title="filter_sizes")
+    c.add_node("Conv2D", (600, 360), conv.attrs, id="grad_input",
+               title=escaped(f"{name} grad_input", MAX_TITLE))
+    c.add_node("Conv2DBackpropFilter", (600, 180), conv.attrs, id="grad_filter",
+               title=escaped(f"{name} grad_filter", MAX_TITLE))
+    for src, dst in (("output_sizes", "forward.input_sizes"), ("filter", "forward.filter"),
+                     ("input", "forward.out_backprop"), ("filter", "filter_sizes.input"),
+                     ("out_backprop", "grad_input.input"), ("filter", "grad_input.filter"),
+                     ("out_backprop", "grad_filter.input"),
+                     ("filter_sizes", "grad_filter.filter_sizes"),
+                     ("input", "grad_filter.out_backprop")):
+        node, port = dst.split(".")
+        c.connect((src, "output"), (node, port))
+
+
+def _conv_blocks(c: Canvas, conv: TfConv, name: str) -> None:
+    """The two backprop blocks of a Conv2D / DepthwiseConv2D and their size blocks."""
+    def title(text: str) -> str:
+        return escaped(text, MAX_TITLE)
+    depthwise = conv.op == "DepthwiseConv2D"
     c.add_node("ShapeOf", (330, 220), id="filter_sizes", title="filter_sizes")
     c.add_node("ShapeOf", (330, 420), id="input_sizes", title="input_sizes")
     c.add_node("DepthwiseBackpropFilter" if depthwise else "Conv2DBackpropFilter", (600, 180),
@@ -200,10 +312,6 @@ def build_canvas(layer: ConvLayer, conv: TfConv, output_shape: tuple[int, ...],
                      ("out_backprop", "grad_input.out_backprop")):
         node, port = dst.split(".")
         c.connect((src, "output"), (node, port))
-    if "bias" in paths:
-        c.add_node("Tensor", (0, 480), {"fill": "file", "path": paths["bias"], "dtype": dtype},
-                   id="bias", title=title(f"{name} bias (not part of the conv op)"))
-    return c
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:

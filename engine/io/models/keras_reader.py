@@ -1,5 +1,7 @@
-"""The Conv2D and DepthwiseConv2D layers of a Keras model file, read with ``h5py`` and the
-file's own config JSON (no TensorFlow; ``h5py`` is in the ``models`` extra).
+"""The conv layers of a Keras model file (Conv2D, DepthwiseConv2D; SeparableConv2D and
+Conv2DTranspose through :mod:`engine.io.models.keras_layers`), each with its input size from the
+config's walk (:mod:`engine.io.models.keras_graph`), read with ``h5py`` and the file's own config
+JSON (no TensorFlow; ``h5py`` is in the ``models`` extra; opening: :mod:`.keras_open`).
 
 Two formats, told apart by their first bytes:
 
@@ -32,20 +34,35 @@ is refused). Problems of the whole file raise
 
 from __future__ import annotations
 
-import io
-import os
 import re
-import zipfile
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.base.memory_limit import DEFAULT_MEMORY_LIMIT, gib
+from engine.base.memory_limit import DEFAULT_MEMORY_LIMIT
 from engine.base.names import shown
-from engine.io import strict_json
-from engine.io.models import hdf5_guard
+from engine.io.models import hdf5_guard, keras_graph
+from engine.io.models.keras_layers import (
+    _MISSING,
+    _count,
+    _found,
+    _ints,
+    _LayerProblem,
+    _positive,
+    activation_of,
+    common,
+    separable_layers,
+    transposed_layer,
+)
+from engine.io.models.keras_open import (  # noqa: F401  (the limits, named here too)
+    CONFIG_MEMBER,
+    MAX_CONFIG_BYTES,
+    MAX_CONFIG_DEPTH,
+    WEIGHTS_MEMBER,
+    ZIP_ERRORS,
+    open_keras,
+)
 from engine.io.models.model_import import (
     ConvLayer,
     ModelImportError,
@@ -55,62 +72,15 @@ from engine.io.models.model_import import (
     need_module,
 )
 
-CONV_CLASSES = ("Conv2D", "DepthwiseConv2D")
-OTHER_CONV_CLASSES = ("Conv1D", "Conv3D", "SeparableConv2D", "SeparableConv1D", "Conv2DTranspose",
-                      "Conv3DTranspose", "Conv1DTranspose", "DepthwiseConv1D")
+CONV_CLASSES = ("Conv2D", "DepthwiseConv2D", "SeparableConv2D", "Conv2DTranspose")
+OTHER_CONV_CLASSES = ("Conv1D", "Conv3D", "SeparableConv1D", "Conv3DTranspose", "Conv1DTranspose",
+                      "DepthwiseConv1D")
+#: The variables of the conv layers beyond Conv2D / DepthwiseConv2D, in Keras's order.
+VARIABLES = {"SeparableConv2D": ("depthwise_kernel", "pointwise_kernel", "bias"),
+             "Conv2DTranspose": ("kernel", "bias")}
 MODEL_CLASSES = ("Sequential", "Functional", "Model")
 #: Keras's data_format -> the canvas layout (Keras's default, null, is channels_last).
 DATA_FORMATS = {"channels_last": "NHWC", "channels_first": "NCHW", None: "NHWC"}
-#: Size of config.json read from a .keras zip (or of a .h5's model_config), at most.
-MAX_CONFIG_BYTES = 64 * 2**20
-#: Deepest nesting of a config's JSON (a model nested in a model adds 4 levels; Keras's own
-#: configs need about 10).
-MAX_CONFIG_DEPTH = 200
-CONFIG_MEMBER = "config.json"
-WEIGHTS_MEMBER = "model.weights.h5"
-#: What zipfile raises on a damaged or unsupported archive or member.
-ZIP_ERRORS = (OSError, EOFError, RuntimeError, NotImplementedError, ValueError, zlib.error,
-              zipfile.BadZipFile)
-_MISSING = object()
-
-
-def _found(value: object) -> str:
-    """A config value as a message shows what was found: ``a string '3'``, ``null``..."""
-    if value is _MISSING:
-        return "missing"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"the boolean {'true' if value else 'false'}"
-    kind = {int: "the integer", float: "the number", str: "the string", list: "the list",
-            dict: "the object"}.get(type(value), type(value).__name__)
-    return f"{kind} {shown(value, 60)}"
-
-
-def _count(value: object) -> bool:
-    return type(value) is int and value >= 1
-
-
-class _LayerProblem(Exception):
-    """A reason one layer cannot be imported (the reader adds the file and layer names)."""
-
-
-def _ints(config: dict, key: str, default: object = _MISSING) -> tuple[int, int]:
-    """``config[key]``: one positive integer or a list of two (never booleans)."""
-    value = config.get(key, default)
-    if _count(value):
-        return value, value
-    if isinstance(value, list) and len(value) == 2 and all(_count(v) for v in value):
-        return value[0], value[1]
-    raise _LayerProblem(f"{key} is {_found(value)}, expected a positive integer or a list of 2 "
-                        "(a 2-D conv)")
-
-
-def _positive(config: dict, key: str, default: object = _MISSING) -> int:
-    value = config.get(key, default)
-    if not _count(value):
-        raise _LayerProblem(f"{key} is {_found(value)}, expected a positive integer")
-    return value
 
 
 def snake_case(class_name: str) -> str:
@@ -121,18 +91,17 @@ def snake_case(class_name: str) -> str:
     return re.sub("([a-z])([A-Z])", r"\1_\2", name).lower()
 
 
-def _input_hw(entry: dict, previous: dict, fmt: str) -> tuple[int, int] | None:
-    """The layer's input rows and columns, when the config says them."""
-    for source in (entry, previous if previous.get("class_name") == "InputLayer" else {}):
-        build = source.get("build_config")
-        shape = build.get("input_shape") if isinstance(build, dict) else None
-        config = source.get("config")
-        config = config if isinstance(config, dict) else {}
-        shape = shape or config.get("batch_input_shape") or config.get("batch_shape")
-        if isinstance(shape, list) and len(shape) == 4:
-            hw = shape[1:3] if fmt == "NHWC" else shape[2:4]
-            return (hw[0], hw[1]) if all(_count(v) for v in hw) else None
-    return None
+def _input_hw(shape: object, config: dict) -> tuple[tuple[int, int] | None, str | None]:
+    """A conv layer's input rows and columns from its input ``shape`` (the walk's), or None
+    and why they are unknown."""
+    if isinstance(shape, str):
+        return None, shape
+    if not isinstance(shape, tuple) or len(shape) != 4:
+        return None, f"its input shape is {shown(shape, 60)}, expected 4 dimensions"
+    hw = shape[2:4] if config.get("data_format") == "channels_first" else shape[1:3]
+    if not all(_count(v) for v in hw):
+        return None, f"its input shape {list(shape)} leaves the size open"
+    return (hw[0], hw[1]), None
 
 
 def _weight_names(value: object) -> list[str]:
@@ -236,12 +205,29 @@ class _Reader:
                 yield path, name, entry, previous
             previous = entry
 
-    def conv_layer(self, name: str, entry: dict, previous: dict, wpath: str) -> ConvLayer:
-        """The conv layer of this config entry, its attributes checked before its weights
-        are read."""
+    def conv_layers(self, name: str, entry: dict, wpath: str,
+                    shape: object) -> list[ConvLayer]:
+        """The conv layer(s) of this config entry (a SeparableConv2D is two), attributes checked
+        before weights are read; ``shape`` is its input shape from the walk
+        (:mod:`engine.io.models.keras_graph`) or why it is unknown."""
         kind, c = entry["class_name"], entry.get("config", _MISSING)
         if not isinstance(c, dict):
             raise _LayerProblem(f"its config is {_found(c)}, expected an object")
+        hw, unknown = _input_hw(shape, c)
+        if kind in VARIABLES:
+            roles = VARIABLES[kind]
+            common(c)  # the attributes first
+            if c.get("use_bias", True) is False:
+                roles = roles[:-1]
+            weights = self.read_roles(wpath, name, roles)
+            if kind == "Conv2DTranspose":
+                return [transposed_layer(name, c, weights, hw, unknown)]
+            return separable_layers(name, c, weights, hw, unknown)
+        return [self.conv_layer(name, kind, c, wpath, hw, unknown)]
+
+    def conv_layer(self, name: str, kind: str, c: dict, wpath: str,
+                   input_hw: tuple[int, int] | None, unknown: str | None) -> ConvLayer:
+        """A Conv2D or DepthwiseConv2D layer."""
         kernel = _ints(c, "kernel_size")
         strides = _ints(c, "strides", 1)
         dilations = _ints(c, "dilation_rate", 1)
@@ -291,8 +277,8 @@ class _Reader:
         layer = ConvLayer(name=name, kernel=kernel, strides=strides, dilations=dilations,
                           padding=padding.upper(), pads=(0, 0, 0, 0), groups=groups,
                           in_channels=in_channels, out_channels=out, data_format=fmt,
-                          weights=np.ascontiguousarray(w), bias=bias,
-                          input_hw=_input_hw(entry, previous, fmt))
+                          weights=np.ascontiguousarray(w), bias=bias, input_hw=input_hw,
+                          input_unknown=unknown, activation=activation_of(c))
         check_layer(layer)
         return layer
 
@@ -380,113 +366,28 @@ class _Reader:
                                 "no bias")
         return out + [self.dataset(f"{prefix}{key}/{biases[0]}", "the bias")]
 
-
-# -- opening the file -----------------------------------------------------------------------
-
-
-def _parse_config(text: bytes | str, where: str) -> dict:
-    """The config JSON as an object, or a one-line error naming ``where``."""
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise ModelImportError(f"{where} is not UTF-8 text (byte {err.start})") from None
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as err:  # h5py's surrogate escapes of bytes that are not UTF-8
-        raise ModelImportError(f"{where} is not UTF-8 text (character {err.start})") from None
-    data, problems = strict_json.loads(text, max_depth=MAX_CONFIG_DEPTH)
-    if problems:
-        at, what = problems[0]
-        raise ModelImportError(f"{where}: {what} (at {at})")
-    if not isinstance(data, dict):
-        raise ModelImportError(f"{where} is {_found(data)}, expected an object (a model)")
-    return data
-
-
-def _member(z: zipfile.ZipFile, name: str, limit: int, why: str, path: str) -> bytes:
-    """The zip member ``name`` if its declared size is at most ``limit`` (zipfile never
-    returns more than the declared size)."""
-    try:
-        info = z.getinfo(name)
-    except KeyError:
-        raise ModelImportError(f"{path}: a .keras zip without {name}") from None
-    if info.file_size > limit:
-        raise ModelImportError(f"{path}: {name} is {gib(info.file_size)} uncompressed, "
-                               f"more than {why} ({gib(limit)}): not read")
-    return z.read(info)
-
-
-def _open_zip(path: str, h5py, limit: int) -> tuple[dict, object, int]:
-    """config.json and model.weights.h5 of a .keras zip, read into memory (nothing is
-    extracted) after checking their declared sizes."""
-    try:
-        with zipfile.ZipFile(path) as z:
-            raw = _member(z, CONFIG_MEMBER, MAX_CONFIG_BYTES, "a config may be", path)
-            data = _member(z, WEIGHTS_MEMBER, limit, "the memory limit", path)
-    except ModelImportError:
-        raise
-    except ZIP_ERRORS as err:
-        raise ModelImportError(f"{path}: not a readable .keras zip ({type(err).__name__}: "
-                               f"{err})") from None
-    config = _parse_config(raw, f"{path}: {CONFIG_MEMBER}")
-    try:
-        h5 = h5py.File(io.BytesIO(data), "r")
-    except hdf5_guard.H5_ERRORS as err:
-        raise ModelImportError(f"{path}: {WEIGHTS_MEMBER} is not a readable HDF5 file "
-                               f"({type(err).__name__}: {err})") from None
-    return config, h5, len(data)
-
-
-def _legacy_config(h5, path: str) -> dict:
-    try:
-        raw = h5.attrs.get("model_config")
-    except hdf5_guard.H5_ERRORS as err:
-        raise ModelImportError(f"{path}: the model_config attribute cannot be read "
-                               f"({type(err).__name__}: {err})") from None
-    if raw is None:
-        raise ModelImportError(f"{path}: an HDF5 file without a model_config attribute "
-                               "(a weights-only file has no layer attributes)")
-    if isinstance(raw, np.ndarray) and raw.shape == () or isinstance(raw, np.bytes_):
-        raw = raw.item() if isinstance(raw, np.ndarray) else bytes(raw)
-    if not isinstance(raw, str | bytes):
-        raise ModelImportError(f"{path}: the model_config attribute is {shown(raw, 60)}, "
-                               "expected a JSON string")
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise ModelImportError(f"{path}: the model_config attribute has {gib(len(raw))}, "
-                               f"more than a config may have ({gib(MAX_CONFIG_BYTES)})")
-    return _parse_config(raw, f"{path}: the model_config attribute")
-
-
-def _open(path: str, h5py, limit: int) -> _Reader:
-    """The file's config and an open :class:`_Reader` (its HDF5 file checked)."""
-    try:
-        hdf5 = h5py.is_hdf5(path)
-        is_zip = not hdf5 and zipfile.is_zipfile(path)
-        size = os.path.getsize(path)
-    except OSError as err:
-        raise ModelImportError(f"{path}: cannot read the file ({err.strerror or err})") from None
-    if is_zip:
-        config, h5, size = _open_zip(path, h5py, limit)
-        source = f"{path}: {WEIGHTS_MEMBER}"
-    elif hdf5:
-        try:
-            h5 = h5py.File(path, "r")
-        except hdf5_guard.H5_ERRORS as err:
-            raise ModelImportError(f"{path}: not a readable HDF5 file ({type(err).__name__}: "
-                                   f"{err})") from None
-        source, config = path, None
-    else:
-        raise ModelImportError(f"{path}: not a Keras model (neither a .keras zip nor an HDF5 "
-                               "file)")
-    try:
-        hdf5_guard.check_file(h5, source)
-        if config is None:
-            config = _legacy_config(h5, path)
-    except BaseException:
-        h5.close()
-        raise
-    return _Reader(path, h5, source, size, limit, legacy=not is_zip, config=config)
+    def read_roles(self, wpath: str, name: str, roles: tuple[str, ...]) -> list[np.ndarray]:
+        """A layer's variables in Keras's order (``roles``: their names): ``.keras``
+        ``<wpath>/vars/<i>``; ``.h5`` the ``weight_names`` whose last part is the role."""
+        if not self.legacy:
+            where = f"{wpath}/vars"
+            if hdf5_guard.get_group(self.h5, where, self.source, "the variables") is None:
+                raise _LayerProblem(f"{WEIGHTS_MEMBER} has no variables at {shown(where)}")
+            return [self.dataset(f"{where}/{i}", f"the {role}") for i, role in enumerate(roles)]
+        if self._index is None:
+            self._index = self._build_index()
+        groups = self._index.get(name, {})
+        key = name if name in groups else next(iter(groups), None)
+        if key is None:
+            problem = self._index_problems.get(name)
+            raise _LayerProblem(f"group {shown(name)}: {problem}" if problem else
+                                "the file lists no weights for this layer (in any group's "
+                                "weight_names)")
+        tails = {n.rsplit("/", 1)[-1].split(":")[0]: n for n in groups[key]}
+        missing = [r for r in roles if r not in tails]
+        if missing:
+            raise _LayerProblem(f"its weight_names {shown(groups[key], 80)} name no {missing[0]}")
+        return [self.dataset(f"{self._prefix}{key}/{tails[r]}", f"the {r}") for r in roles]
 
 
 def _layer_list(reader: _Reader) -> list:
@@ -503,16 +404,19 @@ def read_keras(path: str, memory_limit: int = DEFAULT_MEMORY_LIMIT) -> ModelLaye
     """The Conv2D / DepthwiseConv2D layers of a ``.keras`` or ``.h5`` Keras model; the weights
     read together, and each zip member read, fit ``memory_limit`` bytes."""
     h5py = need_module("h5py", "a Keras model")
-    reader = _open(path, h5py, memory_limit)
+    config, h5, source, size, legacy = open_keras(path, h5py, memory_limit)
+    reader = _Reader(path, h5, source, size, memory_limit, legacy=legacy, config=config)
     found_layers = ModelLayers([], {}, {})
     with reader.h5:
-        for wpath, name, entry, previous in reader.walk(_layer_list(reader), "layers",
-                                                        "$.config.layers"):
+        layers = _layer_list(reader)
+        shapes = keras_graph.layer_inputs(reader.config)
+        for wpath, name, entry, _previous in reader.walk(layers, "layers", "$.config.layers"):
             kind = entry["class_name"]
             said = f"layer {shown(name)}"
             if kind in CONV_CLASSES:
                 try:
-                    found_layers.layers.append(reader.conv_layer(name, entry, previous, wpath))
+                    found_layers.layers += reader.conv_layers(
+                        name, entry, wpath, shapes.get(id(entry), "the walk did not reach it"))
                 except _LayerProblem as err:
                     found_layers.refused[name] = f"{said}: {err} (in {path})"
                 except ModelImportError as err:  # a dataset's problem names the file already
@@ -520,8 +424,8 @@ def read_keras(path: str, memory_limit: int = DEFAULT_MEMORY_LIMIT) -> ModelLaye
                     found_layers.refused[name] = (f"{said}: {text}" if text.startswith(path)
                                                   else f"{text} (in {path})")
             elif kind in OTHER_CONV_CLASSES:
-                found_layers.refused[name] = (f"{said}: {kind} cannot be imported, Conv2D and "
-                                              f"DepthwiseConv2D only (in {path})")
+                found_layers.refused[name] = (f"{said}: {kind} cannot be imported, only "
+                                              f"{', '.join(CONV_CLASSES)} (in {path})")
             else:
                 shown_kind = kind if re.fullmatch(r"[\w.]{1,80}", kind, re.ASCII) else shown(kind)
                 found_layers.others[name] = f"{said}: {shown_kind} is not a conv layer"

@@ -16,7 +16,7 @@ the layer. Names come from files: messages quote them with ``repr`` and tables s
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
 
 import ml_dtypes
@@ -62,6 +62,18 @@ class ConvLayer:
     bias: np.ndarray | None = None
     input_hw: tuple[int, int] | None = None  # the model's input size for this layer, if known
     batch: int | None = None
+    input_unknown: str | None = None  # why the model's input size is unknown (for the message)
+    activation: str | None = None  # an activation the model applies after the conv (not here)
+    #: A transposed conv (TF's Conv2DBackpropInput): the fields describe the forward conv whose
+    #: input gradient it is (pads, strides, dilations of that conv; in_channels are the
+    #: transposed conv's input X, out_channels its output Y), weights [kh, kw, out / groups,
+    #: in]; output_padding rows/cols are added after, as ONNX and Keras define them.
+    transposed: bool = False
+    output_padding: tuple[int, int] = (0, 0)
+    #: A transposed conv whose output size is fixed (ONNX ConvTranspose ``output_shape``): its
+    #: rows and cols whatever the input size; the pads follow from the input size
+    #: (:func:`at_input_size`), the odd one before, or after when ``padding`` is SAME.
+    output_hw: tuple[int, int] | None = None
 
     @property
     def depthwise(self) -> bool:
@@ -70,11 +82,15 @@ class ConvLayer:
 
     @property
     def op(self) -> str:
+        if self.transposed:
+            return "transposed"
         if self.depthwise:
             return "depthwise"
         return "grouped" if self.groups > 1 else "Conv2D"
 
     def padding_text(self) -> str:
+        if self.output_hw is not None:
+            return "output_shape " + ",".join(map(str, self.output_hw))
         if self.padding == "EXPLICIT":
             return "pads " + ",".join(map(str, self.pads))
         return self.padding
@@ -103,7 +119,9 @@ def check_layer(layer: ConvLayer) -> None:
         raise ModelImportError(f"layer {layer.name!r}: groups {layer.groups} does not divide "
                                f"in_channels {layer.in_channels} and out_channels "
                                f"{layer.out_channels}")
-    if layer.depthwise:
+    if layer.transposed:
+        want = (*layer.kernel, layer.out_channels // layer.groups, layer.in_channels)
+    elif layer.depthwise:
         want = (*layer.kernel, layer.in_channels, layer.out_channels // layer.in_channels)
     else:
         want = (*layer.kernel, layer.in_channels // layer.groups, layer.out_channels)
@@ -143,6 +161,7 @@ def translate(layer: ConvLayer, input_hw: tuple[int, int], batch: int = 1,
     padding is even, else EXPLICIT with the odd pad before, as ONNX defines it.
     """
     fmt = layout or layer.data_format
+    layer = at_input_size(layer, input_hw)
     (kh, kw), (sh, sw), (dh, dw) = layer.kernel, layer.strides, layer.dilations
     padding, pads = layer.padding, layer.pads
     if padding == "SAME_LOWER":
@@ -166,7 +185,63 @@ def translate(layer: ConvLayer, input_hw: tuple[int, int], batch: int = 1,
         attrs["explicit_paddings"] = explicit
     h, w = input_hw
     shape = (batch, h, w, layer.in_channels) if fmt == "NHWC" else (batch, layer.in_channels, h, w)
-    return TfConv("DepthwiseConv2D" if layer.depthwise else "Conv2D", attrs, shape)
+    op = "Conv2DBackpropInput" if layer.transposed else (
+        "DepthwiseConv2D" if layer.depthwise else "Conv2D")
+    return TfConv(op, attrs, shape)
+
+
+def transposed_output_hw(layer: ConvLayer, input_hw: tuple[int, int]) -> tuple[int, int]:
+    """A transposed conv's output rows and columns: (in - 1) * stride + (k - 1) * dilation + 1
+    - pad_before - pad_after + output_padding, per axis (ONNX ConvTranspose, Keras
+    Conv2DTranspose)."""
+    layer = at_input_size(layer, input_hw)
+    t, b, left, r = layer.pads if layer.padding == "EXPLICIT" else (0, 0, 0, 0)
+    return tuple(  # type: ignore[return-value]
+        (size - 1) * s + (k - 1) * d + 1 - p0 - p1 + extra
+        for size, s, k, d, (p0, p1), extra in zip(
+            input_hw, layer.strides, layer.kernel, layer.dilations, ((t, b), (left, r)),
+            layer.output_padding, strict=True))
+
+
+def transposed_pads(name: str, axis: str, k: int, s: int, d: int, size: int, before: int,
+                    out: int) -> tuple[int, int, int]:
+    """(pad before, pad after, output_padding) of a transposed conv's forward conv that maps
+    ``size`` input rows to ``out`` output rows with ``before`` rows cropped before: the rows
+    after come from the pad after (when the kernel reaches past ``out``) or are output_padding
+    rows (zeros beyond the last row the kernel reaches), which must be fewer than the stride
+    for Conv2DBackpropInput to express them."""
+    after = s * (size - 1) + (k - 1) * d + 1 - before - out
+    if before < 0:
+        raise ModelImportError(f"layer {name!r}: the output starts {-before} {axis} before the "
+                               "first the kernel reaches (a negative pad), which "
+                               "Conv2DBackpropInput cannot express")
+    if -after >= s:
+        raise ModelImportError(f"layer {name!r}: the output has {-after} {axis} after the last "
+                               f"the kernel reaches, more than stride {s} - 1, which "
+                               "Conv2DBackpropInput cannot express")
+    return before, max(after, 0), max(-after, 0)
+
+
+def at_input_size(layer: ConvLayer, input_hw: tuple[int, int]) -> ConvLayer:
+    """``layer`` with explicit pads and output_padding for an input of ``input_hw`` when its
+    output size is fixed (:attr:`ConvLayer.output_hw`, ONNX ConvTranspose ``output_shape``:
+    total = stride * (in - 1) + output_padding + (k - 1) * dilation + 1 - out, split with the
+    odd pad before, or after for SAME; a negative total pads nothing, as ONNX Runtime reads it:
+    the rows past the kernel's reach are zeros); else ``layer`` itself."""
+    if layer.output_hw is None:
+        return layer
+    pads, extra = [], []
+    for axis, size, out, k, s, d, op in zip(
+            ("rows", "cols"), input_hw, layer.output_hw, layer.kernel, layer.strides,
+            layer.dilations, layer.output_padding, strict=True):
+        total = max(s * (size - 1) + op + (k - 1) * d + 1 - out, 0)
+        before = total // 2 if layer.padding == "SAME" else total - total // 2
+        b, a, e = transposed_pads(layer.name, axis, k, s, d, size, before, out)
+        pads.append((b, a))
+        extra.append(e)
+    (t, b), (left, r) = pads
+    return replace(layer, padding="EXPLICIT" if any((t, b, left, r)) else "VALID",
+                   pads=(t, b, left, r), output_padding=(extra[0], extra[1]), output_hw=None)
 
 
 @dataclass

@@ -16,15 +16,13 @@ dims need. Input sizes of 0 or less are unknown sizes (older exporters wrote dyn
 
 from __future__ import annotations
 
-import math
 import os
-import re
 import stat
 from collections import Counter
 
 import numpy as np
 
-from engine.base.names import escaped, shown
+from engine.base.names import escaped
 from engine.io.models.model_import import (
     ConvLayer,
     ModelImportError,
@@ -34,9 +32,13 @@ from engine.io.models.model_import import (
     from_oihw,
     need_module,
 )
+from engine.io.models.onnx_fold import Constants, quoted
+from engine.io.models.onnx_tensors import FLOAT_TYPES, type_name
+from engine.io.models.onnx_tensors import text as _str
+from engine.io.models.onnx_transpose import TRANSPOSE_ATTRS, transposed_layer
 
 #: Ops that look like a conv but are not ONNX's float Conv.
-OTHER_CONV_OPS = ("ConvTranspose", "ConvInteger", "QLinearConv", "DeformConv")
+OTHER_CONV_OPS = ("ConvInteger", "QLinearConv", "DeformConv")
 #: The attributes of ONNX Conv and their types (``AttributeProto.AttributeType`` names), as the
 #: ONNX operator spec defines them.
 CONV_ATTRS = {"auto_pad": "STRING", "dilations": "INTS", "group": "INT",
@@ -44,16 +46,8 @@ CONV_ATTRS = {"auto_pad": "STRING", "dilations": "INTS", "group": "INT",
 #: Where an AttributeProto of each of those types holds its value.
 ATTR_FIELDS = {"INT": "i", "INTS": "ints", "STRING": "s"}
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
-#: The keys of a tensor's external_data entries (onnx's ExternalDataInfo reads these).
-EXTERNAL_KEYS = ("location", "offset", "length", "checksum", "basepath")
 #: Protobuf cannot parse a message larger than this: a bigger file is no ONNX model.
 MAX_MODEL_BYTES = 2**31 - 1
-#: Element types weights may have (``TensorProto.DataType`` names), each with the repeated
-#: field holding its elements when the tensor has no raw_data (one element per entry).
-FLOAT_TYPES = {"FLOAT": "float_data", "DOUBLE": "double_data", "FLOAT16": "int32_data",
-               "BFLOAT16": "int32_data", "FLOAT8E4M3FN": "int32_data",
-               "FLOAT8E4M3FNUZ": "int32_data", "FLOAT8E5M2": "int32_data",
-               "FLOAT8E5M2FNUZ": "int32_data"}
 
 
 def _file_bytes(path: str) -> bytes:
@@ -101,28 +95,15 @@ def _shapes(model) -> dict[str, list[int | None]]:
     return shapes
 
 
-def _str(value: str | bytes) -> str:
-    """A string field as text: protobuf gives the bytes of a field that is not UTF-8, here
-    decoded as Python decodes such a command-line argument (surrogateescape), so that
-    ``--layer NAME`` still finds it."""
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
-
-
-def _type_name(enum, value: int) -> str:
-    try:
-        return enum.Name(value)
-    except ValueError:
-        return f"type {value}"
-
-
 def _attr_value(attr, kind: str):
     """The value of an attribute of the type ``kind``: an int, a tuple of ints or bytes."""
     value = getattr(attr, ATTR_FIELDS[kind])
     return tuple(value) if kind == "INTS" else value
 
 
-def _attrs(onnx, node, name: str) -> dict:
-    """The node's Conv attributes by name, each of the type ONNX gives it, each given once."""
+def _attrs(onnx, node, name: str, spec: dict[str, str] = CONV_ATTRS, op: str = "Conv") -> dict:
+    """The node's attributes by name, each of the type ONNX gives it in ``spec``, each given
+    once."""
     found: dict = {}
     seen: set[str] = set()
     unknown = []
@@ -132,7 +113,7 @@ def _attrs(onnx, node, name: str) -> dict:
             raise ModelImportError(f"layer {name!r}: attribute {key!r} is given more than "
                                    "once")
         seen.add(key)
-        want = CONV_ATTRS.get(key)
+        want = spec.get(key)
         if want is None:
             unknown.append(key)
             continue
@@ -140,91 +121,28 @@ def _attrs(onnx, node, name: str) -> dict:
             raise ModelImportError(f"layer {name!r}: attribute {key!r} refers to a function "
                                    f"attribute {_str(attr.ref_attr_name)!r}, which only a "
                                    "function body may do")
-        got = _type_name(onnx.AttributeProto.AttributeType, attr.type)
+        got = type_name(onnx.AttributeProto.AttributeType, attr.type)
         if got != want:
             raise ModelImportError(f"layer {name!r}: attribute {key!r} has type {got}, "
-                                   f"expected {want} (as ONNX Conv defines it)")
+                                   f"expected {want} (as ONNX {op} defines it)")
         found[key] = _attr_value(attr, want)
     if unknown:
-        raise ModelImportError(f"layer {name!r}: unknown Conv attribute(s) "
+        raise ModelImportError(f"layer {name!r}: unknown {op} attribute(s) "
                                f"{', '.join(map(repr, sorted(unknown)))}")
     return found
 
 
-def _external(onnx, tensor, label: str, nbytes: int, base_dir: str) -> None:
-    """Read the tensor's external data into raw_data: exactly ``nbytes`` (what its dims need),
-    from a regular file inside ``base_dir`` (onnx refuses any other path)."""
-    info: dict[str, str] = {}
-    for entry in tensor.external_data:
-        if entry.key not in EXTERNAL_KEYS:
-            raise ModelImportError(f"{label}: unknown external data key {_str(entry.key)!r}")
-        info[entry.key] = _str(entry.value)
-    for key in ("offset", "length"):
-        if key in info and not re.fullmatch(r"[0-9]{1,19}", info[key]):  # an int64
-            raise ModelImportError(f"{label}: external data {key} {shown(info[key])} is not "
-                                   "a number of bytes")
-    if "length" in info and int(info["length"]) != nbytes:
-        raise ModelImportError(f"{label}: external data of {int(info['length'])} bytes, but "
-                               f"its dims need {nbytes} bytes")
-    if "length" not in info:
-        entry = tensor.external_data.add()
-        entry.key, entry.value = "length", str(nbytes)
-    try:
-        onnx.external_data_helper.load_external_data_for_tensor(tensor, base_dir)
-    except Exception as err:  # noqa: BLE001 - ValueError, ValidationError, OSError, ...
-        detail = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise ModelImportError(f"{label}: external data refused ({escaped(detail, 200)})"
-                               ) from None
-
-
-def _array(onnx, tensor, label: str, file_bytes: int, base_dir: str) -> np.ndarray:
-    """The initializer as an array, once its dims are known to match its data (nothing is
-    allocated from the dims alone)."""
-    dims = list(tensor.dims)
-    if any(d < 0 for d in dims):
-        raise ModelImportError(f"{label}: negative dims {dims}")
-    kind = _type_name(onnx.TensorProto.DataType, tensor.data_type)
-    field = FLOAT_TYPES.get(kind)
-    if field is None:
-        raise ModelImportError(f"{label}: element type {kind} is not a float type (expected "
-                               f"one of {', '.join(FLOAT_TYPES)})")
-    if tensor.HasField("segment"):
-        raise ModelImportError(f"{label}: a segment of a tensor cannot be imported")
-    itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
-    count = math.prod(dims)
-    nbytes = count * itemsize
-    beyond = ""
-    if tensor.data_location == onnx.TensorProto.EXTERNAL:
-        _external(onnx, tensor, label, nbytes, base_dir)
-    elif nbytes > file_bytes:
-        beyond = f", more than the whole file ({file_bytes} bytes)"
-    if tensor.HasField("raw_data"):
-        found = len(tensor.raw_data)
-        if found != nbytes:
-            raise ModelImportError(f"{label}: dims {dims} need {count} {kind} elements "
-                                   f"({nbytes} bytes{beyond}), but its data has {found} bytes")
-    else:
-        found = len(getattr(tensor, field))
-        if found != count:
-            raise ModelImportError(f"{label}: dims {dims} need {count} {kind} elements "
-                                   f"({nbytes} bytes{beyond}), but its {field} holds {found}")
-    try:
-        return onnx.numpy_helper.to_array(tensor)
-    except Exception as err:  # noqa: BLE001 - a last line of defence: onnx's own conversion
-        raise ModelImportError(f"{label}: unreadable ({type(err).__name__}: "
-                               f"{escaped(str(err), 200)})") from None
-
-
-def _rank_problem(w: np.ndarray) -> str:
+def _rank_problem(w: np.ndarray, what: str = "conv") -> str:
     """Why weights of a rank other than 4 are no 2-D conv's."""
     if w.ndim < 3:
-        return (f"weights of rank {w.ndim} (shape {list(w.shape)}) are no conv's weights "
-                "[out, in / group, kH, kW]")
-    return f"a {w.ndim - 2}-D conv (weights of rank {w.ndim}); only 2-D convs can be imported"
+        layout = "[out, in / group, kH, kW]" if what == "conv" else "[in, out / group, kH, kW]"
+        return (f"weights of rank {w.ndim} (shape {list(w.shape)}) are no {what}'s weights "
+                f"{layout}")
+    return (f"a {w.ndim - 2}-D {what} (weights of rank {w.ndim}); only 2-D convs can be "
+            "imported")
 
 
-def _pads(name: str, a: dict):
-    """(padding, top/bottom/left/right pads) from auto_pad and pads."""
+def _auto_pad(name: str, a: dict) -> str:
     raw = a.get("auto_pad", b"NOTSET")
     try:
         auto_pad = raw.decode() if raw else "NOTSET"
@@ -233,6 +151,12 @@ def _pads(name: str, a: dict):
     if auto_pad not in AUTO_PADS:
         raise ModelImportError(f"layer {name!r}: unknown auto_pad {auto_pad!r} (expected one of "
                                f"{', '.join(AUTO_PADS)})")
+    return auto_pad
+
+
+def _pads(name: str, a: dict):
+    """(padding, top/bottom/left/right pads) from auto_pad and pads."""
+    auto_pad = _auto_pad(name, a)
     pads = a.get("pads", (0, 0, 0, 0))
     if len(pads) != 4:
         raise ModelImportError(f"layer {name!r}: pads {list(pads)} has {len(pads)} numbers, "
@@ -254,17 +178,44 @@ def _pads(name: str, a: dict):
     return ("EXPLICIT" if any(tblr) else "VALID"), tblr
 
 
-def _layer(onnx, node, name: str, inits: dict, shapes: dict, file_bytes: int,
-           base_dir: str) -> ConvLayer:
-    if len(node.input) < 2 or node.input[1] not in inits:
-        raise ModelImportError(f"layer {name!r}: its weights are not an initializer of the "
-                               "model (computed weights cannot be imported)")
-    a = _attrs(onnx, node, name)
-    w = _array(onnx, inits[node.input[1]], f"layer {name!r}: weights {_str(node.input[1])!r}",
-               file_bytes, base_dir)
+def _arrays(consts: Constants, node, name: str, what: str = "conv"):
+    """The node's weights (rank 4, float) and bias (float or None), wherever the graph keeps
+    them (:class:`~engine.io.models.onnx_fold.Constants`); runtime inputs are named with the
+    ``--weights`` keys that supply them."""
+    if len(node.input) < 2 or not node.input[1]:
+        raise ModelImportError(f"layer {name!r}: the node has no weights input")
+    tensors = [("weights", node.input[1])]
+    if len(node.input) > 2 and node.input[2]:
+        tensors.append(("bias", node.input[2]))
+    parts, keys = [], []
+    for kind, tensor in tensors:
+        runtime = consts.runtime_inputs(tensor)
+        verb = "are" if kind == "weights" else "is"
+        keys += [k for k in runtime if k not in keys]
+        if runtime == [tensor] and not consts.is_constant_source(tensor):
+            parts.append(f"its {kind} {_str(tensor)!r} {verb} a runtime input of the graph")
+        elif runtime:
+            parts.append(f"its {kind} {_str(tensor)!r} {verb} computed from the runtime "
+                         f"input(s) {quoted(runtime)} of the graph")
+    if keys:
+        raise ModelImportError(f"layer {name!r}: {' and '.join(parts)} (no initializer, nothing "
+                               f"constant computes them): give them with --weights FILE.npz, "
+                               f"{'key' if len(keys) == 1 else 'keys'} {quoted(keys)} (one "
+                               "array per graph input, keyed by its name)")
+    w = consts.value(tensors[0][1], f"layer {name!r}: weights {_str(tensors[0][1])!r}",
+                     FLOAT_TYPES)
     if w.ndim != 4:
-        raise ModelImportError(f"layer {name!r}: {_rank_problem(w)}")
+        raise ModelImportError(f"layer {name!r}: {_rank_problem(w, what)}")
     w = float_weights(name, "weights", w)
+    bias = None
+    if len(tensors) > 1:
+        bias = float_weights(name, "bias", consts.value(
+            tensors[1][1], f"layer {name!r}: bias {_str(tensors[1][1])!r}", FLOAT_TYPES))
+    return w, bias
+
+
+def _window(name: str, a: dict, w: np.ndarray):
+    """(group, strides, dilations, kernel) of a 2-D conv node, checked against its weights."""
     group = a.get("group", 1)
     strides, dilations = a.get("strides", (1, 1)), a.get("dilations", (1, 1))
     kernel = a.get("kernel_shape", w.shape[2:])
@@ -276,25 +227,40 @@ def _layer(onnx, node, name: str, inits: dict, shapes: dict, file_bytes: int,
     if tuple(kernel) != tuple(w.shape[2:]):
         raise ModelImportError(f"layer {name!r}: kernel_shape {list(kernel)} does not match "
                                f"the weights' {list(w.shape[2:])}")
-    padding, tblr = _pads(name, a)
-    shape = shapes.get(node.input[0]) or []
+    return group, tuple(strides), tuple(dilations), tuple(kernel)
+
+
+def _input_shape(node, shapes: dict) -> tuple[tuple[int, int] | None, int | None]:
+    """The node's input rows and cols and batch, where the graph says them."""
+    shape = shapes.get(node.input[0]) if node.input else None
+    shape = shape or []
     hw = tuple(shape[2:4]) if len(shape) == 4 and None not in shape[2:4] else None
-    bias = None
-    if len(node.input) > 2 and node.input[2]:
-        if node.input[2] not in inits:
-            raise ModelImportError(f"layer {name!r}: its bias is not an initializer")
-        bias = float_weights(name, "bias", _array(
-            onnx, inits[node.input[2]], f"layer {name!r}: bias {_str(node.input[2])!r}",
-            file_bytes, base_dir))
+    return hw, (shape[0] if len(shape) == 4 and shape[0] else None)
+
+
+def _layer(onnx, node, name: str, consts: Constants, shapes: dict) -> ConvLayer:
+    a = _attrs(onnx, node, name)
+    w, bias = _arrays(consts, node, name)
+    group, strides, dilations, kernel = _window(name, a, w)
+    padding, tblr = _pads(name, a)
+    hw, batch = _input_shape(node, shapes)
     in_channels = w.shape[1] * group
-    layer = ConvLayer(name=name, kernel=tuple(kernel), strides=tuple(strides),
-                      dilations=tuple(dilations), padding=padding, pads=tblr, groups=group,
+    layer = ConvLayer(name=name, kernel=kernel, strides=strides,
+                      dilations=dilations, padding=padding, pads=tblr, groups=group,
                       in_channels=in_channels, out_channels=w.shape[0], data_format="NCHW",
                       weights=from_oihw(w, group) if w.shape[0] % max(group, 1) == 0 else w,
-                      bias=bias, input_hw=hw,
-                      batch=shape[0] if len(shape) == 4 and shape[0] else None)
+                      bias=bias, input_hw=hw, batch=batch)
     check_layer(layer)
     return layer
+
+
+def _transposed(onnx, node, name: str, consts: Constants, shapes: dict) -> ConvLayer:
+    a = _attrs(onnx, node, name, TRANSPOSE_ATTRS, "ConvTranspose")
+    w, bias = _arrays(consts, node, name, "transposed conv")
+    group, strides, dilations, kernel = _window(name, a, w)
+    hw, batch = _input_shape(node, shapes)
+    return transposed_layer(name, a, _auto_pad(name, a), w, bias, group, strides, dilations,
+                            kernel, hw, batch)
 
 
 def _once(node, name: str, defined: Counter) -> None:
@@ -306,27 +272,48 @@ def _once(node, name: str, defined: Counter) -> None:
                                    "is meant?)")
 
 
-def read_onnx(path: str) -> ModelLayers:
-    """The model's Conv nodes (see :class:`~engine.io.models.model_import.ModelLayers`)."""
+def _supplied(model, weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The ``--weights`` arrays, each keyed by a graph input and shaped as it is declared."""
+    inputs = {i.name: i for i in model.graph.input}
+    for key, array in weights.items():
+        if key not in inputs:
+            names = ", ".join(escaped(n, 40) for n in list(inputs)[:20]) or "none"
+            raise ModelImportError(f"--weights: key {key!r} is not an input of the graph "
+                                   f"(inputs: {names})")
+        dims = inputs[key].type.tensor_type.shape.dim
+        want = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+        if want and (len(want) != array.ndim or any(
+                v is not None and v != n for v, n in zip(want, array.shape, strict=False))):
+            raise ModelImportError(f"--weights: key {key!r} has shape {list(array.shape)}, but "
+                                   f"the graph declares the input {key!r} as {want}")
+    return dict(weights)
+
+
+def read_onnx(path: str, weights: dict[str, np.ndarray] | None = None) -> ModelLayers:
+    """The model's Conv and ConvTranspose nodes (see
+    :class:`~engine.io.models.model_import.ModelLayers`); ``weights`` (``--weights``) gives
+    graph inputs by name."""
     onnx, model, file_bytes = _load(path)
     base_dir = os.path.dirname(os.path.abspath(path))
-    inits = {t.name: t for t in model.graph.initializer}
+    consts = Constants(onnx, model, file_bytes, base_dir, _supplied(model, weights or {}))
     defined = Counter(t.name for t in model.graph.initializer)
     shapes = _shapes(model)
     found = ModelLayers([], {}, {})
     for k, node in enumerate(model.graph.node):
         name = _str(node.name or (node.output[0] if node.output else "")) or f"node {k}"
         op = repr(_str(node.op_type))[1:-1]
+        ours = node.domain in ("", "ai.onnx")
         if node.op_type in OTHER_CONV_OPS:
-            found.refused[name] = f"layer {name!r}: op {op} cannot be imported (only ONNX Conv)"
-        elif node.op_type == "Conv" and node.domain in ("", "ai.onnx"):
+            found.refused[name] = (f"layer {name!r}: op {op} cannot be imported (only ONNX Conv "
+                                   "and ConvTranspose)")
+        elif node.op_type in ("Conv", "ConvTranspose") and ours:
+            read = _layer if node.op_type == "Conv" else _transposed
             try:
                 _once(node, name, defined)
-                found.layers.append(_layer(onnx, node, name, inits, shapes, file_bytes,
-                                           base_dir))
+                found.layers.append(read(onnx, node, name, consts, shapes))
             except ModelImportError as err:
                 found.refused[name] = str(err)
         else:
-            found.others[name] = (f"layer {name!r}: op {op} is not a conv (only Conv nodes "
-                                  "can be imported)")
+            found.others[name] = (f"layer {name!r}: op {op} is not a conv (only Conv and "
+                                  "ConvTranspose nodes can be imported)")
     return found

@@ -1,0 +1,178 @@
+"""Keras layer configs read strictly, and the layers beyond Conv2D / DepthwiseConv2D:
+``SeparableConv2D`` (imported as two layers, ``<name>/depthwise`` and ``<name>/pointwise``) and
+``Conv2DTranspose`` (TensorFlow's Conv2DBackpropInput), plus the activation a layer applies
+after its conv.
+
+SeparableConv2D is Keras's depthwise conv (its strides, dilation and padding, kernel
+``depthwise_kernel`` [kh, kw, in, multiplier]) followed by a 1x1 conv with stride 1 and no
+padding (``pointwise_kernel`` [1, 1, in * multiplier, filters]) and the bias: two ops, two
+canvases; the pointwise layer's input is the depthwise layer's output, and its grad_input is
+the gradient the depthwise layer receives.
+
+Conv2DTranspose (kernel [kh, kw, filters, in], TensorFlow's conv2d_transpose layout) is the input
+gradient of the conv whose input is its output: with k = (kernel - 1) * dilation + 1, Keras pads
+its stride-dilated input by (left, right) (keras ``backend_utils.
+_convert_conv_transpose_padding_args_from_keras_to_jax``), so that conv's pads are
+(k - 1 - left, k - 1 - right); a negative right pad is output rows no input reaches (zeros),
+given here as ``output_padding``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.base.names import shown
+from engine.io.models.keras_shapes import conv_length, transpose_length
+from engine.io.models.model_import import ConvLayer, check_layer, float_weights
+
+_MISSING = object()
+#: Activations that are no activation.
+LINEAR = (None, "linear")
+
+def _found(value: object) -> str:
+    """A config value as a message shows what was found: ``a string '3'``, ``null``..."""
+    if value is _MISSING:
+        return "missing"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"the boolean {'true' if value else 'false'}"
+    kind = {int: "the integer", float: "the number", str: "the string", list: "the list",
+            dict: "the object"}.get(type(value), type(value).__name__)
+    return f"{kind} {shown(value, 60)}"
+
+
+def _count(value: object) -> bool:
+    return type(value) is int and value >= 1
+
+
+class _LayerProblem(Exception):
+    """A reason one layer cannot be imported (the reader adds the file and layer names)."""
+
+
+def _ints(config: dict, key: str, default: object = _MISSING) -> tuple[int, int]:
+    """``config[key]``: one positive integer or a list of two (never booleans)."""
+    value = config.get(key, default)
+    if _count(value):
+        return value, value
+    if isinstance(value, list) and len(value) == 2 and all(_count(v) for v in value):
+        return value[0], value[1]
+    raise _LayerProblem(f"{key} is {_found(value)}, expected a positive integer or a list of 2 "
+                        "(a 2-D conv)")
+
+
+def _positive(config: dict, key: str, default: object = _MISSING) -> int:
+    value = config.get(key, default)
+    if not _count(value):
+        raise _LayerProblem(f"{key} is {_found(value)}, expected a positive integer")
+    return value
+
+
+def activation_of(config: dict) -> str | None:
+    """The activation a layer applies after its conv (and bias), or None: Keras writes a name
+    (``"relu"``) or, for a function object, ``{"class_name": ..., "config": name}``."""
+    value = config.get("activation")
+    if isinstance(value, dict):
+        inner = value.get("config")
+        value = inner if isinstance(inner, str) else value.get("class_name")
+    if value in LINEAR:
+        return None
+    if not isinstance(value, str):
+        raise _LayerProblem(f"activation is {_found(value)}, expected a name")
+    return value
+
+
+def common(c: dict) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int], str, str, bool]:
+    """kernel_size, strides, dilation_rate, padding (SAME/VALID), data_format (NHWC/NCHW) and
+    use_bias of a conv layer's config, checked."""
+    kernel, strides = _ints(c, "kernel_size"), _ints(c, "strides", 1)
+    dilations = _ints(c, "dilation_rate", 1)
+    padding = c.get("padding", "valid")
+    if not isinstance(padding, str) or padding.lower() not in ("same", "valid"):
+        raise _LayerProblem(f"padding is {_found(padding)}, expected 'same' or 'valid'")
+    data_format = c.get("data_format")
+    fmt = {"channels_last": "NHWC", "channels_first": "NCHW", None: "NHWC"}.get(
+        data_format if isinstance(data_format, str | None) else "?")
+    if fmt is None:
+        raise _LayerProblem(f"data_format is {_found(data_format)}, expected "
+                            "'channels_last' or 'channels_first'")
+    use_bias = c.get("use_bias", True)
+    if not isinstance(use_bias, bool):
+        raise _LayerProblem(f"use_bias is {_found(use_bias)}, expected true or false")
+    return kernel, strides, dilations, padding.upper(), fmt, use_bias
+
+
+def _kernel(name: str, what: str, array: np.ndarray, want: tuple) -> np.ndarray:
+    w = float_weights(name, what, array)
+    if w.ndim != 4 or any(n is not None and n != m for n, m in zip(want, w.shape, strict=False)):
+        shape = ", ".join("*" if n is None else str(n) for n in want)
+        raise _LayerProblem(f"the {what} has shape {list(w.shape)}, expected [{shape}]")
+    return np.ascontiguousarray(w)
+
+
+def separable_layers(name: str, c: dict, weights: list[np.ndarray],
+                     input_hw: tuple[int, int] | None, unknown: str | None) -> list[ConvLayer]:
+    """A SeparableConv2D as its depthwise layer and its pointwise layer (``weights``:
+    depthwise_kernel, pointwise_kernel, bias if use_bias)."""
+    kernel, strides, dilations, padding, fmt, use_bias = common(c)
+    multiplier, filters = _positive(c, "depth_multiplier", 1), _positive(c, "filters")
+    dw = _kernel(name, "depthwise_kernel", weights[0], (*kernel, None, multiplier))
+    cin = dw.shape[2]
+    pw = _kernel(name, "pointwise_kernel", weights[1], (1, 1, cin * multiplier, filters))
+    bias = float_weights(name, "bias", weights[2]) if use_bias else None
+    depthwise = ConvLayer(name=f"{name}/depthwise", kernel=kernel, strides=strides,
+                          dilations=dilations, padding=padding, pads=(0, 0, 0, 0), groups=cin,
+                          in_channels=cin, out_channels=cin * multiplier, data_format=fmt,
+                          weights=dw, input_hw=input_hw, input_unknown=unknown)
+    mid = None
+    if input_hw is not None:
+        mid = tuple(conv_length(n, k, s, d, padding.lower()) for n, k, s, d in zip(
+            input_hw, kernel, strides, dilations, strict=True))
+    pointwise = ConvLayer(name=f"{name}/pointwise", kernel=(1, 1), strides=(1, 1),
+                          dilations=(1, 1), padding="VALID", pads=(0, 0, 0, 0), groups=1,
+                          in_channels=cin * multiplier, out_channels=filters, data_format=fmt,
+                          weights=pw, bias=bias, input_hw=mid, input_unknown=unknown,
+                          activation=activation_of(c))
+    check_layer(depthwise)
+    check_layer(pointwise)
+    return [depthwise, pointwise]
+
+
+def transposed_layer(name: str, c: dict, weights: list[np.ndarray],
+                     input_hw: tuple[int, int] | None, unknown: str | None) -> ConvLayer:
+    """A Conv2DTranspose (``weights``: kernel [kh, kw, filters, in], bias if use_bias) as the
+    input gradient of a conv (see the module docstring)."""
+    kernel, strides, dilations, padding, fmt, use_bias = common(c)
+    filters = _positive(c, "filters")
+    if c.get("groups", 1) != 1:
+        raise _LayerProblem(f"groups is {_found(c.get('groups'))}: a grouped Conv2DTranspose "
+                            "cannot be imported")
+    op = c.get("output_padding")
+    op = (None, None) if op is None else _ints(c, "output_padding")
+    w = _kernel(name, "kernel", weights[0], (*kernel, filters, None))
+    pads, extra = [], []
+    for k, s, d, o in zip(kernel, strides, dilations, op, strict=True):
+        k_eff = (k - 1) * d + 1
+        if padding == "VALID":
+            left, right = k_eff - 1, k_eff - 1 + (max(k_eff, s) - k_eff if o is None else o)
+        else:
+            total = s + k_eff - 2 if o is None else k_eff + k_eff % 2 - 2 + o
+            left = min(total // 2 + total % 2, k_eff - 1)
+            right = total - left
+        before, after = k_eff - 1 - left, max(0, k_eff - 1 - right)
+        pads += [before, after]
+        extra.append(transpose_length(1, k, s, d, padding.lower(), o) - (k_eff - before - after))
+        if before < 0 or not 0 <= extra[-1] < s:
+            raise _LayerProblem(f"padding {padding.lower()} with output_padding "
+                                f"{list(op)} and strides {list(strides)} is not the input "
+                                "gradient of a conv (output_padding must be below the stride)")
+    bias = float_weights(name, "bias", weights[1]) if use_bias else None
+    layer = ConvLayer(name=name, kernel=kernel, strides=strides, dilations=dilations,
+                      padding="EXPLICIT" if any(pads) else "VALID",
+                      pads=(pads[0], pads[1], pads[2], pads[3]), groups=1,
+                      in_channels=int(w.shape[3]), out_channels=filters, data_format=fmt,
+                      weights=w, bias=bias, input_hw=input_hw, input_unknown=unknown,
+                      activation=activation_of(c), transposed=True,
+                      output_padding=(extra[0], extra[1]))
+    check_layer(layer)
+    return layer
