@@ -36,6 +36,8 @@ unique per canvas.
 
 from __future__ import annotations
 
+import functools
+
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -302,10 +304,15 @@ class BlockSpec:
         raise AttrError(name, f"{self.type_id} has no attribute {name!r} (it has {names})")
 
     def input_names(self) -> tuple[str, ...]:
-        return tuple(p.name for p in self.inputs)
+        return self._port_names[0]
 
     def output_names(self) -> tuple[str, ...]:
-        return tuple(p.name for p in self.outputs)
+        return self._port_names[1]
+
+    @functools.cached_property
+    def _port_names(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """``(inputs, outputs)`` names, computed once (a spec never changes)."""
+        return tuple(p.name for p in self.inputs), tuple(p.name for p in self.outputs)
 
     def resolve_attrs(self, attrs: Mapping[str, Any]) -> tuple[dict[str, Any], list[AttrError]]:
         """Defaults filled in and every given value validated: ``(attrs, problems)``.

@@ -45,14 +45,15 @@ class _Object(dict):
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict:
-    seen: dict[str, Any] = {}
-    dups: list[str] = []
-    for key, value in pairs:
-        if key in seen and key not in dups:
-            dups.append(key)
-        seen[key] = value
-    if not dups:
+    seen = dict(pairs)
+    if len(seen) == len(pairs):
         return seen
+    dups: list[str] = []
+    keys: set[str] = set()
+    for key, _ in pairs:
+        if key in keys and key not in dups:
+            dups.append(key)
+        keys.add(key)
     out = _Object(seen)
     out.duplicates = dups
     return out
@@ -78,13 +79,51 @@ def loads(text: str, max_depth: int = MAX_DEPTH) -> tuple[Any, list[tuple[str, s
     A syntax error is one problem at ``$`` with its line and column; the value is then None.
     ``max_depth`` is the deepest nesting allowed (a canvas's :data:`MAX_DEPTH` by default).
     """
+    marked: list[bool] = []  # whether a hook marked anything: only then are paths built
+
+    def pairs(items: list[tuple[str, Any]]) -> dict:
+        out = _pairs(items)
+        if type(out) is _Object:
+            marked.append(True)
+        return out
+
+    def number(text: str) -> float | _Marked:
+        out = _float(text)
+        if type(out) is _Marked:
+            marked.append(True)
+        return out
+
     try:
-        data = json.loads(text, object_pairs_hook=_pairs, parse_float=_float, parse_int=_int)
+        try:
+            data = json.loads(text, object_pairs_hook=pairs, parse_float=number)
+        except json.JSONDecodeError:
+            raise
+        except ValueError:  # an integer literal too long for int(): parse again, marking it
+            marked.append(True)
+            data = json.loads(text, object_pairs_hook=pairs, parse_float=number,
+                              parse_int=_int)
     except json.JSONDecodeError as err:
         return None, [("$", f"not JSON: {err.msg} at line {err.lineno} column {err.colno}")]
     except RecursionError:
         return None, [("$", f"nested more than {max_depth} levels deep")]
+    if not marked and _depth(data) < max_depth:
+        return data, []
     return data, _marked_problems(data, max_depth)
+
+
+def _depth(data: Any) -> int:
+    """The nesting depth of ``data``'s deepest array or object (0 for a scalar or a flat
+    document), walked level by level over the containers only."""
+    level = [data] if isinstance(data, (dict, list)) else []
+    depth = -1
+    while level:
+        depth += 1
+        deeper: list[Any] = []
+        for c in level:
+            deeper += [v for v in (c.values() if isinstance(c, dict) else c)
+                       if isinstance(v, (dict, list))]
+        level = deeper
+    return max(depth, 0)
 
 
 def key_path(path: str, key: str) -> str:
