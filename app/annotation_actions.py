@@ -17,6 +17,11 @@ FRAME_MARGIN = 40.0
 FRAME_TITLE_ROOM = 30.0
 
 
+def _meets(a, b) -> bool:
+    """Whether boxes ``a`` and ``b`` (x, y, width, height) overlap."""
+    return a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3]
+
+
 def _swatch(colour: str) -> QtGui.QIcon:
     pixmap = QtGui.QPixmap(14, 14)
     pixmap.fill(QtGui.QColor(colour))
@@ -77,20 +82,48 @@ class AnnotationActions(QtCore.QObject):
 
     def add_frame(self) -> str | None:
         """Add a frame titled "Frame" around the selected blocks, else at the cursor; returns
-        and selects its id."""
+        and selects its id. A frame around a selection holds exactly the selected blocks:
+        unselected blocks its rectangle would cover move just outside it, in the same edit
+        (the log names them), so none is taken in and none covers its title bar."""
         rect = self.frame_rect_for_selection()
+        moves: dict[str, tuple[float, float]] = {}
         if rect is None:
             x, y = self.adapter.scene_pos_at_cursor()
             rect = (float(round(x)), float(round(y)), *annotations.FRAME_SIZE)
+        else:
+            moves = self.clear_of(rect)
         created: list[str] = []
 
         def mutate(canvas):
+            for cid, pos in moves.items():
+                canvas.move(cid, pos)
             created[:] = [canvas.add_frame(rect[:2], rect[2:]).id]
 
         if not self._edit("Add Frame", mutate):
             return None
+        if moves:
+            names = ", ".join(self.doc.canvas.nodes[c].title or c for c in moves)
+            self.message.emit(f"Add Frame: moved {names} out of the frame (not selected)",
+                              "info")
         self.adapter.select(created)
         return created[0]
+
+    def clear_of(self, rect: tuple[float, float, float, float]
+                 ) -> dict[str, tuple[float, float]]:
+        """``{id: new position}`` of the unselected blocks that meet ``rect`` (x, y, w, h),
+        each moved to the nearest spot outside it where it covers no block."""
+        boxes = self.adapter.node_boxes()
+        chosen = set(self.adapter.selected_ids())
+        inside = [cid for cid, b in boxes.items() if cid not in chosen and _meets(b, rect)]
+        occupied = [b for cid, b in boxes.items() if cid not in inside] + [rect]
+        moves = {}
+        for cid in sorted(inside, key=lambda c: (boxes[c][1], boxes[c][0])):
+            box = boxes[cid]
+            dx, dy = free_offset(occupied, [box])
+            occupied.append((box[0] + dx, box[1] + dy, box[2], box[3]))
+            x, y = self.doc.canvas.nodes[cid].pos
+            moves[cid] = (float(round(x + dx)), float(round(y + dy)))
+        return moves
 
     def add_note(self) -> str | None:
         """Add an empty note at the cursor (moved to the nearest spot where it covers no block)

@@ -1,7 +1,7 @@
 """How frames and notes are drawn: NodeGraphQt backdrop nodes.
 
-A frame is NodeGraphQt's BackdropNode (title bar, tinted body, resize handle; dragging it drags
-the blocks it contains). A note is a backdrop whose item carries no blocks and paints its plain
+A frame is NodeGraphQt's BackdropNode (title bar, tinted body, resize handle; dragging its title
+bar drags the blocks it contains; a click in its body is a click on the canvas). A note is a backdrop whose item carries no blocks and paints its plain
 text with ``QPainter.drawText`` (never as rich text or HTML) on a sticky-note background.
 """
 
@@ -12,13 +12,15 @@ import html
 from NodeGraphQt import BackdropNode
 from NodeGraphQt.constants import Z_VAL_BACKDROP, NodeEnum
 from NodeGraphQt.qgraphics.node_backdrop import BackdropNodeItem
-from PySide6 import QtCore, QtGui, QtWidgets
+from PySide6 import QtCore, QtGui
 
 from app.ngqt_private import backdrop_handle_size
 from engine.graph.annotations import MIN_SIZE
 
 IDENTIFIER = "gradblocks.decoration"
 EMPTY_NOTE_HINT = "(empty note: double-click to write)"
+#: Height of a frame's title bar as NodeGraphQt paints it (scene units): what the mouse holds.
+TITLE_HEIGHT = 26.0
 
 
 def rgb(colour: str) -> tuple[int, int, int]:
@@ -47,22 +49,48 @@ def _allow_canvas_minimum(item: BackdropNodeItem) -> None:
 
 
 class FrameItem(BackdropNodeItem):
-    """NodeGraphQt's backdrop item, which also drags its blocks when it was already selected
-    (NodeGraphQt's selects them only when the frame was not selected: a frame just added, and
-    so selected, would otherwise move alone)."""
+    """NodeGraphQt's backdrop item, held by its title bar only.
+
+    Only the title bar (:data:`TITLE_HEIGHT`) catches the mouse and selection rectangles: a
+    click in the frame's body is a click on the canvas (it selects nothing and starts a
+    selection rectangle), so Delete after it removes nothing. Pressing the title bar selects the
+    frame alone; dragging it carries the blocks inside along without selecting them, so Delete
+    after a drag removes only the frame. (NodeGraphQt's own item took the whole rectangle and
+    selected every block inside it with the frame.)"""
 
     def __init__(self, name="frame", text="", parent=None):
         super().__init__(name, text, parent)
         _allow_canvas_minimum(self)
+        self._carried: list = []  # the unselected blocks a title-bar drag moves along
+
+    def shape(self) -> QtGui.QPainterPath:
+        path = QtGui.QPainterPath()
+        path.addRect(QtCore.QRectF(0.0, 0.0, self.width, TITLE_HEIGHT))
+        return path
 
     def mousePressEvent(self, event):
-        was_selected = self.selected
-        super().mousePressEvent(event)
         plain = event.modifiers() == QtCore.Qt.NoModifier
-        if (was_selected and plain and event.button() == QtCore.Qt.LeftButton
-                and self.flags() & QtWidgets.QGraphicsItem.ItemIsMovable):
-            for node in self.get_nodes(False):
-                node.setSelected(True)
+        if event.button() != QtCore.Qt.LeftButton or not plain:
+            super().mousePressEvent(event)
+            return
+        if not self.isSelected():
+            for item in self.scene().selectedItems():
+                item.setSelected(False)
+            self.setSelected(True)
+        self._carried = [n for n in self.get_nodes(False) if not n.isSelected()]
+        event.accept()
+
+    def mouseMoveEvent(self, event):
+        before = self.pos()
+        super().mouseMoveEvent(event)
+        delta = self.pos() - before
+        if self._carried and not delta.isNull():
+            for node in self._carried:
+                node.moveBy(delta.x(), delta.y())
+
+    def mouseReleaseEvent(self, event):
+        self._carried = []
+        super().mouseReleaseEvent(event)
 
 
 class NoteItem(BackdropNodeItem):

@@ -4,6 +4,10 @@ Every edit is validated at once with ``AttrSpec.validate``. A valid value become
 Document edit; an invalid one stays in the field, marked with the message, and the Session marks
 the node red with the same message until it is fixed. Compiler errors attributed to an attribute
 (e.g. ``grad.strides: ...``) are shown on that field too. Tooltips carry the spec docs.
+
+Messages go below the fields (each attribute's under the last field, then the block's), never
+between them: a message appearing or going moves no field, so the next click lands where it was
+aimed. While an invalid value is pending the block runs with the last valid one, and says so.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from PySide6 import QtCore, QtWidgets
 from app.attr_editors import AttrEditor, make_editor
 from app.input_size_hint import input_size_hint
 from app.message_label import MessageLabel
+from blocks.conv import LAYOUT_ATTRS, relayout_attrs
 from blocks.registry import get_spec
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import MAX_TITLE
@@ -30,7 +35,7 @@ class _Row:
 
     def set_visible(self, visible: bool) -> None:
         self.form.setRowVisible(self.label, visible)
-        self.error.setVisible(bool(self.error.text()))
+        self.error.setVisible(bool(self.error.text()) and visible)
 
 
 class AttributePanel(QtWidgets.QWidget):
@@ -85,8 +90,14 @@ class AttributePanel(QtWidgets.QWidget):
         body_lay.addWidget(self.type_label)
         body_lay.addWidget(self.doc_label)
         body_lay.addWidget(self.sizes_label)
-        body_lay.addWidget(self.errors_label)
         body_lay.addWidget(self.form_host)
+        # below the fields: a message appearing never moves a field (each attribute's, then
+        # the block's)
+        self.messages = QtWidgets.QVBoxLayout()
+        self.messages.setContentsMargins(0, 4, 0, 0)
+        self.messages.setSpacing(2)
+        body_lay.addLayout(self.messages)
+        body_lay.addWidget(self.errors_label)
         body_lay.addStretch(1)
         self.body = body
         scroll = QtWidgets.QScrollArea(self)
@@ -128,6 +139,9 @@ class AttributePanel(QtWidgets.QWidget):
     def _build(self) -> None:
         while self.form.rowCount():
             self.form.removeRow(0)
+        for row in self.rows.values():
+            self.messages.removeWidget(row.error)
+            row.error.deleteLater()
         self.rows.clear()
         if self.node_id is None:
             self.hint.setText("Select a block to edit its attributes.")
@@ -149,16 +163,12 @@ class AttributePanel(QtWidgets.QWidget):
             editor = make_editor(a, self.form_host, base_dir=lambda: self.doc.base_dir)
             editor.setObjectName(f"attr_{a.name}")
             editor.committed.connect(lambda name=a.name: self.commit(name))
-            error = MessageLabel("", self.form_host)
+            error = MessageLabel("", self.body)
             error.setObjectName(f"error_{a.name}")
             error.setStyleSheet("color: #f07868; font-size: 8pt;")
-            box = QtWidgets.QWidget(self.form_host)
-            box_lay = QtWidgets.QVBoxLayout(box)
-            box_lay.setContentsMargins(0, 0, 0, 0)
-            box_lay.setSpacing(1)
-            box_lay.addWidget(editor)
-            box_lay.addWidget(error)
-            self.form.addRow(label, box)
+            error.hide()
+            self.messages.addWidget(error)
+            self.form.addRow(label, editor)
             self.rows[a.name] = _Row(self.form, label, editor, error)
         self.refresh()
 
@@ -213,6 +223,8 @@ class AttributePanel(QtWidgets.QWidget):
         info = self.session.run_info.get(self.node_id)
         if info is not None and info.error:
             general.append(f"run failed: {info.error}")
+        general += [self.session.last_valid_note(self.node_id, name)
+                    for name in self.session.pending_for(self.node_id)]
         for name, row in self.rows.items():
             msg = "\n".join(by_attr.get(name, []))
             row.error.setText(msg)
@@ -223,7 +235,7 @@ class AttributePanel(QtWidgets.QWidget):
 
     def _on_pending_changed(self, node_id: str) -> None:
         if node_id == self.node_id:
-            self._show_errors()
+            self.refresh()  # a dropped invalid edit (Undo) shows the last valid value again
 
     # --- editing ---------------------------------------------------------------------------
     def commit(self, name: str) -> bool:
@@ -241,15 +253,35 @@ class AttributePanel(QtWidgets.QWidget):
                                      _named(self.session.label(nid), name, str(exc)))
             return False
         self.session.clear_pending(nid, name)
+        changes = {name: value, **self._relayout(nid, name, value)}
+        label = f"Set {self.session.label(nid)}.{name}"
+        if len(changes) > 1:
+            label += f" ({', '.join(list(changes)[1:])} follow the axes)"
+
+        def mutate(c) -> None:
+            for attr, v in changes.items():
+                c.set_attr(nid, attr, v)
         try:
-            self.doc.edit(f"Set {self.session.label(nid)}.{name}",
-                          lambda c: c.set_attr(nid, name, value))
+            self.doc.edit(label, mutate)  # one undo step
         except InvalidArgumentError as exc:
             self.session.set_pending(nid, name, raw,
                                      _named(self.session.label(nid), name, str(exc)))
             return False
         self.refresh()
         return True
+
+    def _relayout(self, nid: str, name: str, value) -> dict:
+        """Switching data_format moves strides, dilations and explicit_paddings with the axes
+        (:func:`blocks.conv.relayout_attrs`): the attributes that change."""
+        node = self.doc.canvas.nodes[nid]
+        spec = get_spec(node.type)
+        attrs = {**spec.defaults(), **node.attrs}
+        if name != "data_format" or not set(LAYOUT_ATTRS) <= set(attrs):
+            return {}
+        if attrs.get("data_format") == value:
+            return {}
+        moved = relayout_attrs(attrs, value)
+        return {a: v for a, v in moved.items() if v != attrs.get(a)}
 
     def _choose_input_size(self, link: str) -> None:
         """A size link of the input-size hint (``H:7``): set it in the feeding IntVector."""

@@ -14,7 +14,14 @@ import traceback
 
 from PySide6 import QtCore, QtGui
 
-from engine.export.crosscheck import FRAMEWORKS, crosscheck, env_pythons, status_lines, table_lines
+from engine.export.crosscheck import (
+    FRAMEWORKS,
+    PYTHON_ENV,
+    crosscheck,
+    env_pythons,
+    status_lines,
+    table_lines,
+)
 from engine.graph.executor import Executor
 
 
@@ -101,8 +108,12 @@ class CrossCheckAction(QtCore.QObject):
         for line in status_lines(report):
             log.add(line, "error" if ": failed" in line else "info")
         bad = sum(not r.agree for r in report.rows)
-        if report.ok:
-            log.add(f"cross-check: all {len(report.rows)} row(s) agree", "ok")
+        if not report.rows:
+            log.add(nothing_compared(report), "warning")
+        elif report.ok:
+            skipped = [n for n, s in report.frameworks.items() if s.startswith("skipped")]
+            also = f" ({', '.join(skipped)} skipped)" if skipped else ""
+            log.add(f"cross-check: all {len(report.rows)} row(s) agree{also}", "ok")
         else:
             known = sum(not r.agree and bool(r.known_defect) for r in report.rows)
             named = f" ({known} of them a known framework defect)" if known else ""
@@ -112,3 +123,16 @@ class CrossCheckAction(QtCore.QObject):
     def _on_crashed(self, message: str) -> None:
         self._end()
         self.window.log.add(f"cross-check failed: {message}", "error")
+
+
+def nothing_compared(report) -> str:
+    """The summary of a cross-check that compared no output: which frameworks were skipped or
+    failed, and what to do."""
+    skipped = [n for n, s in report.frameworks.items() if s.startswith("skipped")]
+    if skipped and len(skipped) == len(report.frameworks):
+        envs = ", ".join(PYTHON_ENV[n] for n in skipped if n in PYTHON_ENV)
+        where = f" (or set {envs} to a Python that has it)" if envs else ""
+        return (f"cross-check: nothing was compared: {', '.join(skipped)} "
+                f"{'is' if len(skipped) == 1 else 'are'} not installed (skipped); install one"
+                f"{where}")
+    return "cross-check: nothing was compared: the canvas has no output to compare"

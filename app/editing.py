@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6 import QtCore
+import shiboken6
+from PySide6 import QtCore, QtGui
 
 from app import clipboard
 from app.files import dropped_tensor_attrs
-from app.placement import free_offset
 from engine.graph.canvas import CanvasError, parse_fragment
 
 
@@ -115,7 +115,7 @@ class EditActions(QtCore.QObject):
         else:
             offset = (at[0] - min(b[0] for b in group), at[1] - min(b[1] for b in group))
         moved = [(b[0] + offset[0], b[1] + offset[1], b[2], b[3]) for b in group]
-        dx, dy = free_offset(list(self.adapter.node_boxes().values()), moved)
+        dx, dy = self.adapter.visible_offset(moved)  # in view, covering no block
         offset = (float(round(offset[0] + dx)), float(round(offset[1] + dy)))  # whole units
         created: list[str] = []
 
@@ -129,6 +129,7 @@ class EditActions(QtCore.QObject):
             self.message.emit(f"{label} failed: {exc}", "error")
             return []
         self.adapter.select(created)
+        self.adapter.reveal(created)
         return created
 
     def select_all(self) -> None:
@@ -162,3 +163,34 @@ class EditActions(QtCore.QObject):
 def _count(blocks: int, items: int) -> str:
     """``3 block(s)``, ``2 block(s) and 1 frame/note(s)``: what an edit covers."""
     return f"{blocks} block(s)" + (f" and {items} frame/note(s)" if items else "")
+
+
+class UndoAction(QtGui.QAction):
+    """Edit > Undo. An invalid value typed into a field was never an undo step: while one is
+    pending, Undo drops it (the field shows the last valid value again, the block runs with it)
+    and undoes nothing else; otherwise it undoes the last edit of the undo stack. Its text
+    names what it undoes, as QUndoStack's own action does."""
+
+    def __init__(self, stack: QtGui.QUndoStack, session, parent: QtCore.QObject):
+        super().__init__(parent)
+        self.stack, self.session = stack, session
+        stack.canUndoChanged.connect(lambda _b: self._update())
+        stack.undoTextChanged.connect(lambda _t: self._update())
+        session.pending_changed.connect(lambda _n: self._update())
+        self.triggered.connect(lambda _checked=False: self.undo())
+        self._update()
+
+    def _update(self) -> None:
+        if not shiboken6.isValid(self.stack):  # Qt tears the window down
+            return
+        if self.session.pending:
+            self.setText("&Undo Invalid Edit")
+            self.setEnabled(True)
+        else:
+            text = self.stack.undoText()
+            self.setText(f"&Undo {text}" if text else "&Undo")
+            self.setEnabled(self.stack.canUndo())
+
+    def undo(self) -> None:
+        if not self.session.drop_pending():
+            self.stack.undo()

@@ -27,6 +27,7 @@ from engine.base.dtypes import DTYPES, dtype_name
 from engine.base.errors import InvalidArgumentError
 from engine.base.file_stamp import FileStamp
 from engine.graph.canvas import Canvas, CanvasError, load_canvas, save_canvas
+from engine.graph.report import canvas_error_lines
 from engine.io import image_source
 
 CANVAS_SUFFIX = ".gbc.json"
@@ -58,10 +59,11 @@ def example_files(folder: Path = EXAMPLES_DIR) -> list[Path]:
 
 
 def load_error_text(path: Path, exc: Exception) -> tuple[str, str]:
-    """(summary, details) for a canvas that failed to load: every problem with its JSON path."""
+    """(summary, details) for a canvas that failed to load: every problem, a block attribute's
+    named as the compiler names it, the others by JSON path (as ``gradblocks check``)."""
     problems = getattr(exc, "problems", None)
     if problems:
-        lines = [f"{where}: {msg}" if where else msg for where, msg in problems]
+        lines = _problem_lines(exc)
         summary = f"{path.name} has {len(lines)} problem{'s' if len(lines) > 1 else ''}:"
         return summary + "\n" + "\n".join(lines[:12]), "\n".join(lines)
     if isinstance(exc, OSError):
@@ -74,11 +76,17 @@ def load_error_line(path: Path, exc: Exception, shown: int = 3) -> str:
     problems = getattr(exc, "problems", None)
     if not problems:
         return " ".join(load_error_text(path, exc)[0].split())
-    parts = [f"{where}: {msg}" if where else msg for where, msg in problems]
+    parts = _problem_lines(exc)
     line = f"{path.name}: " + "; ".join(" ".join(p.split()) for p in parts[:shown])
     if len(parts) > shown:
         line += f" (and {len(parts) - shown} more: `gradblocks check {path}` lists them)"
     return line
+
+
+def _problem_lines(exc: Exception) -> list[str]:
+    if isinstance(exc, CanvasError):
+        return canvas_error_lines(exc)
+    return [f"{where}: {msg}" if where else msg for where, msg in exc.problems]
 
 
 def internal_error_text(path: Path, exc: Exception) -> str:

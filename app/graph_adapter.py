@@ -20,12 +20,12 @@ import re
 from NodeGraphQt import NodeGraph
 from PySide6 import QtCore, QtWidgets
 
-from app import annotation_items, view_zoom
+from app import annotation_items, view_zoom, visible_placement
 from app.document import Document
 from app.key_state import ModifierReset
 from app.ngqt_private import release_view_handlers
 from app.node_classes import node_class, node_type
-from app.placement import DEFAULT_SIZE, free_offset
+from app.placement import free_offset
 from blocks.registry import REGISTRY, get_spec
 from engine.base.errors import InvalidArgumentError
 
@@ -78,6 +78,9 @@ class GraphAdapter(QtCore.QObject):
         self._syncing = False
         self._edges_pending = False
         self._selection: list[str] = []
+        #: ``(src, dst) -> why not, or None``: asked for every wire a gesture adds (set by
+        #: app.wire_drop from blocks.port_kinds); a refused wire is put back, the reason said
+        self.connection_rule = None
         self._take_over_view_handlers()
         self._hint = self._make_hint()
         doc.changed.connect(self._on_doc_changed)
@@ -156,22 +159,39 @@ class GraphAdapter(QtCore.QObject):
 
     def block_size(self, type_id: str) -> tuple[float, float]:
         """The drawn size of a block of ``type_id`` (a block of that type on the canvas, else
-        the usual size)."""
+        a new one's, :func:`app.visible_placement.new_block_size`)."""
         for cid, node in self._nodes.items():
             n = self.doc.canvas.nodes.get(cid)
             if n is not None and n.type == type_id:
                 r = node.view.sceneBoundingRect()
                 return r.width(), r.height()
-        return DEFAULT_SIZE
+        return visible_placement.new_block_size(type_id)
 
-    def free_position(self, type_ids: list[str], pos: tuple[float, float]
-                      ) -> tuple[float, float]:
+    def free_position(self, type_ids: list[str], pos: tuple[float, float],
+                      visible: bool = False) -> tuple[float, float]:
         """``pos`` moved to the nearest spot where blocks of ``type_ids`` (staggered as
-        :meth:`add_blocks` places them) cover no block."""
+        :meth:`add_blocks` places them) cover no block; with ``visible``, inside the view
+        (:meth:`visible_offset`)."""
         group = [(pos[0] + 40.0 * i, pos[1] + 40.0 * i, *self.block_size(t))
                  for i, t in enumerate(type_ids)]
-        dx, dy = free_offset(list(self.node_boxes().values()), group)
+        if visible:
+            dx, dy = self.visible_offset(group)
+        else:
+            dx, dy = free_offset(list(self.node_boxes().values()), group)
         return float(round(pos[0] + dx)), float(round(pos[1] + dy))
+
+    def visible_offset(self, group: list[tuple[float, float, float, float]]
+                       ) -> tuple[float, float]:
+        """The shift of ``group`` (boxes) to the nearest spot in view that covers no block
+        (:func:`app.visible_placement.visible_offset`)."""
+        return visible_placement.visible_offset(list(self.node_boxes().values()), group,
+                                                visible_placement.view_box(self.viewer))
+
+    def reveal(self, cids: list[str]) -> None:
+        """Pan (or zoom out, down to the readable zoom) until ``cids`` are in view."""
+        rect = self.blocks_rect(cids)
+        if not rect.isNull():
+            visible_placement.reveal(self.viewer, rect, self.readable_scale())
 
     def node_ids(self) -> list[str]:
         return list(self._nodes)
@@ -311,6 +331,12 @@ class GraphAdapter(QtCore.QObject):
         if have == want:
             return
         added, removed = have - want, want - have
+        rule = self.connection_rule
+        refused = [why for edge in sorted(added) if rule and (why := rule(*edge))]
+        if refused:  # the whole gesture is refused: the view goes back to the canvas
+            self.edit_failed.emit(f"Connect refused: {refused[0]}")
+            self.sync()
+            return
         label = "Connect" if added else "Disconnect"
         if added and removed:
             label = "Rewire"
@@ -433,7 +459,7 @@ class GraphAdapter(QtCore.QObject):
         input ``port`` or from its output ``port`` into input ``dst`` (replacing that input's
         wire): one undo step. Selects and returns the new block's id (None if refused)."""
         created: list[str] = []
-        pos = self.free_position([type_id], pos)
+        pos = self.free_position([type_id], pos, visible=True)
 
         def mutate(canvas):
             created[:] = [canvas.add_node(type_id, pos=pos).id]
@@ -444,6 +470,7 @@ class GraphAdapter(QtCore.QObject):
 
         if self._try_edit(f"Add {type_id} and connect", mutate):
             self.select(created)
+            self.reveal(created)
             return created[0]
         return None
 

@@ -17,10 +17,11 @@ from app.annotation_actions import AnnotationActions
 from app.attribute_panel import AttributePanel
 from app.crosscheck_action import CrossCheckAction
 from app.document import Document
-from app.editing import EditActions
+from app.editing import EditActions, UndoAction
 from app.explain.geometry_view import GeometryView
 from app.explain.link import ExplainLink
-from app.explain.panel import ExplainPanel
+from app.explain.panel import HINT, ExplainPanel
+from app.export_action import ExportAction
 from app.files import (
     CANVAS_SUFFIX,
     PITFALLS_DIR,
@@ -86,6 +87,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.geometry_view = GeometryView(self.session, self)
         self.log = LogPanel(self)
         self.crosscheck = CrossCheckAction(self)  # Run > Cross-check (app.crosscheck_action)
+        self.export = ExportAction(self)  # File > Export as Script (app.export_action)
         self.search_popup = BlockSearchPopup(self)
         self.tab_filter = TabKeyFilter(self.adapter.viewer, self.search_popup)
         self.wire_drop = WireDrop(self.adapter, self.session, self)
@@ -177,7 +179,7 @@ class MainWindow(QtWidgets.QMainWindow):
                                         "Save the canvas under a new name")
         self.act_quit = self._action("&Quit", self.close, "Ctrl+Q", "Close the window")
         stack = self.doc.undo_stack
-        self.act_undo = stack.createUndoAction(self, "&Undo")
+        self.act_undo = UndoAction(stack, self.session, self)  # drops an invalid edit first
         self.act_undo.setShortcut(K.Undo)
         self.act_undo.setIcon(icon("undo"))
         self.act_redo = stack.createRedoAction(self, "&Redo")
@@ -244,6 +246,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.recent_menu = m.addMenu("Open &Recent")
         self.examples_menu = m.addMenu("&Examples")
         m.addAction(self.act_import_layer)
+        m.addAction(self.export.action)
         m.addSeparator()
         m.addActions([self.act_save, self.act_save_as])
         m.addSeparator()
@@ -310,7 +313,16 @@ class MainWindow(QtWidgets.QMainWindow):
         if level in ("warning", "error"):
             self.statusBar().showMessage(text.partition("\n")[0], 15000)
 
+    def _session_message(self, text: str, level: str, node_id) -> None:
+        """The session's messages go to the log; its warnings (a run with the last valid value
+        of an invalid edit, a slow GradCheck) to the status bar too (the log may be a hidden
+        tab)."""
+        self.log.add(text, level, node_id)
+        if level == "warning":
+            self.statusBar().showMessage(text.partition("\n")[0], 15000)
+
     def _wire(self) -> None:
+        self.doc.changed.connect(self._on_canvas_changed)
         self.doc.modified_changed.connect(lambda _m: self.update_title())
         self.doc.path_changed.connect(self.update_title)
         self.files.recent_changed.connect(self._fill_recent)
@@ -323,13 +335,26 @@ class MainWindow(QtWidgets.QMainWindow):
         self.palette.add_requested.connect(
             lambda t: self.adapter.add_blocks([t], self.edits.free_spot()))
         self.search_popup.chosen.connect(lambda t, pos: self.adapter.add_blocks([t], pos))
-        self.session.log.connect(lambda text, level, nid: self.log.add(text, level, nid))
+        self.session.log.connect(self._session_message)
         self.log.node_activated.connect(self.select_node)
         runner = self.session.runner
         runner.started.connect(self._on_run_started)
         runner.progress.connect(self._on_run_progress)
+        runner.step_progress.connect(self._on_step_progress)
         runner.running_changed.connect(self._on_running_changed)
         self.session.run_summary.connect(self._on_run_summary)
+
+    def _on_canvas_changed(self, change) -> None:
+        """Another canvas (open, new, restore): nothing of the old one stays shown in the
+        Explain panel or the progress bar."""
+        if not change.reloaded:
+            return
+        self.explain_link.last = None
+        self.explain_panel.show_message(HINT)
+        if not self.session.runner.running:
+            self.progress.setValue(0)
+            self.progress.setFormat("idle")
+            self.progress.setToolTip("")
 
     # --- title and layout ------------------------------------------------------------------
     def update_title(self) -> None:
@@ -454,6 +479,13 @@ class MainWindow(QtWidgets.QMainWindow):
         self.progress.setMaximum(max(total, 1))
         self.progress.setValue(index)
         self.progress.setFormat("%v/%m  " + progress_format_literal(self.session.label(node_id)))
+
+    def _on_step_progress(self, node_id: str, fraction: float) -> None:
+        """Inside a long block (a GradCheck): the bar shows how far that block got."""
+        if not self.session.runner.running:
+            return
+        label = progress_format_literal(self.session.label(node_id))
+        self.progress.setFormat(f"%v/%m  {label} {100 * fraction:.0f}%")
 
     def _on_running_changed(self, running: bool) -> None:
         self.act_run.setEnabled(not running)

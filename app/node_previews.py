@@ -3,18 +3,24 @@ its ports, and check blocks (a spec ``verdict``) a PASS / FAIL badge; View > Sho
 them (persisted in QSettings).
 
 The thumbnail is :func:`engine.view.thumbnail.thumbnail` of the session's output, so its pixels are
-the viewer's colours of the viewer's first view. A 0-D main output is shown as its value. A
-result the session drops (the block or an input changed) takes its preview with it.
+the viewer's colours of the viewer's first view. A one-element main output (0-D, or shape
+[1, 1, 1, 1]) is shown as its number. A result the session drops (the block or an input changed)
+takes its preview with it. While previews are shown every block keeps the preview area its result
+will fill, sized from the plan's inferred shapes (a dashed outline before its first run), so a
+run never resizes blocks.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.node_item import BlockItem
 from blocks.registry import get_spec
-from engine.view.thumbnail import thumbnail, value_range
+from engine.view.stats import default_axes, default_view_axes
+from engine.view.thumbnail import is_filter, picture_size, thumbnail, value_range
 
 SETTINGS_KEY = "view/show_previews"
 #: Largest thumbnail (width, height) on a node: small enough for canvases laid out without one.
@@ -24,6 +30,7 @@ GAP = 6.0
 PASS_COLOR = QtGui.QColor(46, 160, 80)
 FAIL_COLOR = QtGui.QColor(205, 55, 50)
 FRAME_COLOR = QtGui.QColor(20, 22, 25)
+PLACEHOLDER_COLOR = QtGui.QColor(150, 156, 164, 70)
 VALUE_COLOR = QtGui.QColor(220, 224, 228)
 
 
@@ -54,15 +61,16 @@ def range_text(a: np.ndarray, scan) -> str:
 
 def preview_content(a: np.ndarray, axes: tuple[str, ...] | None, size: tuple[int, int]
                     ) -> tuple[QtGui.QPixmap | None, str | None, str]:
-    """(thumbnail pixmap or None, value text of a 0-D tensor or None, tooltip) of a result;
+    """(thumbnail pixmap or None, value text of a one-element tensor or None, tooltip) of a
+    result;
     one pass over the values serves the colours and the tooltip."""
     a = np.asarray(a)
     if not a.size:
         return None, None, f"empty, shape {list(a.shape)} {a.dtype.name}"
     values = a.view(np.uint8) if a.dtype == np.bool_ else a
     scan = value_range(values)
-    if a.ndim == 0:
-        return None, scalar_text(a), range_text(a, scan)
+    if a.size == 1:  # a scalar, or one element in any shape: its number, not one colour
+        return None, scalar_text(a.reshape(())), range_text(a, scan)
     return rgba_pixmap(thumbnail(a, axes, size, scan)), None, range_text(a, scan)
 
 
@@ -73,6 +81,19 @@ def scalar_text(a: np.ndarray) -> str:
     if a.dtype.kind in "iu":
         return str(int(a))
     return f"{float(a):.6g}"
+
+
+def picture_cells(shape: tuple[int, ...], axes: tuple[str, ...] | None) -> tuple[int, int]:
+    """(rows, cols) of the view a thumbnail of a tensor of ``shape`` draws (the cells of
+    :func:`engine.view.thumbnail.thumbnail_view`, known before any value is)."""
+    names = tuple(axes) if axes and len(axes) == len(shape) else default_axes(len(shape))
+    if is_filter(tuple(shape), names):
+        kh, kw, cin, cout = shape
+        return cin * (kh + 1) - 1, cout * (kw + 1) - 1
+    if len(shape) < 2:
+        return 1, (shape[0] if shape else 1)
+    r, c = default_view_axes(names)
+    return shape[r], shape[c]
 
 
 class BadgeItem(QtWidgets.QGraphicsItem):
@@ -109,7 +130,12 @@ class BadgeItem(QtWidgets.QGraphicsItem):
 class PreviewNodeItem(BlockItem):
     """A block's node item (:class:`app.node_item.BlockItem`) with a preview area (thumbnail or
     value, and a badge) under its ports: the node's size includes the area, and every
-    ``draw_node`` places it again."""
+    ``draw_node`` places it again. The area has a fixed size (:data:`THUMB_SIZE`) whether or
+    not a result is shown, so a run never makes a block bigger (into its neighbours or out of
+    the view); hiding previews removes it."""
+
+    #: (width, height) of the preview area kept whether or not a result is shown (None: none)
+    preview_slot: tuple[float, float] | None = None
 
     def __init__(self, name="node", parent=None):
         super().__init__(name, parent)
@@ -122,6 +148,11 @@ class PreviewNodeItem(BlockItem):
         self.preview_badge = BadgeItem(self)
         for item in self.preview_parts():
             item.setVisible(False)
+        # the empty slot before a run: a faint outline where the thumbnail will be
+        self.preview_placeholder = QtWidgets.QGraphicsRectItem(self)
+        pen = QtGui.QPen(PLACEHOLDER_COLOR, 1.0, QtCore.Qt.DashLine)
+        self.preview_placeholder.setPen(pen)
+        self.preview_placeholder.setToolTip("no result yet: Run (F5) draws a preview here")
 
     def preview_parts(self):
         return (self.preview_pixmap, self.preview_frame, self.preview_value, self.preview_badge)
@@ -158,13 +189,26 @@ class PreviewNodeItem(BlockItem):
             boxes.append((self.preview_badge, self.preview_badge.boundingRect().size()))
         return boxes
 
-    def preview_size(self) -> tuple[float, float]:
-        """(width, height) of the preview area; (0, 0) when nothing is shown."""
-        boxes = self._preview_boxes()
+    def set_slot(self, size: tuple[float, float] | None) -> None:
+        """Keep a preview area of ``size`` (what the block's result will show: a run never
+        makes the block bigger), or none (previews hidden); relaid out when this changes."""
+        if size != self.preview_slot:
+            self.preview_slot = size
+            self.draw_node()
+
+    def _content_size(self, boxes) -> tuple[float, float]:
         if not boxes:
             return 0.0, 0.0
         width = sum(s.width() for _i, s in boxes) + GAP * (len(boxes) - 1)
         return width, max(s.height() for _i, s in boxes)
+
+    def preview_size(self) -> tuple[float, float]:
+        """(width, height) of the preview area: the slot's size (or the content's, when
+        bigger); (0, 0) when nothing is shown and no slot is kept."""
+        width, height = self._content_size(self._preview_boxes())
+        if self.preview_slot:
+            return max(width, self.preview_slot[0]), max(height, self.preview_slot[1])
+        return width, height
 
     def calc_size(self, add_w=0.0, add_h=0.0):
         width, height = super().calc_size(add_w, add_h)
@@ -177,11 +221,16 @@ class PreviewNodeItem(BlockItem):
     def draw_node(self):
         super().draw_node()
         boxes = self._preview_boxes()
+        _pw, ph = self.preview_size()
+        top = self.height - PAD - ph
+        empty = bool(self.preview_slot) and not boxes
+        self.preview_placeholder.setVisible(empty)
+        if empty:
+            sw, sh = self.preview_slot
+            self.preview_placeholder.setRect(QtCore.QRectF((self.width - sw) / 2, top, sw, sh))
         if not boxes:
             return
-        pw, ph = self.preview_size()
-        x = (self.width - pw) / 2
-        top = self.height - PAD - ph
+        x = (self.width - self._content_size(boxes)[0]) / 2
         for item, size in boxes:
             item.setPos(x, top + (ph - size.height()) / 2)
             if item is self.preview_pixmap:
@@ -237,6 +286,7 @@ class NodePreviews(QtCore.QObject):
             if not isinstance(view, PreviewNodeItem):
                 continue
             spec = get_spec(node.type)
+            view.set_slot(self._slot(cid, spec, view) if self.visible else None)
             port = spec.main_output_name()
             arr = self.session.outputs.get((cid, port)) if port else None
             verdict = self.session.outputs.get((cid, spec.verdict)) if spec.verdict else None
@@ -272,6 +322,24 @@ class NodePreviews(QtCore.QObject):
         for item in view.preview_parts():
             item.setOpacity(STALE_OPACITY if stale else 1.0)
         self.session.decorator.place_badge(cid)
+
+    def _slot(self, cid: str, spec, view: PreviewNodeItem) -> tuple[float, float] | None:
+        """The size of what a run will show on ``cid`` (thumbnail or value, and badge), from
+        the plan's inferred shapes; None when the plan does not know."""
+        plan = self.session.plan
+        port = spec.main_output_name()
+        ts = plan.specs.get((cid, port)) if plan is not None and port else None
+        boxes = []
+        if ts is not None and math.prod(ts.shape) == 1:
+            boxes.append((0.0, QtGui.QFontMetricsF(view.preview_value.font()).height()))
+        elif ts is not None and math.prod(ts.shape) > 1:
+            h, w = picture_size(picture_cells(ts.shape, self._axes(cid, port)), self.size)
+            boxes.append((float(w), float(h)))
+        if spec.verdict and plan is not None and (cid, spec.verdict) in plan.specs:
+            boxes.append((0.0, QtGui.QFontMetricsF(view.preview_badge.font).height() + 6))
+        if not boxes:
+            return None
+        return (sum(b[0] for b in boxes) + GAP * (len(boxes) - 1), max(b[1] for b in boxes))
 
     def _axes(self, cid: str, port: str):
         return self.session.axes(cid, port)  # a stale result keeps the layout it had

@@ -2,7 +2,8 @@
 
 The executor (with its cache) lives as long as the window: a second run recomputes only nodes
 whose type, attributes or inputs changed. Progress arrives node by node; Cancel sets an event
-the executor checks between nodes and the kernels check between batch chunks.
+the executor checks between nodes and the kernels check between batch chunks. A long block that
+reports how far it got (GradCheck) sends ``step_progress(node_id, fraction)`` in between.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ class _RunThread(QtCore.QThread):
     """One run of ``executor.run(plan)``; signals are delivered queued to the GUI thread."""
 
     progress = QtCore.Signal(str, int, int)  # node_id, index, total
+    step_progress = QtCore.Signal(str, float)  # node_id, fraction of it done
     done = QtCore.Signal(object)  # RunResult
     crashed = QtCore.Signal(str)  # unexpected exception (a bug, not a user's mistake)
 
@@ -28,7 +30,8 @@ class _RunThread(QtCore.QThread):
 
     def run(self) -> None:
         try:
-            result = self._executor.run(self._plan, progress=self._report, cancel=self._cancel)
+            result = self._executor.run(self._plan, progress=self._report, cancel=self._cancel,
+                                        step_progress=self.step_progress.emit)
         except Exception as exc:  # noqa: BLE001 - shown in the log instead of killing the app
             self.crashed.emit(f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
             return
@@ -43,6 +46,7 @@ class RunController(QtCore.QObject):
 
     started = QtCore.Signal(int)  # number of steps
     progress = QtCore.Signal(str, int, int)
+    step_progress = QtCore.Signal(str, float)  # node_id, fraction: inside a long block
     finished = QtCore.Signal(object)  # RunResult
     crashed = QtCore.Signal(str)
     running_changed = QtCore.Signal(bool)
@@ -64,6 +68,7 @@ class RunController(QtCore.QObject):
         self._cancel = threading.Event()
         thread = _RunThread(self.executor, plan, self._cancel)
         thread.progress.connect(self.progress)
+        thread.step_progress.connect(self.step_progress)
         thread.done.connect(self._on_done)
         thread.crashed.connect(self._on_crashed)
         self._thread = thread

@@ -29,7 +29,9 @@ from app.document import Change, Document
 from app.node_decorations import Decorator, RunInfo, compute_look
 from app.run_worker import RunController
 from blocks.registry import get_spec
+from engine.base.names import shown
 from engine.graph.labels import block_labels, label_list
+from engine.graph.report import verdict
 
 #: Auto-run re-runs what changed when those blocks' last runs took less than this in total.
 AUTO_RUN_SECONDS = 0.2
@@ -214,13 +216,17 @@ class Session(QtCore.QObject):
             self.run(auto=True)
 
     def _log_new_errors(self) -> None:
+        """Log each new problem of the plan, and each new warning (a GradCheck estimated to
+        take long: :attr:`engine.graph.compiler.Plan.warnings`, as ``gradblocks check`` prints
+        them)."""
         current = set()
-        for nid, errs in self.plan.errors.items():
-            for err in errs:
-                text = str(err)
-                current.add(text)
-                if text not in self._known_errors:
-                    self.log.emit(text, "error", nid)
+        for table, level in ((self.plan.errors, "error"), (self.plan.warnings, "warning")):
+            for nid, errs in table.items():
+                for err in errs:
+                    text = str(err)
+                    current.add(text)
+                    if text not in self._known_errors:
+                        self.log.emit(text, level, nid)
         self._known_errors = current
 
     def refresh(self) -> None:
@@ -232,7 +238,8 @@ class Session(QtCore.QObject):
         looks = {}
         stale = self.stale_nodes()
         for nid, node in canvas.nodes.items():
-            pending = {a: msg for a, (_raw, msg) in self.pending.get(nid, {}).items()}
+            pending = {a: f"{msg}\n{self.last_valid_note(nid, a)}"
+                       for a, (_raw, msg) in self.pending.get(nid, {}).items()}
             looks[nid] = compute_look(node, self.plan, pending, self.run_info.get(nid),
                                       incoming.get(nid, {}), running=nid == self._running_node,
                                       stale=stale.get(nid))
@@ -266,6 +273,29 @@ class Session(QtCore.QObject):
     def pending_for(self, node_id: str) -> dict[str, tuple[str, str]]:
         return dict(self.pending.get(node_id, {}))
 
+    def last_valid_value(self, node_id: str, attr: str) -> str:
+        """The value a run uses for an attribute with a pending invalid edit, as text."""
+        node = self.doc.canvas.nodes[node_id]
+        spec = get_spec(node.type).attr(attr)
+        value = node.attrs.get(attr, spec.default)
+        return value if isinstance(value, str) else shown(value)
+
+    def last_valid_note(self, node_id: str, attr: str) -> str:
+        """What the block says while ``attr`` has a pending invalid edit."""
+        return (f"Until it is fixed, {self.label(node_id)} runs with the last valid value "
+                f"{self.last_valid_value(node_id, attr)} of {attr}.")
+
+    def drop_pending(self) -> bool:
+        """Forget every pending invalid edit (Undo: the fields show the last valid values
+        again); False when there was none."""
+        if not self.pending:
+            return False
+        for nid in list(self.pending):
+            for attr in list(self.pending.get(nid, {})):
+                self.clear_pending(nid, attr)
+        self.log.emit("invalid edit undone: the last valid value is shown again", "info", None)
+        return True
+
     def node_errors(self, node_id: str) -> list[str]:
         msgs = [m for _raw, m in self.pending.get(node_id, {}).values()]
         if self.plan is not None:
@@ -284,8 +314,14 @@ class Session(QtCore.QObject):
         plan = self.runner.executor.compile(self.doc.canvas, base_dir=self.doc.base_dir)
         for nid, attrs in self.pending.items():
             for attr in attrs:
-                self.log.emit(f"{plan.label(nid)}.{attr} has an invalid edit; running with the "
-                              f"last valid value", "warning", nid)
+                self.log.emit(f"{plan.label(nid)}.{attr} has an invalid edit: running with the "
+                              f"last valid value {self.last_valid_value(nid, attr)}", "warning",
+                              nid)
+        to_compute = set(self.to_compute())
+        for nid, warnings in plan.warnings.items():
+            if nid in to_compute:  # a cached result costs nothing
+                for warning in warnings:
+                    self.log.emit(str(warning), "warning", nid)
         self._run_started = time.perf_counter()
         self._run_order = [step.node_id for step in plan.steps]
         self._run_plan = plan
@@ -416,5 +452,20 @@ def run_summary(result, plan, canvas) -> str:
         parts.append(f"after a failed input: {label_list(labels, after_failure)}")
     skipped = len(invalid) + len(after_failure)
     text = f"{len(ok)} ok, {skipped} skipped" + (f" ({'; '.join(parts)})" if parts else "")
-    return text + f", {len(failed)} failed" + (f" ({label_list(labels, failed)})" if failed
-                                               else "")
+    text += f", {len(failed)} failed" + (f" ({label_list(labels, failed)})" if failed else "")
+    verdicts = failed_checks(result, plan)
+    if verdicts:  # a check that ran and says FAIL is no failed run, but must not read as fine
+        text += f"; {len(verdicts)} check(s) FAIL ({label_list(labels, verdicts)})"
+    return text
+
+
+def failed_checks(result, plan) -> list[str]:
+    """The check blocks (:attr:`blocks.spec.BlockSpec.verdict`) whose verdict this run is
+    FAIL (:func:`engine.graph.report.verdict`)."""
+    out = []
+    for step in plan.steps if plan is not None else ():
+        value = result.outputs.get((step.node_id, step.spec.verdict)) if step.spec.verdict \
+            else None
+        if value is not None and verdict(value) == "FAIL":
+            out.append(step.node_id)
+    return out

@@ -18,7 +18,7 @@ from PySide6 import QtCore, QtWidgets
 
 from app.ngqt_private import dragged_wire_start
 from app.palette import BlockSearchPopup
-from blocks.port_kinds import fitting_inputs, fitting_outputs, tensor_kind
+from blocks.port_kinds import fitting_inputs, fitting_outputs, refusal, tensor_kind
 from blocks.registry import REGISTRY, get_spec
 
 
@@ -43,6 +43,7 @@ class WireDrop(QtCore.QObject):
         self.popup.chosen.connect(self._add)
         self.wire: DroppedWire | None = None
         adapter.viewer.viewport().installEventFilter(self)
+        adapter.connection_rule = self.connection_problem  # a wire that does not fit: refused
 
     # --- noticing the drop -------------------------------------------------------------
     def eventFilter(self, obj, event) -> bool:
@@ -73,16 +74,32 @@ class WireDrop(QtCore.QObject):
                            (float(scene_pos.x()), float(scene_pos.y())))
 
     # --- offering blocks ---------------------------------------------------------------
-    def dragged_kind(self, wire: DroppedWire) -> str:
-        """The kind of the dragged port: an output's inferred kind when the plan knows it."""
+    def port_kind(self, node_id: str, port: str, is_output: bool) -> str:
+        """The kind of a port: an output's inferred kind when the plan knows it, else the
+        declared one."""
         plan = self.session.plan
-        if wire.is_output and plan is not None:
-            ts = plan.specs.get((wire.node_id, wire.port))
+        if is_output and plan is not None:
+            ts = plan.specs.get((node_id, port))
             if ts is not None:
                 return tensor_kind(ts)
-        spec = get_spec(self.adapter.doc.canvas.nodes[wire.node_id].type)
-        ports = spec.outputs if wire.is_output else spec.inputs
-        return next(p.kind for p in ports if p.name == wire.port)
+        spec = get_spec(self.adapter.doc.canvas.nodes[node_id].type)
+        ports = spec.outputs if is_output else spec.inputs
+        return next(p.kind for p in ports if p.name == port)
+
+    def dragged_kind(self, wire: DroppedWire) -> str:
+        """The kind of the dragged port."""
+        return self.port_kind(wire.node_id, wire.port, wire.is_output)
+
+    def connection_problem(self, src: tuple[str, str], dst: tuple[str, str]) -> str | None:
+        """Why output ``src`` may not feed input ``dst`` (:func:`blocks.port_kinds.refusal`,
+        blocks named by label), or None. The adapter asks before it makes a dragged wire an
+        edit."""
+        nodes = self.adapter.doc.canvas.nodes
+        if src[0] not in nodes or dst[0] not in nodes:
+            return None
+        label = self.session.label
+        return refusal(f"{label(src[0])}.{src[1]}", self.port_kind(*src, True),
+                       f"{label(dst[0])}.{dst[1]}", self.port_kind(*dst, False))
 
     def fitting_port(self, type_id: str, wire: DroppedWire) -> str | None:
         """The port of a new ``type_id`` block the dragged wire goes to (its first fitting

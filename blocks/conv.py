@@ -30,6 +30,8 @@ from engine.shapes.conv import (
     backprop_filter_geometry,
     backprop_input_geometry,
     conv2d_geometry,
+    explicit_pads,
+    window_attr,
 )
 
 _ALL4 = [1, 1, 1, 1]
@@ -68,6 +70,80 @@ SIZE_PORTS = ("filter_sizes", "input_sizes")
 def activation_axes(data_format: str) -> tuple[str, ...]:
     """Axis names of an activation tensor in ``data_format``."""
     return ("N", "H", "W", "C") if data_format == "NHWC" else ("N", "C", "H", "W")
+
+
+#: The attributes whose entries follow the axes of data_format (explicit_paddings in pairs).
+LAYOUT_ATTRS = ("strides", "dilations", "explicit_paddings")
+
+
+def relayout_attrs(attrs: dict, data_format: str) -> dict:
+    """``strides``, ``dilations`` and ``explicit_paddings`` of ``attrs`` (in the order of its
+    ``data_format``, NHWC by default) in ``data_format``'s order: the same window on the same
+    axes, ``[1, 2, 3, 1]`` NHWC is ``[1, 1, 2, 3]`` NCHW. A value that is not a list of 4 (8)
+    entries is left out."""
+    old = activation_axes(attrs.get("data_format", "NHWC"))
+    perm = [old.index(axis) for axis in activation_axes(data_format)]
+    out = {}
+    for name in LAYOUT_ATTRS:
+        value = attrs.get(name)
+        if not isinstance(value, list) or len(value) not in (4, 8):
+            continue
+        if len(value) == 4:
+            out[name] = [value[i] for i in perm]
+        else:
+            out[name] = [v for i in perm for v in value[2 * i:2 * i + 2]]
+    return out
+
+
+def _other_format(data_format: str) -> str:
+    return "NCHW" if data_format == "NHWC" else "NHWC"
+
+
+def _depth_misfits(inputs: dict[str, TensorSpec], fmt: str, other: str,
+                   depthwise: bool) -> list[tuple[str, int]]:
+    """The tensors in data_format whose depth does not fit the filter read in ``fmt`` but does
+    read in ``other``: (port, depth in ``other``)."""
+    if "filter" in inputs:
+        fshape = tuple(inputs["filter"].shape)
+    elif "filter_sizes" in inputs and inputs["filter_sizes"].value is not None:
+        fshape = tuple(int(v) for v in np.ravel(inputs["filter_sizes"].value))
+    else:
+        return []
+    if len(fshape) != 4 or fshape[2] <= 0:
+        return []
+    fin, fout = fshape[2], fshape[3]
+    out_depth = fin * fout if depthwise else fout
+
+    def fits(port: str, depth: int) -> bool:
+        if port == "out_backprop":
+            return depth == out_depth
+        return depth == fin if depthwise else depth > 0 and depth % fin == 0
+
+    out = []
+    for port in ("input", "input_sizes", "out_backprop"):
+        spec = inputs.get(port)
+        if spec is None:
+            continue
+        shape = tuple(spec.shape) if port != "input_sizes" else (
+            tuple(int(v) for v in np.ravel(spec.value)) if spec.value is not None else ())
+        if len(shape) != 4:
+            continue
+        here, there = (shape[activation_axes(f).index("C")] for f in (fmt, other))
+        if not fits(port, here) and fits(port, there):
+            out.append((port, there))
+    return out
+
+
+def _layout_attr_valid(name: str, attrs: dict, data_format: str) -> bool:
+    """Whether attribute ``name`` of ``attrs`` is valid read in ``data_format`` order."""
+    try:
+        if name == "explicit_paddings":
+            explicit_pads(attrs["padding"], attrs[name], data_format)
+        else:
+            window_attr(name, attrs[name], data_format)
+    except (InvalidArgumentError, KeyError):
+        return False
+    return True
 
 
 def kernel_attrs(attrs: dict, cudnn: bool) -> dict:
@@ -123,24 +199,70 @@ def _conv_block(type_id: str, op: str, title: str, category: str, doc: str, kind
     }
 
     def geometry(attrs: dict, inputs: dict[str, TensorSpec]) -> tuple[ConvGeometry, str]:
-        """The kernel's geometry and dtype (raises naming the attribute or port at fault)."""
+        """The kernel's geometry and dtype (raises naming the attribute or port at fault; a
+        problem that the other data_format would not have says so, see :func:`layout_hint`)."""
+        try:
+            return raw_geometry(attrs, inputs)
+        except AttrError:
+            raise
+        except InvalidArgumentError as err:
+            hint = layout_hint(attrs, inputs, err)
+            raise blame(InvalidArgumentError(f"{err}{hint}", err.argument) if hint else err,
+                        names) from None
+
+    def layout_hint(attrs: dict, inputs: dict[str, TensorSpec],
+                    err: InvalidArgumentError) -> str:
+        """A hint that a tensor or an attribute is still in the other layout: for strides,
+        dilations or explicit_paddings at fault, when they are valid read in the other order
+        (and what they are in this one); else when the block is valid with its tensors read
+        in the other layout (attributes following, :func:`relayout_attrs`), or a tensor's
+        depth fits the filter only read that way. "" otherwise."""
+        fmt = attrs["data_format"]
+        other = _other_format(fmt)
+        name = err.argument
+        if name in LAYOUT_ATTRS:
+            if not _layout_attr_valid(name, attrs, other):
+                return ""
+            fixed = relayout_attrs({**attrs, "data_format": other}, fmt)[name]
+            return (f". {attrs[name]} reads as {other} order; in {fmt} order, {name} is "
+                    f"{fixed}")
+        moved = {**attrs, **relayout_attrs(attrs, other), "data_format": other}
+        if _valid(moved, inputs):
+            laid = " and ".join(p for p in ports if p in ("input", "input_sizes",
+                                                          "out_backprop"))
+            return (f". With data_format {other} this block is valid: are its {laid} still "
+                    f"in {other}? (Transpose them, or set data_format back to {other})")
+        stuck = _depth_misfits(inputs, fmt, other, depthwise)
+        if stuck:
+            port, depth = stuck[0]
+            return (f". Read as {other}, {port} has depth {depth}, which fits the filter: is "
+                    f"{port} still in {other}? (Transpose it, or set data_format back to "
+                    f"{other})")
+        return ""
+
+    def _valid(attrs: dict, inputs: dict[str, TensorSpec]) -> bool:
+        try:
+            raw_geometry(attrs, inputs)
+        except (InvalidArgumentError, KeyError):
+            return False
+        return True
+
+    def raw_geometry(attrs: dict, inputs: dict[str, TensorSpec]) -> tuple[ConvGeometry, str]:
+        """The geometry and dtype as the kernel reads them (raises the engine's error)."""
         kw = kernel_attrs(attrs, cudnn=False)
         kw["depthwise"] = depthwise
-        try:
-            if kind == "forward":
-                x, w = _float_port(inputs, "input"), _float_port(inputs, "filter")
-                dtype = _same_dtype(("input", x), ("filter", w))
-                return conv2d_geometry(x.shape, w.shape, **kw), dtype
-            dy = _float_port(inputs, "out_backprop")
-            if kind == "filter":
-                x, sizes = _float_port(inputs, "input"), _size_port(inputs, "filter_sizes")
-                dtype = _same_dtype(("input", x), ("out_backprop", dy))
-                return backprop_filter_geometry(x.shape, sizes, dy.shape, **kw), dtype
-            w, sizes = _float_port(inputs, "filter"), _size_port(inputs, "input_sizes")
-            dtype = _same_dtype(("filter", w), ("out_backprop", dy))
-            return backprop_input_geometry(sizes, w.shape, dy.shape, **kw), dtype
-        except InvalidArgumentError as err:
-            raise blame(err, names) from None
+        if kind == "forward":
+            x, w = _float_port(inputs, "input"), _float_port(inputs, "filter")
+            dtype = _same_dtype(("input", x), ("filter", w))
+            return conv2d_geometry(x.shape, w.shape, **kw), dtype
+        dy = _float_port(inputs, "out_backprop")
+        if kind == "filter":
+            x, sizes = _float_port(inputs, "input"), _size_port(inputs, "filter_sizes")
+            dtype = _same_dtype(("input", x), ("out_backprop", dy))
+            return backprop_filter_geometry(x.shape, sizes, dy.shape, **kw), dtype
+        w, sizes = _float_port(inputs, "filter"), _size_port(inputs, "input_sizes")
+        dtype = _same_dtype(("filter", w), ("out_backprop", dy))
+        return backprop_input_geometry(sizes, w.shape, dy.shape, **kw), dtype
 
     operands = {"forward": ("input", "filter"), "filter": ("input", "out_backprop"),
                 "input": ("filter", "out_backprop")}[kind]

@@ -161,6 +161,17 @@ def sample_indices(size: int, samples: int, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(size, size=samples, replace=False))
 
 
+def sampled_mask(shape: tuple[int, ...], attrs: dict) -> np.ndarray:
+    """True at the elements a GradCheck with ``attrs`` (``samples``, ``seed``) checks of a
+    gradient of ``shape`` (:func:`sample_indices`); the others have no numeric value."""
+    size = math.prod(shape)
+    defaults = {a.name: a.default for a in ATTRS}
+    samples, seed = (int(attrs.get(k, defaults[k])) for k in ("samples", "seed"))
+    mask = np.zeros(size, bool)
+    mask[sample_indices(size, samples, seed)] = True
+    return mask.reshape(shape)
+
+
 def grad_check(input: np.ndarray, filter: np.ndarray, out_backprop: np.ndarray,
                gradient: np.ndarray, op: str, wrt: str, strides, padding: str,
                explicit_paddings, data_format: str, dilations, epsilon: float, samples: int,

@@ -2,7 +2,8 @@
 
 An output of kind ``k`` fits an input of kind ``k`` or ``any``; an ``any`` output (a pass-through,
 whose kind is its input's) fits every input. When the compiler has inferred the output's
-:class:`TensorSpec`, :func:`tensor_kind` gives its actual kind, which is used instead.
+:class:`TensorSpec`, :func:`tensor_kind` gives its actual kind, which is used instead. The app
+refuses a wire that does not fit as it is dropped on the port; :func:`refusal` says why.
 """
 
 from __future__ import annotations
@@ -41,3 +42,19 @@ def fitting_inputs(spec: BlockSpec, out_kind: str) -> list[PortSpec]:
 def fitting_outputs(spec: BlockSpec, in_kind: str) -> list[PortSpec]:
     """The outputs of ``spec`` that may feed an input of ``in_kind``, in port order."""
     return [p for p in spec.outputs if fits(p.kind, in_kind)]
+
+
+#: What a port of each kind carries, as messages say it.
+KIND_NAMES = {"any": "any tensor", "float": "a float tensor",
+              "int_vector": "an integer shape vector (IntVector, ShapeOf)",
+              "bool": "a boolean", OTHER: "a tensor of no port kind (not float, not a 1-D "
+                                          "integer vector, not boolean)"}
+
+
+def refusal(out_name: str, out_kind: str, in_name: str, in_kind: str) -> str | None:
+    """Why an output ``out_name`` of ``out_kind`` may not feed input ``in_name`` of
+    ``in_kind`` (one line), or None when it fits (:func:`fits`)."""
+    if fits(out_kind, in_kind):
+        return None
+    return (f"{out_name} is {KIND_NAMES.get(out_kind, out_kind)}; {in_name} takes "
+            f"{KIND_NAMES.get(in_kind, in_kind)}")

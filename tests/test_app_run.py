@@ -103,12 +103,12 @@ def test_cancel_stops_between_blocks(qtbot, grad_window, monkeypatch):
     resume = threading.Event()
     real_run = executor.run
 
-    def run_pausing_after_first_block(plan, progress=None, cancel=None):
+    def run_pausing_after_first_block(plan, progress=None, cancel=None, **kw):
         def report(node_id, done, total):
             progress(node_id, done, total)
             if done == 1:
                 resume.wait(10)  # hold the worker until the user has pressed Cancel
-        return real_run(plan, progress=report, cancel=cancel)
+        return real_run(plan, progress=report, cancel=cancel, **kw)  # kw: step_progress
 
     monkeypatch.setattr(executor, "run", run_pausing_after_first_block)
     cancelled_at = []

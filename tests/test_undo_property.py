@@ -250,7 +250,9 @@ def check_undo_redo_in_window(w, data) -> None:
         event(f"{op}: {'applied' if applied else 'no change'}")
     final, steps = dumps(w.doc.canvas), w.doc.undo_stack.index()
     assert_view_matches(w)
-    for _ in range(steps):
+    # an invalid value left in a field is no undo step: the first Undo drops it (issue 24)
+    pending = bool(w.session.pending)
+    for _ in range(steps + pending):
         assert w.act_undo.isEnabled()
         w.act_undo.trigger()
     assert not w.act_undo.isEnabled()

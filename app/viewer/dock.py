@@ -27,7 +27,9 @@ from app.document import Change
 from app.message_label import MessageLabel
 from app.stale_veil import StaleVeil
 from app.viewer.tensor_viewer import PairSummary, Summary, TensorViewer, summarize, summarize_pair
+from blocks.gradcheck import sampled_mask
 from blocks.registry import get_spec
+from engine.view.stats import diff_stats, tensor_stats
 
 #: a pressed Pin reads as pressed in the dark theme too
 PIN_STYLE = ("QToolButton#pin_button { padding: 2px 8px; }"
@@ -92,6 +94,8 @@ class ViewerDock(QtWidgets.QWidget):
         self._poll.setInterval(20)
         self._poll.timeout.connect(self._check_summary)
         session.results_changed.connect(self.update_view)
+        # a message shown instead of a tensor (an error, "no output yet") follows every edit
+        session.plan_changed.connect(lambda _p: self.shown or self.update_view())
         session.doc.changed.connect(self._on_doc_changed)
 
     def show_selection(self, node_ids: list[str]) -> None:
@@ -201,12 +205,19 @@ class ViewerDock(QtWidgets.QWidget):
         b = self.session.outputs.get((nid, out))
         if a is None or b is None or np.shape(a) != np.shape(b):
             return False
-        name = self._titles_shown[nid] = self.session.doc.canvas.nodes[nid].title or nid
+        node = self.session.doc.canvas.nodes[nid]
+        name = self._titles_shown[nid] = node.title or nid
         shown = (f"{src[0]}.{src[1]}", f"{nid}.{out}")
+        sampled = sampled_mask(np.shape(b), node.attrs)
+        # an element not sampled has no number to differ from: not a NaN/Inf mismatch
+        summary = PairSummary(tensor_stats(a), tensor_stats(b),
+                              diff_stats(np.where(sampled, a, np.nan), b))
         self.viewer.compare(a, b, f"{name} · {inp}", f"{name} · {out}", self._axes(nid, out),
-                            sources=shown)
-        self._caption(f"{name}: {inp} (left) vs {out} (right); the difference maps the error "
-                      "(blank where not sampled)", shown)
+                            sources=shown, summary=summary)
+        count = int(np.count_nonzero(sampled))
+        note = "" if count == sampled.size else f"; {count:,} of {sampled.size:,} elements sampled"
+        self._caption(f"{name}: {inp} (left) vs {out} (right){note}; the difference maps the "
+                      "error (blank where not sampled)", shown)
         self._mark_stale(nid)
         return True
 

@@ -6,6 +6,8 @@ failed save never leaves half a file where the user's file was.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
@@ -36,11 +38,24 @@ def save_png(path: str, picture: QtGui.QPixmap) -> bool:
     return True
 
 
-def ask_save_npy(viewer, what: str) -> None:
-    """Ask where to save the tensor ``what`` names ("left tensor" ...) and save it there;
-    a failure is reported in a message box naming the file."""
+#: Characters a suggested file name keeps from a block title (others become "_"), and its length.
+_UNSAFE = re.compile(r'[\x00-\x1f\x7f/\\:*?"<>|]+')
+STEM_LIMIT = 80
+
+
+def file_stem(title: str) -> str:
+    """A file name (without suffix) suggested for what ``title`` names: the block's title with
+    characters that are awkward in file names replaced, "tensor" when nothing is left."""
+    stem = _UNSAFE.sub("_", title.replace(" · ", " ")).strip(" ._")[:STEM_LIMIT].strip(" ._")
+    return stem or "tensor"
+
+
+def ask_save_npy(viewer, what: str, title: str = "") -> None:
+    """Ask where to save the tensor ``what`` names ("left tensor" ...), suggesting a file
+    named after ``title`` (the block's), and save it there; a failure is reported in a
+    message box naming the file."""
     path, _ = QtWidgets.QFileDialog.getSaveFileName(
-        viewer, f"Save {what}", dialog_folders.start("tensor", "tensor.npy"),
+        viewer, f"Save {what}", dialog_folders.start("tensor", f"{file_stem(title)}.npy"),
         "NumPy array (*.npy)")
     if not path:
         return
@@ -51,10 +66,12 @@ def ask_save_npy(viewer, what: str) -> None:
         QtWidgets.QMessageBox.warning(viewer, "Save tensor", f"Could not write {path}: {e}")
 
 
-def ask_save_png(viewer) -> None:
-    """Ask where to save the picture and save it there (a failure is reported)."""
+def ask_save_png(viewer, title: str = "") -> None:
+    """Ask where to save the picture (named after ``title``) and save it there (a failure is
+    reported)."""
     path, _ = QtWidgets.QFileDialog.getSaveFileName(
-        viewer, "Save picture", dialog_folders.start("image", "tensor.png"), "PNG image (*.png)")
+        viewer, "Save picture", dialog_folders.start("image", f"{file_stem(title)}.png"),
+        "PNG image (*.png)")
     if not path:
         return
     dialog_folders.remember("image", path)

@@ -318,7 +318,8 @@ class TensorViewer(QtWidgets.QWidget):
         self.hover_label.setText(self.describe_pixel(row, col) if row >= 0 else "")
 
     def _ask_npy(self) -> None:
-        ask_save_npy(self, f"{self.state.side} tensor" if self.state.comparing else "tensor")
+        ask_save_npy(self, f"{self.state.side} tensor" if self.state.comparing else "tensor",
+                     self.state.side_title())
 
     def _ask_png(self) -> None:
-        ask_save_png(self)
+        ask_save_png(self, self.title)

@@ -3,7 +3,8 @@
 :mod:`engine.cli.explain`) or ``crosscheck`` (against the frameworks:
 :mod:`engine.cli.crosscheck`) a canvas headless, draw a conv block's ``geometry``
 (:mod:`engine.cli.geometry`), ``import`` a model's conv layer as a canvas
-(:mod:`engine.cli.import_model`), print a page of the User Guide (``guide``:
+(:mod:`engine.cli.import_model`), ``verify`` an implementation against the reference
+(:mod:`engine.cli.verify`), print a page of the User Guide (``guide``:
 :mod:`engine.cli.guide`), or open the app.
 
 Exit status: 0 success; 1 a block failed at run time or an output could not be written; 2 an
@@ -87,7 +88,14 @@ from engine.graph.budget import gib_to_bytes
 from engine.graph.canvas import Canvas, CanvasError, load_canvas
 from engine.graph.compiler import DEFAULT_MEMORY_LIMIT, Plan
 from engine.graph.executor import Executor
-from engine.graph.report import check_rows, problem_lines, run_rows, text_table
+from engine.graph.report import (
+    attribute_problems_only,
+    canvas_error_lines,
+    check_rows,
+    problem_lines,
+    run_rows,
+    text_table,
+)
 from engine.graph.result_names import result_keys
 from engine.graph.targets import canvas_protected, target_problem
 from engine.io.npz import write_npz
@@ -96,7 +104,8 @@ from engine.kernels import accel
 #: ``export --to`` choices (numpy: :mod:`engine.export.to_numpy`; the rest:
 #: :mod:`engine.export.frameworks`).
 EXPORT_TARGETS = ("numpy", "tensorflow", "pytorch", "jax")
-SUBCOMMANDS = ("check", "run", "export", "explain", "crosscheck", "geometry", "import", "guide")
+SUBCOMMANDS = ("check", "run", "export", "explain", "crosscheck", "geometry", "import", "guide",
+               "verify")
 #: Problems listed per error message, and characters per line.
 MAX_PROBLEMS = 20
 MAX_LINE = 300
@@ -139,8 +148,21 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     ap = _Parser(
         prog="gradblocks",
-        description="Check, run or export a GradBlocks canvas (.gbc.json). Without a "
-                    "subcommand, opens the desktop app (optionally on CANVAS).")
+        description="Check, run or export a GradBlocks canvas (.gbc.json), or open the "
+                    "desktop app (see below).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="the desktop app (no subcommand):\n"
+               "  gradblocks [CANVAS] [--run] [--select ID] [--screenshot PNG]\n"
+               "  gradblocks                      open the app on an empty canvas\n"
+               "  gradblocks CANVAS               open the app on CANVAS (.gbc.json)\n"
+               "  gradblocks CANVAS --run         ... and run it once opened\n"
+               "  gradblocks CANVAS --select ID   ... and select the block ID\n"
+               "  gradblocks CANVAS --run --screenshot PNG\n"
+               "                                  save a picture of the window to PNG and\n"
+               "                                  exit (no screen needed with\n"
+               "                                  QT_QPA_PLATFORM=offscreen)\n"
+               "gradblocks SUBCOMMAND --help describes a subcommand; gradblocks guide app\n"
+               "prints the app's page of the User Guide.")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, help_text in (("check", "validate and print every output's shape and dtype"),
                             ("run", "run the canvas and print a table of results"),
@@ -165,12 +187,13 @@ def _parser() -> argparse.ArgumentParser:
                                 "TensorFlow's, PyTorch's or JAX's own ops, with the source "
                                 "values in SCRIPT.sources.npz next to it")
     # these import this module: loaded once it is complete
-    from engine.cli import crosscheck, explain, geometry, import_model
+    from engine.cli import crosscheck, explain, geometry, import_model, verify
 
     explain.add_parser(sub)
     crosscheck.add_parser(sub)
     geometry.add_parser(sub)
     import_model.add_parser(sub)  # a model's conv layer as a canvas
+    verify.add_parser(sub)  # an implementation against the reference
     p = sub.add_parser("guide", help="print a page of the User Guide (without TOPIC: list "
                                      "the pages)")
     p.add_argument("topic", nargs="?", metavar="TOPIC", action=_GuideAction,
@@ -244,8 +267,11 @@ def _compile(path: str, executor: Executor) -> tuple[Canvas, Plan] | None:
     try:
         canvas = load_canvas(path)
     except CanvasError as err:
-        _err(f"{_path(path)}: {len(err.problems)} problem(s) in the canvas:",
-             [f"{where}: {message}" for where, message in err.problems])
+        plan = None
+        if attribute_problems_only(err):  # the rest of the file is sound: list its problems too
+            plan = executor.compile(err.canvas, Path(path).resolve().parent)
+        lines = canvas_error_lines(err, plan)
+        _err(f"{_path(path)}: {len(lines)} problem(s) in the canvas:", lines)
         return None
     plan = executor.compile(canvas, Path(path).resolve().parent)
     if plan.errors:
@@ -434,7 +460,7 @@ def _after_signal(unraisable) -> None:
 #: What each subcommand is doing, for the one line that says memory ran out.
 DOING = {"check": "checking", "run": "running", "export": "exporting", "explain": "explaining",
          "crosscheck": "cross-checking", "geometry": "drawing the geometry of",
-         "import": "importing", "guide": "printing the guide"}
+         "import": "importing", "guide": "printing the guide", "verify": "verifying"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -523,6 +549,10 @@ def _dispatch(opts: argparse.Namespace, executor: Executor) -> int:
         from engine.cli.import_model import cmd_import
 
         return cmd_import(opts)
+    if opts.command == "verify":
+        from engine.cli.verify import cmd_verify
+
+        return cmd_verify(opts)
     return cmd_export(opts.canvas, executor, opts.output, opts.to)
 
 

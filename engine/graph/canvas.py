@@ -61,11 +61,19 @@ PortRef = tuple[str, str]
 
 
 class CanvasError(InvalidArgumentError):
-    """An invalid canvas: ``problems`` lists ``(json_path, message)``, all of them."""
+    """An invalid canvas: ``problems`` lists ``(json_path, message)``, all of them.
 
-    def __init__(self, problems: list[tuple[str, str]], source: str | None = None):
+    ``places`` maps the JSON path of a block attribute's problem to ``(node_id, attr)``, and
+    ``canvas`` is what was read (blocks without their bad values), so messages can name the
+    block as the compiler does (:func:`engine.graph.report.canvas_error_lines`)."""
+
+    def __init__(self, problems: list[tuple[str, str]], source: str | None = None,
+                 canvas: Canvas | None = None,
+                 places: dict[str, tuple[str, str]] | None = None):
         self.problems = problems
         self.source = source
+        self.canvas = canvas
+        self.places = places or {}
         head = f"{source}: " if source else ""
         lines = [f"{path}: {msg}" for path, msg in problems]
         super().__init__(head + f"{len(problems)} problem(s) in the canvas:\n  "
@@ -211,7 +219,7 @@ class Canvas:
             raise InvalidArgumentError(f"{src[0]} has no output port {src[1]!r}")
         if dst[1] not in get_spec(self._node(dst[0]).type).input_names():
             raise InvalidArgumentError(f"{dst[0]} has no input port {dst[1]!r}")
-        if src[0] == dst[0] or dst[0] in self.upstream(src[0]):
+        if self._would_cycle(src[0], dst[0]):
             raise InvalidArgumentError(f"connecting {src[0]}.{src[1]} to {dst[0]}.{dst[1]} "
                                        "would make a cycle")
         self.disconnect(dst)
@@ -385,6 +393,31 @@ class Canvas:
         """``{input port: (src node, src port)}`` of the connected inputs of a node."""
         return {port: e.src for port, e in self._into.get(node_id, {}).items()}
 
+    def _would_cycle(self, src: str, dst: str) -> bool:
+        """Whether an edge ``src -> dst`` closes a cycle (``dst`` already reaches ``src``).
+
+        Searches from both ends at once, one node per side in turn, and stops when either side
+        runs out: the cost is at most twice the smaller side, so a chain wired front to back or
+        back to front stays linear."""
+        if src == dst:
+            return True
+        up, down = {src}, {dst}
+        up_stack, down_stack = [src], [dst]
+        while up_stack and down_stack:
+            for e in self._into.get(up_stack.pop(), {}).values():
+                if e.src[0] in down:
+                    return True
+                if e.src[0] not in up:
+                    up.add(e.src[0])
+                    up_stack.append(e.src[0])
+            for e in self._out_of.get(down_stack.pop(), {}).values():
+                if e.dst[0] in up:
+                    return True
+                if e.dst[0] not in down:
+                    down.add(e.dst[0])
+                    down_stack.append(e.dst[0])
+        return False
+
     def upstream(self, node_id: str) -> set[str]:
         """Every node ``node_id`` depends on (transitively)."""
         seen: set[str] = set()
@@ -418,8 +451,20 @@ class Canvas:
         problems: list[tuple[str, str]] = []
         canvas = _parse(data, problems)
         if problems:
-            raise CanvasError(problems, source)
+            raise CanvasError(problems, source, canvas, _attr_places(data, canvas))
         return canvas
+
+
+def _attr_places(data: Any, canvas: Canvas) -> dict[str, tuple[str, str]]:
+    """JSON path -> (node id, attribute) of every attribute of every block read."""
+    nodes = data.get("nodes") if isinstance(data, dict) else None
+    places = {}
+    for i, raw in enumerate(nodes if isinstance(nodes, list) else ()):
+        node_id = raw.get("id") if isinstance(raw, dict) else None
+        attrs = raw.get("attrs") if isinstance(node_id, str) and node_id in canvas.nodes else None
+        for key in attrs if isinstance(attrs, dict) else ():
+            places[strict_json.key_path(f"$.nodes[{i}].attrs", str(key))] = (node_id, str(key))
+    return places
 
 
 def _position(pos: Any) -> tuple[float, float]:
@@ -520,13 +565,15 @@ def parse_fragment(data: Any, source: str | None = None) -> Canvas:
 
 
 NODE_KEYS = ("id", "type", "title", "pos", "attrs")
+_NODE_KEYS = frozenset(NODE_KEYS)
+_EDGE_KEYS = frozenset(("src", "dst"))
 
 
 def _parse_node(canvas: Canvas, raw: Any, path: str, problems: list) -> None:
     if not isinstance(raw, dict):
         problems.append((path, "expected an object"))
         return
-    for key in sorted(set(raw) - set(NODE_KEYS)):
+    for key in sorted(raw.keys() - _NODE_KEYS):
         problems.append((strict_json.key_path(path, key), "unknown key"))
     node_id, type_id = raw.get("id"), raw.get("type")
     ok = True
@@ -577,7 +624,7 @@ def _parse_edge(canvas: Canvas, raw: Any, path: str, problems: list) -> None:
     if not isinstance(raw, dict):
         problems.append((path, "expected an object"))
         return
-    for key in sorted(set(raw) - {"src", "dst"}):
+    for key in sorted(raw.keys() - _EDGE_KEYS):
         problems.append((strict_json.key_path(path, key), "unknown key"))
     refs = {}
     for end, ports in (("src", "output_names"), ("dst", "input_names")):

@@ -38,6 +38,14 @@ from engine.graph.result_names import result_name_problem
 PortKey = tuple[str, str]
 
 
+def place(label: str, attr: str | None = None) -> str:
+    """How every message names a block, or one of its attributes or input ports:
+    ``label.attr`` (``dW.strides``), the block by its label (:mod:`engine.graph.labels`: the
+    title, ``title (id)`` when two blocks share it). The compiler, the canvas loader's messages
+    (:func:`engine.graph.report.canvas_error_lines`) and the app all use this one form."""
+    return f"{label}.{attr}" if attr else label
+
+
 @dataclass(frozen=True)
 class NodeError:
     """A problem of one node, optionally of one attribute or input port; ``label`` is how a
@@ -50,9 +58,7 @@ class NodeError:
     label: str = ""
 
     def __str__(self) -> str:
-        name = self.label or self.node_id
-        where = f"{name}.{self.attr}" if self.attr else name
-        return f"{where}: {self.message}"
+        return f"{place(self.label or self.node_id, self.attr)}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -172,7 +178,7 @@ def compile_canvas(canvas: Canvas, base_dir: str | Path | None = None,
         for port in spec.input_names():
             src = wired.get(port)
             if src is None:
-                plan.add_error(node_id, port, f"input {port} is not connected")
+                plan.add_error(node_id, port, f"{port} is not connected")
             elif src[0] in plan.errors or src not in plan.specs:
                 plan.add_error(node_id, port, f"{port} waits for {plan.label(src[0])}, "
                                               "which has a problem")

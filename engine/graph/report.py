@@ -13,9 +13,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from blocks.registry import get_spec
 from engine.base.dtypes import dtype_name
-from engine.graph.compiler import Plan
+from engine.graph.canvas import CanvasError
+from engine.graph.compiler import Plan, place
 from engine.graph.executor import RunResult
+from engine.graph.labels import block_labels
 from engine.view.stats import format_value, tensor_stats
 
 
@@ -63,6 +66,39 @@ def run_rows(plan: Plan, result: RunResult) -> list[list[str]]:
 def problem_lines(plan: Plan) -> list[str]:
     """Every problem of the plan, one line each (``label.attr: message``)."""
     return [str(e) for errs in plan.errors.values() for e in errs]
+
+
+def canvas_error_lines(err: CanvasError, plan: Plan | None = None) -> list[str]:
+    """Every problem of a canvas that did not load, one line each: a block attribute's named
+    as the compiler names it (``dW.strides: ...``, :func:`engine.graph.compiler.place`), any
+    other by its JSON path (``$.edges[0].src: ...``).
+
+    ``plan``, the compiled :attr:`CanvasError.canvas` (only meaningful when every problem is a
+    block attribute's), adds the compiler's problems of the blocks the loader found nothing
+    wrong with (an unknown attribute is dropped: its block is read as it runs), in blocks
+    whose inputs come from such blocks only: every problem of the file at once."""
+    labels = block_labels(err.canvas) if err.canvas is not None else {}
+    lines, bad = [], set()
+    for path, message in err.problems:
+        where = err.places.get(path)
+        if where is None:
+            lines.append(f"{path}: {message}" if path else message)
+        else:
+            node_id, attr = where
+            if any(a.name == attr for a in get_spec(err.canvas.nodes[node_id].type).attrs):
+                bad.add(node_id)  # read with its default instead: what follows may be off
+            lines.append(f"{place(labels.get(node_id, node_id), attr)}: {message}")
+    if plan is not None and err.canvas is not None and attribute_problems_only(err):
+        for node_id, errs in plan.errors.items():
+            if node_id not in bad and not bad & err.canvas.upstream(node_id):
+                lines += [str(e) for e in errs]
+    return lines
+
+
+def attribute_problems_only(err: CanvasError) -> bool:
+    """True when every problem of ``err`` is a block attribute's: the canvas read is whole
+    (every block, every wire) but for those values, so compiling it finds the other problems."""
+    return err.canvas is not None and all(path in err.places for path, _ in err.problems)
 
 
 def text_table(rows: list[list[str]]) -> str:
