@@ -4,8 +4,8 @@ window.
 A QTextBrowser renders a page's Markdown; the pages are listed on the left. A relative link to
 another page opens it here (at the heading its ``#anchor`` names), a web link opens in the
 system browser, and Back / Forward step through the pages seen. Pictures are scaled down to
-the page's width (:data:`MAX_PICTURE_WIDTH` at most); one that is not installed (the screenshots
-do not ship with the package) shows its caption instead.
+the page's width (:data:`MAX_PICTURE_WIDTH` at most); one that is missing shows its caption
+instead (the screenshots ship as package data: tests/test_guide_package_data.py).
 """
 
 from __future__ import annotations
