@@ -29,6 +29,7 @@ from app.document import Change, Document
 from app.node_decorations import Decorator, RunInfo, compute_look
 from app.run_worker import RunController
 from blocks.registry import get_spec
+from blocks.spec import read_paths
 from engine.base.names import shown
 from engine.graph.labels import block_labels, label_list
 from engine.graph.report import verdict
@@ -167,11 +168,7 @@ class Session(QtCore.QObject):
         """Watch the files the plan reads (a rewritten .npy makes its reader stale)."""
         wanted = set()
         for step in self.plan.steps if self.plan else ():
-            for attr in step.spec.attrs:
-                path = step.attrs.get(attr.name)
-                if attr.kind == "path" and path and attr.is_active(step.attrs) and \
-                        Path(path).is_file():
-                    wanted.add(str(path))
+            wanted.update(p for p in read_paths(step.spec, step.attrs) if Path(p).is_file())
         watched = set(self._watcher.files())
         if watched - wanted:
             self._watcher.removePaths(sorted(watched - wanted))

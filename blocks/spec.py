@@ -37,7 +37,6 @@ unique per canvas.
 from __future__ import annotations
 
 import functools
-
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -344,6 +343,14 @@ def resolve_paths(spec: BlockSpec, attrs: dict[str, Any], base_dir: str | Path |
         if a.kind == "path" and out.get(a.name) and not Path(out[a.name]).is_absolute():
             out[a.name] = str(Path(base_dir) / out[a.name])
     return out
+
+
+def read_paths(spec: BlockSpec, attrs: dict[str, Any]) -> list[str]:
+    """The files a block with (resolved) ``attrs`` reads: its active, non-empty ``path``
+    attributes, in spec order. The one rule for caching by file, protecting read files and
+    watching them on disk."""
+    return [str(attrs[a.name]) for a in spec.attrs
+            if a.kind == "path" and a.is_active(attrs) and attrs.get(a.name)]
 
 
 def blame(err: InvalidArgumentError, names: set[str]) -> AttrError:

@@ -16,6 +16,7 @@ import pytest
 
 from engine.kernels.accel import COMPILE_NOTE
 from tests import model_files as mf
+from tests.cli_support import one_error
 
 ROOT = Path(__file__).parents[1]
 ONNX_LAYERS = ("conv_grouped", "conv_dw_lower", "conv_upper", "conv_valid")
@@ -56,14 +57,6 @@ def array_file(canvas: Path, node_id: str = "filter") -> Path:
     return canvas.parent / name
 
 
-def one_error(proc: subprocess.CompletedProcess, *words: str) -> str:
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert proc.stdout == ""
-    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    assert "Traceback" not in proc.stderr
-    for word in words:
-        assert word in proc.stderr
-    return proc.stderr
 
 
 def adjoint_agrees(r: dict[str, np.ndarray]) -> None:

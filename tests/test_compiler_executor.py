@@ -1,5 +1,6 @@
 """Compiler (validation, order, inference) and executor (cache, progress, cancel, failures)."""
 
+import dataclasses
 import threading
 
 import numpy as np
@@ -82,7 +83,7 @@ def _count_runs(monkeypatch):
             counts[_t] = counts.get(_t, 0) + 1
             return _run(attrs, inputs)
         monkeypatch.setitem(registry.REGISTRY, type_id,
-                            type(spec)(**{**spec.__dict__, "run": run}))
+                            dataclasses.replace(spec, run=run))
     return counts
 
 

@@ -4,6 +4,8 @@ for both ops, both arguments and several geometries; its problems are named befo
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -296,7 +298,7 @@ def test_a_broken_gradient_block_is_caught(monkeypatch):
         return {"output": np.flip(spec.run(attrs, inputs)["output"], axis=1).copy()}
 
     monkeypatch.setitem(registry.REGISTRY, "Conv2DBackpropInput",
-                        type(spec)(**{**spec.__dict__, "run": flipped}))
+                        dataclasses.replace(spec, run=flipped))
     _, out = run(check_canvas("Conv2D", "float64", {}))
     assert not bool(out[("gc_input", "ok")])
     assert bool(out[("gc_filter", "ok")])

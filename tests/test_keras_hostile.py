@@ -26,6 +26,7 @@ h5py = pytest.importorskip("h5py")
 from engine import kernels
 from engine.io.models.keras_reader import MAX_CONFIG_DEPTH, read_keras
 from engine.io.models.model_import import ModelImportError, translate
+from tests.cli_support import one_error
 from tests.model_files import conv_nchw
 
 ROOT = Path(__file__).parents[1]
@@ -140,14 +141,6 @@ def gb(*args, cwd: Path = ROOT) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
-def one_error(proc: subprocess.CompletedProcess, *words: str) -> str:
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert proc.stdout == ""
-    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    assert "Traceback" not in proc.stderr
-    for word in words:
-        assert word in proc.stderr, (word, proc.stderr)
-    return proc.stderr
 
 
 def test_the_builders_make_files_that_import(tmp_path):

@@ -22,6 +22,7 @@ from engine.graph.layer_canvas import build_canvas, plan_layer
 from engine.io.models.model_import import ModelImportError, list_rows
 from engine.io.models.onnx_reader import MAX_MODEL_BYTES, read_onnx
 from tests import model_files as mf
+from tests.cli_support import no_controls, one_error
 
 ROOT = Path(__file__).parents[1]
 #: The weights of the conv: OIHW [3, 2, 3, 3], distinct values.
@@ -84,22 +85,8 @@ def gb(*args) -> subprocess.CompletedProcess:
                           cwd=ROOT, timeout=300, env=env)
 
 
-def no_controls(text: str) -> bool:
-    """No character ``str.isprintable`` refuses (BEL, ESC, bidi, ...), line ends aside."""
-    return all(ch.isprintable() for ch in text.replace("\n", ""))
 
 
-def one_error(proc: subprocess.CompletedProcess, *words: str) -> str:
-    """Exit 2, nothing on stdout, one line on stderr holding ``words``, no traceback, no
-    control character."""
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert proc.stdout == ""
-    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    assert "Traceback" not in proc.stderr
-    assert no_controls(proc.stderr), repr(proc.stderr)
-    for word in words:
-        assert word in proc.stderr, (word, proc.stderr)
-    return proc.stderr
 
 
 def refusal(path: Path, name: str = "c") -> str:

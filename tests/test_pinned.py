@@ -1,6 +1,7 @@
 """Validation and bookkeeping that no other test pinned: each test here fails when one line of
 the rule it names is broken (checked by hand, one mutation at a time)."""
 
+import dataclasses
 import json
 
 import pytest
@@ -106,8 +107,7 @@ def test_the_source_port_is_part_of_the_cache_key():
 def test_an_output_of_another_shape_than_inferred_is_that_nodes_error(monkeypatch):
     """A Transpose whose run forgets to transpose: [3, 2] comes out where [2, 3] was inferred."""
     spec = registry.REGISTRY["Transpose"]
-    broken = type(spec)(**{**spec.__dict__,
-                            "run": lambda attrs, inputs: {"output": inputs["input"]}})
+    broken = dataclasses.replace(spec, run=lambda attrs, inputs: {"output": inputs["input"]})
     monkeypatch.setitem(registry.REGISTRY, "Transpose", broken)
     c = Canvas()
     c.add_node("Tensor", attrs={"shape": [3, 2]}, id="x")

@@ -23,6 +23,7 @@ from engine.graph.compiler import compile_canvas
 from engine.io import npy
 from engine.io.models.model_import import ModelImportError
 from engine.io.models.weights_reader import read_weights
+from tests.cli_support import one_error
 from tests.test_keras_hostile import _raw_zip, _zeros_member
 
 ROOT = Path(__file__).parents[1]
@@ -92,13 +93,6 @@ def gb(*args) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, check=False, cwd=ROOT, timeout=300)
 
 
-def one_error(proc: subprocess.CompletedProcess, *words: str) -> str:
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert proc.stdout == "" and "Traceback" not in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    for word in words:
-        assert word in proc.stderr, (word, proc.stderr)
-    return proc.stderr
 
 
 def test_the_good_files_import(tmp_path):

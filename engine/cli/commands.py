@@ -185,7 +185,8 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--to", default="numpy", choices=EXPORT_TARGETS,
                            help="numpy (default: engine.kernels), or a script using "
                                 "TensorFlow's, PyTorch's or JAX's own ops, with the source "
-                                "values in SCRIPT.sources.npz next to it")
+                                "values in SCRIPT.sources.<hash>.npz next to it (named by "
+                                "its content; the script is written last)")
     # these import this module: loaded once it is complete
     from engine.cli import crosscheck, explain, geometry, import_model, verify
 

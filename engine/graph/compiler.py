@@ -26,7 +26,7 @@ from typing import Any
 
 from blocks.gradcheck import RUN_TIME_WARNINGS
 from blocks.registry import get_spec
-from blocks.spec import AttrError, BlockSpec, TensorSpec, resolve_paths
+from blocks.spec import AttrError, BlockSpec, TensorSpec, read_paths, resolve_paths
 from engine.base.errors import InvalidArgumentError
 from engine.base.memory_limit import DEFAULT_MEMORY_LIMIT  # a run needing more is refused
 from engine.base.names import shown
@@ -135,13 +135,12 @@ def topological_order(canvas: Canvas) -> list[str]:
 def _file_signature(spec: BlockSpec, attrs: dict) -> list:
     """Modification time and size of every file a node reads (so an edited file reruns)."""
     sig = []
-    for a in spec.attrs:
-        if a.kind == "path" and a.is_active(attrs) and attrs.get(a.name):
-            try:
-                st = Path(attrs[a.name]).stat()
-                sig.append([attrs[a.name], st.st_mtime_ns, st.st_size])
-            except OSError:
-                sig.append([attrs[a.name], None, None])
+    for path in read_paths(spec, attrs):
+        try:
+            st = Path(path).stat()
+            sig.append([path, st.st_mtime_ns, st.st_size])
+        except OSError:
+            sig.append([path, None, None])
     return sig
 
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from blocks.registry import REGISTRY
-from blocks.spec import resolve_paths
+from blocks.spec import read_paths, resolve_paths
 from engine.base.atomic import not_regular
 from engine.graph.canvas import Canvas
 from engine.graph.labels import block_labels
@@ -52,9 +52,8 @@ def canvas_reads(canvas: Canvas, base_dir: str | os.PathLike) -> dict[str, str]:
             continue
         attrs, _problems = spec.resolve_attrs(node.attrs)
         attrs = resolve_paths(spec, attrs, base_dir)
-        for a in spec.attrs:
-            if a.kind == "path" and a.is_active(attrs) and attrs.get(a.name):
-                found.setdefault(str(attrs[a.name]), node.id)
+        for path in read_paths(spec, attrs):
+            found.setdefault(path, node.id)
     return found
 
 
