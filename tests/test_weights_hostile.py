@@ -14,6 +14,7 @@ import zipfile
 import zlib
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -106,10 +107,9 @@ def test_the_good_files_import(tmp_path):
 # -- safetensors ----------------------------------------------------------------------------
 
 
-#: safetensors dtypes NumPy has no type for (or that are not floats), and their bytes per 8
-#: values.
-ODD_DTYPES = {"F8_E4M3": 8, "F8_E5M2": 8, "F8_E8M0": 8, "BF16": 16, "F4": 4, "F6_E2M3": 6,
-              "BOOL": 8, "C64": 64}
+#: safetensors dtypes GradBlocks cannot hold (no NumPy or ml_dtypes type, or not floats), and
+#: their bits per value.
+ODD_DTYPES = {"F8_E8M0": 8, "F4": 4, "F6_E2M3": 6, "BOOL": 8, "C64": 64}
 
 
 @pytest.mark.parametrize("dtype", sorted(ODD_DTYPES))
@@ -119,7 +119,34 @@ def test_a_safetensors_dtype_numpy_lacks_is_named_with_the_tensor(tmp_path, dtyp
     path.write_bytes(st_bytes(tensors))
     lacks = " (a float type NumPy lacks)" if dtype[0] in "FB" and dtype != "BOOL" else ""
     assert refusal(path) == (f"layer 'c': tensor 'c.weight' has dtype '{dtype}'{lacks}: conv "
-                             f"weights must be F16, F32 or F64 (in {path})")
+                             "weights must be F16, F32, F64, BF16, F8_E4M3 or F8_E5M2 "
+                             f"(in {path})")
+
+
+@pytest.mark.parametrize("dtype, kind", [("BF16", "bfloat16"), ("F8_E4M3", "float8_e4m3fn"),
+                                         ("F8_E5M2", "float8_e5m2")])
+def test_bfloat16_and_float8_weights_import_widened_exactly_to_float32(tmp_path, dtype, kind):
+    narrow = np.dtype(getattr(ml_dtypes, kind))
+    w = W.astype(narrow)  # values the narrow type holds; each is a float32 exactly
+    b = B.astype(narrow)
+    assert not np.array_equal(w.astype(np.float32), W)  # the narrowing did round
+    path = tmp_path / "w.safetensors"
+    path.write_bytes(st_bytes({"c.weight": (dtype, list(W.shape), w.tobytes()),
+                               "c.bias": (dtype, [4], b.tobytes())}))
+    (layer,) = read_weights(str(path), {}).layers
+    assert layer.weights.dtype == np.float32 and layer.bias.dtype == np.float32
+    np.testing.assert_array_equal(layer.weights, w.astype(np.float32).transpose(2, 3, 1, 0))
+    np.testing.assert_array_equal(layer.bias, b.astype(np.float32))
+
+
+def test_widened_weights_whose_offsets_lie_are_refused(tmp_path):
+    w = W.astype(ml_dtypes.bfloat16)
+    good = st_bytes({"c.weight": ("BF16", list(W.shape), w.tobytes())})
+    # the header says [2, 3, 2, 2] but the bytes hold [4, 3, 2, 2]: safetensors itself refuses
+    lying = good.replace(b"[4, 3, 2, 2]", b"[2, 3, 2, 2]")
+    path = tmp_path / "w.safetensors"
+    path.write_bytes(lying)
+    assert "not a readable .safetensors file" in whole_file_error(path)
 
 
 def test_a_dtype_safetensors_does_not_know_is_named(tmp_path):
@@ -129,17 +156,17 @@ def test_a_dtype_safetensors_does_not_know_is_named(tmp_path):
 
 
 def test_an_unreadable_bias_refuses_its_layer_instead_of_dropping_the_bias(tmp_path):
-    tensors = {**good_tensors(), "c.bias": ("F8_E4M3", [4], bytes(4))}
+    tensors = {**good_tensors(), "c.bias": ("F8_E8M0", [4], bytes(4))}
     path = tmp_path / "w.safetensors"
     path.write_bytes(st_bytes(tensors))
-    assert "tensor 'c.bias' has dtype 'F8_E4M3'" in refusal(path)
+    assert "tensor 'c.bias' has dtype 'F8_E8M0'" in refusal(path)
 
 
 def test_cli_float8_weights_are_one_line(tmp_path):
     path = tmp_path / "w.safetensors"
-    path.write_bytes(st_bytes({"c.weight": ("F8_E4M3", list(W.shape), bytes(W.size))}))
+    path.write_bytes(st_bytes({"c.weight": ("F8_E8M0", list(W.shape), bytes(W.size))}))
     one_error(gb("import", path, "--layer", "c", "-o", tmp_path / "x.gbc.json"),
-              "layer 'c'", "'c.weight'", "F8_E4M3", str(path))
+              "layer 'c'", "'c.weight'", "F8_E8M0", str(path))
 
 
 GOOD = st_bytes(good_tensors())

@@ -12,8 +12,8 @@ depthwise HWIO tensor is H, W, in, multiplier). ``data_format`` defaults to NCHW
 NHWC for HWIO. ``.safetensors`` needs the ``safetensors`` package (the ``models`` extra).
 
 Nothing in a file is trusted: a safetensors header whose length passes the file, offsets beyond
-it or a dtype NumPy cannot hold (F8_E4M3, BF16, ...) is named; an .npz member that is not a .npy
-array, whose header lies about its data or claims terabytes is named, its header checked
+it or a dtype it cannot hold (F4, F8_E8M0, ...) is named (BF16, F8_E4M3 and F8_E5M2 are widened
+exactly to float32); an .npz member that is not a .npy array, whose header lies about its data or claims terabytes is named, its header checked
 (:func:`engine.io.npy.read_stream_header`) before anything is allocated. Only 4-D tensors and their
 biases are read, together at most the memory limit. A tensor of another rank is not a layer: it
 is listed with its shape and the 4 dimensions the layout expects.
@@ -30,12 +30,13 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import partial
 
+import ml_dtypes
 import numpy as np
 
 from engine.base.errors import InvalidArgumentError
 from engine.base.memory_limit import DEFAULT_MEMORY_LIMIT, gib
 from engine.base.names import shown
-from engine.io import npy
+from engine.io import npy, strict_json
 from engine.io.models.model_import import (
     ConvLayer,
     ModelImportError,
@@ -87,6 +88,9 @@ def parse_attrs(text: str) -> dict:
 SAFETENSORS_DTYPES = {"F16": "float16", "F32": "float32", "F64": "float64", "I8": "int8",
                       "U8": "uint8", "I16": "int16", "U16": "uint16", "I32": "int32",
                       "U32": "uint32", "I64": "int64", "U64": "uint64"}
+#: safetensors float types NumPy lacks, read with ml_dtypes and widened to float32 (exactly:
+#: float32 holds every value of each).
+SAFETENSORS_WIDENED = {"BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
 #: What zipfile raises on a damaged or unsupported archive or member.
 ZIP_ERRORS = (OSError, EOFError, RuntimeError, NotImplementedError, ValueError, zlib.error,
               zipfile.BadZipFile)
@@ -129,14 +133,35 @@ def _safetensors(path: str, stack: ExitStack) -> dict[str, _Tensor]:
     out = {}
     for key, (dtype, shape) in entries.items():
         numpy_dtype = SAFETENSORS_DTYPES.get(dtype)
-        if numpy_dtype is None:
+        if dtype in SAFETENSORS_WIDENED:
+            out[key] = _Tensor(shape, math.prod(shape) * 4, None,
+                               partial(_widened, path, length, key, dtype, shape))
+        elif numpy_dtype is None:
             lacks = " (a float type NumPy lacks)" if dtype.startswith(("F", "BF")) else ""
             out[key] = _Tensor(shape, 0, f"tensor {shown(key)} has dtype {shown(dtype)}{lacks}: "
-                                         "conv weights must be F16, F32 or F64")
+                                         "conv weights must be F16, F32, F64, BF16, "
+                                         "F8_E4M3 or F8_E5M2")
         else:
             out[key] = _Tensor(shape, math.prod(shape) * np.dtype(numpy_dtype).itemsize, None,
                                partial(f.get_tensor, key))
     return out
+
+
+def _widened(path: str, header_length: int, key: str, dtype: str, shape: tuple[int, ...]
+             ) -> np.ndarray:
+    """Tensor ``key`` of a safetensors file in a float type NumPy lacks, as float32: its bytes
+    found by the header's ``data_offsets`` (which safetensors has checked against the file)."""
+    with open(path, "rb") as f:
+        f.seek(8)
+        header, problems = strict_json.loads(f.read(header_length).decode("utf-8"))
+        begin, end = header[key]["data_offsets"] if not problems else (0, -1)
+        kind = np.dtype(getattr(ml_dtypes, SAFETENSORS_WIDENED[dtype]))
+        if end - begin != math.prod(shape) * kind.itemsize:
+            raise ModelImportError(f"{path}: tensor {shown(key)}: its data offsets do not fit "
+                                   f"its shape {list(shape)} and dtype {dtype}")
+        f.seek(8 + header_length + begin)
+        data = f.read(end - begin)
+    return np.frombuffer(data, kind).reshape(shape).astype(np.float32)
 
 
 def _npz_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, label: str, limit: int
