@@ -25,8 +25,18 @@ def npz_safe(value: Any) -> np.ndarray:
 
 
 def write_npz(f: BinaryIO, arrays: Mapping[str, Any]) -> None:
-    """Write ``arrays`` to the open binary file ``f`` as an .npz with exactly these keys."""
-    with zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+    """Write ``arrays`` to the open binary file ``f`` as an .npz with exactly these keys.
+
+    An exception while writing (Ctrl+C, SIGTERM unwinding) propagates as itself and leaves
+    ``f`` half-written for the caller to discard: the archive is not finished, so zipfile's
+    complaint about a member handle still open (when the exception struck inside
+    ``ZipFile.open``) never replaces it."""
+    zf = zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True)
+    try:
         for key, value in arrays.items():
             with zf.open(f"{key}.npy", "w", force_zip64=True) as member:
                 np.lib.format.write_array(member, npz_safe(value), allow_pickle=False)
+    except BaseException:
+        zf.fp = None  # abandoned: neither close() nor the collector finishes the archive
+        raise
+    zf.close()
