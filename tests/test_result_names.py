@@ -68,8 +68,8 @@ def test_run_out_stores_each_output_block_under_its_name_and_nothing_else(tmp_pa
     outputs = _engine_outputs(c)
     with np.load(tmp_path / "r.npz") as data:
         assert data.files == ["dW (filter gradient)", "file"]
-        np.testing.assert_array_equal(data["dW (filter gradient)"],
-                                      outputs[("conv_1", "output")])
+        # the CLI and this process may take different kernel paths (compiled once loaded)
+        assert_same_result(data["dW (filter gradient)"], outputs[("conv_1", "output")])
         np.testing.assert_array_equal(data["file"], outputs[("tensor_1", "output")])
     # the table names blocks by title; the id is only in its own last column
     header, *rows = proc.stdout.splitlines()[:-1]
@@ -98,7 +98,7 @@ def test_without_output_blocks_every_output_is_stored_under_its_blocks_title(tmp
     with np.load(tmp_path / "r.npz") as data:
         assert sorted(data.files) == sorted(expected)
         for key, ref in expected.items():
-            np.testing.assert_array_equal(data[key], outputs[ref])
+            assert_same_result(data[key], outputs[ref], key)
 
 
 def test_keys_that_still_collide_get_a_number_in_step_order():
