@@ -59,8 +59,9 @@ def plan_model(found: ModelLayers, batch: int = 1, layout: str | None = None) ->
     return out
 
 
-def _listed(p: Planned) -> bool:
-    """In --list's table: planned, or only lacking an input size (``--input-size`` gives it)."""
+def importable(p: Planned) -> bool:
+    """In --list's table (and selectable in the app's import dialog): planned, or only lacking
+    an input size (``--input-size`` gives it)."""
     return p.skipped is None or (p.layer is not None and p.layer.input_hw is None)
 
 
@@ -68,8 +69,8 @@ def list_lines(plans: list[Planned]) -> tuple[list[list[str]], list[str]]:
     """``--list``: the table of the layers that import (:func:`engine.io.models.model_import.
     list_rows`; a layer whose model states no input size is listed: it imports with
     ``--input-size``) and one ``cannot import:`` reason per other conv layer."""
-    rows = list_rows([p.layer for p in plans if _listed(p)])  # type: ignore[misc]
-    return rows, [escaped(p.skipped) for p in plans if not _listed(p)]
+    rows = list_rows([p.layer for p in plans if importable(p)])  # type: ignore[misc]
+    return rows, [escaped(p.skipped) for p in plans if not importable(p)]
 
 
 def canvas_names(plans: list[Planned]) -> dict[str, str]:
