@@ -24,6 +24,14 @@ from engine.export.crosscheck import (
 )
 from engine.graph.executor import Executor
 
+#: How a row's verdict is reached (engine.export.crosscheck.tolerance and compare): the header
+#: entry's tooltip and the note under the table.
+AGREE_RULE = ("agree = max abs <= tolerance, where tolerance = rtol of the dtype × the largest "
+              "|value| compared (for a difference, such as Compare's output or GradCheck's "
+              "error: × the largest |value| of the tensors it compares). max rel = max abs / "
+              "max |ours| is shown for information, not the verdict: an output near 0 (a "
+              "difference of two equal results) can have a large max rel and agree.")
+
 
 class _CrossCheckThread(QtCore.QThread):
     """One cross-check of ``plan``; ``done`` carries the Report, ``crashed`` a bug's text."""
@@ -102,9 +110,11 @@ class CrossCheckAction(QtCore.QObject):
         log = self.window.log
         lines = table_lines(report, ids=False)  # the block id is in each entry's tooltip
         if lines:
-            log.add(lines[0], "info")
+            log.add(f"{lines[0]}\n{AGREE_RULE}", "info")  # the rule in the header's tooltip
         for row, line in zip(report.rows, lines[1:], strict=True):
             log.add(line, "info" if row.agree else "error", row.output.rpartition(".")[0])
+        if lines:
+            log.add(AGREE_RULE, "info")
         for line in status_lines(report):
             log.add(line, "error" if ": failed" in line else "info")
         bad = sum(not r.agree for r in report.rows)

@@ -20,7 +20,7 @@ from app.document import Document
 from app.editing import EditActions, UndoAction
 from app.explain.geometry_view import GeometryView
 from app.explain.link import ExplainLink
-from app.explain.panel import HINT, ExplainPanel
+from app.explain.panel import ExplainPanel
 from app.export_action import ExportAction
 from app.files import (
     CANVAS_SUFFIX,
@@ -41,6 +41,7 @@ from app.log_panel import LogPanel
 from app.node_previews import NodePreviews
 from app.palette import BlockPalette, BlockSearchPopup, TabKeyFilter
 from app.session import Session
+from app.verify_dialog import VerifyAction
 from app.viewer.dock import ViewerDock
 from app.wire_drop import WireDrop
 from engine.base.version import version
@@ -88,6 +89,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.log = LogPanel(self)
         self.crosscheck = CrossCheckAction(self)  # Run > Cross-check (app.crosscheck_action)
         self.export = ExportAction(self)  # File > Export as Script (app.export_action)
+        self.verify = VerifyAction(self)  # Run > Verify an Implementation (app.verify_dialog)
         self.search_popup = BlockSearchPopup(self)
         self.tab_filter = TabKeyFilter(self.adapter.viewer, self.search_popup)
         self.wire_drop = WireDrop(self.adapter, self.session, self)
@@ -278,6 +280,7 @@ class MainWindow(QtWidgets.QMainWindow):
         m.addAction(self.act_auto_run)
         m.addSeparator()
         m.addAction(self.crosscheck.action)
+        m.addAction(self.verify.action)
         m = bar.addMenu("&Help")
         m.addActions([self.act_guide, self.act_shortcuts, self.act_about])
 
@@ -349,8 +352,7 @@ class MainWindow(QtWidgets.QMainWindow):
         Explain panel or the progress bar."""
         if not change.reloaded:
             return
-        self.explain_link.last = None
-        self.explain_panel.show_message(HINT)
+        self.explain_link.clear()
         if not self.session.runner.running:
             self.progress.setValue(0)
             self.progress.setFormat("idle")
@@ -533,6 +535,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self.save_layout()
         self.files.shutdown()
         self.crosscheck.wait()  # a QThread must not be destroyed while it runs
+        self.verify.shutdown()  # cancels a sweep and waits for it
         event.accept()
 
 

@@ -21,6 +21,7 @@ BADGE_COLORS = {
     "error": QtGui.QColor(250, 120, 110),
     "running": QtGui.QColor(240, 200, 100),
     "stale": QtGui.QColor(150, 150, 150),
+    "last_valid": QtGui.QColor(240, 190, 90),
     "": QtGui.QColor(160, 160, 160),
 }
 
@@ -59,7 +60,9 @@ def compute_look(node, plan, pending: dict[str, str], run: RunInfo | None,
                  incoming: dict[str, tuple[str, str]], running: bool = False,
                  stale: str | None = None) -> NodeLook:
     """The look of canvas ``node``; ``incoming`` maps its input ports to their sources;
-    ``stale`` says why its last result is no longer current (badge and port labels say so)."""
+    ``stale`` says why its last result is no longer current (badge and port labels say so);
+    ``pending`` maps attributes with an invalid edit to their messages: while the block is
+    otherwise valid it runs with the last valid values, and its badge says so."""
     spec = get_spec(node.type)
     specs = plan.specs if plan is not None else {}
     out_labels = []
@@ -84,8 +87,12 @@ def compute_look(node, plan, pending: dict[str, str], run: RunInfo | None,
             tip += f"\nfrom {src[0]}.{src[1]}: " + spec_tooltip(p.name, ts)
         in_tips.append((p.name, tip))
     errors = tuple(node_messages(node.id, plan, pending))
+    # only invalid edits, the block itself valid: it runs with the last valid values
+    last_valid = bool(pending) and plan is not None and not plan.errors.get(node.id)
     if running:
         badge, state = "running…", "running"
+    elif last_valid and (stale is None or stale.startswith("invalid")):
+        badge, state = f"⚠ runs with last valid {', '.join(pending)}", "last_valid"
     elif stale is not None:
         badge, state = f"stale: {_short(stale)}", "stale"
     elif run is not None and run.error:

@@ -247,8 +247,11 @@ def test_table_shows_the_slice_and_is_capped(qtbot, viewer):
     assert (model.rowCount(), model.columnCount()) == (3, 4)
     for r in range(3):
         for c in range(4):
-            assert model.data(model.index(r, c)) == f"{a[1, r, c]:.6g}"
-            assert np.float32(model.data(model.index(r, c), Qt.ToolTipRole)) == a[1, r, c]
+            # the whole value (issue 24: no "1.71429" for 1.7142857), its index in the tooltip
+            assert np.float32(model.data(model.index(r, c))) == a[1, r, c]
+            tip = model.data(model.index(r, c), Qt.ToolTipRole)
+            assert tip.startswith(f"[d0 1, d1 {r}, d2 {c}] = ")
+            assert np.float32(tip.rpartition(" = ")[2]) == a[1, r, c]
     big = np.zeros((300, 260), np.float32)
     viewer.show_tensor(big)
     assert (model.rowCount(), model.columnCount()) == (TABLE_LIMIT, TABLE_LIMIT)
@@ -417,8 +420,7 @@ def test_compare_side_choice_drives_table_copy_save_and_histogram(qtbot, viewer,
     qtbot.mouseClick(viewer.copy_button, Qt.LeftButton)
     rows = QtWidgets.QApplication.clipboard().text().splitlines()
     np.testing.assert_array_equal(np.array([r.split("\t") for r in rows], np.float32), b)
-    assert np.float32(viewer.table_model.data(viewer.table_model.index(1, 2), Qt.ToolTipRole)) \
-        == b[1, 2]
+    assert np.float32(viewer.table_model.data(viewer.table_model.index(1, 2))) == b[1, 2]
     assert "of now" in viewer.table_info.text() and "right" in viewer.tabs.tabToolTip(2)
     np.testing.assert_array_equal(viewer.hist_counts,
                                   np.histogram(b.astype(np.float64), len(viewer.hist_counts))[0])

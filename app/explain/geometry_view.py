@@ -16,6 +16,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from app import dialog_folders
 from engine.base.atomic import write_atomically
 from engine.base.errors import InvalidArgumentError
+from engine.base.names import article
 from engine.explain.geometry import GeometryModel, model_for_step
 from engine.explain.geometry_render import (
     frame_duration_ms,
@@ -113,7 +114,7 @@ class GeometryView(QtWidgets.QWidget):
             return None, None, "Select one conv block to see its geometry."
         node_id, node = sel[0], canvas.nodes[sel[0]]
         if node.type not in OPS:
-            return None, None, (f"{node.title or node_id} is a {node.type} block: the geometry "
+            return None, None, (f"{node.title or node_id} is {article(node.type)} block: the geometry "
                                 f"view shows the conv blocks ({', '.join(OPS)}).")
         errors = self.session.node_errors(node_id) if plan is not None else []
         step = next((s for s in plan.steps if s.node_id == node_id), None) if plan else None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app.explain.panel import OUTPUT, ExplainPanel, ExplainRequest, Operand
+from app.explain.panel import HINT, OUTPUT, ExplainPanel, ExplainRequest, Operand
 from engine.base.errors import InvalidArgumentError
 from engine.explain.reverse import feeds
 from engine.explain.terms import OPS, OUTPUT_NAMES, explain_element
@@ -45,6 +45,7 @@ class ExplainLink(QtCore.QObject):
         self.action.triggered.connect(self._explain_pressed)
         panel.element_clicked.connect(self._panel_clicked)
         session.results_changed.connect(self.refresh)
+        session.plan_changed.connect(self._forget_deleted)
         self._dirty = False
         if dock is not None:
             dock.visibilityChanged.connect(lambda on: on and self._dirty and self.refresh())
@@ -134,11 +135,25 @@ class ExplainLink(QtCore.QObject):
         port, _ = self.session.output(node_id)
         return port
 
+    def clear(self) -> None:
+        """Explain nothing: the panel shows its hint (another canvas, or the block deleted)."""
+        self.last = None
+        self._dirty = False
+        self.panel.show_message(HINT)
+
+    def _forget_deleted(self, *_args) -> None:
+        """The block explained is gone (deleted): clear the panel instead of a message about
+        a block that no longer exists."""
+        if self.last is not None and self.last[0] not in self.session.doc.canvas.nodes:
+            self.clear()
+
     def refresh(self) -> None:
         """Redo the last explanation with the current results (after a run); while the panel
         is hidden, when it is shown again."""
         if self.last is None:
             return
+        if self.last[0] not in self.session.doc.canvas.nodes:
+            return self.clear()
         if self.dock is not None and not self.dock.isVisible():
             self._dirty = True
             return

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
+from app.viewer.wrap_bar import WrapBar
 from engine.view.tensor_view import SIDES, ViewState
 
 
-class ViewerControls(QtWidgets.QWidget):
-    """Combo boxes, spin boxes and the export buttons in one row."""
+class ViewerControls(WrapBar):
+    """``leading`` (the viewer's tabs), then the combo boxes and spin boxes, then the export
+    buttons: one row, or more when the viewer is narrow."""
 
-    def __init__(self, parent: QtWidgets.QWidget | None = None):
+    def __init__(self, parent: QtWidgets.QWidget | None = None,
+                 leading: QtWidgets.QWidget | None = None):
         super().__init__(parent)
         self.mode_combo = QtWidgets.QComboBox(self)
         self.mode_combo.addItems(["slice", "montage"])
@@ -42,21 +45,28 @@ class ViewerControls(QtWidgets.QWidget):
         self.png_button.setToolTip("Save the picture as a PNG image")
         self.copy_button = QtWidgets.QPushButton("Copy values", self)
 
-        lay = QtWidgets.QHBoxLayout(self)
-        lay.setContentsMargins(8, 0, 0, 2)
+        # two groups that wrap onto a second row when the viewer is narrow
+        self.selectors = QtWidgets.QWidget(self)
+        lay = QtWidgets.QHBoxLayout(self.selectors)
+        lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(4)
         self._labelled(lay, "view", self.mode_combo)
         self._labelled(lay, "rows", self.row_combo)
         self._labelled(lay, "cols", self.col_combo)
         self._labelled(lay, "scale", self.scale_combo)
         lay.addLayout(self.index_box)
-        lay.addSpacing(12)
+        self.buttons = QtWidgets.QWidget(self)
+        lay = QtWidgets.QHBoxLayout(self.buttons)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(4)
         for b in (self.npy_button, self.png_button, self.copy_button):
+            b.setParent(self.buttons)
             lay.addWidget(b)
+        self.set_groups([g for g in (leading, self.selectors, self.buttons) if g is not None])
         self.show_side(None, "")
 
     def _labelled(self, lay: QtWidgets.QHBoxLayout, text: str, w: QtWidgets.QWidget) -> None:
-        lab = QtWidgets.QLabel(text, self)
+        lab = QtWidgets.QLabel(text, lay.parentWidget())
         lay.addWidget(lab)
         lay.addWidget(w)
         w.setProperty("label_widget", lab)
@@ -75,6 +85,7 @@ class ViewerControls(QtWidgets.QWidget):
         self.npy_button.setToolTip(f"Save the whole tensor{of} as a NumPy .npy file")
         self.copy_button.setText(f"Copy {which}values")
         self.copy_button.setToolTip(f"Copy the numbers of the current slice{of} (tab-separated)")
+        self.arrange()  # the buttons' texts changed width
 
     def set_enabled(self, on: bool) -> None:
         for w in (self.mode_combo, self.scale_combo, self.row_combo, self.col_combo,
@@ -146,6 +157,7 @@ class ViewerControls(QtWidgets.QWidget):
         fixed = st.fixed_axes()
         for ax, spin in self.index_spins.items():
             self.set_shown(spin, ax in fixed)
+        self.arrange()
 
     def fill_axes(self, names: tuple[str, ...], shape: tuple[int, ...],
                   view_axes: tuple[int, int]) -> None:
@@ -163,8 +175,8 @@ class ViewerControls(QtWidgets.QWidget):
                 item.widget().deleteLater()
         self.index_spins = {}
         for ax, (name, size) in enumerate(zip(names, shape, strict=True)):
-            lab = QtWidgets.QLabel(name, self)
-            spin = QtWidgets.QSpinBox(self)
+            lab = QtWidgets.QLabel(name, self.selectors)
+            spin = QtWidgets.QSpinBox(self.selectors)
             top = max(0, size - 1)
             spin.setRange(0, top)
             spin.setSuffix(f" / {top}")
@@ -174,6 +186,7 @@ class ViewerControls(QtWidgets.QWidget):
             self.index_box.addWidget(lab)
             self.index_box.addWidget(spin)
             self.index_spins[ax] = spin
+        self.arrange()
 
 
 #: the chosen side reads as pressed in the dark theme too (Fusion's checked tool button is faint)

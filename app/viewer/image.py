@@ -3,9 +3,12 @@ exactly the image, and a colour bar (two colours and a False/True legend for boo
 
 from __future__ import annotations
 
+import html
+import math
+
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from engine.view.tensor_view import Picture, Ticks, image_range
 
@@ -29,6 +32,55 @@ def bool_legend_html() -> str:
                                                                   strict=True))
 
 
+class ElidedTitle(pg.LabelItem):
+    """A plot title that never widens its plot: it takes the width the layout gives it and
+    shows as much of the text as fits, ending in "…" (the whole title in its tooltip).
+    ``text`` is the whole title, ``shown`` the text drawn."""
+
+    shown = ""
+    _fitting = False
+
+    def setText(self, text, **args) -> None:
+        self._fit(text, args)
+
+    def _fit(self, text: str, args: dict | None = None) -> None:
+        """Show ``text`` cut to the label's width (escaped: a title is text, not markup)."""
+        if self._fitting:
+            return
+        self._fitting = True
+        try:
+            font = QtGui.QFont(self.item.font())
+            size = str((args or {}).get("size", self.opts.get("size", "")))
+            if size.endswith("pt"):
+                font.setPointSizeF(float(size[:-2]))
+            room = self.rect().width() - 2 * self.item.document().documentMargin() - 2
+            shown = text
+            if room > 0:
+                shown = QtGui.QFontMetricsF(font).elidedText(text, QtCore.Qt.ElideRight, room)
+            if shown != self.shown or args:
+                super().setText(html.escape(shown), **(args or {}))
+            self.text, self.shown = text, shown
+            self.setToolTip(text if shown != text else "")
+        finally:
+            self._fitting = False
+
+    def resizeEvent(self, ev) -> None:
+        super().resizeEvent(ev)
+        if not self._fitting and isinstance(getattr(self, "text", None), str):
+            self._fit(self.text)
+
+    def updateMin(self) -> None:
+        """As tall as the text, no minimum width (the text is elided instead)."""
+        bounds = self.itemRect()
+        self.setMinimumWidth(0)
+        self.setMinimumHeight(bounds.height())
+        hint = QtCore.Qt.SizeHint
+        self._sizeHint = {hint.MinimumSize: (0, bounds.height()),
+                          hint.PreferredSize: (0, bounds.height()),
+                          hint.MaximumSize: (-1, -1), hint.MinimumDescent: (0, 0)}
+        self.updateGeometry()
+
+
 class ImagePanel(pg.GraphicsLayoutWidget):
     """One picture with axis labels and a colour bar; NaN pixels are transparent."""
 
@@ -48,12 +100,36 @@ class ImagePanel(pg.GraphicsLayoutWidget):
                                    width=12)
         self.bar.setImageItem(self.image, insert_in=self.plot)
         self.bar.axis.setWidth(BAR_AXIS_WIDTH)
+        self._elide_title()
         self.legend = pg.LabelItem("", color=TITLE_COLOR, size="9pt", justify="left")
         self.boolean = False
         self.data = np.zeros((0, 0))
         self.levels = (-1.0, 1.0)
         self._shape: tuple[int, ...] | None = None
         self.plot.scene().sigMouseMoved.connect(self._mouse_moved)
+
+    def _elide_title(self) -> None:
+        """Replace the plot's title label with an :class:`ElidedTitle` (same place): a long
+        title (the difference pane's "a − b") would widen the plot past the pane and push the
+        colour bar out of view."""
+        plot = self.plot
+        old = plot.titleLabel
+        plot.layout.removeItem(old)
+        old.setParentItem(None)
+        plot.titleLabel = ElidedTitle("", size="11pt", parent=plot)
+        # over the whole plot (axis, image and colour bar): more room before it is cut
+        plot.layout.addItem(plot.titleLabel, 0, 0, 1, plot.layout.columnCount())
+        plot.setTitle(None)
+
+    def title_text(self) -> str:
+        """The picture's whole title ("" when it has none)."""
+        label = self.plot.titleLabel
+        return label.text if label.isVisible() else ""
+
+    def _keep_content_width(self) -> None:
+        """Never narrower than the picture's axes and colour bar need (else they are cut)."""
+        need = self.ci.effectiveSizeHint(QtCore.Qt.MinimumSize).width()
+        self.setMinimumWidth(math.ceil(need) + 2)
 
     def set_picture(self, pic: Picture) -> None:
         """Show ``pic``: pixel (r, c) centred at x=c, y=r; a new shape shows exactly the image."""
@@ -94,6 +170,7 @@ class ImagePanel(pg.GraphicsLayoutWidget):
         else:
             self.removeItem(self.legend)
             self.bar.setColorMap(pg.colormap.get(self.cmap_name))  # restores the image's LUT
+        self._keep_content_width()
 
     def legend_text(self) -> str:
         """The words of the boolean legend ("" when the colour bar is shown)."""
@@ -109,6 +186,7 @@ class ImagePanel(pg.GraphicsLayoutWidget):
         self.plot.setLabel("bottom", col_label)
         self.plot.getAxis("left").setTicks([row_ticks])
         self.plot.getAxis("bottom").setTicks([col_ticks])
+        self._keep_content_width()
 
     def clear_image(self) -> None:
         self.data = np.zeros((0, 0))

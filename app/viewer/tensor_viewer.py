@@ -111,7 +111,13 @@ class TensorViewer(QtWidgets.QWidget):
     # -- layout --------------------------------------------------------------------------------
     def _build(self) -> None:
         self.stats_label = StatsLine(self)
-        c = self.controls = ViewerControls(self)
+        # tabs and controls share the bar: one row, or more when the viewer is narrow (beside
+        # the Explain panel); a QTabWidget corner widget does not follow the controls' size
+        self.tabs = QtWidgets.QTabBar(self)
+        self.tabs.setDrawBase(False)
+        self.tabs.setExpanding(False)
+        c = self.controls = ViewerControls(self, leading=self.tabs)
+        self.bar = c
         self.mode_combo, self.row_combo, self.col_combo = c.mode_combo, c.row_combo, c.col_combo
         self.scale_combo, self.npy_button = c.scale_combo, c.npy_button
         self.png_button, self.copy_button = c.png_button, c.copy_button
@@ -129,22 +135,12 @@ class TensorViewer(QtWidgets.QWidget):
         self.table, self.table_model = self.table_page.table, self.table_page.model
         self.table_info = self.table_page.info
 
-        # tabs and controls share one row (a QTabWidget corner widget does not follow the
-        # controls' size when spin boxes appear)
         self.pages = QtWidgets.QStackedWidget(self)
-        self.tabs = QtWidgets.QTabBar(self)
-        self.tabs.setDrawBase(False)
-        self.tabs.setExpanding(False)
         for page, name in ((self.image_page, "Image"), (self.histogram, "Histogram"),
                            (self.table_page, "Table")):
             self.pages.addWidget(page)
             self.tabs.addTab(name)
         self.tabs.currentChanged.connect(self.pages.setCurrentIndex)
-        bar = QtWidgets.QHBoxLayout()
-        bar.setContentsMargins(0, 0, 0, 0)
-        bar.addWidget(self.tabs)
-        bar.addStretch(1)
-        bar.addWidget(c)
 
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(4, 2, 4, 2)
@@ -154,7 +150,7 @@ class TensorViewer(QtWidgets.QWidget):
         top.addWidget(self.stats_label, 1)
         top.addWidget(self.side_choice, 0, QtCore.Qt.AlignTop)
         lay.addLayout(top)
-        lay.addLayout(bar)
+        lay.addWidget(self.bar)
         lay.addWidget(self.pages, 1)
 
         c.bind(self.state, self._redraw)
@@ -299,9 +295,8 @@ class TensorViewer(QtWidgets.QWidget):
         side = st.side if st.comparing else None
         self.controls.show_side(side, title)
         self.side_choice.show_side(side, {s: st.side_title(s) for s in SIDES})
-        values, blank = st.values()
         t = st.side_tensor()
-        self.table_page.show_values(values, t.dtype, blank, title if st.comparing else "")
+        self.table_page.show_view(st, t, title if st.comparing else "")
         self.histogram.show_values(t, f"values of {title or 'the tensor'}", self._histogram(t))
         self.tabs.setTabToolTip(2, f"The numbers of the {st.side} tensor, {title}" if st.comparing
                                 else "The numbers of the current slice")

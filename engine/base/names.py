@@ -85,3 +85,35 @@ def file_stem(text: str, limit: int = 100) -> str:
     hidden file, a path or a control character); ``layer`` when nothing is left."""
     stem = _FILE_CHARS.sub("_", escaped(text, limit)).lstrip(".")
     return stem or "layer"
+
+
+
+#: Words that start with a vowel letter but a consonant sound, or the reverse (lower case).
+_CONSONANT_SOUND = ("one", "once", "uni", "use", "usu", "uti", "ura", "ure", "uro", "eu")
+_VOWEL_SOUND = ("hour", "honest", "honour", "heir")
+#: Letters whose names start with a vowel sound (an initialism such as NHWC reads "en-...").
+_VOWEL_LETTERS = set("AEFHILMNORSX")
+
+
+def article(word: str) -> str:
+    """``word`` after "a" or "an", as it is read aloud: ``an AdjointCheck``, ``a Conv2D``,
+    ``an 8-D``, ``an 11-D``, ``an NHWC`` (an initialism is read letter by letter),
+    ``a unit``, ``an hour``. Words starting with a punctuation mark take "a"."""
+    if not word:
+        return "a"
+    lower = word.lower()
+    digits = len(word) - len(word.lstrip("0123456789"))
+    if digits:  # eight, eleven, eighteen, eighty, eight hundred ..., eleven thousand ...
+        number = word[:digits]
+        vowel = number[0] == "8" or (digits % 3 == 2 and number[:2] in ("11", "18"))
+    elif lower.startswith(_VOWEL_SOUND):
+        vowel = True
+    elif lower.startswith(_CONSONANT_SOUND):
+        vowel = False
+    else:
+        letters = word.split("-")[0].split(" ")[0]
+        if len(letters) > 1 and letters.isalpha() and letters.isupper():
+            vowel = letters[0] in _VOWEL_LETTERS
+        else:
+            vowel = lower[0] in "aeiou"
+    return f"{'an' if vowel else 'a'} {word}"

@@ -38,6 +38,7 @@ import numpy as np
 from engine.base import cancel as cancellation
 from engine.base.dtypes import dtype_name
 from engine.base.errors import InvalidArgumentError
+from engine.base.names import article
 from engine.graph.budget import gib, limit_bytes
 from engine.graph.compiler import DEFAULT_MEMORY_LIMIT, Plan, PortKey, compile_canvas
 
@@ -271,7 +272,7 @@ def internal_error(type_id: str, err: BaseException) -> str:
     """The message of an unexpected exception in a block: a bug to report, never a user's
     mistake (those are :class:`InvalidArgumentError`)."""
     what = str(err).rstrip(".")  # "I/O operation on closed file." ends with its own period
-    return (f"internal error in a {type_id} block: {type(err).__name__}: {what}. This is a bug "
+    return (f"internal error in {article(type_id)} block: {type(err).__name__}: {what}. This is a bug "
             f"in GradBlocks: please report it with the block type ({type_id}) and this message")
 
 

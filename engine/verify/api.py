@@ -13,6 +13,7 @@ import math
 import os
 import shlex
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -91,9 +92,12 @@ def verify(fn: Any = None, op: str = "", convention: str = "tf", *,
            dtype: str | list[str] = "float32", cases: int = DEFAULT_CASES, seed: int = 0,
            jobs: int = 1, case_timeout: float = DEFAULT_TIMEOUT, support: str | None = None,
            path: str | None = None, cmd: str | None = None,
-           progress: Callable[[int, int], None] | None = None) -> VerifyReport:
+           progress: Callable[[int, int], None] | None = None,
+           cancel: threading.Event | None = None) -> VerifyReport:
     """Sweep ``fn`` as ``op`` under ``convention`` (see :mod:`engine.verify`); returns the
-    :class:`VerifyReport`. Bad options raise :class:`InvalidArgumentError` naming them."""
+    :class:`VerifyReport`. Bad options raise :class:`InvalidArgumentError` naming them; once
+    ``cancel`` is set the sweep stops after the running case, stops its worker processes and
+    raises :class:`engine.base.cancel.Cancelled`."""
     usage(convention, op)
     dtypes = dtype_list(dtype)
     _count("cases", cases, 1, MAX_CASES)
@@ -112,7 +116,7 @@ def verify(fn: Any = None, op: str = "", convention: str = "tf", *,
     if convention == "torch":
         spec.words.pop("layouts", None)  # torch arrays are always NCHW
     return sweep(target, op, convention, dtypes_run, cases, seed, jobs, float(case_timeout),
-                 spec, progress, text)
+                 spec, progress, text, cancel)
 
 
 def assert_conformant(fn: Any = None, op: str = "", convention: str = "tf",

@@ -6,16 +6,24 @@ Repeats: catalogue cases, and every :data:`RECHECK_EVERY`-th random case, run tw
 ``nondeterministic`` check); so do the shrinking runs of a nondeterministic failure. A class of
 cases that timed out :data:`MAX_CLASS_TIMEOUTS` times is not tried again in the sweep; a
 timeout is not shrunk (each try could cost the case timeout).
+
+Cancel: with ``cancel`` set (a :class:`threading.Event`), or inside an
+:func:`engine.base.cancel.scope` whose event is set, the sweep raises
+:class:`engine.base.cancel.Cancelled` after the case running (at most the case timeout later)
+and its worker processes are stopped.
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine.base import cancel as cancelling
 from engine.verify import cases as case_gen
 from engine.verify.conventions import Call, from_tf_layout, reference, to_tf_layout
 from engine.verify.conventions import bound as bound_of
@@ -87,12 +95,14 @@ def _failure(p: _Prepared, v: Verdict, got) -> Failure:
 
 def sweep(spec: tuple, op: str, convention: str, dtypes: list[str], total: int, seed: int,
           jobs: int, timeout: float, support: Support, progress=None,
-          target_text: str = "") -> VerifyReport:
-    """Run the whole sweep; ``progress(done, total)`` is called after each case."""
+          target_text: str = "", cancel: threading.Event | None = None) -> VerifyReport:
+    """Run the whole sweep; ``progress(done, total)`` is called after each case; ``cancel``
+    set stops it (:class:`~engine.base.cancel.Cancelled`, see the module docstring)."""
     start = time.monotonic()
     report = VerifyReport(op, convention, dtypes, target_text, seed=seed, total=total,
                           spec_kind=spec[0], path=spec[3][0] if spec[0] == "python" else "")
-    with Pool(spec, jobs, timeout) as pool:
+    scope = cancelling.scope(cancel) if cancel is not None else contextlib.nullcontext()
+    with scope, Pool(spec, jobs, timeout) as pool:  # Cancelled stops the workers first
         ev = Evaluator(pool)
         plan = ((c, c.edge != "random" or i % RECHECK_EVERY == 0)
                 for i, c in enumerate(case_gen.generate(op, convention, dtypes, total, seed,
@@ -104,6 +114,7 @@ def sweep(spec: tuple, op: str, convention: str, dtypes: list[str], total: int, 
                 report.found_after.setdefault(v.verdict, time.monotonic() - start)
             if progress is not None:
                 progress(report.cases, total)
+            cancelling.checkpoint()
         for verdict in sorted({f.verdict.verdict for f in report.failures},
                               key=FAILURES.index):
             report.minimal_failures.append(_minimize(ev, report, verdict, support))
@@ -135,6 +146,7 @@ def _minimize(ev: Evaluator, report: VerifyReport, verdict: str, support: Suppor
     best: dict = {"failure": first, "diagnosis": first_diagnosis}
 
     def still_fails(case: Case) -> bool:
+        cancelling.checkpoint()
         for _ in range(tries):
             got = ev.one(case, repeat)
             if got is not None and got[1].verdict == verdict:
