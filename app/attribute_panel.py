@@ -105,6 +105,7 @@ class AttributePanel(QtWidgets.QWidget):
         scroll.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarAlwaysOff)
         scroll.setFrameShape(QtWidgets.QFrame.NoFrame)
         scroll.setWidget(body)
+        scroll.setFocusPolicy(QtCore.Qt.NoFocus)  # Tab moves between fields, not to the area
         self.scroll = scroll
 
         lay = QtWidgets.QVBoxLayout(self)
@@ -170,7 +171,17 @@ class AttributePanel(QtWidgets.QWidget):
             self.messages.addWidget(error)
             self.form.addRow(label, editor)
             self.rows[a.name] = _Row(self.form, label, editor, error)
+        self._chain_tab_order()
         self.refresh()
+
+    def _chain_tab_order(self) -> None:
+        """Tab goes title -> each attribute's fields in order (editors are made long after the
+        other docks' widgets, which the default focus chain would visit first)."""
+        previous: QtWidgets.QWidget = self.title_edit
+        for row in self.rows.values():
+            for field in _focus_fields(row.editor):
+                QtWidgets.QWidget.setTabOrder(previous, field)
+                previous = field
 
     # --- showing values --------------------------------------------------------------------
     def refresh(self) -> None:
@@ -315,3 +326,24 @@ def _named(label: str, attr: str, message: str) -> str:
     named by its label (its title, :mod:`engine.graph.labels`)."""
     prefix = f"{label}.{attr}: "
     return message if message.startswith(prefix) else prefix + message
+
+
+def _focus_fields(editor: QtWidgets.QWidget) -> list[QtWidgets.QWidget]:
+    """The widgets of ``editor`` that Tab stops at, in creation order (the editor itself when
+    it takes focus directly)."""
+    tabbable = QtCore.Qt.TabFocus
+    fields = [w for w in editor.findChildren(QtWidgets.QWidget)
+              if w.focusPolicy() & tabbable and w.focusProxy() is None
+              and not w.isWindow() and not any(p.isWindow() for p in _parents(w, editor))]
+    if editor.focusPolicy() & tabbable and editor.focusProxy() is None:
+        fields.insert(0, editor)
+    return fields
+
+
+def _parents(widget: QtWidgets.QWidget, stop: QtWidgets.QWidget) -> list[QtWidgets.QWidget]:
+    """``widget``'s parents below ``stop`` (a combo box's popup list sits in its own window)."""
+    out, p = [], widget.parentWidget()
+    while p is not None and p is not stop:
+        out.append(p)
+        p = p.parentWidget()
+    return out
