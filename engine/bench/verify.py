@@ -1,10 +1,17 @@
 """``python -m engine.bench.verify``: cases per second of ``gradblocks verify`` on a NumPy
-implementation (the tap loops of tests/verify_zoo.py when present, else a wrapper of
-engine.kernels) on small cases, median of REPEATS sweeps, worker start-up included and
-excluded."""
+implementation (the tap loops of tests/verify_zoo.py) on small cases, median of REPEATS sweeps,
+worker start-up included and excluded.
+
+``python -m engine.bench.verify --false-alarms [--cases N] [--dtypes D,D]``: the false-alarm
+run of issue 22, outside the test suite: every op of both conventions on the correct
+implementations of tests/verify_zoo.py (the wrapper of engine.kernels and the independent tap
+loops), N cases (default :data:`FALSE_ALARM_CASES`) per op, implementation and dtype; prints
+one line per sweep and the totals, exit status 1 when any case failed.
+"""
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
@@ -12,31 +19,81 @@ import time
 
 CASES = 400
 REPEATS = 3
+FALSE_ALARM_CASES = 2000
+FALSE_ALARM_DTYPES = ("float32", "float64", "float16")
 
 
-def main() -> None:
-    from engine.verify.api import verify
-
+def _tests_dir() -> str:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     tests = os.path.join(root, "tests")
-    target = "verify_zoo:loops_conv2d" if os.path.exists(os.path.join(tests, "verify_zoo.py")) \
-        else None
-    if target is None:
-        print("tests/verify_zoo.py not found", file=sys.stderr)
+    if not os.path.exists(os.path.join(tests, "verify_zoo.py")):
+        print("tests/verify_zoo.py not found (run from a source checkout)", file=sys.stderr)
         raise SystemExit(1)
+    return tests
+
+
+def rates() -> None:
+    from engine.verify.api import verify
+
+    tests = _tests_dir()
     for op, name in (("Conv2D", "loops_conv2d"),
                      ("Conv2DBackpropInput", "loops_conv2d_backprop_input")):
-        rates, sweep_rates = [], []
+        with_start, in_sweep = [], []
         for seed in range(REPEATS):
             start = time.perf_counter()
             report = verify(f"verify_zoo:{name}", op=op, convention="tf", cases=CASES, seed=seed,
                             path=tests)
             wall = time.perf_counter() - start
-            rates.append(report.cases / wall)
-            sweep_rates.append(report.cases / report.seconds)
-        print(f"{op:22} {CASES} cases: {statistics.median(rates):6.0f} cases/s with start-up, "
-              f"{statistics.median(sweep_rates):6.0f} cases/s in the sweep (median of "
+            with_start.append(report.cases / wall)
+            in_sweep.append(report.cases / report.seconds)
+        print(f"{op:22} {CASES} cases: {statistics.median(with_start):6.0f} cases/s with "
+              f"start-up, {statistics.median(in_sweep):6.0f} cases/s in the sweep (median of "
               f"{REPEATS})")
+
+
+def false_alarms(cases: int, dtypes: list[str], seed: int) -> int:
+    """Sweep every correct zoo implementation; the number of failed cases."""
+    from engine.verify.api import verify
+
+    tests = _tests_dir()
+    sys.path.insert(0, tests)
+    import verify_zoo as zoo
+
+    total = failed = unsupported = 0
+    seconds = 0.0
+    for convention, table in (("tf", zoo.CORRECT_TF), ("torch", zoo.CORRECT_TORCH)):
+        for op, names in table.items():
+            for name in names:
+                for dtype in dtypes:
+                    report = verify(f"verify_zoo:{name}", op=op, convention=convention,
+                                    dtype=dtype, cases=cases, seed=seed, path=tests)
+                    total += report.cases
+                    failed += report.failed
+                    unsupported += report.unsupported
+                    seconds += report.seconds
+                    print(f"{convention:5} {op:36} {name:34} {dtype:8} {report.cases:6} cases "
+                          f"{report.failed:4} failed {report.unsupported:4} unsupported "
+                          f"{report.cases / report.seconds:6.0f} cases/s", flush=True)
+                    for m in report.minimal_failures:
+                        f = m.failure
+                        print(f"  {f.verdict.verdict}: {f.verdict.message}\n"
+                              f"  minimal case: {f.to_json()['case']}", flush=True)
+    print(f"total: {total} cases, {failed} false alarms, {unsupported} unsupported, "
+          f"{total / seconds:.0f} cases/s in the sweeps")
+    return failed
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m engine.bench.verify")
+    parser.add_argument("--false-alarms", action="store_true",
+                        help="sweep the correct zoo implementations instead of timing")
+    parser.add_argument("--cases", type=int, default=FALSE_ALARM_CASES)
+    parser.add_argument("--dtypes", default=",".join(FALSE_ALARM_DTYPES))
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.false_alarms:
+        raise SystemExit(1 if false_alarms(args.cases, args.dtypes.split(","), args.seed) else 0)
+    rates()
 
 
 if __name__ == "__main__":

@@ -1,10 +1,22 @@
-"""The worker process: loads the target once, then calls it on each case it is sent.
+"""The worker process: loads the target once, then calls it on each case it is sent, or, as a
+*zygote*, forks pristine copies of itself that do.
 
-Light on purpose (NumPy only): a worker starts fast and restarts fast after a crash. Messages:
-the parent sends ``(seq, kwargs, memory, repeat)`` (None to stop); the worker answers
-``(seq, kind, first, second)`` with kind ``ok`` (the result(s) as float64 arrays; ``second`` the
-repeat's result or None), ``raised`` or ``unsupported`` (a one-line message), ``timeout`` or
-``crashed`` (``--cmd`` only: the command's own timeout or death by a signal).
+Light on purpose (NumPy and the socket only; ``subprocess`` and ``tempfile`` load for ``--cmd``
+targets alone). Messages: the parent sends the target spec first; the process answers
+``("ready", forkable)`` or ``("load_error", message)``. ``forkable`` is True on Linux when
+loading the target started no thread (a fork copies only the calling thread: a target with
+its own threads is never forked). Then it serves, until None or the end of the connection:
+
+- ``(seq, kwargs, memory, repeat, meta)``: one case; the answer is ``(seq, kind, first,
+  second)`` with kind ``ok`` (the result(s) as float64 arrays; ``second`` the repeat's result or
+  None), ``raised`` or ``unsupported`` (a one-line message), ``timeout`` or ``crashed``
+  (``--cmd`` only: the command's own timeout or death by a signal);
+- ``("fork",)`` (zygote only, never sent a case): a child that has loaded the target and run
+  no case, serving cases on a new socket; the answer is ``("forked", pid)`` followed by the
+  parent's end of that socket (``SCM_RIGHTS``). Forking takes milliseconds where a new
+  interpreter takes ~0.3-1 s, which is what a crash or a timeout costs;
+- ``("reap", pid)``: wait for a forked child to end (killing it after :data:`REAP_WAIT` s);
+  the answer is ``("reaped", status)`` in :attr:`subprocess.Popen.returncode` terms.
 
 ``--cmd`` protocol (see assets/guide/verify.md): per case ``COMMAND ARGS IN.npz OUT.npz``; IN
 holds every argument under the convention's name (arrays in the case's dtype, bfloat16 stored
@@ -18,9 +30,9 @@ from __future__ import annotations
 
 import importlib
 import os
-import subprocess
+import signal
 import sys
-import tempfile
+import time
 from typing import Any
 
 import numpy as np
@@ -28,6 +40,8 @@ import numpy as np
 EXIT_UNSUPPORTED = 3
 #: Characters of a message kept.
 MESSAGE_CHARS = 300
+#: Seconds a reaped child may take to end before it is killed.
+REAP_WAIT = 1.0
 
 
 def prepared(kwargs: dict[str, Any], memory: str) -> dict[str, Any]:
@@ -64,7 +78,7 @@ def _as_float(result: Any) -> np.ndarray:
 def load(spec: tuple) -> Any:
     """The callable of a ``("python", module, function, path)`` target."""
     _, module, function, path = spec
-    sys.path[:0] = [p for p in path if p not in sys.path[: len(path)]]
+    sys.path[:] = list(dict.fromkeys([*path, *sys.path]))  # --path first, before the cwd
     obj: Any = importlib.import_module(module)
     for part in function.split("."):
         obj = getattr(obj, part)
@@ -104,6 +118,9 @@ def npz_arguments(kwargs: dict[str, Any], meta: dict[str, str]) -> dict[str, np.
 def call_command(argv: list[str], kwargs: dict[str, Any], meta: dict[str, str],
                  timeout: float, repeat: bool) -> tuple:
     """One case through ``argv IN.npz OUT.npz`` (twice with ``repeat``)."""
+    import subprocess
+    import tempfile
+
     results = []
     with tempfile.TemporaryDirectory(prefix="gradblocks-verify-") as tmp:
         src = os.path.join(tmp, "in.npz")
@@ -132,17 +149,28 @@ def call_command(argv: list[str], kwargs: dict[str, Any], meta: dict[str, str],
     return "ok", results[0], results[1] if repeat else None
 
 
+def _threads() -> int:
+    """Threads of this process (Linux), or -1 where that cannot be told."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return -1
+
+
 def serve(conn) -> None:
-    """The worker's loop: the target spec first, then cases."""
+    """The process's loop: the target spec first, then cases or zygote requests."""
     spec = conn.recv()
     fn = None
+    threads = _threads()
     if spec[0] == "python":
         try:
             fn = load(spec)
         except BaseException as err:  # noqa: BLE001 - a broken module is a usage problem
             conn.send(("load_error", _line(f"{type(err).__name__}: {err}")))
             return
-    conn.send(("ready", None))
+    forkable = (sys.platform.startswith("linux") and hasattr(os, "fork")
+                and threads > 0 and _threads() <= threads)
+    conn.send(("ready", forkable))
     while True:
         try:
             msg = conn.recv()
@@ -150,12 +178,70 @@ def serve(conn) -> None:
             return
         if msg is None:
             return
-        seq, kwargs, memory, repeat, meta = msg
-        if fn is not None:
-            kind, first, second = call_python(fn, kwargs, memory, repeat)
+        if msg[0] == "fork" and forkable:
+            _fork(conn, spec, fn)
+        elif msg[0] == "reap":
+            conn.send(("reaped", _reap(msg[1])))
         else:
-            kind, first, second = call_command(spec[1], kwargs, meta, spec[2], repeat)
-        conn.send((seq, kind, first, second))
+            _serve_case(conn, msg, spec, fn)
+
+
+def _serve_case(conn, msg: tuple, spec: tuple, fn: Any) -> None:
+    seq, kwargs, memory, repeat, meta = msg
+    if fn is not None:
+        kind, first, second = call_python(fn, kwargs, memory, repeat)
+    else:
+        kind, first, second = call_command(spec[1], kwargs, meta, spec[2], repeat)
+    conn.send((seq, kind, first, second))
+
+
+def _fork(conn, spec: tuple, fn: Any) -> None:
+    """A child serving cases on a new socket; its pid and the socket's other end go back."""
+    import socket
+    from multiprocessing.connection import Connection
+    from multiprocessing.reduction import send_handle
+
+    mine, theirs = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:  # the child: only its own end stays open, so the parent sees its death
+        code = 0
+        try:
+            mine.close()
+            conn.close()
+            child = Connection(theirs.detach())
+            while True:
+                try:
+                    msg = child.recv()
+                except (EOFError, OSError):
+                    break
+                if msg is None:
+                    break
+                _serve_case(child, msg, spec, fn)
+        except BaseException:  # noqa: BLE001 - end the child, never return into the zygote
+            code = 1
+        finally:
+            os._exit(code)
+    theirs.close()
+    conn.send(("forked", pid))
+    send_handle(conn, mine.fileno(), 0)
+    mine.close()
+
+
+def _reap(pid: int) -> int:
+    """The exit status of a forked child (negative: the signal), killing it after
+    :data:`REAP_WAIT` seconds."""
+    deadline = time.monotonic() + REAP_WAIT
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return 0
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() >= deadline:
+            os.kill(pid, signal.SIGKILL)
+            return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        time.sleep(0.002)
 
 
 if __name__ == "__main__":
