@@ -70,3 +70,24 @@ def test_an_unconnected_input_reads_as_english(tmp_path):
     proc = check(edited(tmp_path, edit))
     assert "  dW (NHWC).input: input is not connected" in proc.stderr, proc.stderr
     assert "input input" not in proc.stderr
+
+
+def test_explain_and_geometry_name_a_block_type_with_its_article(tmp_path):
+    from engine.graph.canvas import Canvas, save_canvas
+
+    c = Canvas()
+    c.add_node("AdjointCheck", id="adj", title="adjoint")
+    for port, shape in (("input", [1, 4, 4, 2]), ("filter", [3, 3, 2, 3]),
+                        ("out_backprop", [1, 4, 4, 3])):
+        c.add_node("Tensor", id=port, title=port, attrs={"shape": shape})
+        c.connect((port, "output"), ("adj", port))
+    c.add_node("Tensor", id="t", title="t")
+    save_canvas(c, tmp_path / "c.gbc.json")
+    for args, node in ((["geometry", "c.gbc.json", "adj", "-o", "g.png"], "adj"),
+                       (["explain", "c.gbc.json", "adj", "0,0,0,0"], "adj"),
+                       (["geometry", "c.gbc.json", "t", "-o", "g.png"], "t")):
+        proc = subprocess.run([sys.executable, "-m", "engine.cli", *args], cwd=tmp_path,
+                              capture_output=True, text=True, check=False)
+        assert proc.returncode == 2, proc.stderr
+        want = "is an AdjointCheck block" if node == "adj" else "is a Tensor block"
+        assert want in proc.stderr, proc.stderr

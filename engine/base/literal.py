@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from engine.base.names import article
+
 _NAN_BITS = struct.unpack("<Q", struct.pack("<d", float("nan")))[0]
 _SIGN = 1 << 63
 #: Numbers in a nest of lists above which it is written packed (module docstring); below, as
@@ -93,4 +95,4 @@ def literal(value: Any) -> str:
         return f"({inner},)" if len(value) == 1 else f"({inner})"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{literal(k)}: {literal(v)}" for k, v in value.items()) + "}"
-    raise TypeError(f"no literal for a {type(value).__name__}")
+    raise TypeError(f"no literal for {article(type(value).__name__)}")

@@ -38,7 +38,7 @@ import numpy as np
 
 from blocks.registry import get_spec
 from engine.base.errors import InvalidArgumentError
-from engine.base.names import shown
+from engine.base.names import article, shown
 from engine.cli.commands import _compile, _err, _limit, _path, _say, _table
 from engine.explain.terms import (
     CHUNK_TERMS,
@@ -283,7 +283,7 @@ def cmd_explain(opts: argparse.Namespace, executor: Executor) -> int:
         node = canvas.nodes[node_id]
         label = plan.label(node_id)
         if node.type not in OPS:
-            raise UsageError(f"{label} ({node_id}) is a {node.type} block, not a conv block: "
+            raise UsageError(f"{label} ({node_id}) is {article(node.type)} block, not a conv block: "
                              f"explain takes {', '.join(OPS)}")
         outputs = get_spec(node.type).output_names()
         port = port or outputs[0]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from engine.base.names import article
 from engine.cli.commands import _check_target, _compile, _err, _say, _write
 from engine.cli.explain import UsageError, _count, resolve_node
 from engine.explain.terms import OPS
@@ -81,7 +82,7 @@ def cmd_geometry(opts: argparse.Namespace, executor: Executor) -> int:
         if port is not None and node_id != opts.node:
             raise UsageError(f"geometry takes a block, not a port: {opts.node!r}")
         if node.type not in OPS:
-            raise UsageError(f"{label} ({node_id}) is a {node.type} block, not a conv block: "
+            raise UsageError(f"{label} ({node_id}) is {article(node.type)} block, not a conv block: "
                              f"geometry takes {', '.join(OPS)}")
     except UsageError as err:
         _err(str(err))

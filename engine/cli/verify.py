@@ -15,6 +15,7 @@ import sys
 
 from engine.base.atomic import write_atomically
 from engine.base.errors import InvalidArgumentError
+from engine.base.names import article
 from engine.cli.commands import _err, _path, _say
 from engine.verify.api import DEFAULT_CASES, verify
 from engine.verify.conventions import CONVENTIONS, OPS
@@ -102,7 +103,7 @@ def cmd_verify(opts: argparse.Namespace) -> int:
         return 2
     if opts.convention == "torch" and opts.op not in OPS["torch"] or \
             opts.convention == "tf" and opts.op not in OPS["tf"]:
-        _err(f"verify: --op {opts.op} is not a {opts.convention} op (one of "
+        _err(f"verify: --op {opts.op} is not {article(opts.convention)} op (one of "
              f"{', '.join(OPS[opts.convention])})")
         return 2
     try:

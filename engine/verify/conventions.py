@@ -29,6 +29,7 @@ import numpy as np
 
 from engine import kernels
 from engine.base.errors import InvalidArgumentError
+from engine.base.names import article
 from engine.shapes.conv import ConvGeometry, conv2d_geometry
 
 CONVENTIONS = ("tf", "torch")
@@ -89,7 +90,7 @@ def usage(convention: str, op: str) -> None:
         raise InvalidArgumentError(f"--convention {convention!r} is not one of tf, torch",
                                    "convention")
     if op not in OPS[convention]:
-        raise InvalidArgumentError(f"--op {op!r} is not a {convention} op: one of "
+        raise InvalidArgumentError(f"--op {op!r} is not {article(convention)} op: one of "
                                    f"{', '.join(OPS[convention])}", "op")
 
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.base.memory_limit import DEFAULT_MEMORY_LIMIT
-from engine.base.names import shown
+from engine.base.names import article, shown
 from engine.io.models import hdf5_guard, keras_graph
 from engine.io.models.keras_layers import (
     _MISSING,
@@ -113,7 +113,7 @@ def _weight_names(value: object) -> list[str]:
     if array.size == 0:
         return []
     if array.ndim > 1 or array.dtype.kind not in "OSU":
-        raise _LayerProblem(f"weight_names is a {array.ndim}-D {array.dtype} attribute "
+        raise _LayerProblem(f"weight_names is {article(f'{array.ndim}-D')} {array.dtype} attribute "
                             f"{shown(value, 60)}, expected a list of names")
     names = []
     for item in array.reshape(-1):

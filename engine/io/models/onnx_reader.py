@@ -22,7 +22,7 @@ from collections import Counter
 
 import numpy as np
 
-from engine.base.names import escaped
+from engine.base.names import article, escaped
 from engine.io.models.model_import import (
     ConvLayer,
     ModelImportError,
@@ -138,7 +138,7 @@ def _rank_problem(w: np.ndarray, what: str = "conv") -> str:
         layout = "[out, in / group, kH, kW]" if what == "conv" else "[in, out / group, kH, kW]"
         return (f"weights of rank {w.ndim} (shape {list(w.shape)}) are no {what}'s weights "
                 f"{layout}")
-    return (f"a {w.ndim - 2}-D {what} (weights of rank {w.ndim}); only 2-D convs can be "
+    return (f"{article(f'{w.ndim - 2}-D')} {what} (weights of rank {w.ndim}); only 2-D convs can be "
             "imported")
 
 
