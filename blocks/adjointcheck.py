@@ -16,16 +16,15 @@ from blocks.check_support import (
     OP_KERNELS,
     SCALAR,
     VERDICT,
+    adjoint_errors,
     conv_kwargs,
     forward_geometry,
-    relative,
     tolerance,
-    verdict,
 )
 from blocks.conv import _same_dtype
 from blocks.spec import BlockSpec, PortSpec, TensorSpec
 from engine import kernels
-from engine.base.dtypes import to_dtype
+from engine.base.dtypes import CHECK_TOLERANCE, to_dtype, tolerance_text
 from engine.base.literal import literal
 from engine.kernels.memory import SLACK, conv_workspace
 
@@ -51,16 +50,7 @@ def adjoint_check(input: np.ndarray, filter: np.ndarray, out_backprop: np.ndarra
     forward = _dot(fwd(x, w, **kw), dy)
     via_input = _dot(x, binput(np.array(x.shape), w, dy, **kw))
     via_filter = _dot(w, bfilter(x, np.array(w.shape), dy, **kw))
-    values = (forward, via_input, via_filter)
-    diff = max(abs(a - b) for a in values for b in values)
-    if any(math.isnan(v) for v in values):
-        diff = math.nan
-    scale = max(abs(v) for v in values)
-    rel = relative(diff, scale)
-    ok = verdict(diff, scale, rel, tolerance(x.dtype))
-    return {"forward": np.float64(forward), "via_input": np.float64(via_input),
-            "via_filter": np.float64(via_filter), "max_rel_error": np.float64(rel),
-            "ok": np.bool_(ok)}
+    return adjoint_errors(forward, via_input, via_filter, tolerance(x.dtype))
 
 
 def _names() -> set[str]:
@@ -107,7 +97,7 @@ ADJOINT_CHECK = BlockSpec(
         "<w, backprop_filter(x, shape(w), dy)> agree for a correct op and its gradients. The "
         "ops run in the inputs' dtype, the inner products in float64; ok = the largest "
         "pairwise difference over the largest magnitude is within the dtype's tolerance "
-        "(float64 1e-7, float32 1e-4, bfloat16 3e-2, float16 1e-2).",
+        f"({tolerance_text(CHECK_TOLERANCE)}).",
     inputs=(PortSpec("input", "4-D input x, in data_format.", kind="float"),
             PortSpec("filter", "4-D filter w.", kind="float"),
             PortSpec("out_backprop", "dy, shaped like the op's output.", kind="float")),

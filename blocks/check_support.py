@@ -1,15 +1,20 @@
 """What the GradCheck and AdjointCheck blocks share: the ops they check, their attributes, the
-per-dtype tolerance of a verdict, and shape inference of the forward convolution they build on."""
+verdict rule and its per-dtype tolerance, and shape inference of the forward convolution they
+build on.
+
+The verdict functions (:data:`VERDICT_CODE`: :func:`check_tolerance`, :func:`relative`,
+:func:`verdict`, :func:`gradient_errors`, :func:`adjoint_errors`) use only NumPy and the table
+:data:`CHECK_TOLERANCE`, so :mod:`engine.export.frameworks` copies their source into the
+scripts it writes: an exported script judges a check with this code, not a restatement.
+"""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
 from blocks.conv import CONV_ATTRS, _float_port, kernel_attrs
 from blocks.spec import AttrError, AttrSpec, TensorSpec, blame
-from engine.base.dtypes import dtype_name
+from engine.base.dtypes import CHECK_TOLERANCE, dtype_name
 from engine.base.errors import InvalidArgumentError
 from engine.shapes.conv import ConvGeometry, conv2d_geometry
 
@@ -22,10 +27,6 @@ OP_KERNELS: dict[str, tuple[str, str, str]] = {
     DEPTHWISE: ("depthwise_conv2d_native", "depthwise_conv2d_native_backprop_filter",
                 "depthwise_conv2d_native_backprop_input"),
 }
-
-#: Largest relative error a check accepts, by the dtype of the values it checks.
-CHECK_TOLERANCE: dict[str, float] = {"float64": 1e-7, "float32": 1e-4, "bfloat16": 3e-2,
-                                     "float16": 1e-2}
 
 OP_ATTR = AttrSpec("op", "enum", CONV2D, choices=(CONV2D, DEPTHWISE),
                    doc="The forward op whose gradient is checked: Conv2D or "
@@ -40,8 +41,7 @@ VERDICT = TensorSpec((), "bool")
 
 def tolerance(dtype: np.dtype | str) -> float:
     """The check tolerance of ``dtype`` (a NumPy dtype or a TensorFlow name)."""
-    name = dtype if isinstance(dtype, str) else dtype_name(dtype)
-    return CHECK_TOLERANCE.get(name, CHECK_TOLERANCE["float64"])
+    return check_tolerance(dtype if isinstance(dtype, str) else dtype_name(dtype))
 
 
 def conv_kwargs(attrs: dict) -> dict:
@@ -66,17 +66,62 @@ def forward_geometry(attrs: dict, inputs: dict[str, TensorSpec], names: set[str]
     return g
 
 
+def check_tolerance(name: str) -> float:
+    """:data:`CHECK_TOLERANCE` of a dtype name; any other dtype counts as float64."""
+    return CHECK_TOLERANCE.get(name, CHECK_TOLERANCE["float64"])
+
+
 def relative(max_abs: float, scale: float) -> float:
     """``max_abs / scale``; 0 when both are 0, inf when only the scale is, NaN stays NaN."""
-    if math.isnan(max_abs) or math.isnan(scale):
-        return math.nan
+    if np.isnan(max_abs) or np.isnan(scale):
+        return float("nan")
     if scale > 0:
         return max_abs / scale
-    return 0.0 if max_abs == 0 else math.inf
+    return 0.0 if max_abs == 0 else float("inf")
 
 
 def verdict(max_abs: float, scale: float, rel: float, tol: float) -> bool:
-    """Within tolerance: ``rel <= tol``, or ``max_abs <= tol`` where the scale is 0."""
-    if not (math.isfinite(max_abs) and math.isfinite(scale)):
+    """Within tolerance: ``rel <= tol``, or ``max_abs <= tol`` where the scale is 0; never with
+    a NaN or infinite ``max_abs`` or ``scale``."""
+    if not (np.isfinite(max_abs) and np.isfinite(scale)):
         return False
     return bool(rel <= tol) if scale > 0 else bool(max_abs <= tol)
+
+
+def gradient_errors(gradient: np.ndarray, flat: np.ndarray, numbers: np.ndarray,
+                    tol: float) -> dict:
+    """GradCheck's outputs from ``gradient`` and the float64 ``numbers`` (numeric derivatives)
+    at the flat indices ``flat``: ``numeric`` and ``error`` = ``|gradient - numeric|`` (NaN
+    elsewhere), ``max_abs_error``, ``max_rel_error`` over ``max |numeric|`` and ``ok``
+    (:func:`verdict` with ``tol``)."""
+    numeric = np.full(gradient.shape, np.nan)
+    error = np.full(gradient.shape, np.nan)
+    numeric.flat[flat] = numbers
+    error.flat[flat] = np.abs(gradient.reshape(-1)[flat].astype(np.float64) - numbers)
+    max_abs = float(np.max(error.flat[flat])) if flat.size else 0.0
+    scale = float(np.max(np.abs(numbers))) if flat.size else 0.0
+    rel = relative(max_abs, scale)
+    ok = verdict(max_abs, scale, rel, tol)
+    return {"numeric": numeric, "error": error, "max_abs_error": np.float64(max_abs),
+            "max_rel_error": np.float64(rel), "ok": np.bool_(ok)}
+
+
+def adjoint_errors(forward: float, via_input: float, via_filter: float, tol: float) -> dict:
+    """AdjointCheck's outputs from its three inner products: ``max_rel_error`` (the largest
+    pairwise difference over the largest magnitude; NaN if one is NaN) and ``ok``
+    (:func:`verdict` with ``tol``)."""
+    values = (forward, via_input, via_filter)
+    diff = max(abs(a - b) for a in values for b in values)
+    if any(np.isnan(v) for v in values):
+        diff = float("nan")
+    scale = max(abs(v) for v in values)
+    rel = relative(diff, scale)
+    ok = verdict(diff, scale, rel, tol)
+    return {"forward": np.float64(forward), "via_input": np.float64(via_input),
+            "via_filter": np.float64(via_filter), "max_rel_error": np.float64(rel),
+            "ok": np.bool_(ok)}
+
+
+#: The verdict code exported scripts carry (their source, in this order): NumPy and
+#: :data:`CHECK_TOLERANCE` only.
+VERDICT_CODE = (check_tolerance, relative, verdict, gradient_errors, adjoint_errors)

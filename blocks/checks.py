@@ -1,4 +1,10 @@
-"""Blocks that check and name results: Compare and Output."""
+"""Blocks that check and name results: Compare and Output.
+
+Compare's rule is :func:`compare_float64` with the rtol of :func:`compare_rtol`; they use only
+NumPy and :data:`engine.base.dtypes.RTOL` (:data:`COMPARE_CODE`), so
+:mod:`engine.export.frameworks` copies their source into the scripts it writes: an exported
+script compares with this code, not a restatement.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +13,13 @@ import math
 import numpy as np
 
 from blocks.spec import AttrError, AttrSpec, BlockSpec, PortSpec, TensorSpec
-from engine.base.dtypes import DTYPES, RTOL
+from engine.base.dtypes import RTOL, dtype_name, rtol, tolerance_text
 from engine.base.literal import literal
 
 
-def _tolerance(a: str, b: str) -> float:
-    """The looser of the two dtypes' relative tolerances (int dtypes count as float64)."""
-    return max(RTOL.get(a, RTOL["float64"]), RTOL.get(b, RTOL["float64"]))
+def compare_rtol(dtype_a: str, dtype_b: str) -> float:
+    """The looser of the two dtypes' :func:`~engine.base.dtypes.rtol`."""
+    return max(rtol(dtype_a), rtol(dtype_b))
 
 
 def _compare_infer(attrs: dict, inputs: dict[str, TensorSpec]) -> dict[str, TensorSpec]:
@@ -33,10 +39,10 @@ def _compare_workspace(attrs: dict, inputs: dict[str, TensorSpec],
     return (casts + 1) * 8 * n
 
 
-def compare(a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
-    """``a - b`` in float64, ``max|a - b|``, ``max|a - b| / max|b|`` and whether
-    ``max|a - b| <= rtol * max(max|a|, max|b|)`` with the looser dtype's rtol (RTOL)."""
-    a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
+def compare_float64(a64: np.ndarray, b64: np.ndarray, tol: float) -> dict:
+    """Compare's outputs for float64 ``a64`` and ``b64``: ``a - b``, ``max|a - b|``,
+    ``max|a - b| / max|b|`` and ``agree``: ``max|a - b| <= tol * max(max|a|, max|b|)`` with a
+    finite ``max|a - b|`` (a NaN or an infinity in either disagrees)."""
     with np.errstate(invalid="ignore"):  # inf - inf is NaN: the output shows it
         diff = a64 - b64
     max_abs = float(np.max(np.abs(diff))) if diff.size else 0.0
@@ -44,17 +50,22 @@ def compare(a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
                 float(np.max(np.abs(b64))) if b64.size else 0.0)
     max_b = float(np.max(np.abs(b64))) if b64.size else 0.0
     rel = max_abs / max_b if max_b > 0 else (0.0 if max_abs == 0 else float("inf"))
-    rtol = _tolerance(_name(a), _name(b))
-    agree = bool(np.isfinite(max_abs) and max_abs <= rtol * scale)
+    agree = bool(np.isfinite(max_abs) and max_abs <= tol * scale)
     return {"output": diff, "max_abs_error": np.float64(max_abs),
             "max_rel_error": np.float64(rel), "agree": np.bool_(agree)}
 
 
-def _name(a: np.ndarray) -> str:
-    for name, dt in DTYPES.items():
-        if a.dtype == dt:
-            return name
-    return "float64"
+def compare(a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
+    """The Compare block: :func:`compare_float64` of ``a`` and ``b`` in float64, with the
+    looser dtype's rtol (:func:`compare_rtol`)."""
+    a, b = np.asarray(a), np.asarray(b)
+    return compare_float64(np.asarray(a, np.float64), np.asarray(b, np.float64),
+                           compare_rtol(dtype_name(a.dtype), dtype_name(b.dtype)))
+
+
+#: The comparison code exported scripts carry (their source, in this order): NumPy and
+#: :data:`engine.base.dtypes.RTOL` only.
+COMPARE_CODE = (rtol, compare_rtol, compare_float64)
 
 
 def _compare_emit(attrs: dict, inputs: dict[str, str], outputs: dict[str, str]) -> list[str]:
@@ -66,8 +77,7 @@ COMPARE = BlockSpec(
     type_id="Compare", title="Compare", category="Checks", op="",
     doc="Compares a and b (same shape): output = a - b in float64, the max absolute error, the "
         "max relative error (max|a - b| / max|b|), and agree = max|a - b| <= rtol * "
-        "max(max|a|, max|b|) with the looser dtype's rtol (float64 1e-12, float32 2e-5, "
-        "float16 4e-3, bfloat16 3e-2).",
+        f"max(max|a|, max|b|) with the looser dtype's rtol ({tolerance_text(RTOL)}).",
     inputs=(PortSpec("a", "First tensor."), PortSpec("b", "Second tensor, same shape as a.")),
     outputs=(PortSpec("output", "a - b (float64).", kind="float"),
              PortSpec("max_abs_error", "max |a - b|.", kind="float"),

@@ -34,9 +34,8 @@ from blocks.check_support import (
     VERDICT,
     conv_kwargs,
     forward_geometry,
-    relative,
+    gradient_errors,
     tolerance,
-    verdict,
 )
 from blocks.conv import (
     DEPTHWISE_FILTER_AXES,
@@ -47,6 +46,7 @@ from blocks.conv import (
 from blocks.spec import INT32_MAX, AttrError, AttrSpec, BlockSpec, PortSpec, TensorSpec
 from engine import kernels
 from engine.base import cancel as cancellation
+from engine.base.dtypes import tolerance_text
 from engine.base.literal import literal
 from engine.kernels.memory import SLACK, conv_workspace
 from engine.shapes.conv import ConvGeometry, conv2d_geometry
@@ -201,16 +201,7 @@ def grad_check(input: np.ndarray, filter: np.ndarray, out_backprop: np.ndarray,
             nhwc = (n, a, b, c) if data_format == "NHWC" else (n, b, c, a)
             numbers[k] = loss.input_element(*nhwc, epsilon)
     cancellation.progress(flat.size, flat.size)
-    numeric = np.full(grad.shape, np.nan)
-    error = np.full(grad.shape, np.nan)
-    numeric.flat[flat] = numbers
-    error.flat[flat] = np.abs(grad.reshape(-1)[flat].astype(np.float64) - numbers)
-    max_abs = float(np.max(error.flat[flat])) if flat.size else 0.0
-    scale = float(np.max(np.abs(numbers))) if flat.size else 0.0
-    rel = relative(max_abs, scale)
-    ok = verdict(max_abs, scale, rel, tolerance(grad.dtype))
-    return {"numeric": numeric, "error": error, "max_abs_error": np.float64(max_abs),
-            "max_rel_error": np.float64(rel), "ok": np.bool_(ok)}
+    return gradient_errors(grad, flat, numbers, tolerance(grad.dtype))
 
 
 def _names() -> set[str]:
@@ -369,9 +360,9 @@ GRAD_CHECK = BlockSpec(
     doc="Checks a gradient of L = <op(input, filter), out_backprop> w.r.t. input or filter "
         "(wrt) against central finite differences computed in float64 on sampled elements "
         "(exact up to rounding: L is linear). ok = max |gradient - numeric| / max |numeric| "
-        "within the gradient dtype's tolerance (float64 1e-7, float32 1e-4, bfloat16 3e-2, "
-        "float16 1e-2). Each sample costs two convolutions of the part of L it changes; "
-        "samples=0 checks every element.",
+        f"within the gradient dtype's tolerance ({tolerance_text(CHECK_TOLERANCE)}). Each "
+        "sample costs two convolutions of the part of L it changes; samples=0 checks every "
+        "element.",
     inputs=(PortSpec("input", "4-D input of the forward op, in data_format.", kind="float"),
             PortSpec("filter", "4-D filter of the forward op.", kind="float"),
             PortSpec("out_backprop", "dL/d output: the weights of L, shaped like the op's "

@@ -6,6 +6,8 @@ back to the input's dtype.
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import ml_dtypes
 import numpy as np
 
@@ -18,8 +20,30 @@ DTYPES: dict[str, np.dtype] = {
     "float64": np.dtype(np.float64),
 }
 
-#: Relative tolerance of one result element against its bound (sum of |products|) per dtype.
+# The tolerance tables: the only place their numbers are written (tests/test_tolerance_once.py
+# fails on a copy anywhere else). Docstrings, messages, the guide's table (kernels.md,
+# "Tolerances") and exported scripts take them from here.
+
+#: Relative tolerance of one result element against its bound (sum of |products|) per dtype:
+#: the conv kernels' contract, the Compare block's ``rtol``, ``gradblocks verify``'s verdicts.
 RTOL: dict[str, float] = {"float64": 1e-12, "float32": 2e-5, "float16": 4e-3, "bfloat16": 3e-2}
+
+#: Largest relative error the GradCheck and AdjointCheck blocks accept, by the dtype of the
+#: values they check (finite differences and inner products of reduced-precision ops).
+CHECK_TOLERANCE: dict[str, float] = {"float64": 1e-7, "float32": 1e-4, "float16": 1e-2,
+                                     "bfloat16": 3e-2}
+
+
+def rtol(name: str) -> float:
+    """:data:`RTOL` of a dtype name; any other dtype (integers, bool) counts as float64."""
+    return RTOL.get(name, RTOL["float64"])
+
+
+def tolerance_text(table: dict[str, float]) -> str:
+    """A tolerance table as docstrings and messages state it: ``"float64 1e-12, float32 2e-5,
+    ..."`` (each number in the shortest form that reads back as it)."""
+    return ", ".join(f"{name} {Decimal(repr(value)).normalize():e}"
+                     for name, value in table.items())
 
 
 def dtype_name(dtype: np.dtype) -> str:

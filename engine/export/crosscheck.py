@@ -10,13 +10,13 @@ framework.
 Tolerances (:func:`tolerance`), by what an output is:
 
 - a value (conv results, sources, transposes): ``rtol(dtype) * max(max|ours|, max|theirs|)``
-  with :data:`engine.base.dtypes.RTOL`; integers and booleans must be equal;
+  with :func:`engine.base.dtypes.rtol`; integers and booleans must be equal;
 - a difference (Compare's ``output`` and ``max_abs_error``, GradCheck's ``error`` and
   ``max_abs_error``): an absolute tolerance scaled to the compared inputs' magnitude, ``rtol``
-  of their (looser) dtype times their largest magnitude; a relative error (``max_rel_error``):
-  that ``rtol`` itself;
+  of their (looser, :func:`blocks.checks.compare_rtol`) dtype times their largest magnitude; a
+  relative error (``max_rel_error``): that ``rtol`` itself;
 - GradCheck's float64 ``numeric`` and AdjointCheck's inner products: the check's own tolerance
-  (:data:`blocks.check_support.CHECK_TOLERANCE`) times their magnitude (finite differences and
+  (:func:`blocks.check_support.check_tolerance`) times their magnitude (finite differences and
   reduced-precision ops round differently in each framework).
 
 NaN and infinities must sit at the same elements with the same values. Known framework
@@ -37,8 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
-from blocks.check_support import CHECK_TOLERANCE
-from engine.base.dtypes import RTOL
+from blocks.check_support import check_tolerance
+from blocks.checks import compare_rtol
+from engine.base.dtypes import rtol as dtype_rtol
 from engine.export.frameworks import (
     TARGETS,
     ExportRefused,
@@ -125,24 +126,24 @@ def tolerance(plan: Plan, values: Mapping[PortKey, np.ndarray], ref: PortKey,
         return plan.specs[step.inputs[p]].dtype
 
     if kind == "Compare":
-        rtol = max(RTOL.get(dtype("a"), RTOL["float64"]), RTOL.get(dtype("b"), RTOL["float64"]))
+        rtol = compare_rtol(dtype("a"), dtype("b"))
         if port == "max_rel_error":
             return rtol
         return rtol * max(_max(values[step.inputs["a"]]), _max(values[step.inputs["b"]]))
     if kind == "GradCheck":
-        rtol = RTOL.get(dtype("gradient"), RTOL["float64"])
+        rtol = dtype_rtol(dtype("gradient"))
         if port == "max_rel_error":
             return rtol
         if port == "numeric":
-            return CHECK_TOLERANCE["float64"] * max(_max(ours), _max(theirs))
+            return check_tolerance("float64") * max(_max(ours), _max(theirs))
         return rtol * _max(values[step.inputs["gradient"]])
     if kind == "AdjointCheck":
-        check = CHECK_TOLERANCE.get(dtype("input"), CHECK_TOLERANCE["float64"])
+        check = check_tolerance(dtype("input"))
         if port == "max_rel_error":
             return check
         return check * max(_max(values[(ref[0], p)])
                            for p in ("forward", "via_input", "via_filter"))
-    return RTOL.get(spec.dtype, RTOL["float64"]) * max(_max(ours), _max(theirs))
+    return dtype_rtol(spec.dtype) * max(_max(ours), _max(theirs))
 
 
 def compare(ours: np.ndarray, theirs: np.ndarray, tol: float) -> tuple[float, float, bool,

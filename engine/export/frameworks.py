@@ -5,7 +5,10 @@ blocks call ``_forward`` / ``_backprop_filter`` / ``_backprop_input`` with the g
 :mod:`engine.export.conv`, which each target's module (:mod:`engine.export.to_tf`,
 :mod:`engine.export.to_torch`, :mod:`engine.export.to_jax`) implements with the framework's public
 ops in its ``PRELUDE``; the check blocks (Compare, GradCheck, AdjointCheck) call helpers of
-:data:`COMMON` that use those ops and do the float64 bookkeeping in NumPy, as the blocks do.
+:data:`~engine.export.script_common.COMMON` that use those ops and then the blocks' own code,
+copied into the script (:data:`~engine.export.script_common.CHECK_CODE`: the tolerance tables
+made from :mod:`engine.base.dtypes` and the source of the functions the blocks' runs call), so
+a script's verdicts cannot drift from the blocks'.
 
 Source values: every Tensor block's values (random fills, literal values, .npy files, images)
 are computed by GradBlocks at export time and written to a companion ``.npz`` beside the script
@@ -42,124 +45,13 @@ import numpy as np
 from engine.base.literal import literal
 from engine.export import to_jax, to_tf, to_torch
 from engine.export.conv import CONV_OPS, check_step_geometry, conv_step_geometry
+from engine.export.script_common import COMMON
 from engine.export.to_numpy import block_entry, result_entries, step_variables
 from engine.graph.compiler import Plan
 from engine.io.npz import npz_safe
 
 #: Target name -> its module (``NAME``, ``MODULE``, ``PRELUDE``, ``known_defect``).
 TARGETS = {m.NAME: m for m in (to_tf, to_torch, to_jax)}
-
-#: What a script needs besides its target's prelude: NumPy, the results writer and the checks.
-COMMON = '''
-import os
-import sys
-import zipfile
-
-import numpy as np
-
-_RTOL = {"float64": 1e-12, "float32": 2e-5, "float16": 4e-3, "bfloat16": 3e-2}
-_CHECK_TOLERANCE = {"float64": 1e-7, "float32": 1e-4, "bfloat16": 3e-2, "float16": 1e-2}
-
-
-def _write_npz(path, arrays):
-    """Every array as <key>.npy in an uncompressed zip (np.savez's format, any key)."""
-    with zipfile.ZipFile(path, mode="w", compression=zipfile.ZIP_STORED,
-                         allowZip64=True) as zf:
-        for key, value in arrays.items():
-            with zf.open(key + ".npy", "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, np.asarray(value), allow_pickle=False)
-
-
-def _load_sources():
-    """The canvas's source values, computed by GradBlocks at export time and written beside
-    this script's real path as SOURCES_FILE (bit-exact: random fills, files and images)."""
-    path = os.path.join(os.path.dirname(os.path.realpath(__file__)), SOURCES_FILE)
-    with np.load(path, allow_pickle=False) as f:
-        return {key: f[key] for key in f.files}
-
-
-def _f64(t):
-    return np.asarray(_np(t), np.float64)
-
-
-def _compare(a, b, dtype_a, dtype_b):
-    """As GradBlocks' Compare block: a - b in float64, max abs and rel error, agree."""
-    a64, b64 = _f64(a), _f64(b)
-    with np.errstate(invalid="ignore"):  # inf - inf is NaN: the output shows it
-        diff = a64 - b64
-    max_abs = float(np.max(np.abs(diff))) if diff.size else 0.0
-    scale = max(float(np.max(np.abs(a64))) if a64.size else 0.0,
-                float(np.max(np.abs(b64))) if b64.size else 0.0)
-    max_b = float(np.max(np.abs(b64))) if b64.size else 0.0
-    rel = max_abs / max_b if max_b > 0 else (0.0 if max_abs == 0 else float("inf"))
-    rtol = max(_RTOL.get(dtype_a, 1e-12), _RTOL.get(dtype_b, 1e-12))
-    agree = bool(np.isfinite(max_abs) and max_abs <= rtol * scale)
-    return {"output": diff, "max_abs_error": np.float64(max_abs),
-            "max_rel_error": np.float64(rel), "agree": np.bool_(agree)}
-
-
-def _relative(max_abs, scale):
-    if np.isnan(max_abs) or np.isnan(scale):
-        return float("nan")
-    if scale > 0:
-        return max_abs / scale
-    return 0.0 if max_abs == 0 else float("inf")
-
-
-def _verdict(max_abs, scale, rel, tol):
-    if not (np.isfinite(max_abs) and np.isfinite(scale)):
-        return False
-    return bool(rel <= tol) if scale > 0 else bool(max_abs <= tol)
-
-
-def _grad_check(x, w, dy, gradient, wrt, g, samples, seed, dtype):
-    """As GradBlocks' GradCheck block. L = <op(x, w), dy> is linear in the checked argument,
-    so its central difference in element i equals L at the unit tensor e_i exactly; the
-    script evaluates that with the framework's float64 forward op (no cancellation)."""
-    grad = _f64(gradient)
-    size = grad.size
-    if samples == 0 or samples >= size:
-        flat = np.arange(size)
-    else:
-        flat = np.sort(np.random.default_rng(seed).choice(size, size=samples, replace=False))
-    x64, w64, dy64 = (_cast(_f64(a), "float64") for a in (x, w, dy))
-    dyn = _f64(dy)
-    numbers = np.zeros(flat.size)
-    for k, index in enumerate(flat):
-        unit = np.zeros(grad.shape)
-        unit.flat[index] = 1.0
-        unit = _cast(unit, "float64")
-        y = _forward(x64, unit, g) if wrt == "filter" else _forward(unit, w64, g)
-        numbers[k] = float(np.sum(_f64(y) * dyn))
-    numeric = np.full(grad.shape, np.nan)
-    error = np.full(grad.shape, np.nan)
-    numeric.flat[flat] = numbers
-    error.flat[flat] = np.abs(grad.reshape(-1)[flat] - numbers)
-    max_abs = float(np.max(error.flat[flat])) if flat.size else 0.0
-    scale = float(np.max(np.abs(numbers))) if flat.size else 0.0
-    rel = _relative(max_abs, scale)
-    ok = _verdict(max_abs, scale, rel, _CHECK_TOLERANCE.get(dtype, 1e-7))
-    return {"numeric": numeric, "error": error, "max_abs_error": np.float64(max_abs),
-            "max_rel_error": np.float64(rel), "ok": np.bool_(ok)}
-
-
-def _adjoint_check(x, w, dy, g, dtype):
-    """As GradBlocks' AdjointCheck block: the three ops in the inputs' dtype, the inner
-    products in float64."""
-    forward = float(np.sum(_f64(_forward(x, w, g)) * _f64(dy)))
-    via_input = float(np.sum(_f64(x) * _f64(_backprop_input(w, dy, g))))
-    via_filter = float(np.sum(_f64(w) * _f64(_backprop_filter(x, dy, g))))
-    values = (forward, via_input, via_filter)
-    diff = max(abs(a - b) for a in values for b in values)
-    if any(np.isnan(v) for v in values):
-        diff = float("nan")
-    scale = max(abs(v) for v in values)
-    rel = _relative(diff, scale)
-    ok = _verdict(diff, scale, rel, _CHECK_TOLERANCE.get(dtype, 1e-7))
-    return {"forward": np.float64(forward), "via_input": np.float64(via_input),
-            "via_filter": np.float64(via_filter), "max_rel_error": np.float64(rel),
-            "ok": np.bool_(ok)}
-'''
 
 _MAIN = '''
 if __name__ == "__main__":
