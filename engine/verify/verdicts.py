@@ -6,7 +6,10 @@ element with the tolerance of :data:`engine.base.dtypes.RTOL` (relative to each 
 the sum of the absolute values of its terms) under the check blocks' rule
 (:func:`blocks.check_support.verdict`): ``max_rel_error`` is the largest ``|got - ref| / bound``
 (``inf`` where an element with no terms is not exactly 0), ``max_abs_error`` the largest
-``|got - ref|``.
+``|got - ref|``. The output's own rounding is allowed first: an element within half a unit in
+the last place of the case's dtype (at the reference value) counts as exact, so a
+low-precision implementation returning the correctly rounded reference passes, subnormal
+results included (where that half unit exceeds RTOL x the bound).
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 
 from blocks.check_support import verdict as within_tolerance
-from engine.base.dtypes import RTOL
+from engine.base.dtypes import DTYPES, RTOL
 
 VERDICTS = ("pass", "wrong_values", "wrong_shape", "raised", "nonfinite", "nondeterministic",
             "crashed", "timeout", "unsupported")
@@ -33,14 +37,25 @@ class Verdict:
     message: str = ""
 
 
-def errors(got: np.ndarray, ref: np.ndarray, bound: np.ndarray) -> tuple[float, float, float]:
+def half_ulp(ref: np.ndarray, dtype: str) -> np.ndarray:
+    """Half a unit in the last place of ``dtype`` at each (finite) value of ``ref``: the
+    rounding error of a correctly rounded result (the smallest subnormal's half at 0)."""
+    info = ml_dtypes.finfo(DTYPES[dtype])
+    _mantissa, exponent = np.frexp(np.abs(ref))
+    ulp = np.ldexp(1.0, exponent - 1 - int(info.nmant))
+    return np.maximum(ulp, float(info.smallest_subnormal)) / 2
+
+
+def errors(got: np.ndarray, ref: np.ndarray, bound: np.ndarray,
+           dtype: str = "float64") -> tuple[float, float, float]:
     """``(max_abs, max_rel, scale)`` of ``got`` against ``ref`` (see the module docstring)."""
     if ref.size == 0:
         return 0.0, 0.0, 0.0
     with np.errstate(invalid="ignore", divide="ignore"):
         err = np.abs(got - ref)
-        rel = np.where(bound > 0, err / np.where(bound > 0, bound, 1.0),
-                       np.where(err > 0, np.inf, 0.0))
+        beyond = np.where(err <= half_ulp(ref, dtype), 0.0, err)  # the output's own rounding
+        rel = np.where(bound > 0, beyond / np.where(bound > 0, bound, 1.0),
+                       np.where(beyond > 0, np.inf, 0.0))
     max_abs = float(np.max(err))
     return max_abs, float(np.max(rel)), float(np.max(bound))
 
@@ -64,7 +79,7 @@ def judge(kind: str, first, second, ref: np.ndarray, bound: np.ndarray,
         return Verdict("nonfinite", math.inf, math.inf,
                        f"{int(bad.sum())} non-finite element(s) where the reference is finite, "
                        f"first at {list(idx)}")
-    max_abs, rel, scale = errors(got, ref, bound)
+    max_abs, rel, scale = errors(got, ref, bound, dtype)
     if within_tolerance(max_abs, scale, rel, RTOL[dtype]):
         return Verdict("pass", max_abs, rel)
     worst = np.unravel_index(int(np.argmax(np.abs(got - ref))), ref.shape)
