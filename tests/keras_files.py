@@ -131,3 +131,50 @@ def write_h5(path: Path, config: dict | None = None) -> Path:
                 group.create_dataset(wname, data=arr)
             group.attrs["weight_names"] = [n.encode() for n in names]
     return path
+
+
+# -- Sequential models of any layers (tests/test_import_keras_separable.py) -------------------
+
+def sequential_config(layers: list, input_shape: list, keras2: bool = False) -> dict:
+    """A Sequential config of ``layers`` (name, class, config, weights as (role, array)) on
+    an InputLayer of ``input_shape`` (batch first), as Keras 3 (``batch_shape``) or Keras 2
+    (``batch_input_shape``) writes it."""
+    key = "batch_input_shape" if keras2 else "batch_shape"
+    entries = [{"class_name": "InputLayer", "config": {"name": "input", key: input_shape}}]
+    for name, kind, cfg, _ in layers:
+        entries.append({"class_name": kind,
+                        "config": {"name": name, "data_format": "channels_last", **cfg}})
+    return {"class_name": "Sequential", "config": {"name": "sequential", "layers": entries}}
+
+
+def write_sequential(path: Path, layers: list, input_shape: list) -> Path:
+    """``layers`` as a Sequential model in ``path``: ``.keras`` (Keras 3: weights at
+    ``layers/<class in snake case>[_<i>]/vars/<i>``) or ``.h5`` (Keras 2 spelling)."""
+    import h5py
+
+    if path.suffix == ".h5":
+        with h5py.File(path, "w") as h5:
+            h5.attrs["model_config"] = json.dumps(sequential_config(layers, input_shape, True))
+            root = h5.create_group("model_weights")
+            for name, _, _, weights in layers:
+                group = root.create_group(name)
+                names = [f"{name}/{role}:0" for role, _ in weights]
+                for wname, (_, arr) in zip(names, weights, strict=True):
+                    group.create_dataset(wname, data=arr)
+                group.attrs["weight_names"] = [n.encode() for n in names]
+        return path
+    buf = io.BytesIO()
+    used: dict[str, int] = {}
+    with h5py.File(buf, "w") as h5:
+        for _, kind, _, weights in layers:
+            snake = _snake(kind)
+            used[snake] = used.get(snake, -1) + 1
+            group = h5.create_group(f"layers/{snake}" + (f"_{used[snake]}" if used[snake] else "")
+                                    + "/vars")
+            for i, (_, arr) in enumerate(weights):
+                group.create_dataset(str(i), data=arr)
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("metadata.json", json.dumps({"keras_version": "3.15.1"}))
+        z.writestr("config.json", json.dumps(sequential_config(layers, input_shape)))
+        z.writestr("model.weights.h5", buf.getvalue())
+    return path

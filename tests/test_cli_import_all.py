@@ -36,18 +36,20 @@ def test_all_writes_a_canvas_per_layer_and_the_index(models, tmp_path):
     out = tmp_path / "new" / "dir"
     proc = gb("import", models["keras"], "--all", "-o", out)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[-1] == (f"wrote 7 canvases and {out}/index.json (0 conv "
+    assert proc.stdout.splitlines()[-1] == (f"wrote 6 canvases and {out}/index.json (0 conv "
                                             "layers skipped)")
     index = json.loads((out / "index.json").read_text())
-    assert [item["layer"] for item in index] == ["c1", "dw", "c2", "sep/depthwise",
-                                                  "sep/pointwise", "tconv", "tconv_valid"]
+    assert [item["layer"] for item in index] == ["c1", "dw", "c2", "sep", "tconv",
+                                                  "tconv_valid"]
     assert index[0] == {"layer": "c1", "op": "Conv2D", "input_shape": [1, 10, 10, 3],
                         "output_shape": [1, 4, 4, 4],
                         "attrs": {"strides": [1, 2, 2, 1], "dilations": [1, 1, 1, 1],
                                   "padding": "VALID", "data_format": "NHWC"},
                         "canvas": "c1.gbc.json"}
-    assert index[3]["canvas"] == "sep_depthwise.gbc.json"
-    assert (index[5]["op"], index[5]["input_shape"], index[5]["output_shape"]) == (
+    assert (index[3]["canvas"], index[3]["op"], index[3]["input_shape"],
+            index[3]["output_shape"]) == ("sep.gbc.json", "separable", [1, 3, 3, 16],
+                                          [1, 2, 2, 5])
+    assert (index[4]["op"], index[4]["input_shape"], index[4]["output_shape"]) == (
         "transposed", [1, 2, 2, 5], [1, 4, 4, 3])
     for item in index:
         check = gb("check", out / item["canvas"])
@@ -57,7 +59,7 @@ def test_all_writes_a_canvas_per_layer_and_the_index(models, tmp_path):
     assert again.returncode == 0, again.stderr
     assert json.loads((out / "index.json").read_text()) == index
     arrays = sorted(p.name for p in out.glob("*.npy"))
-    assert len(arrays) == 10  # 7 filters, 3 biases (c1, sep, tconv): nothing left over
+    assert len(arrays) == 10  # 7 filters (sep has 2), 3 biases (c1, sep, tconv): no more
 
 
 def test_skipped_layers_say_why_in_the_index_and_the_output(models, tmp_path):
@@ -106,8 +108,8 @@ def test_list_shows_what_imports_and_why_the_rest_does_not(models, tmp_path):
     lines = proc.stdout.splitlines()
     assert lines[1].split()[:2] == ["c1", "Conv2D"]
     # a layer whose size the walk cannot find is listed (it imports with --input-size)
-    assert [line.split()[0] for line in lines[1:8]] == [
-        "c1", "dw", "c2", "sep/depthwise", "sep/pointwise", "tconv", "tconv_valid"]
+    assert [line.split()[0] for line in lines[1:7]] == [
+        "c1", "dw", "c2", "sep", "tconv", "tconv_valid"]
     listed = gb("import", models["h5"], "--list").stdout.splitlines()
     for line in listed[1:]:
         name = line.split()[0]

@@ -91,18 +91,16 @@ def reference(layer: str, x: np.ndarray) -> np.ndarray:
         return keras_conv(layer, x, w[layer]["kernel"])
     if layer == "dw":
         return keras_conv(layer, x, w[layer]["depthwise_kernel"], depthwise=True)
-    if layer == "sep/depthwise":
-        return keras_conv("sep", x, w["sep"]["depthwise_kernel"], depthwise=True)
-    if layer == "sep/pointwise":
-        return keras_conv("sep", x, w["sep"]["pointwise_kernel"], strides=[1, 1],
+    if layer == "sep":  # the depthwise conv, then the 1x1 pointwise conv
+        mid = keras_conv("sep", x, w["sep"]["depthwise_kernel"], depthwise=True)
+        return keras_conv("sep", mid, w["sep"]["pointwise_kernel"], strides=[1, 1],
                           padding="valid")
     return keras_conv_transpose(layer, x)
 
 
-EXPECTED_LAYERS = ["c1", "dw", "c2", "sep/depthwise", "sep/pointwise", "tconv", "tconv_valid"]
-#: The input shapes by hand (keras_files.CONV_INPUTS; the pointwise conv's is the depthwise
-#: conv's output).
-INPUTS = {**kf.CONV_INPUTS, "sep/depthwise": [1, 3, 3, 16], "sep/pointwise": [1, 2, 2, 16]}
+EXPECTED_LAYERS = ["c1", "dw", "c2", "sep", "tconv", "tconv_valid"]
+#: The input shapes by hand (keras_files.CONV_INPUTS).
+INPUTS = kf.CONV_INPUTS
 
 
 @pytest.mark.parametrize("name", EXPECTED_LAYERS)
@@ -113,7 +111,7 @@ def test_every_conv_layer_imports_without_input_size_and_matches_keras(model, na
     done = write_layer_canvas(layer, str(tmp_path / "c.gbc.json"))
     assert list(done.conv.input_shape) == INPUTS[name]
     results = api.load(tmp_path / "c.gbc.json").run()
-    x, y = results["input"], results["forward"]
+    x, y = results["input"], results["pointwise_forward" if name == "sep" else "forward"]
     want = reference(name, x)
     assert y.shape == want.shape
     assert np.max(np.abs(y - want)) <= TOL * max(1.0, np.max(np.abs(want)))
@@ -124,14 +122,18 @@ def test_every_conv_layer_imports_without_input_size_and_matches_keras(model, na
         lhs, rel=1e-4, abs=1e-3)
     assert float(np.sum(results["filter"].astype(np.float64) * results["grad_filter"])) == \
         pytest.approx(lhs, rel=1e-4, abs=1e-3)
+    if name == "sep":  # the whole layer is linear in the pointwise kernel too
+        assert float(np.sum(results["pointwise_filter"].astype(np.float64)
+                            * results["pointwise_grad_filter"])) == pytest.approx(
+            lhs, rel=1e-4, abs=1e-3)
 
 
 @pytest.mark.parametrize("name, activation", [("c1", "relu"), ("dw", "sigmoid"),
-                                              ("sep/pointwise", "silu"), ("c2", None),
+                                              ("sep", "silu"), ("c2", None),
                                               ("tconv", None)])
 def test_a_fused_activation_is_said_on_the_canvas(model, name, activation, tmp_path):
     layer = read_model(str(model)).find(name, str(model))
-    assert layer.activation == activation
+    assert layer.final.activation == activation
     done = write_layer_canvas(layer, str(tmp_path / "c.gbc.json"))
     notes = [n.text for n in done.canvas.notes.values()]
     said = [t for t in notes if "activation" in t]

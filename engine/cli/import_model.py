@@ -125,12 +125,21 @@ def cmd_import(opts) -> int:
     if layer.batch is None and opts.batch is None and opts.input is None:
         _say("batch 1: the model does not fix its batch (a symbolic or unknown size); "
              "--batch N sets it")
-    if layer.bias is not None:
-        _say(f"bias [{layer.bias.shape[0]}]: saved as the Tensor block 'bias' (TensorFlow's "
-             "conv op has no bias; add it after forward yourself)")
-    if layer.activation:
-        _say(f"activation {escaped(layer.activation, 60)}: the model applies it after the conv "
-             "(and the bias); the canvas computes the conv alone (a note on the canvas says so)")
+    last = "pointwise_forward" if layer.pointwise is not None else "forward"
+    if layer.pointwise is not None:
+        _say("separable: the depthwise conv (forward) feeds the 1x1 pointwise conv "
+             "(pointwise_forward); grad_input and grad_filter are the whole layer's gradients")
+    if layer.conv1d:
+        _say(f"1-D conv: imported as a 2-D conv of height 1 (kernel {'x'.join(map(str, layer.kernel))}"
+             f", strides {','.join(map(str, layer.strides))}, dilations "
+             f"{','.join(map(str, layer.dilations))}; a note on the canvas says so)")
+    if layer.final.bias is not None:
+        _say(f"bias [{layer.final.bias.shape[0]}]: saved as the Tensor block 'bias' (TensorFlow's "
+             f"conv op has no bias; add it after {last} yourself)")
+    if layer.final.activation:
+        _say(f"activation {escaped(layer.final.activation, 60)}: the model applies it after the "
+             "conv (and the bias); the canvas computes the conv alone (a note on the canvas "
+             "says so)")
     for path in done.files:
         _say(f"wrote {path}")
     return 0

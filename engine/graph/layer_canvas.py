@@ -5,7 +5,8 @@ Blocks: ``input`` (the given array, else random_normal of the layer's input shap
 DepthwiseConv2D with the translated attributes), ``out_backprop`` (random_normal shaped like the
 forward output), ``grad_filter`` and ``grad_input`` (the matching backprop blocks, sized by the
 ShapeOf blocks ``filter_sizes`` and ``input_sizes``), and ``bias`` (a Tensor of the layer's bias,
-not connected: TensorFlow's conv op has no bias) when the layer has one.
+not connected: TensorFlow's conv op has no bias) when the layer has one. A separable conv adds
+its pointwise conv's blocks (:mod:`engine.graph.separable_canvas`).
 
 Arrays are written as ``<canvas stem>.<id>.<hash12>.npy`` (:func:`array_name`: named by their
 bytes) beside the canvas's real file and referenced by relative path; the canvas and its arrays
@@ -34,6 +35,13 @@ from engine.base.names import MAX_TITLE, escaped
 from engine.graph.canvas import Canvas, CanvasError, dumps, load_canvas
 from engine.graph.compiler import DEFAULT_MEMORY_LIMIT, compile_canvas
 from engine.graph.report import problem_lines
+from engine.graph.separable_canvas import (
+    canvas_notes,
+    conv_output,
+    layer_arrays,
+    pointwise_blocks,
+    pointwise_conv,
+)
 from engine.graph.targets import target_problem
 from engine.io import strict_json
 from engine.io.models.keras_reader import read_keras
@@ -136,9 +144,9 @@ def plan_layer(layer: ConvLayer, input_hw: tuple[int, int] | None = None, batch:
             output_shape = _transposed_output(layer, conv, int(batch),
                                               tuple(map(int, input_hw)), where)
         else:
-            output_shape = tuple(conv2d_geometry(conv.input_shape, layer.weights.shape,
-                                                 depthwise=layer.depthwise,
-                                                 **conv.attrs).output_shape)
+            output_shape = conv_output(layer, conv)
+            if layer.pointwise is not None:
+                output_shape = pointwise_conv(layer, conv)[1]
     except InvalidArgumentError as err:
         raise ModelImportError(f"{where}: {err}") from None
     if 0 in output_shape:
@@ -175,7 +183,7 @@ def _check_like_check(layer: ConvLayer, conv: TfConv, output_shape: tuple[int, .
            tuple(conv.input_shape), tuple(output_shape), memory_limit)
     if key in _PASSED:  # a model repeats its geometries: check each once
         return
-    arrays = {"filter": layer.weights, "bias": layer.bias}
+    arrays = layer_arrays(layer)
     try:
         canvas = build_canvas(layer, conv, output_shape,
                               {k: f"{k}.npy" for k, a in arrays.items() if a is not None})
@@ -206,7 +214,8 @@ _PASSED: dict[tuple, None] = {}
 def _layer_key(layer: ConvLayer) -> tuple:
     """Every field of ``layer`` but its name (which only titles blocks), arrays by shape and
     dtype: with the op, attributes and shapes, all that the check of its canvas depends on."""
-    return tuple((f.name, (v.shape, v.dtype.str) if isinstance(v, np.ndarray) else v)
+    return tuple((f.name, (v.shape, v.dtype.str) if isinstance(v, np.ndarray) else
+                  _layer_key(v) if isinstance(v, ConvLayer) else v)
                  for f in dataclasses.fields(layer) if f.name != "name"
                  for v in [getattr(layer, f.name)])
 
@@ -242,33 +251,21 @@ def build_canvas(layer: ConvLayer, conv: TfConv, output_shape: tuple[int, ...],
                                     "dtype": dtype, "seed": 1},
                id="out_backprop",
                title=f"out_backprop {'x'.join(map(str, output_shape))} (random_normal)")
-    c.add_node(conv.op, (600, 0), conv.attrs, id="forward", title=title(f"{name} ({layer.op})"))
+    c.add_node(conv.op, (600, 0), conv.attrs, id="forward",
+               title=title(f"{name} ({'depthwise' if layer.pointwise else layer.op})"))
     if layer.transposed:
         _transposed_blocks(c, conv, output_shape, name)
+    elif layer.pointwise is not None:
+        pointwise_blocks(c, layer, pointwise_conv(layer, conv)[0], paths, name)
+        _conv_blocks(c, conv, name, "pointwise_grad_input")
     else:
         _conv_blocks(c, conv, name)
     if "bias" in paths:
         c.add_node("Tensor", (0, 480), {"fill": "file", "path": paths["bias"], "dtype": dtype},
                    id="bias", title=title(f"{name} bias (not part of the conv op)"))
     for i, text in enumerate(canvas_notes(layer)):
-        c.add_note((900, 200 * i), text, id=f"note_{i + 1}")
+        c.add_note((1800 if layer.pointwise else 900, 200 * i), text, id=f"note_{i + 1}")
     return c
-
-
-def canvas_notes(layer: ConvLayer) -> list[str]:
-    """What a canvas's notes say of the layer: how a transposed conv maps onto TensorFlow's
-    ops; an activation the model applies after the conv, which the canvas leaves out."""
-    notes = []
-    if layer.transposed:
-        notes.append("A transposed conv is TensorFlow's Conv2DBackpropInput: forward = the "
-                     "input gradient of a Conv2D on an input shaped like the output, with "
-                     "input = its out_backprop. Its gradients: grad_input = Conv2D(out_backprop, "
-                     "filter), grad_filter = Conv2DBackpropFilter(out_backprop, filter_sizes, "
-                     "input).")
-    if layer.activation:
-        notes.append(f"The model applies the activation {layer.activation[:60]!r} after this "
-                     "conv (and its bias); the canvas computes the conv alone.")
-    return notes
 
 
 def _transposed_blocks(c: Canvas, conv: TfConv, output_shape: tuple[int, ...],
@@ -293,8 +290,9 @@ def _transposed_blocks(c: Canvas, conv: TfConv, output_shape: tuple[int, ...],
         c.connect((src, "output"), (node, port))
 
 
-def _conv_blocks(c: Canvas, conv: TfConv, name: str) -> None:
-    """The two backprop blocks of a Conv2D / DepthwiseConv2D and their size blocks."""
+def _conv_blocks(c: Canvas, conv: TfConv, name: str, upstream: str = "out_backprop") -> None:
+    """The two backprop blocks of a Conv2D / DepthwiseConv2D and their size blocks, fed the
+    gradient of their output by the block ``upstream``."""
     def title(text: str) -> str:
         return escaped(text, MAX_TITLE)
     depthwise = conv.op == "DepthwiseConv2D"
@@ -307,9 +305,9 @@ def _conv_blocks(c: Canvas, conv: TfConv, name: str) -> None:
     for src, dst in (("input", "forward.input"), ("filter", "forward.filter"),
                      ("filter", "filter_sizes.input"), ("input", "input_sizes.input"),
                      ("input", "grad_filter.input"), ("filter_sizes", "grad_filter.filter_sizes"),
-                     ("out_backprop", "grad_filter.out_backprop"),
+                     (upstream, "grad_filter.out_backprop"),
                      ("input_sizes", "grad_input.input_sizes"), ("filter", "grad_input.filter"),
-                     ("out_backprop", "grad_input.out_backprop")):
+                     (upstream, "grad_input.out_backprop")):
         node, port = dst.split(".")
         c.connect((src, "output"), (node, port))
 
@@ -322,7 +320,7 @@ def _npy_bytes(array: np.ndarray) -> bytes:
 
 #: The blocks whose values an import writes as .npy files, and the hex digits of the content
 #: hash in those files' names.
-ARRAY_IDS = ("filter", "input", "bias")
+ARRAY_IDS = ("filter", "input", "bias", "pointwise_filter")
 DIGEST_CHARS = 12
 #: Characters of a path a message shows.
 PATH_CHARS = 120
@@ -375,7 +373,7 @@ def check_imported(canvas: Canvas, arrays: dict[str, Path], base_dir: Path, show
         raise ModelImportError(f"{_where(shown)}: the canvas would not load: {where}: {message}") \
             from None
     for node_id, path in arrays.items():
-        trial.set_attr(node_id, "path", str(path))
+        trial.set_attr(node_id, "path", os.path.abspath(path))  # not relative to base_dir
     lines = problem_lines(compile_canvas(trial, base_dir, DEFAULT_MEMORY_LIMIT))
     if lines:
         more = f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""
@@ -392,11 +390,9 @@ def write_layer_canvas(layer: ConvLayer, canvas_path: str, *, input_hw=None, bat
     fmt = layout or layer.data_format
     arr = _input_array(layer, input_path, fmt) if input_path else None
     conv, output_shape = plan_layer(layer, input_hw, batch, fmt, arr)
-    arrays = {"filter": layer.weights}
+    arrays = layer_arrays(layer)
     if arr is not None:
         arrays["input"] = arr.astype(layer.weights.dtype)
-    if layer.bias is not None:
-        arrays["bias"] = layer.bias.astype(layer.weights.dtype)
     keep = {**dict.fromkeys(protected, "the model being read"),
             **({input_path: "the --input file"} if input_path else {})}
     problem = target_problem(canvas_path, keep)

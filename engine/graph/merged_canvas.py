@@ -44,14 +44,15 @@ from engine.graph.layer_canvas import (
     check_imported,
     plan_layer,
 )
+from engine.graph.separable_canvas import layer_arrays
 from engine.graph.targets import target_problem
 from engine.io.models.model_import import ConvLayer, ModelImportError, TfConv
 
 #: Between a layer's prefix and a block id of its import.
 SEPARATOR = "__"
 #: Characters of a layer's name an id prefix keeps (the longest id of an import,
-#: ``out_backprop``, and the separator stay within the 64 characters of an id).
-PREFIX_CHARS = 48
+#: ``pointwise_filter_sizes``, and the separator stay within the 64 characters of an id).
+PREFIX_CHARS = 40
 #: A generous bound on a block's drawn size in the app (scene units; a title longer than the
 #: width is elided): the room a layer's frame leaves for each block.
 BLOCK_BOX = (300.0, 180.0)
@@ -165,7 +166,7 @@ def build_merged(planned: Sequence[tuple[ConvLayer, TfConv, tuple[int, ...]]],
 def owned_arrays(canvas_path: Path) -> list[str]:
     """The array files an existing canvas names that an import wrote: a single import's
     (:func:`engine.graph.layer_canvas.owned_arrays`) and a merged one's (a Tensor block
-    ``<prefix>__filter``, ``__input`` or ``__bias`` with fill=file path
+    ``<prefix>__filter``, ``__input``, ``__bias`` or ``__pointwise_filter`` with fill=file path
     ``<stem>.<its id>.<hash12>.npy``); nothing when it is not a readable canvas."""
     owned = layer_canvas.owned_arrays(canvas_path)
     try:
@@ -187,10 +188,7 @@ def owned_arrays(canvas_path: Path) -> list[str]:
 
 def _arrays(layer: ConvLayer) -> dict[str, np.ndarray]:
     """The arrays a layer's import writes, by import id (no ``input``: the input is random)."""
-    arrays = {"filter": layer.weights}
-    if layer.bias is not None:
-        arrays["bias"] = layer.bias.astype(layer.weights.dtype)
-    return arrays
+    return layer_arrays(layer)
 
 
 def write_merged_canvas(layers: Sequence[ConvLayer], canvas_path: str, *, batch: int = 1,

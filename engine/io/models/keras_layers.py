@@ -1,13 +1,18 @@
 """Keras layer configs read strictly, and the layers beyond Conv2D / DepthwiseConv2D:
-``SeparableConv2D`` (imported as two layers, ``<name>/depthwise`` and ``<name>/pointwise``) and
-``Conv2DTranspose`` (TensorFlow's Conv2DBackpropInput), plus the activation a layer applies
-after its conv.
+``SeparableConv2D`` (one layer: its depthwise conv with the pointwise conv in
+:attr:`ConvLayer.pointwise`), ``Conv2DTranspose`` (TensorFlow's Conv2DBackpropInput) and
+``Conv1D`` / ``DepthwiseConv1D`` (2-D convs of height 1, :func:`as_2d`), plus the activation a
+layer applies after its conv.
 
 SeparableConv2D is Keras's depthwise conv (its strides, dilation and padding, kernel
 ``depthwise_kernel`` [kh, kw, in, multiplier]) followed by a 1x1 conv with stride 1 and no
-padding (``pointwise_kernel`` [1, 1, in * multiplier, filters]) and the bias: two ops, two
-canvases; the pointwise layer's input is the depthwise layer's output, and its grad_input is
-the gradient the depthwise layer receives.
+padding (``pointwise_kernel`` [1, 1, in * multiplier, filters]) and the bias: one canvas with
+both ops; the pointwise conv's input is the depthwise conv's output, and its grad_input is the
+gradient the depthwise conv receives.
+
+A 1-D conv of kernel k, stride s, dilation d on [N, W, C] is the 2-D conv of kernel (1, k),
+strides (1, s), dilations (1, d) on [N, 1, W, C]; Keras's ``causal`` padding is d * (k - 1)
+zeros on the left (keras ``ops.conv`` after ``pad`` in ``BaseConv``).
 
 Conv2DTranspose (kernel [kh, kw, filters, in], TensorFlow's conv2d_transpose layout) is the input
 gradient of the conv whose input is its output: with k = (kernel - 1) * dilation + 1, Keras pads
@@ -110,9 +115,31 @@ def _kernel(name: str, what: str, array: np.ndarray, want: tuple) -> np.ndarray:
     return np.ascontiguousarray(w)
 
 
-def separable_layers(name: str, c: dict, weights: list[np.ndarray],
-                     input_hw: tuple[int, int] | None, unknown: str | None) -> list[ConvLayer]:
-    """A SeparableConv2D as its depthwise layer and its pointwise layer (``weights``:
+def as_2d(c: dict) -> tuple[dict, tuple[int, int, int, int] | None]:
+    """A Conv1D / DepthwiseConv1D config as the 2-D conv of height 1 that computes it, and the
+    explicit pads (top, bottom, left, right) of ``causal`` padding, else None."""
+    out = dict(c)
+    for key in ("kernel_size", "strides", "dilation_rate"):
+        value = c.get(key, _MISSING if key == "kernel_size" else 1)
+        if isinstance(value, list) and len(value) == 1:
+            value = value[0]
+        if not _count(value):
+            raise _LayerProblem(f"{key} is {_found(value)}, expected a positive integer or a "
+                                "list of 1 (a 1-D conv)")
+        out[key] = [1, value]
+    padding = c.get("padding", "valid")
+    if isinstance(padding, str) and padding.lower() == "causal":
+        out["padding"] = "valid"
+        return out, (0, 0, out["dilation_rate"][1] * (out["kernel_size"][1] - 1), 0)
+    if not isinstance(padding, str) or padding.lower() not in ("same", "valid"):
+        raise _LayerProblem(f"padding is {_found(padding)}, expected 'same', 'valid' or "
+                            "'causal'")
+    return out, None
+
+
+def separable_layer(name: str, c: dict, weights: list[np.ndarray],
+                    input_hw: tuple[int, int] | None, unknown: str | None) -> ConvLayer:
+    """A SeparableConv2D as its depthwise conv with its pointwise conv (``weights``:
     depthwise_kernel, pointwise_kernel, bias if use_bias)."""
     kernel, strides, dilations, padding, fmt, use_bias = common(c)
     multiplier, filters = _positive(c, "depth_multiplier", 1), _positive(c, "filters")
@@ -120,22 +147,21 @@ def separable_layers(name: str, c: dict, weights: list[np.ndarray],
     cin = dw.shape[2]
     pw = _kernel(name, "pointwise_kernel", weights[1], (1, 1, cin * multiplier, filters))
     bias = float_weights(name, "bias", weights[2]) if use_bias else None
-    depthwise = ConvLayer(name=f"{name}/depthwise", kernel=kernel, strides=strides,
-                          dilations=dilations, padding=padding, pads=(0, 0, 0, 0), groups=cin,
-                          in_channels=cin, out_channels=cin * multiplier, data_format=fmt,
-                          weights=dw, input_hw=input_hw, input_unknown=unknown)
     mid = None
     if input_hw is not None:
         mid = tuple(conv_length(n, k, s, d, padding.lower()) for n, k, s, d in zip(
             input_hw, kernel, strides, dilations, strict=True))
-    pointwise = ConvLayer(name=f"{name}/pointwise", kernel=(1, 1), strides=(1, 1),
+    pointwise = ConvLayer(name=name, kernel=(1, 1), strides=(1, 1),
                           dilations=(1, 1), padding="VALID", pads=(0, 0, 0, 0), groups=1,
                           in_channels=cin * multiplier, out_channels=filters, data_format=fmt,
                           weights=pw, bias=bias, input_hw=mid, input_unknown=unknown,
                           activation=activation_of(c))
+    depthwise = ConvLayer(name=name, kernel=kernel, strides=strides, dilations=dilations,
+                          padding=padding, pads=(0, 0, 0, 0), groups=cin, in_channels=cin,
+                          out_channels=cin * multiplier, data_format=fmt, weights=dw,
+                          input_hw=input_hw, input_unknown=unknown, pointwise=pointwise)
     check_layer(depthwise)
-    check_layer(pointwise)
-    return [depthwise, pointwise]
+    return depthwise
 
 
 def transposed_layer(name: str, c: dict, weights: list[np.ndarray],

@@ -1,5 +1,5 @@
-"""The conv layers of a Keras model file (Conv2D, DepthwiseConv2D; SeparableConv2D and
-Conv2DTranspose through :mod:`engine.io.models.keras_layers`), each with its input size from the
+"""The conv layers of a Keras model file (Conv2D, DepthwiseConv2D; SeparableConv2D,
+Conv2DTranspose and Conv1D / DepthwiseConv1D through :mod:`engine.io.models.keras_layers`), each with its input size from the
 config's walk (:mod:`engine.io.models.keras_graph`), read with ``h5py`` and the file's own config
 JSON (no TensorFlow; ``h5py`` is in the ``models`` extra; opening: :mod:`.keras_open`).
 
@@ -51,8 +51,9 @@ from engine.io.models.keras_layers import (
     _LayerProblem,
     _positive,
     activation_of,
+    as_2d,
     common,
-    separable_layers,
+    separable_layer,
     transposed_layer,
 )
 from engine.io.models.keras_open import (  # noqa: F401  (the limits, named here too)
@@ -72,9 +73,11 @@ from engine.io.models.model_import import (
     need_module,
 )
 
-CONV_CLASSES = ("Conv2D", "DepthwiseConv2D", "SeparableConv2D", "Conv2DTranspose")
-OTHER_CONV_CLASSES = ("Conv1D", "Conv3D", "SeparableConv1D", "Conv3DTranspose", "Conv1DTranspose",
-                      "DepthwiseConv1D")
+CONV_CLASSES = ("Conv2D", "DepthwiseConv2D", "SeparableConv2D", "Conv2DTranspose", "Conv1D",
+                "DepthwiseConv1D")
+OTHER_CONV_CLASSES = ("Conv3D", "SeparableConv1D", "Conv3DTranspose", "Conv1DTranspose")
+#: The 1-D conv classes, imported as the 2-D convs of height 1 (:func:`keras_layers.as_2d`).
+CONV_1D = {"Conv1D": "Conv2D", "DepthwiseConv1D": "DepthwiseConv2D"}
 #: The variables of the conv layers beyond Conv2D / DepthwiseConv2D, in Keras's order.
 VARIABLES = {"SeparableConv2D": ("depthwise_kernel", "pointwise_kernel", "bias"),
              "Conv2DTranspose": ("kernel", "bias")}
@@ -96,6 +99,11 @@ def _input_hw(shape: object, config: dict) -> tuple[tuple[int, int] | None, str 
     and why they are unknown."""
     if isinstance(shape, str):
         return None, shape
+    if isinstance(shape, tuple) and len(shape) == 3:  # a 1-D conv's [N, W, C]: height 1
+        w = shape[2] if config.get("data_format") == "channels_first" else shape[1]
+        if not _count(w):
+            return None, f"its input shape {list(shape)} leaves the size open"
+        return (1, w), None
     if not isinstance(shape, tuple) or len(shape) != 4:
         return None, f"its input shape is {shown(shape, 60)}, expected 4 dimensions"
     hw = shape[2:4] if config.get("data_format") == "channels_first" else shape[1:3]
@@ -207,13 +215,16 @@ class _Reader:
 
     def conv_layers(self, name: str, entry: dict, wpath: str,
                     shape: object) -> list[ConvLayer]:
-        """The conv layer(s) of this config entry (a SeparableConv2D is two), attributes checked
-        before weights are read; ``shape`` is its input shape from the walk
-        (:mod:`engine.io.models.keras_graph`) or why it is unknown."""
+        """The conv layer of this config entry, attributes checked before weights are read;
+        ``shape`` is its input shape from the walk (:mod:`engine.io.models.keras_graph`) or why
+        it is unknown."""
         kind, c = entry["class_name"], entry.get("config", _MISSING)
         if not isinstance(c, dict):
             raise _LayerProblem(f"its config is {_found(c)}, expected an object")
         hw, unknown = _input_hw(shape, c)
+        if kind in CONV_1D:
+            c2, causal = as_2d(c)
+            return [self.conv_layer(name, CONV_1D[kind], c2, wpath, hw, unknown, True, causal)]
         if kind in VARIABLES:
             roles = VARIABLES[kind]
             common(c)  # the attributes first
@@ -222,12 +233,15 @@ class _Reader:
             weights = self.read_roles(wpath, name, roles)
             if kind == "Conv2DTranspose":
                 return [transposed_layer(name, c, weights, hw, unknown)]
-            return separable_layers(name, c, weights, hw, unknown)
+            return [separable_layer(name, c, weights, hw, unknown)]
         return [self.conv_layer(name, kind, c, wpath, hw, unknown)]
 
     def conv_layer(self, name: str, kind: str, c: dict, wpath: str,
-                   input_hw: tuple[int, int] | None, unknown: str | None) -> ConvLayer:
-        """A Conv2D or DepthwiseConv2D layer."""
+                   input_hw: tuple[int, int] | None, unknown: str | None,
+                   one_d: bool = False,
+                   causal: tuple[int, int, int, int] | None = None) -> ConvLayer:
+        """A Conv2D or DepthwiseConv2D layer (``causal``: a 1-D conv's config made 2-D, with
+        these explicit pads when its padding is causal)."""
         kernel = _ints(c, "kernel_size")
         strides = _ints(c, "strides", 1)
         dilations = _ints(c, "dilation_rate", 1)
@@ -251,6 +265,8 @@ class _Reader:
         weights = self.read_legacy(name, use_bias) if self.legacy else self.read_v3(
             wpath, name, use_bias)
         w = float_weights(name, "kernel", weights[0])
+        if one_d and w.ndim == 3:  # [k, in, out]: [1, k, in, out]
+            w = w.reshape(1, *w.shape)
         if w.ndim != 4:
             raise _LayerProblem(f"the kernel has shape {list(w.shape)}, expected 4 dimensions "
                                 f"(H, W, in, {'multiplier' if depthwise else 'out'})")
@@ -275,7 +291,8 @@ class _Reader:
                 w = w.reshape(kh, kw, groups, cout // groups)
         bias = float_weights(name, "bias", weights[1]) if use_bias else None
         layer = ConvLayer(name=name, kernel=kernel, strides=strides, dilations=dilations,
-                          padding=padding.upper(), pads=(0, 0, 0, 0), groups=groups,
+                          padding="EXPLICIT" if causal else padding.upper(),
+                          pads=causal or (0, 0, 0, 0), groups=groups, conv1d=one_d,
                           in_channels=in_channels, out_channels=out, data_format=fmt,
                           weights=np.ascontiguousarray(w), bias=bias, input_hw=input_hw,
                           input_unknown=unknown, activation=activation_of(c))
@@ -401,7 +418,7 @@ def _layer_list(reader: _Reader) -> list:
 
 
 def read_keras(path: str, memory_limit: int = DEFAULT_MEMORY_LIMIT) -> ModelLayers:
-    """The Conv2D / DepthwiseConv2D layers of a ``.keras`` or ``.h5`` Keras model; the weights
+    """The conv layers (:data:`CONV_CLASSES`) of a ``.keras`` or ``.h5`` Keras model; the weights
     read together, and each zip member read, fit ``memory_limit`` bytes."""
     h5py = need_module("h5py", "a Keras model")
     config, h5, source, size, legacy = open_keras(path, h5py, memory_limit)

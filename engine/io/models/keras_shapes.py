@@ -114,6 +114,41 @@ def conv2d_transpose(config: dict, shapes: list[Shape]) -> Shape:
     return _conv(config, shapes, lambda _: _filters(config), transposed=True)
 
 
+def _one(value: object, what: str) -> int:
+    value = value[0] if isinstance(value, list | tuple) and len(value) == 1 else value
+    if type(value) is not int or value < 1:
+        raise ShapeStop(f"{what} is {value!r}, expected a positive integer or a list of 1")
+    return value
+
+
+def _conv1d(config: dict, shapes: list[Shape], channels: Callable[[int], int]) -> Shape:
+    """A 1-D conv on [N, W, C] (or [N, C, W]); causal padding gives ceil(W / s), as same."""
+    (x,) = shapes
+    if len(x) != 3:
+        raise ShapeStop(f"its input has rank {len(x)}, expected 3 (a 1-D sequence batch)")
+    w, ch = (2, 1) if config.get("data_format") == "channels_first" else (1, 2)
+    padding = config.get("padding", "valid")
+    padding = "same" if isinstance(padding, str) and padding.lower() == "causal" else _padding(
+        config)
+    out = list(x)
+    out[w] = conv_length(x[w], _one(config.get("kernel_size"), "kernel_size"),
+                         _one(config.get("strides", 1), "strides"),
+                         _one(config.get("dilation_rate", 1), "dilation_rate"), padding)
+    if x[ch] is None:
+        raise ShapeStop("its input's channel count is unknown")
+    out[ch] = channels(x[ch])
+    return tuple(out)
+
+
+def conv1d(config: dict, shapes: list[Shape]) -> Shape:
+    return _conv1d(config, shapes, lambda _: _filters(config))
+
+
+def depthwise_conv1d(config: dict, shapes: list[Shape]) -> Shape:
+    m = _pair(config.get("depth_multiplier"), "depth_multiplier", 1)[0]
+    return _conv1d(config, shapes, lambda c: c * m)
+
+
 def pooling2d(config: dict, shapes: list[Shape]) -> Shape:
     """Max/average pooling: strides default to pool_size."""
     pool = _pair(config.get("pool_size"), "pool_size", 2)
@@ -250,7 +285,7 @@ MERGES = ("Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum")
 SHAPE_RULES: dict[str, Callable[[dict, list[Shape]], Shape]] = {
     **dict.fromkeys(SAME_SHAPE, same_shape), **dict.fromkeys(MERGES, broadcast),
     "Conv2D": conv2d, "SeparableConv2D": conv2d, "DepthwiseConv2D": depthwise_conv2d,
-    "Conv2DTranspose": conv2d_transpose,
+    "Conv2DTranspose": conv2d_transpose, "Conv1D": conv1d, "DepthwiseConv1D": depthwise_conv1d,
     "MaxPooling2D": pooling2d, "AveragePooling2D": pooling2d,
     "MaxPool2D": pooling2d, "AvgPool2D": pooling2d,
     "GlobalAveragePooling2D": global_pooling2d, "GlobalMaxPooling2D": global_pooling2d,

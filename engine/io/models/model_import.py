@@ -74,6 +74,17 @@ class ConvLayer:
     #: rows and cols whatever the input size; the pads follow from the input size
     #: (:func:`at_input_size`), the odd one before, or after when ``padding`` is SAME.
     output_hw: tuple[int, int] | None = None
+    #: A separable conv (Keras SeparableConv2D): this layer is its depthwise conv, followed by
+    #: ``pointwise``, a 1x1 conv (stride 1, VALID) holding the layer's bias and activation.
+    pointwise: ConvLayer | None = None
+    #: A 1-D conv (Keras Conv1D / DepthwiseConv1D) as a 2-D conv of height 1: kernel (1, k),
+    #: strides (1, s), dilations (1, d), input [N, 1, W, C] (NHWC) or [N, C, 1, W] (NCHW).
+    conv1d: bool = False
+
+    @property
+    def final(self) -> ConvLayer:
+        """The conv whose output is the layer's: the pointwise conv of a separable conv."""
+        return self.pointwise or self
 
     @property
     def depthwise(self) -> bool:
@@ -84,6 +95,8 @@ class ConvLayer:
     def op(self) -> str:
         if self.transposed:
             return "transposed"
+        if self.pointwise is not None:
+            return "separable"
         if self.depthwise:
             return "depthwise"
         return "grouped" if self.groups > 1 else "Conv2D"
@@ -103,7 +116,7 @@ def list_rows(layers: list[ConvLayer]) -> list[list[str]]:
         rows.append([escaped(la.name), la.op, "x".join(map(str, la.kernel)),
                      ",".join(map(str, la.strides)), ",".join(map(str, la.dilations)),
                      la.padding_text(), str(la.groups), str(la.in_channels),
-                     str(la.out_channels)])
+                     str(la.final.out_channels)])
     return rows
 
 
@@ -128,6 +141,12 @@ def check_layer(layer: ConvLayer) -> None:
     if w.shape != want:
         raise ModelImportError(f"layer {layer.name!r}: weights have shape {list(w.shape)}, "
                                f"expected {list(want)}")
+    if layer.pointwise is not None:
+        check_layer(layer.pointwise)
+        if layer.pointwise.in_channels != layer.out_channels:
+            raise ModelImportError(f"layer {layer.name!r}: the pointwise conv takes "
+                                   f"{layer.pointwise.in_channels} channels, the depthwise conv "
+                                   f"gives {layer.out_channels}")
     if layer.bias is not None and layer.bias.shape != (layer.out_channels,):
         raise ModelImportError(f"layer {layer.name!r}: bias has shape {list(layer.bias.shape)}, "
                                f"expected [{layer.out_channels}]")
