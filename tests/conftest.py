@@ -52,3 +52,15 @@ def pytest_runtest_teardown(item):
     guard = sys.modules.get("app.gc_guard")
     if guard is not None and guard.installed():
         guard.collect_due()
+
+
+@pytest.fixture(autouse=True)
+def _library_kernel_policy():
+    """Each test starts under the policy it found: the background policy that an in-process
+    ``engine.cli.main`` or the app's warm-up switches on (engine.kernels.accel) is process
+    state, so it would otherwise change which kernel path later tests' library calls take."""
+    from engine.kernels import accel
+
+    saved = accel._note_wanted, accel._note_stream, accel._warm_thread
+    yield
+    accel._note_wanted, accel._note_stream, accel._warm_thread = saved

@@ -174,6 +174,7 @@ def test_the_switch_picks_the_path_and_names_a_bad_value(monkeypatch):
 def test_numba_forced_without_numba_is_a_clear_error_and_auto_falls_back(monkeypatch):
     monkeypatch.setattr(accel, "_module", None)
     monkeypatch.setattr(accel, "_failed", "No module named 'numba'")
+    monkeypatch.setattr(accel, "_ready", set())  # nothing loaded (an earlier test may have)
     x, w = np.ones((1, 5, 5, 3), np.float32), np.ones((3, 3, 3, 1), np.float32)
     monkeypatch.setenv(accel.ENV, "numba")
     with pytest.raises(InvalidArgumentError, match=r"numba is not importable.*gradblocks\[fast\]"):
