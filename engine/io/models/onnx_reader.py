@@ -16,6 +16,7 @@ dims need. Input sizes of 0 or less are unknown sizes (older exporters wrote dyn
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 from collections import Counter
@@ -289,6 +290,25 @@ def _supplied(model, weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return dict(weights)
 
 
+#: Element-wise ONNX ops that, as the only consumer of a conv's output, are its activation: the
+#: import says the model applies it after the conv (the canvas computes the conv alone).
+ACTIVATIONS = frozenset({"Relu", "LeakyRelu", "PRelu", "Sigmoid", "HardSigmoid", "HardSwish",
+                         "Tanh", "Elu", "Selu", "Celu", "Softplus", "Softsign", "Mish", "Gelu",
+                         "Clip", "ThresholdedRelu", "Swish"})
+
+
+def _consumers(model) -> dict[str, str]:
+    """Output name -> the op type of its only consumer (outputs read by several nodes, or by
+    none, or that are graph outputs, are left out)."""
+    readers: dict[str, list[str]] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(_str(node.op_type))
+    outputs = {o.name for o in model.graph.output}
+    return {name: ops[0] for name, ops in readers.items()
+            if len(ops) == 1 and name not in outputs}
+
+
 def read_onnx(path: str, weights: dict[str, np.ndarray] | None = None) -> ModelLayers:
     """The model's Conv and ConvTranspose nodes (see
     :class:`~engine.io.models.model_import.ModelLayers`); ``weights`` (``--weights``) gives
@@ -299,6 +319,7 @@ def read_onnx(path: str, weights: dict[str, np.ndarray] | None = None) -> ModelL
     defined = Counter(t.name for t in model.graph.initializer)
     shapes = _shapes(model)
     found = ModelLayers([], {}, {})
+    after = _consumers(model)
     for k, node in enumerate(model.graph.node):
         name = _str(node.name or (node.output[0] if node.output else "")) or f"node {k}"
         op = repr(_str(node.op_type))[1:-1]
@@ -310,7 +331,10 @@ def read_onnx(path: str, weights: dict[str, np.ndarray] | None = None) -> ModelL
             read = _layer if node.op_type == "Conv" else _transposed
             try:
                 _once(node, name, defined)
-                found.layers.append(read(onnx, node, name, consts, shapes))
+                layer = read(onnx, node, name, consts, shapes)
+                follows = after.get(node.output[0]) if node.output else None
+                found.layers.append(dataclasses.replace(layer, activation=follows)
+                                    if follows in ACTIVATIONS else layer)
             except ModelImportError as err:
                 found.refused[name] = str(err)
         else:
