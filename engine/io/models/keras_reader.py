@@ -328,6 +328,20 @@ class _Reader:
         out = [self.dataset(f"{where}/0", "the kernel")]
         return out + [self.dataset(f"{where}/1", "the bias")] if use_bias else out
 
+    def _listed_weights(self, name: str) -> tuple[str, list]:
+        """``(group, weight_names)`` listing layer ``name`` (its own group, else the first group
+        naming it); a :class:`_LayerProblem` when no group lists it."""
+        if self._index is None:
+            self._index = self._build_index()
+        groups = self._index.get(name, {})
+        key = name if name in groups else next(iter(groups), None)
+        if key is None:
+            problem = self._index_problems.get(name)
+            raise _LayerProblem(f"group {shown(name)}: {problem}" if problem else
+                                "the file lists no weights for this layer (in any group's "
+                                "weight_names)")
+        return key, groups[key]
+
     def _build_index(self) -> dict[str, dict[str, list[str]]]:
         """Layer name -> {group: its weight names}, from the ``weight_names`` of every group in
         ``model_weights`` (read once: a lookup per layer is then constant time)."""
@@ -359,17 +373,8 @@ class _Reader:
     def read_legacy(self, name: str, use_bias: bool) -> list[np.ndarray]:
         """Kernel (and bias) of layer ``name``: listed as ``.../<name>/kernel`` in the
         ``weight_names`` of its group ``model_weights/<name>``, or of a nested model's."""
-        if self._index is None:
-            self._index = self._build_index()
-        groups = self._index.get(name, {})
-        key = name if name in groups else next(iter(groups), None)
-        if key is None:
-            problem = self._index_problems.get(name)
-            raise _LayerProblem(f"group {shown(name)}: {problem}" if problem else
-                                "the file lists no weights for this layer (in any "
-                                "group's weight_names)")
+        key, mine = self._listed_weights(name)  # builds the index, which sets the prefix
         prefix = self._prefix
-        mine = groups[key]
         tails = [n.rsplit("/", 1)[-1].split(":")[0] for n in mine]
         kernels = [n for n, t in zip(mine, tails, strict=True) if "kernel" in t]
         biases = [n for n, t in zip(mine, tails, strict=True) if "bias" in t]
@@ -391,19 +396,11 @@ class _Reader:
             if hdf5_guard.get_group(self.h5, where, self.source, "the variables") is None:
                 raise _LayerProblem(f"{WEIGHTS_MEMBER} has no variables at {shown(where)}")
             return [self.dataset(f"{where}/{i}", f"the {role}") for i, role in enumerate(roles)]
-        if self._index is None:
-            self._index = self._build_index()
-        groups = self._index.get(name, {})
-        key = name if name in groups else next(iter(groups), None)
-        if key is None:
-            problem = self._index_problems.get(name)
-            raise _LayerProblem(f"group {shown(name)}: {problem}" if problem else
-                                "the file lists no weights for this layer (in any group's "
-                                "weight_names)")
-        tails = {n.rsplit("/", 1)[-1].split(":")[0]: n for n in groups[key]}
+        key, listed = self._listed_weights(name)
+        tails = {n.rsplit("/", 1)[-1].split(":")[0]: n for n in listed}
         missing = [r for r in roles if r not in tails]
         if missing:
-            raise _LayerProblem(f"its weight_names {shown(groups[key], 80)} name no {missing[0]}")
+            raise _LayerProblem(f"its weight_names {shown(listed, 80)} name no {missing[0]}")
         return [self.dataset(f"{self._prefix}{key}/{tails[r]}", f"the {r}") for r in roles]
 
 
