@@ -94,10 +94,19 @@ CASES = [
     Case("dw filter 56x56x128 3x3 s1 SAME", "DepthwiseConv2dNativeBackpropFilter", (8, 56, 56, 128), (3, 3, 128, 1), 1, "SAME", group="depthwise"),
     Case("dw filter 112x112x64 3x3 s2 SAME", "DepthwiseConv2dNativeBackpropFilter", (8, 112, 112, 64), (3, 3, 64, 1), 2, "SAME", group="depthwise"),
     Case("dw filter 32x32x32 5x5 m2 VALID", "DepthwiseConv2dNativeBackpropFilter", (4, 32, 32, 32), (5, 5, 32, 2), 1, "VALID", group="depthwise"),
-    Case("filter NCHW 56x56x64 3x3x64 s1", "Conv2DBackpropFilter", (8, 56, 56, 64), (3, 3, 64, 64), 1, "SAME", data_format="NCHW", group="extra"),
     Case("input  f16 56x56x64 3x3x64 s1", "Conv2DBackpropInput", (8, 56, 56, 64), (3, 3, 64, 64), 1, "SAME", dtype="float16", group="extra"),
     Case("forward 224x224x3 7x7x64 s2 SAME", "Conv2D", (4, 224, 224, 3), (7, 7, 3, 64), 2, "SAME", group="extra"),
     Case("filter N=32 56x56x64 (memory)", "Conv2DBackpropFilter", (32, 56, 56, 64), (3, 3, 64, 64), 1, "SAME", group="extra"),
+    *[Case(f"{kind} NCHW {n}x{n}x{c} 3x3x{c} s{s}", op, (8, n, n, c), (3, 3, c, c), s, "SAME",
+           data_format="NCHW", group="conv NCHW")
+      for n, c, s in ((56, 64, 1), (56, 128, 2))
+      for kind, op in (("filter", "Conv2DBackpropFilter"), ("input ", "Conv2DBackpropInput"))],
+    *[Case(f"dw {kind} NCHW 56x56x128 3x3 s{s} SAME", op, (8, 56, 56, 128), (3, 3, 128, 1), s,
+           "SAME", data_format="NCHW", group="dw NCHW")
+      for kind, op in (("filter", "DepthwiseConv2dNativeBackpropFilter"),
+                       ("forward", "DepthwiseConv2dNative"),
+                       ("input", "DepthwiseConv2dNativeBackpropInput"))
+      for s in (1, 2)],
     *[Case(f"dw {kind} {n}x{n}x{c} {k}x{k}{' m2' if m == 2 else ''} s{s} {pad}", op,
            (b, n, n, c), (k, k, c, m), s, pad, group="dw forward+input")
       for b, n, c, k, m, pad in DEPTHWISE_SHAPES
@@ -184,13 +193,32 @@ def paired_median_ms(ours: Callable[[], object], theirs: Callable[[], object], r
     return statistics.median(a), statistics.median(b)
 
 
-def tf_call(case: Case, args: dict) -> Callable[[], object]:
-    """A zero-argument call of TensorFlow's op on the same arrays (TensorFlow importable)."""
+def tf_call(case: Case, args: dict) -> Callable[[], object] | str:
+    """A zero-argument call of TensorFlow's op on the same arrays (TensorFlow importable), or
+    the first line of TensorFlow's refusal (its Eigen kernels take NHWC only; its oneDNN ones,
+    see :func:`tf_lines`, take NCHW too)."""
     import tensorflow as tf
 
     tf_args = {k: tf.constant(v) if isinstance(v, np.ndarray) else v for k, v in args.items()}
     op = getattr(tf.raw_ops, case.op)
+    try:
+        op(**tf_args)
+    except tf.errors.OpError as e:
+        return (e.message or type(e).__name__).strip().splitlines()[0]
     return lambda: op(**tf_args).numpy()
+
+
+def tf_lines() -> list[str]:
+    """Which TensorFlow the comparison runs: its version and whether its oneDNN kernels are on
+    (TensorFlow turns them on by itself only on CPUs with AVX-512 VNNI, BF16 or AMX;
+    ``TF_ENABLE_ONEDNN_OPTS=1`` turns them on anywhere, ``0`` off)."""
+    import tensorflow as tf
+    from tensorflow.python.util import _pywrap_util_port
+
+    onednn = "on" if _pywrap_util_port.IsMklEnabled() else "off"
+    env = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
+    how = f"TF_ENABLE_ONEDNN_OPTS={env}" if env is not None else "chosen by TensorFlow"
+    return [f"TensorFlow {tf.__version__}, oneDNN kernels {onednn} ({how})"]
 
 
 def tensorflow_available() -> bool:
@@ -302,6 +330,9 @@ def main(argv: list[str] | None = None) -> int:
     compare = opts.compare and tensorflow_available()
     if opts.compare and not compare:
         print("TensorFlow is not importable here: --compare skipped")
+    if compare:
+        for line in tf_lines():
+            print(line)
     head = f"{'case':36} {'GFLOP':>6} {'ms':>8} {'GFLOP/s':>8} {'peak':>6} {'MiB':>7}"
     head += f" {'TF ms':>8} {'ours/TF':>8}" if compare else ""
     head += f" {'NumPy ms':>8} {'gain':>6}" if opts.gain else ""
@@ -314,8 +345,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         args = make_args(case, rng)
         ours = functools.partial(OURS[case.op], **args)
-        if compare:
-            ms, tf_ms = paired_median_ms(ours, tf_call(case, args), repeat)
+        theirs = tf_call(case, args) if compare else None
+        refused = theirs if isinstance(theirs, str) else ""
+        if callable(theirs):
+            ms, tf_ms = paired_median_ms(ours, theirs, repeat)
             ratios.setdefault(case.group, []).append(ms / tf_ms)
         else:
             ms = median_ms(ours, repeat)
@@ -326,13 +359,15 @@ def main(argv: list[str] | None = None) -> int:
         line = (f"{case.name:36} {gf:6.2f} {ms:8.2f} {gf / ms * 1e3:8.1f} "
                 f"{gf / ms * 1e3 / peak:6.1%} {mem:7.1f}")
         if compare:
-            line += f" {tf_ms:8.2f} {ms / tf_ms:8.2f}"
+            line += f" {'refused':>8} {'-':>8}" if refused else f" {tf_ms:8.2f} {ms / tf_ms:8.2f}"
         if opts.gain:
             ours_ms, numpy_ms = paired_median_ms(ours, on_numpy(ours), repeat)
             line += f" {numpy_ms:8.2f} {numpy_ms / ours_ms:6.2f}"
             if not path.startswith(("numpy", "empty")):
                 gains.setdefault(path, []).append(numpy_ms / ours_ms)
         print(line + f" {latency:7.1f}  {path}", flush=True)
+        if refused:
+            print(f"    TensorFlow refuses this case: {refused}")
     for group, rs in ratios.items():
         print(f"{group}: geometric mean ours/TF {geomean(rs):.2f}, max {max(rs):.2f} "
               f"over {len(rs)} cases")

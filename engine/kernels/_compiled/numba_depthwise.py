@@ -38,25 +38,17 @@ import numpy as np
 
 from engine.base.cancel import checkpoint
 from engine.kernels import path_record
-from engine.kernels._compiled import cache_key  # noqa: F401 - before any cache=True
+from engine.kernels._compiled import (
+    cache_key,  # noqa: F401 - before any cache=True
+    depthwise_planes,
+)
+from engine.kernels._compiled.loop_rules import JIT as _JIT
+from engine.kernels._compiled.loop_rules import span as _span
 from engine.kernels._compiled.numba_simd import acc_products, acc_products3
 from engine.kernels.buffers import readonly
 from engine.kernels.nonfinite import all_finite
 from engine.kernels.parallel import MIN_POSITIONS_PER_RANGE, map_ranges
 from engine.shapes.conv import ConvGeometry
-
-#: ``contract``: ``a*b + c`` may be one fused multiply-add (one rounding instead of two; sums
-#: keep their order, NaN/Inf rules stay IEEE). No other fast-math flag.
-_JIT = {"nopython": True, "nogil": True, "cache": True, "fastmath": {"contract"}}
-
-
-@numba.njit(inline="always")
-def _span(count, step, offset, size):  # pragma: no cover - compiled
-    """``[lo, hi)``: the ``q < count`` with ``0 <= q*step + offset < size``."""
-    lo = 0 if offset >= 0 else (step - 1 - offset) // step
-    last = size - 1 - offset
-    hi = min(count, last // step + 1) if last >= 0 else 0
-    return lo, max(lo, hi)
 
 
 @numba.njit(inline="always")
@@ -266,7 +258,12 @@ def _vouch(finite: bool) -> None:
 
 def depthwise_conv2d(g: ConvGeometry, x: np.ndarray, w: np.ndarray, ctype: np.dtype,
                      chunk_bytes: int | None = None) -> np.ndarray:
-    """Forward ``(N, OH, OW, C*M)`` in ``ctype`` of NHWC ``x``."""
+    """Forward ``(N, OH, OW, C*M)`` in ``ctype`` of NHWC ``x`` (a view of the result planes
+    when ``x`` is a view of NCHW planes in ``ctype``: :mod:`.depthwise_planes`)."""
+    if g.data_format == "NCHW" and (xp := depthwise_planes.planes(x, ctype)) is not None:
+        y, finite = depthwise_planes.forward(g, xp, w, ctype)
+        _vouch(finite)
+        return y.transpose(0, 2, 3, 1)
     y = np.empty((g.batch, g.out_rows, g.out_cols, g.out_depth), ctype)
     wc = _filter(g, w, ctype)
     finite = True
@@ -281,7 +278,15 @@ def depthwise_conv2d(g: ConvGeometry, x: np.ndarray, w: np.ndarray, ctype: np.dt
 def depthwise_conv2d_backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndarray,
                                      ctype: np.dtype, chunk_bytes: int | None = None) -> np.ndarray:
     """Filter gradient ``(KH, KW, C, M)`` in ``ctype`` of NHWC ``x`` and ``dy``: one partial
-    sum per core's range of output rows (itself a sum of per-row partial sums)."""
+    sum per core's range of output rows (itself a sum of per-row partial sums); NCHW planes in
+    ``ctype`` are read in place (:mod:`.depthwise_planes`)."""
+    shape = (g.filter_rows, g.filter_cols, g.in_depth, g.filter_out)
+    if g.data_format == "NCHW" and (
+            (xp := depthwise_planes.planes(x, ctype)) is not None
+            and (dyp := depthwise_planes.planes(dy, ctype)) is not None):
+        dw = depthwise_planes.backprop_filter(g, xp, dyp, ctype)
+        _vouch(all_finite(dw))
+        return dw.reshape(shape)
     ck = g.out_depth
     dw = np.zeros((g.filter_rows, g.filter_cols, ck), ctype)
 
@@ -297,7 +302,7 @@ def depthwise_conv2d_backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndar
                          lambda lo, hi: part(xc, dyc, lo, hi)):  # noqa: B023
             dw += acc
     _vouch(all_finite(dw))  # a non-finite term would have made its partial sums non-finite
-    return dw.reshape(g.filter_rows, g.filter_cols, g.in_depth, g.filter_out)
+    return dw.reshape(shape)
 
 
 def _input_rows(g: ConvGeometry, dyc: np.ndarray, wc: np.ndarray, dst: np.ndarray) -> bool:
@@ -321,7 +326,14 @@ def depthwise_conv2d_backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarr
                                     ctype: np.dtype, out: np.ndarray,
                                     chunk_bytes: int | None = None) -> None:
     """Input gradient written into NHWC ``out`` (any dtype, any strides). With ``M > 1`` each
-    output channel's part is computed, then the ``M`` parts of a channel are summed."""
+    output channel's part is computed, then the ``M`` parts of a channel are summed. NCHW
+    planes in ``ctype`` (``dy`` and ``out``) are read and written in place
+    (:mod:`.depthwise_planes`)."""
+    if g.data_format == "NCHW" and (
+            (dyp := depthwise_planes.planes(dy, ctype)) is not None
+            and (outp := depthwise_planes.planes(out, ctype)) is not None):
+        _vouch(depthwise_planes.backprop_input(g, dyp, w, ctype, outp))
+        return
     wc = _filter(g, w, ctype)
     m = g.filter_out
     direct = m == 1 and out.dtype == ctype and out.flags.c_contiguous

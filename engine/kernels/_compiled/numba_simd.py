@@ -299,7 +299,7 @@ def lanes(itemsize: int) -> int:
 def tile_shape() -> tuple[int, int]:
     """Rows and vectors of columns of one :func:`gemm_acc` register tile: the accumulators and
     the operands of one step fill the vector registers (32 with AVX-512, 16 without)."""
-    return (6, 4) if VECTOR_BYTES == 64 else (4, 2)
+    return (6, 4) if VECTOR_BYTES == 64 else (6, 2)
 
 
 def tile_columns(itemsize: int) -> int:
