@@ -216,7 +216,7 @@ FIXED = [
     ("nchw-explicit", (2, 20, 8, 7), (2, 3, 20, 18),
      {"strides": [1, 1, 2, 1], "padding": "EXPLICIT", "data_format": "NCHW",
       "explicit_paddings": [0, 0, 0, 0, 1, 2, 0, 1]}, "float64",
-     (FORWARD_ROWS, FILTER_IN_PLACE, INPUT_PHASES)),  # filter: an NHWC copy per chunk
+     (FORWARD_ROWS, FILTER_IN_PLACE, INPUT_SEGMENTS)),  # NHWC copies per chunk, transposed
     ("float16", (2, 8, 8, 17), (3, 3, 17, 9), S2, "float16",
      (FORWARD_ROWS, FILTER_IN_PLACE, INPUT_PHASES)),  # computes in float32
     ("few-7x7-s2", (2, 23, 21, 3), (7, 7, 3, 16), S2, "float32",

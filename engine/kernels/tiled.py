@@ -21,7 +21,7 @@ import numpy as np
 
 from engine.kernels import compute
 from engine.kernels._compiled import conv_tiles
-from engine.kernels.buffers import contiguous
+from engine.kernels.buffers import contiguous, zeroed
 from engine.kernels.layout import PhaseLayout
 
 
@@ -77,6 +77,9 @@ def conv2d_backprop_input(lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype
                                              out[sl], conv_tiles.flat_nhwc(out[sl]))
         return
     wt = np.ascontiguousarray(w.astype(ctype, copy=False).transpose(0, 1, 3, 2))  # (KH,KW,O,C)
+    if out.dtype == ctype and (planes := conv_tiles.transposes().nchw_target(out)) is not None:
+        _input_via_nhwc(lay, dy, wt, ctype, planes)
+        return
     direct = lay.identity and out.dtype == ctype and out.flags.c_contiguous
     segments = not direct and out.dtype == ctype and conv_tiles.flat_nhwc(out) is not None
     overwrite = segments and conv_tiles.covers_input(lay)
@@ -85,7 +88,7 @@ def conv2d_backprop_input(lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype
     sr, sc = g.stride_rows, g.stride_cols
     for sl in compute.chunks(n, compute.per_image_bytes(lay, ci, co, ctype.itemsize)):
         nb = sl.stop - sl.start
-        e = lay.embed_output(dy[sl], ctype).reshape(-1, co)
+        e = lay.embed_output(conv_tiles.nhwc_operand(dy[sl], ctype), ctype).reshape(-1, co)
         e = e[: e.shape[0] - lay.max_offset]
         if segments and (flat := conv_tiles.flat_nhwc(out[sl])):
             conv_tiles.backprop_input_into(lay, e, wt, out[sl], flat, overwrite)  # no phases
@@ -94,3 +97,21 @@ def conv2d_backprop_input(lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype
         d = conv_tiles.backprop_input(lay, e, wt, into)
         if not direct:
             lay.merge_input(d.reshape(sr, sc, nb, lay.hq, lay.wq, ci), out[sl])
+
+
+def _input_via_nhwc(lay: PhaseLayout, dy: np.ndarray, wt: np.ndarray, ctype: np.dtype,
+                    planes: np.ndarray) -> None:
+    """The input gradient of one group into the C-contiguous NCHW ``planes`` (every element
+    written): per batch chunk computed into a C-contiguous NHWC buffer by the phase segments,
+    then transposed into place (:mod:`engine.kernels._compiled.transpose`), which costs less
+    than merging phase images into the NCHW view."""
+    g = lay.g
+    n, ci, co = dy.shape[0], wt.shape[3], wt.shape[2]
+    overwrite = conv_tiles.covers_input(lay)
+    for sl in compute.chunks(n, compute.per_image_bytes(lay, ci, co, ctype.itemsize)):
+        nb = sl.stop - sl.start
+        buf = (np.empty if overwrite else zeroed)((nb, g.in_rows, g.in_cols, ci), ctype)
+        e = lay.embed_output(conv_tiles.nhwc_operand(dy[sl], ctype), ctype).reshape(-1, co)
+        e = e[: e.shape[0] - lay.max_offset]
+        conv_tiles.backprop_input_into(lay, e, wt, buf, conv_tiles.flat_nhwc(buf), overwrite)
+        conv_tiles.transposes().to_nchw(buf, planes[sl])

@@ -70,6 +70,13 @@ def _jit():
     return conv_tiles_jit
 
 
+def transposes():
+    """:mod:`engine.kernels._compiled.transpose` (imported on first use: it imports numba)."""
+    from engine.kernels._compiled import transpose
+
+    return transpose
+
+
 def _tile_columns(itemsize: int) -> int:
     from engine.kernels._compiled.numba_simd import tile_columns
 
@@ -102,10 +109,12 @@ def panels(b: np.ndarray) -> np.ndarray:
 
 def nhwc_operand(a: np.ndarray, ctype: np.dtype) -> np.ndarray:
     """NHWC ``a`` as :func:`backprop_filter_direct` reads it: itself when it is in ``ctype``
-    with adjacent channels, else a C-contiguous copy in ``ctype`` (NCHW views, half types)."""
+    with adjacent channels, else a C-contiguous copy in ``ctype`` (NCHW views: by
+    :func:`~engine.kernels._compiled.transpose.nchw_operand`; half types)."""
     if a.dtype == ctype and flat_nhwc(a) is not None:
         return a
-    return contiguous(a, ctype)
+    copy = transposes().nchw_operand(a, ctype)
+    return copy if copy is not None else contiguous(a, ctype)
 
 
 def backprop_filter_direct(g: ConvGeometry, x: np.ndarray, dy: np.ndarray) -> np.ndarray:

@@ -188,7 +188,8 @@ def planes(a: np.ndarray, ctype: np.dtype) -> np.ndarray | None:
     nchw = a.transpose(0, 3, 1, 2)
     if nchw.dtype != ctype or not nchw.flags.c_contiguous:
         return None
-    return nchw.reshape(-1, nchw.shape[2], nchw.shape[3])
+    n, c, h, w = nchw.shape
+    return nchw.reshape(n * c, h, w)
 
 
 def _attrs(g: ConvGeometry) -> tuple[int, ...]:

@@ -1,0 +1,66 @@
+"""The compiled NCHW <-> NHWC layout copies (engine.kernels._compiled.transpose) and the conv
+gradients that use them on NCHW operands, against NumPy's own transposes and the float64
+NumPy path (tolerance: within ``RTOL[dtype]`` times the op on the magnitudes, as
+tests/test_kernels_numba.py states it)."""
+
+import numpy as np
+import pytest
+
+from engine import kernels
+from engine.base.dtypes import RTOL
+from engine.kernels import accel
+
+pytest.importorskip("numba")
+from engine.kernels._compiled import transpose  # noqa: E402 - needs numba
+
+SHAPES = [(2, 16, 8, 8), (3, 5, 7, 9), (1, 9, 17, 3), (2, 24, 1, 1), (1, 8, 8, 8), (2, 0, 4, 4)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_layout_copies_move_every_value_exactly(dtype, shape):
+    x = np.random.default_rng(1).standard_normal(shape).astype(dtype)
+    view = x.transpose(0, 2, 3, 1)
+    got = transpose.nchw_operand(view, np.dtype(dtype))
+    if x.size == 0:
+        assert got is None
+        return
+    assert got.flags.c_contiguous and got.dtype == dtype
+    np.testing.assert_array_equal(got, view)
+    back = np.full(shape, np.nan, dtype)
+    transpose.to_nchw(got, back)
+    np.testing.assert_array_equal(back, x)
+
+
+def test_views_that_are_not_nchw_planes_get_no_copy():
+    x = np.zeros((2, 8, 4, 4), np.float32)
+    assert transpose.nchw_operand(x[:, ::2].transpose(0, 2, 3, 1), np.dtype(np.float32)) is None
+    assert transpose.nchw_operand(x.transpose(0, 2, 3, 1), np.dtype(np.float64)) is None
+    assert transpose.nchw_target(x[:1].transpose(0, 2, 3, 1)) is not None  # leading images
+    assert transpose.nchw_target(x[:, :4].transpose(0, 2, 3, 1)) is None
+    assert transpose.nchw_target(x[:, :, :2].transpose(0, 2, 3, 1)) is None
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("channels", [16, 20])
+def test_nchw_conv_gradients_on_the_compiled_path_match_the_definition(monkeypatch, stride,
+                                                                       channels):
+    rng = np.random.default_rng(stride * channels)
+    x = rng.standard_normal((3, channels, 13, 11)).astype(np.float32)
+    w = rng.standard_normal((3, 3, channels, 24)).astype(np.float32)
+    attrs = dict(strides=[1, 1, stride, stride], padding="SAME", data_format="NCHW")
+    monkeypatch.setenv(accel.ENV, "numba")
+    dy = rng.standard_normal(kernels.conv2d(x, w, **attrs).shape).astype(np.float32)
+    dx = kernels.conv2d_backprop_input(x.shape, w, dy, **attrs)
+    path_dx = kernels.last_path()
+    dw = kernels.conv2d_backprop_filter(x, w.shape, dy, **attrs)
+    assert "numba" in path_dx or path_dx == "winograd"
+    monkeypatch.setenv(accel.ENV, "numpy")
+    f64 = [a.astype(np.float64) for a in (x, w, dy)]
+    for ours, ref, bound in (
+            (dx, kernels.conv2d_backprop_input(x.shape, f64[1], f64[2], **attrs),
+             kernels.conv2d_backprop_input(x.shape, abs(f64[1]), abs(f64[2]), **attrs)),
+            (dw, kernels.conv2d_backprop_filter(f64[0], w.shape, f64[2], **attrs),
+             kernels.conv2d_backprop_filter(abs(f64[0]), w.shape, abs(f64[2]), **attrs))):
+        assert ours.shape == ref.shape and ours.dtype == np.float32
+        assert np.all(np.abs(ours - ref) <= RTOL["float32"] * bound + 1e-30)
