@@ -1,11 +1,13 @@
 """Replace a file atomically: readers see the old file or the whole new one, never a mix.
 
 ``write_atomically(path, write)`` calls ``write(f)`` on a new temporary file in ``path``'s
-folder (named ``.<name>.<random>.tmp``), flushes and fsyncs it, renames it over ``path``
+folder (named ``.<name>.<pid>-<random>.tmp``), flushes and fsyncs it, renames it over ``path``
 (``os.replace``) and fsyncs the folder. If anything fails or interrupts it before the rename
 (an OSError such as a full disk, KeyboardInterrupt, an exception in ``write``) the temporary
 file is removed and ``path`` is exactly as it was; if the process is killed, ``path`` is still
-intact and only the temporary file may remain. The new file gets the old file's permission bits
+intact and only the temporary file may remain: the next write into that folder removes it
+(:func:`sweep_stale_temps`: the process its name gives is gone and it has not changed for
+:data:`STALE_TEMP_S`). The new file gets the old file's permission bits
 (and its owner and group when we may set them), or the usual ones (0o666 less the umask) when
 there was none.
 
@@ -33,8 +35,9 @@ the whole new one. The contract:
   ``keep`` (same device and inode: any spelling, hard links).
 - Before the commit, an exception or KeyboardInterrupt removes the temporary files and the
   members this call created (not those that existed before); after it, nothing is undone.
-  Killed before the commit, temporary ``.<name>.<random>.tmp`` files and members no main file
-  names may remain; killed after it, old members no main file names may remain.
+  Killed before the commit, temporary ``.<name>.<pid>-<random>.tmp`` files (removed by the
+  next write into the folder, as above) and members no main file names may remain; killed
+  after it, old members no main file names may remain.
 - A member name that already exists (an earlier write of the same content) is replaced by the
   same content. Members get the main file's permission bits.
 
@@ -49,8 +52,10 @@ from __future__ import annotations
 import errno
 import itertools
 import os
+import re
 import signal
 import stat
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,13 +65,61 @@ from typing import BinaryIO
 STOP_AFTER_STEP_ENV = "GRADBLOCKS_TEST_STOP_AFTER_STEP"
 
 
+#: A temporary file of a killed write is removed (:func:`sweep_stale_temps`) once it has not
+#: changed for this many seconds: a write in progress changes its file far more often.
+STALE_TEMP_S = 60.0
+#: The names :func:`_create_temp` gives: ``.<name>.<pid>-<12 hex digits>.tmp``.
+_TEMP_NAME = re.compile(r"\..+\.(\d{1,10})-[0-9a-f]{12}\.tmp")
+
+
+def _running(pid: int) -> bool:
+    """True unless no process ``pid`` exists (one we may not signal exists)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):
+        return True
+    return True
+
+
+def sweep_stale_temps(folder: Path) -> list[Path]:
+    """Remove the temporary files killed writes left in ``folder``: regular files named as
+    :func:`_create_temp` names them whose process is gone (not this one) and that have not
+    changed for :data:`STALE_TEMP_S`. Returns the paths removed; never raises."""
+    removed: list[Path] = []
+    try:
+        entries = os.scandir(folder)
+    except OSError:
+        return removed
+    now = time.time()
+    with entries:
+        for entry in entries:
+            match = _TEMP_NAME.fullmatch(entry.name)
+            if match is None or int(match.group(1)) == os.getpid():
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if (not stat.S_ISREG(st.st_mode) or now - st.st_mtime < STALE_TEMP_S
+                    or _running(int(match.group(1)))):
+                continue
+            try:
+                os.unlink(entry.path)
+            except OSError:
+                continue
+            removed.append(Path(entry.path))
+    return removed
+
+
 def _create_temp(folder: Path, name: str, made: list[Path] | None = None) -> tuple[int, Path]:
-    """A new file ``.<name>.<random>.tmp`` in ``folder``, opened for writing (name cut so the
+    """A new file ``.<name>.<pid>-<random>.tmp`` in ``folder``, opened for writing (name cut so the
     temporary name is never longer than the target's allows), its path appended to ``made``.
     Interrupted (a signal handled as ``os.open`` returns: the file exists, its name not handed
     back yet), it removes the file."""
     while True:
-        tmp = folder / f".{name[:40]}.{os.urandom(6).hex()}.tmp"
+        tmp = folder / f".{name[:40]}.{os.getpid()}-{os.urandom(6).hex()}.tmp"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
             if made is not None:
@@ -153,6 +206,7 @@ def write_atomically(path: str | os.PathLike, write: Callable[[BinaryIO], None])
     shown, path = path, resolve_target(path)
     _refuse_special(path, shown)
     folder = path.parent
+    sweep_stale_temps(folder)
     fd, tmp = _create_temp(folder, path.name)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -235,6 +289,7 @@ def write_file_set(main: str | os.PathLike, write_main: Callable[[BinaryIO], Non
         raise ValueError(f"member names must be distinct plain file names: {names!r}")
     for name in names:
         _refuse_special(folder / name, folder / name)
+    sweep_stale_temps(folder)
     step = _stepper()
     old = {n for n in owned_before(real) if _plain_name(n)} if os.path.lexists(real) else set()
     kept = _identities(keep)
