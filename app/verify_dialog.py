@@ -61,9 +61,7 @@ class VerifyDialog(QtWidgets.QDialog):
 
     # --- construction ----------------------------------------------------------------------
     def _build(self) -> None:
-        from engine.verify.api import DEFAULT_CASES, MAX_CASES
-        from engine.verify.conventions import CONVENTIONS
-        from engine.verify.runner import DEFAULT_TIMEOUT
+        from engine.verify.defaults import CONVENTIONS, DEFAULT_CASES, DEFAULT_TIMEOUT, MAX_CASES
 
         self.file_edit = QtWidgets.QLineEdit(placeholderText="a Python file (.py)")
         self.choose_button = QtWidgets.QPushButton("Choose…")
@@ -140,7 +138,7 @@ class VerifyDialog(QtWidgets.QDialog):
         return row
 
     def _fill_ops(self, convention: str) -> None:
-        from engine.verify.conventions import OPS
+        from engine.verify.defaults import OPS
 
         self.op_combo.clear()
         self.op_combo.addItems(list(OPS.get(convention, ())))

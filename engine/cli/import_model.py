@@ -17,10 +17,6 @@ import argparse
 
 from engine.base.names import escaped
 from engine.cli.commands import _err, _path, _say
-from engine.graph.layer_canvas import read_model, write_layer_canvas
-from engine.graph.model_canvases import list_lines, plan_model, write_model_canvases
-from engine.graph.report import text_table
-from engine.io.models.model_import import ModelImportError
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -87,6 +83,12 @@ def cmd_import(opts) -> int:
     if opts.input and opts.batch:
         _err("import: --batch is for the random input; with --input the array gives the batch")
         return 2
+    # the model readers: loaded for an import only (not by every gradblocks command's parser)
+    from engine.graph.layer_canvas import read_model, write_layer_canvas
+    from engine.graph.model_canvases import list_lines, plan_model, write_model_canvases
+    from engine.graph.report import text_table
+    from engine.io.models.model_import import ModelImportError
+
     try:
         found = read_model(opts.model, opts.attrs, opts.weights)
         if opts.list:

@@ -17,9 +17,7 @@ from engine.base.atomic import write_atomically
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import article
 from engine.cli.commands import _err, _path, _say
-from engine.verify.api import DEFAULT_CASES, verify
-from engine.verify.conventions import CONVENTIONS, OPS
-from engine.verify.runner import DEFAULT_TIMEOUT
+from engine.verify.defaults import CONVENTIONS, DEFAULT_CASES, DEFAULT_TIMEOUT, OPS
 
 
 def _positive_int(text: str) -> int:
@@ -106,6 +104,8 @@ def cmd_verify(opts: argparse.Namespace) -> int:
         _err(f"verify: --op {opts.op} is not {article(opts.convention)} op (one of "
              f"{', '.join(OPS[opts.convention])})")
         return 2
+    from engine.verify.api import verify  # the reference kernels: loaded for a sweep only
+
     try:
         report = verify(opts.target, opts.op, opts.convention, dtype=opts.dtype,
                         cases=opts.cases, seed=opts.seed, jobs=opts.jobs,

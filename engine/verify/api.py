@@ -21,16 +21,10 @@ from engine.base.dtypes import to_dtype
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import shown
 from engine.verify.conventions import usage
+from engine.verify.defaults import DEFAULT_CASES, DEFAULT_TIMEOUT, MAX_CASES, MAX_JOBS
 from engine.verify.report import VerifyReport
-from engine.verify.runner import DEFAULT_TIMEOUT
 from engine.verify.support import parse_support
 from engine.verify.sweep import sweep
-
-#: Cases a sweep tries when not told (the catalogue included).
-DEFAULT_CASES = 500
-#: Largest --cases and --jobs accepted.
-MAX_CASES = 10_000_000
-MAX_JOBS = 64
 
 __all__ = ["DEFAULT_CASES", "VerifyReport", "assert_conformant", "verify"]
 

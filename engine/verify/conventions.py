@@ -31,8 +31,9 @@ from engine import kernels
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import article
 from engine.shapes.conv import ConvGeometry, conv2d_geometry
+from engine.verify.defaults import CONVENTIONS, OPS, TF_OP_NAMES, TORCH_OPS
 
-CONVENTIONS = ("tf", "torch")
+__all__ = ["CONVENTIONS", "OPS", "TORCH_OPS"]  # (and the names below)
 
 #: tf.raw_ops name -> (kernel, the arrays it takes, whether depthwise, the result's role).
 TF_OPS: dict[str, tuple[Callable[..., np.ndarray], tuple[str, ...], bool, str]] = {
@@ -49,15 +50,7 @@ TF_OPS: dict[str, tuple[Callable[..., np.ndarray], tuple[str, ...], bool, str]] 
                                            ("filter", "out_backprop"), True, "input"),
 }
 
-#: torch op -> (its canonical tf.raw_ops op, the arrays it takes, the result's role).
-TORCH_OPS: dict[str, tuple[str, tuple[str, ...], str]] = {
-    "conv2d": ("Conv2D", ("input", "weight"), "output"),
-    "conv2d_weight": ("Conv2DBackpropFilter", ("input", "grad_output"), "filter"),
-    "conv2d_input": ("Conv2DBackpropInput", ("weight", "grad_output"), "input"),
-    "conv_transpose2d": ("Conv2DBackpropInput", ("input", "weight"), "input"),
-}
-
-OPS = {"tf": tuple(TF_OPS), "torch": tuple(TORCH_OPS)}
+assert tuple(TF_OPS) == TF_OP_NAMES  # one list of names (engine.verify.defaults)
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ from typing import Any
 
 from engine.base.errors import InvalidArgumentError
 from engine.verify import worker
+from engine.verify.defaults import DEFAULT_TIMEOUT
 
-DEFAULT_TIMEOUT = 10.0
 #: Seconds a worker may take to start and import the target.
 START_TIMEOUT = 60.0
 
