@@ -85,8 +85,7 @@ class VerifyDialog(QtWidgets.QDialog):
         self.seed_spin = QtWidgets.QSpinBox(minimum=0, maximum=2**31 - 1, value=0)
         self.timeout_spin = QtWidgets.QDoubleSpinBox(minimum=0.1, maximum=3600.0, decimals=1,
                                                      value=DEFAULT_TIMEOUT, suffix=" s")
-        self.timeout_spin.setToolTip("A case running longer is a timeout (and Cancel waits "
-                                     "at most this long for the running case)")
+        self.timeout_spin.setToolTip("A case running longer is a timeout")
         self.run_button = QtWidgets.QPushButton("Run")
         self.run_button.setDefault(True)
         self.run_button.clicked.connect(self.run)
@@ -238,11 +237,11 @@ class VerifyDialog(QtWidgets.QDialog):
         return True
 
     def cancel(self) -> None:
-        """Stop the sweep after the running case."""
+        """Stop the sweep (its worker processes are stopped, a running case's killed)."""
         if self.thread is not None:
             self.thread.cancel()
             self.cancel_button.setEnabled(False)
-            self.progress.setFormat("cancelling after the running case…")
+            self.progress.setFormat("cancelling…")
 
     def _set_running(self, running: bool) -> None:
         self.run_button.setEnabled(not running)

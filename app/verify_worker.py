@@ -189,7 +189,7 @@ class VerifyThread(QtCore.QThread):
         self._shown = 0
 
     def cancel(self) -> None:
-        """Stop after the running case (its workers are stopped too)."""
+        """Stop the sweep now (its workers are stopped, a running case's killed)."""
         self._cancel.set()
 
     @property

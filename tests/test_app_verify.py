@@ -315,3 +315,40 @@ def test_the_api_stops_on_its_cancel_event():
                progress=progress, cancel=event)
     assert seen == [1, 2, 3, 4, 5]
     assert worker_processes() == []
+
+
+def test_cancel_does_not_wait_for_a_hanging_case(tmp_path):
+    """A case that hangs (timeout 600 s): Cancel kills its worker and the sweep raises
+    Cancelled at once, not after the timeout (the join's 60 s is only a hang guard)."""
+    import threading
+
+    from engine.api import verify
+    from engine.base.cancel import Cancelled
+
+    marker = tmp_path / "started"
+    (tmp_path / "hang_conv.py").write_text(
+        "import time\n"
+        "def conv(**kw):\n"
+        f"    open({str(marker)!r}, 'w').close()\n"
+        "    time.sleep(3600)\n")
+    event, outcome = threading.Event(), []
+
+    def sweep() -> None:
+        try:
+            verify("hang_conv:conv", "Conv2D", "tf", cases=3, path=str(tmp_path),
+                   case_timeout=600, cancel=event)
+        except BaseException as err:  # noqa: BLE001 - the test inspects it
+            outcome.append(err)
+
+    thread = threading.Thread(target=sweep, daemon=True)
+    thread.start()
+    for _ in range(600):  # the first case has started in the worker (or the sweep failed)
+        if marker.exists() or not thread.is_alive():
+            break
+        thread.join(0.1)
+    assert marker.exists(), outcome
+    event.set()
+    thread.join(60)
+    assert not thread.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], Cancelled)
+    assert worker_processes() == []

@@ -90,8 +90,9 @@ def verify(fn: Any = None, op: str = "", convention: str = "tf", *,
            cancel: threading.Event | None = None) -> VerifyReport:
     """Sweep ``fn`` as ``op`` under ``convention`` (see :mod:`engine.verify`); returns the
     :class:`VerifyReport`. Bad options raise :class:`InvalidArgumentError` naming them; once
-    ``cancel`` is set the sweep stops after the running case, stops its worker processes and
-    raises :class:`engine.base.cancel.Cancelled`."""
+    ``cancel`` is set the sweep stops at once (a running case's worker is killed; a callable
+    run in this process finishes its running case), stops its worker processes and raises
+    :class:`engine.base.cancel.Cancelled`."""
     usage(convention, op)
     dtypes = dtype_list(dtype)
     _count("cases", cases, 1, MAX_CASES)

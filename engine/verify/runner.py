@@ -27,12 +27,16 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import recv_handle
 from typing import Any
 
+from engine.base import cancel
 from engine.base.errors import InvalidArgumentError
 from engine.verify import worker
 from engine.verify.defaults import DEFAULT_TIMEOUT
 
 #: Seconds a worker may take to start and import the target.
 START_TIMEOUT = 60.0
+#: Seconds between looks at the cancel event while cases run (so Cancel does not wait for a
+#: hanging case's timeout).
+CANCEL_POLL_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -240,7 +244,10 @@ class Pool:
     def run(self, jobs: Iterable[tuple[Any, dict, str, bool, dict]],
             skip: Callable[[Any], bool] = lambda key: False) -> Iterator[tuple[Any, Outcome]]:
         """``(key, outcome)`` for each ``(key, kwargs, memory, repeat, meta)``, in completion
-        order; ``skip(key)`` is asked just before a job is sent (a class that timed out twice)."""
+        order; ``skip(key)`` is asked just before a job is sent (a class that timed out twice).
+        Inside a set :func:`engine.base.cancel.scope` it raises
+        :class:`~engine.base.cancel.Cancelled` within :data:`CANCEL_POLL_S` even while a case
+        runs (in-process cases: after the running one)."""
         if self.inprocess:
             fn = self.spec[1]
             for key, kwargs, memory, repeat, _meta in jobs:
@@ -271,8 +278,9 @@ class Pool:
             busy = [w for w in self.workers if w.job is not None]
             if not busy:
                 return
+            cancel.checkpoint()  # Cancelled: the sweep's `with Pool` kills the busy workers
             wait_for = max(0.0, min(w.job[1] for w in busy) - time.monotonic())
-            ready = wait([w.conn for w in busy], wait_for)
+            ready = wait([w.conn for w in busy], min(wait_for, CANCEL_POLL_S))
             for w in busy:
                 seq_w = w.job[0]
                 if w.conn in ready:

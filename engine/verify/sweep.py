@@ -9,8 +9,8 @@ timeout is not shrunk (each try could cost the case timeout).
 
 Cancel: with ``cancel`` set (a :class:`threading.Event`), or inside an
 :func:`engine.base.cancel.scope` whose event is set, the sweep raises
-:class:`engine.base.cancel.Cancelled` after the case running (at most the case timeout later)
-and its worker processes are stopped.
+:class:`engine.base.cancel.Cancelled` at once (the running cases' worker processes are killed,
+the others stopped; a callable run in this process finishes its running case first).
 """
 
 from __future__ import annotations
