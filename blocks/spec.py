@@ -173,7 +173,7 @@ class AttrSpec:
         if kind == "float":
             return self._float(name, value)
         if kind in ("int_list", "shape"):
-            if not isinstance(value, (list, tuple)) or not all(_is_int(v) for v in value):
+            if not isinstance(value, (list, tuple)) or not all(map(_is_int, value)):
                 raise AttrError(name, f"{name} must be a list of integers, got {shown(value)}")
             if self.length is not None and len(value) not in self.length:
                 want = " or ".join(str(n) for n in self.length)
@@ -181,8 +181,9 @@ class AttrSpec:
                                       f"{shown(list(value))}")
             if kind == "shape" and any(v < 0 for v in value):
                 raise AttrError(name, f"{name} {shown(list(value))}: sizes must be >= 0")
-            self._check_range(name, [int(v) for v in value], listed=True)
-            return [int(v) for v in value]
+            ints = [int(v) for v in value]
+            self._check_range(name, ints, listed=True)
+            return ints
         if kind == "text":
             problem = text_problem(value, name)
             if problem:
@@ -296,6 +297,9 @@ class BlockSpec:
 
     def attr(self, name: str) -> AttrSpec:
         """The attribute ``name``; an :class:`AttrError` lists the ones there are."""
+        found = self._attr_map.get(name) if type(name) is str else None
+        if found is not None:
+            return found
         for a in self.attrs:
             if a.name == name:
                 return a
@@ -307,6 +311,15 @@ class BlockSpec:
 
     def output_names(self) -> tuple[str, ...]:
         return self._port_names[1]
+
+    @functools.cached_property
+    def _attr_map(self) -> dict[str, AttrSpec]:
+        """Attributes by name, built once (a spec never changes; the first of a name wins, as
+        in :meth:`attr`)."""
+        found: dict[str, AttrSpec] = {}
+        for a in self.attrs:
+            found.setdefault(a.name, a)
+        return found
 
     @functools.cached_property
     def _port_names(self) -> tuple[tuple[str, ...], tuple[str, ...]]:

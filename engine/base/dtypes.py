@@ -46,9 +46,16 @@ def tolerance_text(table: dict[str, float]) -> str:
                      for name, value in table.items())
 
 
+#: :data:`DTYPES` inverted: the names of the float dtypes found without a scan.
+_NAMES = {dt: name for name, dt in DTYPES.items()}
+
+
 def dtype_name(dtype: np.dtype) -> str:
     """TensorFlow's name for a NumPy dtype (``bfloat16`` included)."""
     dtype = np.dtype(dtype)
+    name = _NAMES.get(dtype)
+    if name is not None:
+        return name
     for name, dt in DTYPES.items():
         if dt == dtype:
             return name

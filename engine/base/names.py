@@ -39,6 +39,8 @@ def text_problem(value: object, what: str = "title") -> str | None:
         return f"{what} must be a string, got {shown(value)}"
     if len(value) > MAX_TITLE:
         return f"{what} has {len(value)} characters, more than {MAX_TITLE}"
+    if value.isprintable():  # no Cc, Cs, Zl or Zp character: the scan below finds nothing
+        return None
     for i, ch in enumerate(value):
         cat = unicodedata.category(ch)
         if cat == "Cc" or cat == "Cs" or ch in _SEPARATORS:

@@ -75,6 +75,7 @@ _SIGINT_BEFORE_IMPORTS = _set_sigint(_quit_now)
 
 import _thread
 import argparse
+import gc
 import signal
 import threading
 from collections.abc import Sequence
@@ -264,7 +265,24 @@ def cmd_guide(topic: str | None) -> int:
 
 
 def _compile(path: str, executor: Executor) -> tuple[Canvas, Plan] | None:
-    """Load and compile; print every problem and return None if there is any."""
+    """Load and compile; print every problem and return None if there is any.
+
+    Loading and compiling build many objects and no reference cycles: Python's cyclic garbage
+    collector, which would walk them again and again while they pile up, is paused meanwhile
+    (50,000 Transposes: 4.0 s -> 3.0 s), and what exists then is frozen out of its later walks
+    (``gc.freeze``: the run would pay the walks otherwise; :func:`main` called in-process
+    unfreezes it on return)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _load_and_compile(path, executor)
+    finally:
+        gc.freeze()
+        if collecting:
+            gc.enable()
+
+
+def _load_and_compile(path: str, executor: Executor) -> tuple[Canvas, Plan] | None:
     try:
         canvas = load_canvas(path)
     except CanvasError as err:
@@ -477,6 +495,7 @@ def main(argv: list[str] | None = None) -> int:
             _flush_stdout()  # a late Ctrl+C exits at once: nothing left unwritten
         else:
             _restore_sigint(previous)
+            gc.unfreeze()  # what _compile froze is the caller's to collect again
 
 
 def _main(argv: list[str]) -> int:

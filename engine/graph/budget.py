@@ -28,7 +28,7 @@ NAMED = 3
 def nbytes(ts: TensorSpec) -> int:
     """Bytes of a tensor of this spec (exact, any size)."""
     dtype = DTYPES.get(ts.dtype) or np.dtype(ts.dtype)
-    return math.prod(int(s) for s in ts.shape) * dtype.itemsize
+    return math.prod(map(int, ts.shape)) * dtype.itemsize
 
 
 def limit_bytes(value: float) -> int:
@@ -65,7 +65,8 @@ class Budget:
         self.limit = limit_bytes(limit)
         self.live = 0  #: bytes of the outputs of the accepted steps
         self.peak = 0  #: the highest estimate of an accepted step
-        self._biggest: list[tuple[int, int, str]] = []  # min-heap of the NAMED biggest outputs
+        #: min-heap of the NAMED biggest outputs: (bytes, -count, block, port)
+        self._biggest: list[tuple[int, int, str, str]] = []
         self._count = 0
 
     def charge(self, block: str, outputs: dict[str, int], workspace: int) -> str | None:
@@ -79,19 +80,18 @@ class Budget:
         self.live += new
         self.peak = max(self.peak, need)
         for port, size in outputs.items():
-            self._count += 1
-            item = (size, -self._count, f"{block}.{port}")
+            self._count += 1  # a later output never beats an earlier one of the same size
             if len(self._biggest) < NAMED:
-                heapq.heappush(self._biggest, item)
-            elif item > self._biggest[0]:
-                heapq.heapreplace(self._biggest, item)
+                heapq.heappush(self._biggest, (size, -self._count, block, port))
+            elif size > self._biggest[0][0]:
+                heapq.heapreplace(self._biggest, (size, -self._count, block, port))
         return None
 
     def _message(self, block: str, outputs: dict[str, int], workspace: int,
                  need: int) -> str:
         parts = [(size, f"output {block}.{port}") for port, size in outputs.items()]
         parts += [(workspace, "this block's workspace")] if workspace else []
-        parts += [(size, f"output {name}") for size, _, name in self._biggest]
+        parts += [(size, f"output {name}.{port}") for size, _, name, port in self._biggest]
         parts.sort(key=lambda p: -p[0])
         named = ", ".join(f"{what} {gib(size)}" for size, what in parts[:NAMED] if size)
         return (f"the run would need about {gib(need)} while this block runs, more than the "

@@ -469,6 +469,11 @@ def _attr_places(data: Any, canvas: Canvas) -> dict[str, tuple[str, str]]:
 
 def _position(pos: Any) -> tuple[float, float]:
     """``pos`` as two finite floats within :data:`MAX_COORD`, or an error naming it."""
+    if type(pos) in (list, tuple) and len(pos) == 2:  # the common case, cheaply (big files)
+        x, y = pos
+        if type(x) is float and type(y) is float and -MAX_COORD <= x <= MAX_COORD \
+                and -MAX_COORD <= y <= MAX_COORD:
+            return x, y
     if isinstance(pos, (list, tuple)) and len(pos) == 2 and all(map(annotations.is_finite, pos)):
         x, y = float(pos[0]), float(pos[1])
         if abs(x) <= MAX_COORD and abs(y) <= MAX_COORD:
@@ -573,8 +578,9 @@ def _parse_node(canvas: Canvas, raw: Any, path: str, problems: list) -> None:
     if not isinstance(raw, dict):
         problems.append((path, "expected an object"))
         return
-    for key in sorted(raw.keys() - _NODE_KEYS):
-        problems.append((strict_json.key_path(path, key), "unknown key"))
+    if not raw.keys() <= _NODE_KEYS:
+        for key in sorted(raw.keys() - _NODE_KEYS):
+            problems.append((strict_json.key_path(path, key), "unknown key"))
     node_id, type_id = raw.get("id"), raw.get("type")
     ok = True
     problem = id_problem(node_id)
@@ -615,6 +621,8 @@ def _parse_node(canvas: Canvas, raw: Any, path: str, problems: list) -> None:
 
 
 def _port_ref(raw: Any) -> PortRef | None:
+    if type(raw) is list and len(raw) == 2 and type(raw[0]) is str and type(raw[1]) is str:
+        return raw[0], raw[1]  # the common case, cheaply (big files)
     if isinstance(raw, list) and len(raw) == 2 and all(isinstance(v, str) for v in raw):
         return raw[0], raw[1]
     return None
@@ -624,8 +632,9 @@ def _parse_edge(canvas: Canvas, raw: Any, path: str, problems: list) -> None:
     if not isinstance(raw, dict):
         problems.append((path, "expected an object"))
         return
-    for key in sorted(raw.keys() - _EDGE_KEYS):
-        problems.append((strict_json.key_path(path, key), "unknown key"))
+    if not raw.keys() <= _EDGE_KEYS:
+        for key in sorted(raw.keys() - _EDGE_KEYS):
+            problems.append((strict_json.key_path(path, key), "unknown key"))
     refs = {}
     for end, ports in (("src", "output_names"), ("dst", "input_names")):
         ref = _port_ref(raw.get(end))
@@ -655,7 +664,10 @@ def _parse_edge(canvas: Canvas, raw: Any, path: str, problems: list) -> None:
 
 
 def _cycle_nodes(canvas: Canvas) -> list[str]:
-    """One node of a cycle (empty when the graph is acyclic)."""
+    """One node of a cycle (empty when the graph is acyclic): :mod:`graphlib` names it, once
+    a linear pass over the edge index (:func:`_acyclic`) has found that there is one."""
+    if _acyclic(canvas):
+        return []
     sorter = graphlib.TopologicalSorter({n: () for n in canvas.nodes})
     for e in canvas.edges:
         sorter.add(e.dst[0], e.src[0])
@@ -664,6 +676,22 @@ def _cycle_nodes(canvas: Canvas) -> list[str]:
     except graphlib.CycleError as err:
         return [err.args[1][0]]
     return []
+
+
+def _acyclic(canvas: Canvas) -> bool:
+    """Whether the canvas's edges make no cycle (Kahn's algorithm: every node is reached by
+    taking away nodes without incoming edges), in O(nodes + edges)."""
+    into, out_of = canvas._into, canvas._out_of
+    indegree = {n: len(into.get(n, ())) for n in canvas.nodes}
+    ready = [n for n, d in indegree.items() if d == 0]
+    done = 0
+    while ready:
+        done += 1
+        for dst_node, _port in out_of.get(ready.pop(), ()):
+            indegree[dst_node] -= 1
+            if not indegree[dst_node]:
+                ready.append(dst_node)
+    return done == len(indegree)
 
 
 def dumps(canvas: Canvas) -> str:

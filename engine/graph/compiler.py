@@ -26,7 +26,7 @@ from typing import Any
 
 from blocks.gradcheck import RUN_TIME_WARNINGS
 from blocks.registry import get_spec
-from blocks.spec import AttrError, BlockSpec, TensorSpec, read_paths, resolve_paths
+from blocks.spec import AttrError, BlockSpec, PortSpec, TensorSpec, read_paths, resolve_paths
 from engine.base.errors import InvalidArgumentError
 from engine.base.memory_limit import DEFAULT_MEMORY_LIMIT  # a run needing more is refused
 from engine.base.names import shown
@@ -144,13 +144,16 @@ def _file_signature(spec: BlockSpec, attrs: dict) -> list:
     return sig
 
 
+#: ``json.dumps(doc, sort_keys=True, default=str)``, with the encoder made once.
+_key_text = json.JSONEncoder(sort_keys=True, default=str).encode
+
+
 def _cache_key(spec: BlockSpec, attrs: dict, input_keys: dict[str, str]) -> str:
     """Hash of type, active attributes, inputs' keys and read files."""
     active = {k: v for k, v in attrs.items() if spec.attr(k).is_active(attrs)}
     doc = {"type": spec.type_id, "attrs": active, "inputs": input_keys,
            "files": _file_signature(spec, attrs)}
-    text = json.dumps(doc, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
+    return hashlib.sha256(_key_text(doc).encode()).hexdigest()[:24]
 
 
 def compile_canvas(canvas: Canvas, base_dir: str | Path | None = None,
@@ -202,7 +205,7 @@ def compile_canvas(canvas: Canvas, base_dir: str | Path | None = None,
             plan.add_warning(node_id, *warning)
         input_keys = {p: f"{keys[src[0]]}:{src[1]}" for p, src in wired.items()}
         keys[node_id] = _cache_key(spec, attrs, input_keys)
-        plan.steps.append(Step(node_id, spec, attrs, dict(wired), keys[node_id]))
+        plan.steps.append(Step(node_id, spec, attrs, wired, keys[node_id]))  # wired: a new dict
     plan.peak_bytes = budget.peak
     _name_axes_from_consumers(canvas, plan)
     return plan
@@ -261,11 +264,15 @@ def _name_axes_from_consumers(canvas: Canvas, plan: Plan) -> None:
     """Give an output without axis names (a Tensor source, say) the names its consumer's input
     port expects: N, H, W, C into an NHWC conv input, kh, kw, in, out into a filter."""
     steps = {s.node_id: s for s in plan.steps}
+    ports: dict[tuple[str, str], PortSpec] = {}  # (block type, input) -> its port spec
     for e in canvas.edges:
         src, dst = plan.specs.get(e.src), steps.get(e.dst[0])
         if src is None or src.axes is not None or dst is None:
             continue
-        port = next(p for p in dst.spec.inputs if p.name == e.dst[1])
+        port = ports.get((dst.spec.type_id, e.dst[1]))
+        if port is None:
+            port = next(p for p in dst.spec.inputs if p.name == e.dst[1])
+            ports[(dst.spec.type_id, e.dst[1])] = port
         if port.axes is not None:
             axes = port.axes(dst.attrs)
             if len(axes) == len(src.shape):

@@ -128,7 +128,8 @@ class OutputCache:
             self._kept_bytes += entry.nbytes
         else:
             self._free[key] = None
-        self.evict(self.max_bytes, keep)
+        if self.bytes > self.max_bytes:  # else evict has nothing to do
+            self.evict(self.max_bytes, keep)
 
     def _drop(self, key: str) -> _Entry | None:
         entry = self._entries.pop(key, None)

@@ -19,7 +19,7 @@ from engine.graph.canvas import CanvasError
 from engine.graph.compiler import Plan, place
 from engine.graph.executor import RunResult
 from engine.graph.labels import block_labels
-from engine.view.stats import format_value, tensor_stats
+from engine.view.stats import SMALL_TENSOR, format_value, min_max_mean
 
 
 def check_rows(plan: Plan) -> list[list[str]]:
@@ -33,10 +33,19 @@ def check_rows(plan: Plan) -> list[list[str]]:
     return rows
 
 
-def _stats(a: np.ndarray) -> tuple[str, str, str]:
-    """min, max, mean over the finite values (as the app's viewer shows them), as text."""
-    s = tensor_stats(a)
-    return format_value(s.min), format_value(s.max), format_value(s.mean)
+def _stats(a: np.ndarray, seen: dict[tuple[np.dtype, bytes], tuple[str, str, str]]
+           ) -> tuple[str, str, str]:
+    """min, max, mean over the finite values (as the app's viewer shows them), as text.
+
+    ``seen`` holds the text of the small tensors (at most :data:`SMALL_TENSOR` elements)
+    already done, by dtype and bytes: the figures depend on nothing else."""
+    key = (a.dtype, a.tobytes()) if a.size <= SMALL_TENSOR else None
+    text = seen.get(key) if key is not None else None
+    if text is None:
+        text = tuple(map(format_value, min_max_mean(a)))
+        if key is not None:
+            seen[key] = text
+    return text
 
 
 def verdict(value: np.ndarray) -> str:
@@ -48,6 +57,7 @@ def run_rows(plan: Plan, result: RunResult) -> list[list[str]]:
     """block, type, port, shape, dtype, min, max, mean, [verdict], ms, id of every output the
     run made (the verdict column only when the plan has check blocks)."""
     checks = any(step.spec.verdict for step in plan.steps)
+    seen: dict[tuple[np.dtype, bytes], tuple[str, str, str]] = {}
     rows = [["block", "type", "port", "shape", "dtype", "min", "max", "mean",
              *(["verdict"] if checks else []), "ms", "id"]]
     for step in plan.steps:
@@ -57,9 +67,10 @@ def run_rows(plan: Plan, result: RunResult) -> list[list[str]]:
                 continue
             ms = f"{1e3 * result.times.get(step.node_id, 0.0):.2f}"
             mark = [verdict(value) if port == step.spec.verdict else ""] if checks else []
+            array = np.asarray(value)
             rows.append([plan.label(step.node_id), step.spec.type_id, port,
-                         str(list(np.shape(value))), dtype_name(np.asarray(value).dtype),
-                         *_stats(value), *mark, ms, step.node_id])
+                         str(list(array.shape)), dtype_name(array.dtype),
+                         *_stats(array, seen), *mark, ms, step.node_id])
     return rows
 
 
@@ -103,9 +114,12 @@ def attribute_problems_only(err: CanvasError) -> bool:
 
 def text_table(rows: list[list[str]]) -> str:
     """Columns padded to their widest cell, two spaces apart."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-                     for r in rows)
+    if any(len(r) != len(rows[0]) for r in rows):  # a ragged table: the checks below raise
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                         for r in rows)
+    widths = [max(map(len, column)) for column in zip(*rows)]
+    return "\n".join(["  ".join(map(str.ljust, r, widths)).rstrip() for r in rows])
 
 
 def html_table(rows: list[list[str]], caption: str = "",

@@ -44,6 +44,10 @@ class _Object(dict):
     duplicates: list[str]
 
 
+#: The container types the hooks produce (``type(v) in`` is cheaper than ``isinstance``).
+_CONTAINERS = frozenset((dict, list, _Object))
+
+
 def _pairs(pairs: list[tuple[str, Any]]) -> dict:
     seen = dict(pairs)
     if len(seen) == len(pairs):
@@ -82,16 +86,18 @@ def loads(text: str, max_depth: int = MAX_DEPTH) -> tuple[Any, list[tuple[str, s
     marked: list[bool] = []  # whether a hook marked anything: only then are paths built
 
     def pairs(items: list[tuple[str, Any]]) -> dict:
-        out = _pairs(items)
-        if type(out) is _Object:
-            marked.append(True)
-        return out
+        out = dict(items)  # the common case inline: one call per object in big files
+        if len(out) == len(items):
+            return out
+        marked.append(True)
+        return _pairs(items)
 
     def number(text: str) -> float | _Marked:
-        out = _float(text)
-        if type(out) is _Marked:
-            marked.append(True)
-        return out
+        value = float(text)
+        if not math.isinf(value):
+            return value
+        marked.append(True)
+        return _float(text)
 
     try:
         try:
@@ -114,15 +120,12 @@ def loads(text: str, max_depth: int = MAX_DEPTH) -> tuple[Any, list[tuple[str, s
 def _depth(data: Any) -> int:
     """The nesting depth of ``data``'s deepest array or object (0 for a scalar or a flat
     document), walked level by level over the containers only."""
-    level = [data] if isinstance(data, (dict, list)) else []
+    level = [data] if type(data) in _CONTAINERS else []
     depth = -1
-    while level:
+    while level:  # one comprehension per level: big documents have few levels, many values
         depth += 1
-        deeper: list[Any] = []
-        for c in level:
-            deeper += [v for v in (c.values() if isinstance(c, dict) else c)
-                       if isinstance(v, (dict, list))]
-        level = deeper
+        level = [v for c in level for v in (c if type(c) is list else c.values())
+                 if type(v) in _CONTAINERS]
     return max(depth, 0)
 
 

@@ -7,6 +7,7 @@ figures are NumPy's figures on ``a.astype(np.float64)``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,6 +97,38 @@ def tensor_stats(a: np.ndarray) -> TensorStats:
     zero = zeros / flat.size if flat.size else None
     return TensorStats(tuple(a.shape), dtype_name(a.dtype), int(a.size), *stats, nan_count,
                        flat.size - n_good - nan_count, zero)
+
+
+#: Up to this many elements, :func:`min_max_mean` computes in Python (a run of many small
+#: blocks spends its time in NumPy's per-call overhead otherwise).
+SMALL_TENSOR = 64
+
+
+def min_max_mean(a: np.ndarray) -> tuple[float | None, float | None, float | None]:
+    """:func:`tensor_stats`'s ``min``, ``max`` and ``mean``, exactly; a tensor of at most
+    :data:`SMALL_TENSOR` elements is done in Python where that is provably NumPy's result.
+
+    min and max of floats are exact in any order but for the sign of a zero, so a tensor
+    holding -0.0 goes to NumPy. The mean is the sum divided by the count; the sum is exact in
+    any order (so NumPy's pairwise sum gives it too) when every value is a multiple of the
+    smallest power of two ``1/D`` among their binary fractions and the sum of their magnitudes
+    is below ``2**53 / D``: every partial sum is then a float."""
+    a = np.asarray(a)
+    if 0 < a.size <= SMALL_TENSOR:
+        flat = a.reshape(-1)  # NumPy's float16/32/64 become Python floats exactly
+        exact = a.dtype.kind == "f" and a.dtype.itemsize <= 8
+        values = [v for v in (flat if exact else flat.astype(np.float64)).tolist()
+                  if math.isfinite(v)]
+        if values:
+            lo, hi = min(values), max(values)
+            ratios = [v.as_integer_ratio() for v in values]
+            scale = max(q for _, q in ratios)  # a power of two: every q is one
+            if sum(abs(p) * (scale // q) for p, q in ratios) < 2**53 and not (
+                    lo <= 0.0 <= hi and any(v == 0.0 and math.copysign(1.0, v) < 0.0
+                                            for v in values)):
+                return lo, hi, math.fsum(values) / len(values)
+    s = tensor_stats(a)
+    return s.min, s.max, s.mean
 
 
 @dataclass(frozen=True)
