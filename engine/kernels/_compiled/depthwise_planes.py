@@ -30,7 +30,7 @@ from engine.kernels._compiled import cache_key  # noqa: F401 - before any cache=
 from engine.kernels._compiled.loop_rules import JIT as _JIT
 from engine.kernels._compiled.loop_rules import span as _span
 from engine.kernels.buffers import readonly
-from engine.kernels.parallel import MIN_POSITIONS_PER_RANGE, map_ranges
+from engine.kernels.parallel import MIN_PRODUCTS_PER_RANGE, map_ranges
 from engine.shapes.conv import ConvGeometry
 
 #: Planes (or filter-gradient channels) per compiled call: a cancel checkpoint between calls.
@@ -197,8 +197,10 @@ def _attrs(g: ConvGeometry) -> tuple[int, ...]:
             g.pad_top, g.pad_left)
 
 
-def _over(count: int, plane_size: int, call) -> bool:
-    """``call(lo, hi)`` over ``[0, count)`` planes split over the cores, in calls of at most
+def _over(count: int, plane_products: int, call) -> bool:
+    """``call(lo, hi)`` over ``[0, count)`` planes of ``plane_products`` multiply-adds each,
+    split over the cores (ranges of at least
+    :data:`~engine.kernels.parallel.MIN_PRODUCTS_PER_RANGE`), in calls of at most
     :data:`CALL_PLANES` with a cancel checkpoint before each; True when every call was."""
     def part(lo: int, hi: int) -> bool:
         ok = True
@@ -207,7 +209,7 @@ def _over(count: int, plane_size: int, call) -> bool:
             ok &= bool(call(p0, min(hi, p0 + CALL_PLANES)))
         return ok
 
-    return all(map_ranges(part, count, -(-MIN_POSITIONS_PER_RANGE // max(1, plane_size))))
+    return all(map_ranges(part, count, -(-MIN_PRODUCTS_PER_RANGE // max(1, plane_products))))
 
 
 def _filter(g: ConvGeometry, w: np.ndarray, ctype: np.dtype) -> np.ndarray:
@@ -219,7 +221,8 @@ def forward(g: ConvGeometry, xp: np.ndarray, w: np.ndarray,
     """Forward ``(N, C*M, OH, OW)`` of the planes ``xp``, and whether it is finite."""
     y = np.empty((g.batch, g.out_depth, g.out_rows, g.out_cols), ctype)
     yp, xr, wc = y.reshape(-1, g.out_rows, g.out_cols), readonly(xp), _filter(g, w, ctype)
-    ok = _over(yp.shape[0], g.out_rows * g.out_cols,
+    taps = g.filter_rows * g.filter_cols
+    ok = _over(yp.shape[0], g.out_rows * g.out_cols * taps,
                lambda lo, hi: _forward(xr, wc, yp, *_attrs(g), lo, hi))
     return y, ok
 
@@ -229,7 +232,7 @@ def backprop_filter(g: ConvGeometry, xp: np.ndarray, dyp: np.ndarray,
     """Filter gradient ``(KH, KW, C*M)`` of the planes ``xp`` and ``dyp``."""
     dw = np.empty((g.filter_rows, g.filter_cols, g.out_depth), ctype)
     xr, dr = readonly(xp), readonly(dyp)
-    _over(g.out_depth, g.batch * g.out_rows * g.out_cols,
+    _over(g.out_depth, g.batch * g.out_rows * g.out_cols * g.filter_rows * g.filter_cols,
           lambda lo, hi: _filter_grad(xr, dr, dw, *_attrs(g), lo, hi))
     return dw
 
@@ -238,7 +241,8 @@ def backprop_input(g: ConvGeometry, dyp: np.ndarray, w: np.ndarray, ctype: np.dt
                    outp: np.ndarray) -> bool:
     """The input gradient written into the planes ``outp``; True when finite."""
     dr, wc = readonly(dyp), _filter(g, w, ctype)
-    return _over(outp.shape[0], g.in_rows * g.in_cols,
+    return _over(outp.shape[0], g.out_rows * g.out_cols * g.filter_rows * g.filter_cols
+                 * g.filter_out,
                  lambda lo, hi: _input_grad(dr, wc, outp, *_attrs(g), lo, hi))
 
 

@@ -47,7 +47,7 @@ from engine.kernels._compiled.loop_rules import span as _span
 from engine.kernels._compiled.numba_simd import acc_products, acc_products3
 from engine.kernels.buffers import readonly
 from engine.kernels.nonfinite import all_finite
-from engine.kernels.parallel import MIN_POSITIONS_PER_RANGE, map_ranges
+from engine.kernels.parallel import MIN_PRODUCTS_PER_RANGE, map_ranges
 from engine.shapes.conv import ConvGeometry
 
 
@@ -241,11 +241,20 @@ def _input_chunk(g: ConvGeometry, x: np.ndarray, ctype: np.dtype) -> np.ndarray:
     return readonly(np.repeat(x.astype(ctype, copy=False), g.filter_out, axis=3))
 
 
-def _rows(count: int, width: int, call) -> list:
-    """``call(lo, hi)`` over ``[0, count)`` rows split over the cores (engine.kernels.parallel's
-    threads: the kernels release the GIL), ranges of at least a few thousand positions."""
-    min_rows = -(-MIN_POSITIONS_PER_RANGE // max(1, width))
-    return map_ranges(call, count, min_rows)
+def _rows(count: int, row_products: int, call) -> list:
+    """``call(lo, hi)`` over ``[0, count)`` rows of ``row_products`` multiply-adds each, split
+    over the cores (engine.kernels.parallel's threads: the kernels release the GIL) in ranges
+    of at least :data:`~engine.kernels.parallel.MIN_PRODUCTS_PER_RANGE`."""
+    return map_ranges(call, count, -(-MIN_PRODUCTS_PER_RANGE // max(1, row_products)))
+
+
+def _row_products(g: ConvGeometry, input_rows: bool = False) -> int:
+    """Multiply-adds of one output row (every tap, every channel), or of one input row of the
+    input gradient (its share of the taps at a stride)."""
+    taps = g.filter_rows * g.filter_cols
+    if input_rows:
+        return g.in_cols * g.out_depth * max(1, taps // (g.stride_rows * g.stride_cols))
+    return g.out_cols * g.out_depth * taps
 
 
 def _vouch(finite: bool) -> None:
@@ -269,7 +278,7 @@ def depthwise_conv2d(g: ConvGeometry, x: np.ndarray, w: np.ndarray, ctype: np.dt
     finite = True
     for sl in _chunks(g, ctype, chunk_bytes):
         xc, yc = _input_chunk(g, x[sl], ctype), y[sl]
-        finite &= all(_rows(xc.shape[0] * g.out_rows, g.out_cols,
+        finite &= all(_rows(xc.shape[0] * g.out_rows, _row_products(g),
                             lambda lo, hi: _forward(xc, wc, yc, *_attrs(g), lo, hi)))  # noqa: B023
     _vouch(finite)
     return y
@@ -298,7 +307,7 @@ def depthwise_conv2d_backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndar
     for sl in _chunks(g, ctype, chunk_bytes):
         xc = _input_chunk(g, x[sl], ctype)
         dyc = readonly(np.ascontiguousarray(dy[sl], ctype))
-        for acc in _rows(xc.shape[0] * g.out_rows, g.out_cols,
+        for acc in _rows(xc.shape[0] * g.out_rows, _row_products(g),
                          lambda lo, hi: part(xc, dyc, lo, hi)):  # noqa: B023
             dw += acc
     _vouch(all_finite(dw))  # a non-finite term would have made its partial sums non-finite
@@ -316,9 +325,9 @@ def _input_rows(g: ConvGeometry, dyc: np.ndarray, wc: np.ndarray, dst: np.ndarra
         pt = (g.filter_rows - 1) * g.dilation_rows - g.pad_top
         pl = (g.filter_cols - 1) * g.dilation_cols - g.pad_left
         attrs = (1, 1, g.dilation_rows, g.dilation_cols, pt, pl)
-        return all(_rows(total, g.in_cols,
+        return all(_rows(total, _row_products(g, input_rows=True),
                          lambda lo, hi: _forward(dyc, flipped, dst, *attrs, lo, hi)))
-    return all(_rows(total, g.in_cols,
+    return all(_rows(total, _row_products(g, input_rows=True),
                      lambda lo, hi: _input_grad(dyc, wc, dst, *_attrs(g), lo, hi)))
 
 
