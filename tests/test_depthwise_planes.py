@@ -20,7 +20,7 @@ from tests.test_kernels_nonfinite import SPECIALS
 from tests.test_kernels_properties import conv_cases
 
 pytest.importorskip("numba")
-from engine.kernels._compiled import depthwise_planes  # noqa: E402 - needs numba
+from engine.kernels._compiled import depthwise_planes
 
 FORWARD = kernels.depthwise_conv2d_native
 FILTER = kernels.depthwise_conv2d_native_backprop_filter
@@ -99,9 +99,9 @@ def test_a_multiplier_dilation_and_padding_case_runs_on_planes(spied, stride):
     rng = np.random.default_rng(stride)
     x = rng.standard_normal((3, 4, 11, 9)).astype(np.float32)
     w = rng.standard_normal((3, 2, 4, 3)).astype(np.float32)
-    attrs = dict(strides=[1, 1, stride, stride], padding="EXPLICIT",
-                 explicit_paddings=[0, 0, 0, 0, 2, 1, 0, 3], data_format="NCHW",
-                 dilations=[1, 1, 2, 1])
+    attrs = {"strides": [1, 1, stride, stride], "padding": "EXPLICIT",
+             "explicit_paddings": [0, 0, 0, 0, 2, 1, 0, 3], "data_format": "NCHW",
+             "dilations": [1, 1, 2, 1]}
     y = FORWARD(x, w, **attrs)
     dy = rng.standard_normal(y.shape).astype(np.float32)
     dw = FILTER(x, w.shape, dy, **attrs)
@@ -129,7 +129,7 @@ def test_nan_and_inf_land_where_the_numpy_path_puts_them(spied):
     rng = np.random.default_rng(7)
     x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
     w = rng.standard_normal((3, 3, 3, 2)).astype(np.float32)
-    attrs = dict(strides=[1, 1, 2, 2], padding="SAME", data_format="NCHW")
+    attrs = {"strides": [1, 1, 2, 2], "padding": "SAME", "data_format": "NCHW"}
     dy = rng.standard_normal((2, 6, 4, 4)).astype(np.float32)
     for a in (x, dy):
         flat = a.reshape(-1)

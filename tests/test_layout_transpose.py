@@ -11,7 +11,7 @@ from engine.base.dtypes import RTOL
 from engine.kernels import accel
 
 pytest.importorskip("numba")
-from engine.kernels._compiled import transpose  # noqa: E402 - needs numba
+from engine.kernels._compiled import transpose
 
 SHAPES = [(2, 16, 8, 8), (3, 5, 7, 9), (1, 9, 17, 3), (2, 24, 1, 1), (1, 8, 8, 8), (2, 0, 4, 4)]
 
@@ -48,7 +48,7 @@ def test_nchw_conv_gradients_on_the_compiled_path_match_the_definition(monkeypat
     rng = np.random.default_rng(stride * channels)
     x = rng.standard_normal((3, channels, 13, 11)).astype(np.float32)
     w = rng.standard_normal((3, 3, channels, 24)).astype(np.float32)
-    attrs = dict(strides=[1, 1, stride, stride], padding="SAME", data_format="NCHW")
+    attrs = {"strides": [1, 1, stride, stride], "padding": "SAME", "data_format": "NCHW"}
     monkeypatch.setenv(accel.ENV, "numba")
     dy = rng.standard_normal(kernels.conv2d(x, w, **attrs).shape).astype(np.float32)
     dx = kernels.conv2d_backprop_input(x.shape, w, dy, **attrs)
