@@ -242,10 +242,15 @@ def test_the_command_line_loads_and_compiles_without_collecting(monkeypatch, tmp
             gc.callbacks.remove(seen)
 
     monkeypatch.setattr(commands, "_load_and_compile", counted)
-    assert gc.isenabled()
-    assert commands.main(["run", str(path)]) == 0
-    assert collections == []
-    assert gc.isenabled() and gc.get_freeze_count() == 0
+    was_on = gc.isenabled()  # off after an app test in this process (app/gc_guard.py)
+    gc.enable()
+    try:
+        assert commands.main(["run", str(path)]) == 0
+        assert collections == []
+        assert gc.isenabled() and gc.get_freeze_count() == 0
+    finally:
+        if not was_on:
+            gc.disable()
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 502
     assert lines[-1].split()[:8] == ["t500", "Transpose", "output", "[2,", "3]", "float32",
