@@ -53,6 +53,8 @@ def test_an_edit_reruns_by_itself_when_the_blocks_are_fast(qtbot, auto_window):
     w = auto_window
     press_run(qtbot, w)
     first = w.session.outputs[("grad", "output")].copy()
+    # fast blocks, whatever this machine's speed (a loaded one ran grad in over 0.2 s)
+    w.session.last_seconds.update({"dy": 0.001, "grad": 0.001})
     with qtbot.waitSignal(w.session.runner.finished, timeout=10_000) as blocker:
         type_seed(qtbot, w, "dy", 9)  # no Run pressed
     qtbot.waitUntil(lambda: not w.session.runner.running, timeout=10_000)
