@@ -188,8 +188,10 @@ def _conv(kind: str, g: ConvGeometry, a: np.ndarray, b: np.ndarray, ctype: np.dt
         result, view = out(False)  # each group's call zeroes what it does not write
         col2im = tiled.col2im_in_place(view[..., :g.filter_in_depth], ctype, g.filter_in_depth)
         mod = tiled if _record(_conv_path(g, kind, on, col2im, lay)).compiled else compute
-        for si, so in _group_slices(g):
-            mod.conv2d_backprop_input(lay, a[..., so], b[..., so], ctype, view[..., si], False)
+        finite = [mod.conv2d_backprop_input(lay, a[..., so], b[..., so], ctype, view[..., si],
+                                            False) for si, so in _group_slices(g)]
+        if mod is tiled and all(finite):  # every product computed, every row found finite
+            path_record.vouch_finite()
         return result, True
     mod = tiled if _record(_conv_path(g, kind, on, False, lay)).compiled else compute
     op = mod.conv2d if kind == "forward" else mod.conv2d_backprop_filter

@@ -63,11 +63,13 @@ def conv2d_backprop_filter(lay: PhaseLayout, x: np.ndarray, dy: np.ndarray,
 
 
 def conv2d_backprop_input(lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype: np.dtype,
-                          out: np.ndarray, cleared: bool = True) -> None:
+                          out: np.ndarray, cleared: bool = True) -> bool:
     """Input gradient written into NHWC ``out`` (one group), zeroed unless ``cleared`` is
     False: then it is zeroed here, except where every element is written without being read
     (col2im, the products straight into a C-contiguous ``out`` in the compute dtype, or the
-    phase segments when they cover every pixel), which saves a pass over the result."""
+    phase segments when they cover every pixel), which saves a pass over the result. Returns
+    True when the per-tap products found every row they wrote finite (so ``out`` is; col2im
+    does not check: False)."""
     g = lay.g
     n, ci, co = dy.shape[0], w.shape[2], w.shape[3]
     if compute.few_channels(ci):  # col2im (col2im_in_place holds): writes every element
@@ -75,43 +77,48 @@ def conv2d_backprop_input(lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype
         for sl in compute.chunks(n, g.out_rows * g.out_cols * co * ctype.itemsize):
             conv_tiles.backprop_input_col2im(g, contiguous(dy[sl], ctype), wc,
                                              out[sl], conv_tiles.flat_nhwc(out[sl]))
-        return
+        return False
     wt = np.ascontiguousarray(w.astype(ctype, copy=False).transpose(0, 1, 3, 2))  # (KH,KW,O,C)
     if out.dtype == ctype and (planes := conv_tiles.transposes().nchw_target(out)) is not None:
-        _input_via_nhwc(lay, dy, wt, ctype, planes)
-        return
+        return _input_via_nhwc(lay, dy, wt, ctype, planes)
     direct = lay.identity and out.dtype == ctype and out.flags.c_contiguous
     segments = not direct and out.dtype == ctype and conv_tiles.flat_nhwc(out) is not None
     overwrite = segments and conv_tiles.covers_input(lay)
     if not cleared and not (overwrite or direct):
         out[...] = 0
     sr, sc = g.stride_rows, g.stride_cols
+    finite = True
     for sl in compute.chunks(n, compute.per_image_bytes(lay, ci, co, ctype.itemsize)):
         nb = sl.stop - sl.start
         e = lay.embed_output(conv_tiles.nhwc_operand(dy[sl], ctype), ctype).reshape(-1, co)
         e = e[: e.shape[0] - lay.max_offset]
         if segments and (flat := conv_tiles.flat_nhwc(out[sl])):
-            conv_tiles.backprop_input_into(lay, e, wt, out[sl], flat, overwrite)  # no phases
+            finite &= conv_tiles.backprop_input_into(lay, e, wt, out[sl], flat, overwrite)
             continue
         into = out[sl].reshape(1, 1, -1, ci) if direct else None
-        d = conv_tiles.backprop_input(lay, e, wt, into)
+        d, ok = conv_tiles.backprop_input(lay, e, wt, into)
+        finite &= ok
         if not direct:
             lay.merge_input(d.reshape(sr, sc, nb, lay.hq, lay.wq, ci), out[sl])
+    return finite
 
 
 def _input_via_nhwc(lay: PhaseLayout, dy: np.ndarray, wt: np.ndarray, ctype: np.dtype,
-                    planes: np.ndarray) -> None:
+                    planes: np.ndarray) -> bool:
     """The input gradient of one group into the C-contiguous NCHW ``planes`` (every element
     written): per batch chunk computed into a C-contiguous NHWC buffer by the phase segments,
     then transposed into place (:mod:`engine.kernels._compiled.transpose`), which costs less
-    than merging phase images into the NCHW view."""
+    than merging phase images into the NCHW view. True when every row written is finite."""
     g = lay.g
     n, ci, co = dy.shape[0], wt.shape[3], wt.shape[2]
     overwrite = conv_tiles.covers_input(lay)
+    finite = True
     for sl in compute.chunks(n, compute.per_image_bytes(lay, ci, co, ctype.itemsize)):
         nb = sl.stop - sl.start
         buf = (np.empty if overwrite else zeroed)((nb, g.in_rows, g.in_cols, ci), ctype)
         e = lay.embed_output(conv_tiles.nhwc_operand(dy[sl], ctype), ctype).reshape(-1, co)
         e = e[: e.shape[0] - lay.max_offset]
-        conv_tiles.backprop_input_into(lay, e, wt, buf, conv_tiles.flat_nhwc(buf), overwrite)
+        finite &= conv_tiles.backprop_input_into(lay, e, wt, buf, conv_tiles.flat_nhwc(buf),
+                                                 overwrite)
         conv_tiles.transposes().to_nchw(buf, planes[sl])
+    return finite

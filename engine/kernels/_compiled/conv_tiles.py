@@ -170,28 +170,32 @@ def backprop_filter_direct(g: ConvGeometry, x: np.ndarray, dy: np.ndarray) -> np
 
 
 def _shifted(c: np.ndarray, c_base: int, rows: int, a: np.ndarray, b: np.ndarray,
-             shifts, a_bases, a_rows: int, lda: int, ldc: int, overwrite: bool) -> None:
+             shifts, a_bases, a_rows: int, lda: int, ldc: int, overwrite: bool) -> bool:
     """:func:`~engine.kernels._compiled.conv_tiles_jit.shifted_products` over destination rows
-    ``[0, rows)``, split over cores; ``b`` the ``(taps, k, n)`` matrices."""
+    ``[0, rows)``, split over cores; ``b`` the ``(taps, k, n)`` matrices. True when every row
+    came out finite."""
     jit = _jit()
     s, ab = (np.asarray(v, np.int64) for v in (shifts, a_bases))
     _, k, n = b.shape
     bp, a = readonly(panels(b)), readonly(a)
     nr = _tile_columns(b.dtype.itemsize)
 
-    def part(lo: int, hi: int) -> None:
+    def part(lo: int, hi: int) -> bool:
+        ok = True
         for q0 in range(lo, hi, CALL_POSITIONS):
             checkpoint()
-            jit.shifted_products(c, a, bp, c_base, q0, min(hi, q0 + CALL_POSITIONS), s, ab,
-                                 a_rows, lda, ldc, k, n, nr, ROW_BLOCK, overwrite)
+            ok &= jit.shifted_products(c, a, bp, c_base, q0, min(hi, q0 + CALL_POSITIONS), s,
+                                       ab, a_rows, lda, ldc, k, n, nr, ROW_BLOCK, overwrite)
+        return ok
 
-    map_ranges(part, rows)
+    return all(map_ranges(part, rows))
 
 
 def backprop_input(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray,
-                   into: np.ndarray | None) -> np.ndarray:
+                   into: np.ndarray | None) -> tuple[np.ndarray, bool]:
     """Flat phase gradients ``(sr, sc, L, C)`` of one chunk (written into ``into`` when given;
-    its contents do not matter): ``E`` ``(T, O)`` and ``wt`` ``(KH, KW, O, C)``."""
+    its contents do not matter): ``E`` ``(T, O)`` and ``wt`` ``(KH, KW, O, C)``; and whether
+    every phase row came out finite."""
     g = lay.g
     t, co = e.shape
     ci = wt.shape[3]
@@ -202,12 +206,13 @@ def backprop_input(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray,
     if into is not None and not whole:
         into[...] = 0
     dflat, eflat = d.reshape(-1), np.ascontiguousarray(e).reshape(-1)
+    finite = True
     for grid in lay.grids:
         taps = [lay.taps[i] for i in grid.taps]
-        _shifted(dflat, _phase(lay, grid.phase_row, grid.phase_col) * length * ci, length,
-                 eflat, np.stack([wt[tap.row, tap.col] for tap in taps]),
-                 [-tap.offset for tap in taps], [0] * len(taps), t, co, ci, whole)
-    return d
+        finite &= _shifted(dflat, _phase(lay, grid.phase_row, grid.phase_col) * length * ci,
+                           length, eflat, np.stack([wt[tap.row, tap.col] for tap in taps]),
+                           [-tap.offset for tap in taps], [0] * len(taps), t, co, ci, whole)
+    return d, finite
 
 
 def flat_nhwc(out: np.ndarray) -> tuple[np.ndarray, tuple[int, int, int]] | None:
@@ -237,13 +242,14 @@ def covers_input(lay: PhaseLayout) -> bool:
 
 def backprop_input_into(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray, out: np.ndarray,
                         flat: tuple[np.ndarray, tuple[int, int, int]],
-                        overwrite: bool = False) -> None:
+                        overwrite: bool = False) -> bool:
     """The input gradient of one chunk added straight into the zeroed NHWC ``out`` (its
     :func:`flat_nhwc` view ``flat``) in the compute dtype, or written over whatever ``out``
     holds with ``overwrite`` (only when :func:`covers_input`): each phase's rows that hold
     input rows are segments of ``out`` with a column step of ``stride_cols`` pixels, so no
     phase buffer is zeroed, filled and merged, and the phase positions outside the input (the
-    padding the layout adds) are never computed."""
+    padding the layout adds) are never computed. True when every segment written came out
+    finite."""
     g = lay.g
     t, co = e.shape
     ci = wt.shape[3]
@@ -265,7 +271,7 @@ def backprop_input_into(lay: PhaseLayout, e: np.ndarray, wt: np.ndarray, out: np
         out_rows = ri.start + (i_idx - rs.start) * g.stride_rows
         c_bases = (n_idx * sn + out_rows * sh + cols.start * sw).astype(np.int64)
         phases.append(_Segments(bp, c_bases, q_starts, cs.stop - cs.start, shifts))
-    _segments(base, eflat, phases, g.stride_cols * sw, t, co, ci, overwrite)
+    return _segments(base, eflat, phases, g.stride_cols * sw, t, co, ci, overwrite)
 
 
 class _Segments(NamedTuple):
@@ -280,28 +286,30 @@ class _Segments(NamedTuple):
 
 
 def _segments(c: np.ndarray, a: np.ndarray, phases: list[_Segments], ldc: int, a_rows: int,
-              k: int, n: int, overwrite: bool) -> None:
+              k: int, n: int, overwrite: bool) -> bool:
     """:func:`~engine.kernels._compiled.conv_tiles_jit.segment_products` over every segment of every
     phase in one pass over the cores (each core takes the same share of each phase's segments; each
     segment has one owner), a cancel checkpoint before each call."""
     if not phases:
-        return
+        return True
     jit = _jit()
     nr = _tile_columns(a.dtype.itemsize)
     most = max(len(p.q_starts) for p in phases)
 
-    def part(lo: int, hi: int) -> None:
+    def part(lo: int, hi: int) -> bool:
+        ok = True
         for p in phases:
             count = len(p.q_starts)
             zeros = np.zeros(len(p.shifts), np.int64)
             per_call = max(1, CALL_POSITIONS // max(1, p.length))
             for s0 in range(lo * count // most, hi * count // most, per_call):
                 checkpoint()
-                jit.segment_products(c, a, p.panels, p.c_bases, p.q_starts, p.length, ldc, s0,
-                                     min(hi * count // most, s0 + per_call), p.shifts, zeros,
-                                     a_rows, k, k, n, nr, overwrite)
+                ok &= jit.segment_products(c, a, p.panels, p.c_bases, p.q_starts, p.length,
+                                           ldc, s0, min(hi * count // most, s0 + per_call),
+                                           p.shifts, zeros, a_rows, k, k, n, nr, overwrite)
+        return ok
 
-    map_ranges(part, most, max(1, ROW_BLOCK * 16 // max(1, phases[0].length)))
+    return all(map_ranges(part, most, max(1, ROW_BLOCK * 16 // max(1, phases[0].length))))
 
 
 def backprop_input_col2im(g: ConvGeometry, dy: np.ndarray, w: np.ndarray, out: np.ndarray,

@@ -39,7 +39,8 @@ def _rows(c, a, b, c_row, q0, q1, shifts, a_bases, a_rows, lda, ldc, k, n, nr,
           overwrite):  # pragma: no cover
     """Destination rows ``[q0, q1)`` of :func:`shifted_products`, row ``q0`` at ``c[c_row]``:
     every tap added into them while they are in cache (the first tap written instead with
-    ``overwrite``, the rows zeroed first when it does not cover them all)."""
+    ``overwrite``, the rows zeroed first when it does not cover them all). Returns True when
+    the rows came out finite (checked while in cache: ``v - v`` is 0 just then)."""
     panels = (n + nr - 1) // nr
     for t in range(shifts.shape[0]):
         s = shifts[t]
@@ -60,6 +61,13 @@ def _rows(c, a, b, c_row, q0, q1, shifts, a_bases, a_rows, lda, ldc, k, n, nr,
                 else:
                     gemm_acc(c, a, b, c0, a_bases[t] + s0 * lda, b0, s1 - s0,
                              min(nr, n - pj * nr), k, ldc, lda, 1, nr)
+    ok = True
+    for q in range(q1 - q0):
+        row = c_row + q * ldc
+        for j in range(n):
+            v = c[row + j]
+            ok &= (v - v) == 0
+    return ok
 
 
 @njit(nogil=True, cache=True)
@@ -71,10 +79,13 @@ def shifted_products(c, a, b, c_base, q_lo, q_hi, shifts, a_bases, a_rows, lda, 
     ``overwrite`` the rows are written, not added to (``c`` may hold anything there). ``b``
     holds each ``B_t`` as panels of ``nr`` columns
     (:func:`engine.kernels._compiled.conv_tiles.panels`): ``B_t[l, j]`` at
-    ``((t*P + j // nr)*k + l)*nr + j % nr`` with ``P = ceil(n / nr)``."""
+    ``((t*P + j // nr)*k + l)*nr + j % nr`` with ``P = ceil(n / nr)``. Returns True when
+    every row written is finite."""
+    ok = True
     for q0 in range(q_lo, q_hi, mb):
-        _rows(c, a, b, c_base + q0 * ldc, q0, min(q_hi, q0 + mb), shifts, a_bases, a_rows, lda,
-              ldc, k, n, nr, overwrite)
+        ok &= _rows(c, a, b, c_base + q0 * ldc, q0, min(q_hi, q0 + mb), shifts, a_bases, a_rows,
+                    lda, ldc, k, n, nr, overwrite)
+    return ok
 
 
 @njit(nogil=True, cache=True)
@@ -83,11 +94,14 @@ def segment_products(c, a, b, c_bases, q_starts, length, ldc, s_lo, s_hi, shifts
     """:func:`shifted_products` on row segments written where they belong:
     ``c[c_bases[s] + r*ldc + j] (+)= sum_t sum_l a[a_bases[t] + (q + shifts[t])*lda + l] *
     B_t[l, j]`` with ``q = q_starts[s] + r`` for the segments ``s_lo <= s < s_hi``,
-    ``r < length``, ``j < n`` (``b`` in panels as there; ``overwrite`` as there)."""
+    ``r < length``, ``j < n`` (``b`` in panels as there; ``overwrite`` as there). Returns True
+    when every segment written is finite."""
+    ok = True
     for seg in range(s_lo, s_hi):
         q0 = q_starts[seg]
-        _rows(c, a, b, c_bases[seg], q0, q0 + length, shifts, a_bases, a_rows, lda, ldc, k, n,
-              nr, overwrite)
+        ok &= _rows(c, a, b, c_bases[seg], q0, q0 + length, shifts, a_bases, a_rows, lda, ldc,
+                    k, n, nr, overwrite)
+    return ok
 
 
 @njit(nogil=True, cache=True)
