@@ -46,16 +46,33 @@ from engine.kernels.layout import PhaseLayout
 from engine.kernels.parallel import map_ranges
 from engine.shapes.conv import ConvGeometry
 
-#: Positions per K block of the filter-gradient tiles (measured: 128 best, 64-512 within 10%).
-FILTER_BLOCK = 128
+#: Positions per K block of the filter-gradient tiles (measured with AVX-512: 128 best, 64-512
+#: within 10%; with AVX2's 6x2 tiles: 64 7% faster than 128 on 8x56x56x128 stride 2, 32 and
+#: 256 slower).
+FILTER_BLOCK = 64
 #: Positions per work item of the in-place filter gradient's grouped few-channel operands
-#: (7x7 stride-2 on 3 channels: 512 3.6 ms, 1024-2048 3.2-3.3 ms, 4096 3.4 ms).
-GROUPED_BLOCK = 2048
+#: (7x7 stride-2 on 3 channels, AVX-512: 512 3.6 ms, 1024-2048 3.2-3.3 ms, 4096 3.4 ms; AVX2:
+#: 768-1024 8.2-8.3 ms, 2048 9.4 ms).
+GROUPED_BLOCK = 1024
 #: Below this many input channels a filter row's taps form one operand (the in-place filter
 #: gradient). Its own threshold: grouping 128-channel taps measured 12% slower (3x3 stride 2).
 FEW_CHANNELS = 16
-#: Destination rows per block of the forward / input-gradient tiles (6-384 within 3%).
+#: Destination rows per block of the forward / input-gradient tiles (6-384 within 3% with
+#: AVX-512); the shifted products take at most :func:`row_block` rows.
 ROW_BLOCK = 96
+#: Bytes of a block's operand rows (rows x k) meant to stay in L1 while every column panel of
+#: the block reads them (half a 32 KiB L1): with AVX2's 16-column panels a 96-row block of
+#: k = 128 (48 KiB) was read from L2 eight times (28x28x256 1x1 input gradient: 30 rows 5%
+#: faster than 96, 48 no faster).
+L1_OPERAND_BYTES = 16 * 1024
+
+
+def row_block(k: int, itemsize: int) -> int:
+    """Destination rows per block of :func:`_shifted`: :data:`ROW_BLOCK`, fewer (a multiple of
+    6, the tiles' rows, at least 24) when the block's ``k``-long operand rows would not stay in
+    L1 (:data:`L1_OPERAND_BYTES`)."""
+    fit = L1_OPERAND_BYTES // max(1, k * itemsize) // 6 * 6
+    return max(24, min(ROW_BLOCK, fit))
 #: A core's range of the col2im input gradient has at least this many input rows per filter
 #: row (at its start it recomputes the output-gradient rows its neighbour shares: about one
 #: per filter row).
@@ -179,13 +196,14 @@ def _shifted(c: np.ndarray, c_base: int, rows: int, a: np.ndarray, b: np.ndarray
     _, k, n = b.shape
     bp, a = readonly(panels(b)), readonly(a)
     nr = _tile_columns(b.dtype.itemsize)
+    mb = row_block(k, b.dtype.itemsize)
 
     def part(lo: int, hi: int) -> bool:
         ok = True
         for q0 in range(lo, hi, CALL_POSITIONS):
             checkpoint()
             ok &= jit.shifted_products(c, a, bp, c_base, q0, min(hi, q0 + CALL_POSITIONS), s,
-                                       ab, a_rows, lda, ldc, k, n, nr, ROW_BLOCK, overwrite)
+                                       ab, a_rows, lda, ldc, k, n, nr, mb, overwrite)
         return ok
 
     return all(map_ranges(part, rows))
