@@ -20,7 +20,7 @@ from PySide6.QtTest import QTest
 
 from app.verify_dialog import VerifyDialog
 from engine.base.dtypes import RTOL
-from engine.verify.conventions import OPS
+from engine.verify.defaults import OPS
 from tests.app_support import wait_run
 
 ZOO = Path(__file__).with_name("verify_zoo.py")

@@ -11,7 +11,7 @@ import pytest
 
 from engine import api
 from engine.base.errors import InvalidArgumentError
-from engine.verify.conventions import OPS
+from engine.verify.defaults import OPS
 from engine.verify.shrink import array_sizes
 from tests import verify_zoo as zoo
 

@@ -90,8 +90,7 @@ def conv2d_backprop_input(lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype
     finite = True
     for sl in compute.chunks(n, compute.per_image_bytes(lay, ci, co, ctype.itemsize)):
         nb = sl.stop - sl.start
-        e = lay.embed_output(conv_tiles.nhwc_operand(dy[sl], ctype), ctype).reshape(-1, co)
-        e = e[: e.shape[0] - lay.max_offset]
+        e = _embedded(lay, dy[sl], ctype)
         if segments and (flat := conv_tiles.flat_nhwc(out[sl])):
             finite &= conv_tiles.backprop_input_into(lay, e, wt, out[sl], flat, overwrite)
             continue
@@ -101,6 +100,13 @@ def conv2d_backprop_input(lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype
         if not direct:
             lay.merge_input(d.reshape(sr, sc, nb, lay.hq, lay.wq, ci), out[sl])
     return finite
+
+
+def _embedded(lay: PhaseLayout, dy: np.ndarray, ctype: np.dtype) -> np.ndarray:
+    """A batch chunk's ``dy`` zero-embedded and flat, ``(T, O)`` in ``ctype``: the operand rows
+    of the input gradient's per-tap products."""
+    e = lay.embed_output(conv_tiles.nhwc_operand(dy, ctype), ctype).reshape(-1, dy.shape[3])
+    return e[: e.shape[0] - lay.max_offset]
 
 
 def _input_via_nhwc(lay: PhaseLayout, dy: np.ndarray, wt: np.ndarray, ctype: np.dtype,
@@ -116,8 +122,7 @@ def _input_via_nhwc(lay: PhaseLayout, dy: np.ndarray, wt: np.ndarray, ctype: np.
     for sl in compute.chunks(n, compute.per_image_bytes(lay, ci, co, ctype.itemsize)):
         nb = sl.stop - sl.start
         buf = (np.empty if overwrite else zeroed)((nb, g.in_rows, g.in_cols, ci), ctype)
-        e = lay.embed_output(conv_tiles.nhwc_operand(dy[sl], ctype), ctype).reshape(-1, co)
-        e = e[: e.shape[0] - lay.max_offset]
+        e = _embedded(lay, dy[sl], ctype)
         finite &= conv_tiles.backprop_input_into(lay, e, wt, buf, conv_tiles.flat_nhwc(buf),
                                                  overwrite)
         conv_tiles.transposes().to_nchw(buf, planes[sl])

@@ -33,8 +33,6 @@ from engine.base.names import article
 from engine.shapes.conv import ConvGeometry, conv2d_geometry
 from engine.verify.defaults import CONVENTIONS, OPS, TF_OP_NAMES, TORCH_OPS
 
-__all__ = ["CONVENTIONS", "OPS", "TORCH_OPS"]  # (and the names below)
-
 #: tf.raw_ops name -> (kernel, the arrays it takes, whether depthwise, the result's role).
 TF_OPS: dict[str, tuple[Callable[..., np.ndarray], tuple[str, ...], bool, str]] = {
     "Conv2D": (kernels.conv2d, ("input", "filter"), False, "output"),

@@ -28,22 +28,16 @@ import numpy as np
 from engine.base.cancel import checkpoint
 from engine.kernels._compiled import cache_key  # noqa: F401 - before any cache=True
 from engine.kernels._compiled.loop_rules import JIT as _JIT
+from engine.kernels._compiled.loop_rules import filter_taps as _filter
+from engine.kernels._compiled.loop_rules import finite_rows as _finite
 from engine.kernels._compiled.loop_rules import span as _span
+from engine.kernels._compiled.transpose import nchw_target
 from engine.kernels.buffers import readonly
 from engine.kernels.parallel import MIN_PRODUCTS_PER_RANGE, map_ranges
 from engine.shapes.conv import ConvGeometry
 
 #: Planes (or filter-gradient channels) per compiled call: a cancel checkpoint between calls.
 CALL_PLANES = 64
-
-
-@numba.jit(**_JIT)
-def _row_finite(row):  # pragma: no cover - compiled
-    ok = True
-    for q in range(row.shape[0]):
-        v = row[q]
-        ok &= (v - v) == 0
-    return ok
 
 
 @numba.njit(inline="always")
@@ -105,7 +99,7 @@ def _forward(x, w, y, m, sr, sc, dr, dc, pt, pl, lo, hi):  # pragma: no cover - 
                     if b > a:
                         _madd(yf, o0 + a, 1, xf, xp + h * w_in + a * sc + off, sc, b - a,
                               w[i, j, k])
-            ok &= _row_finite(yf[o0:o0 + ow])
+            ok &= _finite(y[p, r:r + 1])
     return ok
 
 
@@ -178,15 +172,16 @@ def _input_grad(dy, w, dx, m, sr, sc, dr, dc, pt, pl, lo, hi):  # pragma: no cov
                         off, a, b = spans[j, 0], spans[j, 1], spans[j, 2]
                         if b > a:
                             _madd(xf, o0 + a * sc + off, sc, gf, g0 + a, 1, b - a, w[i, j, k])
-            ok &= _row_finite(xf[o0:o0 + w_in])
+            ok &= _finite(dx[p, h:h + 1])
     return ok
 
 
 def planes(a: np.ndarray, ctype: np.dtype) -> np.ndarray | None:
     """The NCHW array behind the NHWC view ``a`` as ``(N*C, H, W)`` planes, when it is
-    C-contiguous in ``ctype``; else None (the caller takes the NHWC loops)."""
-    nchw = a.transpose(0, 3, 1, 2)
-    if nchw.dtype != ctype or not nchw.flags.c_contiguous:
+    C-contiguous in ``ctype`` (:func:`~engine.kernels._compiled.transpose.nchw_target`); else
+    None (the caller takes the NHWC loops)."""
+    nchw = nchw_target(a)
+    if nchw is None or nchw.dtype != ctype:
         return None
     n, c, h, w = nchw.shape
     return nchw.reshape(n * c, h, w)
@@ -210,10 +205,6 @@ def _over(count: int, plane_products: int, call) -> bool:
         return ok
 
     return all(map_ranges(part, count, -(-MIN_PRODUCTS_PER_RANGE // max(1, plane_products))))
-
-
-def _filter(g: ConvGeometry, w: np.ndarray, ctype: np.dtype) -> np.ndarray:
-    return readonly(np.ascontiguousarray(w, ctype).reshape(g.filter_rows, g.filter_cols, -1))
 
 
 def forward(g: ConvGeometry, xp: np.ndarray, w: np.ndarray,

@@ -1,10 +1,14 @@
-"""What the compiled depthwise loops share: numba's flags and the column span of a tap."""
+"""What the compiled depthwise loops (NHWC and NCHW planes) share: numba's flags, the column
+span of a tap, the finiteness check of rows in cache and the filter as ``(KH, KW, C*M)``."""
 
 from __future__ import annotations
 
 import numba
+import numpy as np
 
 from engine.kernels._compiled import cache_key  # noqa: F401 - before any cache=True
+from engine.kernels.buffers import readonly
+from engine.shapes.conv import ConvGeometry
 
 #: ``contract``: ``a*b + c`` may be one fused multiply-add (one rounding instead of two; sums
 #: keep their order, NaN/Inf rules stay IEEE). No other fast-math flag.
@@ -18,3 +22,20 @@ def span(count, step, offset, size):  # pragma: no cover - compiled
     last = size - 1 - offset
     hi = min(count, last // step + 1) if last >= 0 else 0
     return lo, max(lo, hi)
+
+
+@numba.jit(**JIT)
+def finite_rows(rows):  # pragma: no cover - compiled
+    """True when no element of the 2-D ``rows`` is NaN or ±Inf (``v - v`` is 0 just then)."""
+    ok = True
+    for q in range(rows.shape[0]):
+        o = rows[q]
+        for k in range(rows.shape[1]):
+            v = o[k]
+            ok &= (v - v) == 0
+    return ok
+
+
+def filter_taps(g: ConvGeometry, w: np.ndarray, ctype: np.dtype) -> np.ndarray:
+    """The filter ``(KH, KW, C, M)`` as read-only ``(KH, KW, C*M)`` in ``ctype``."""
+    return readonly(np.ascontiguousarray(w, ctype).reshape(g.filter_rows, g.filter_cols, -1))

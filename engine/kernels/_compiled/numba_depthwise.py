@@ -43,6 +43,8 @@ from engine.kernels._compiled import (
     depthwise_planes,
 )
 from engine.kernels._compiled.loop_rules import JIT as _JIT
+from engine.kernels._compiled.loop_rules import filter_taps as _filter
+from engine.kernels._compiled.loop_rules import finite_rows as _finite
 from engine.kernels._compiled.loop_rules import span as _span
 from engine.kernels._compiled.numba_simd import acc_products, acc_products3
 from engine.kernels.buffers import readonly
@@ -59,18 +61,6 @@ def _common(count, step, offset, dc, size):  # pragma: no cover - compiled
     lc, hc = _span(count, step, offset + 2 * dc, size)
     lo = max(la, max(lb, lc))
     return lo, max(lo, min(ha, min(hb, hc)))
-
-
-@numba.jit(**_JIT)
-def _finite(rows):  # pragma: no cover - compiled
-    """True when no element of the 2-D ``rows`` is NaN or ±Inf (``v - v`` is 0 just then)."""
-    ok = True
-    for q in range(rows.shape[0]):
-        o = rows[q]
-        for k in range(rows.shape[1]):
-            v = o[k]
-            ok &= (v - v) == 0
-    return ok
 
 
 @numba.jit(**_JIT)
@@ -226,10 +216,6 @@ def _chunks(g: ConvGeometry, ctype: np.dtype, chunk_bytes: int | None):
     for start in range(0, g.batch, step):
         checkpoint()
         yield slice(start, min(g.batch, start + step))
-
-
-def _filter(g: ConvGeometry, w: np.ndarray, ctype: np.dtype) -> np.ndarray:
-    return readonly(np.ascontiguousarray(w, ctype).reshape(g.filter_rows, g.filter_cols, -1))
 
 
 def _input_chunk(g: ConvGeometry, x: np.ndarray, ctype: np.dtype) -> np.ndarray:

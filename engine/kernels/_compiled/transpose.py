@@ -115,9 +115,9 @@ def _copy(src: np.ndarray, dst: np.ndarray, rows: int, cols: int) -> None:
 
 def nchw_operand(a: np.ndarray, ctype: np.dtype) -> np.ndarray | None:
     """A C-contiguous NHWC copy of the NHWC view ``a`` when it views C-contiguous NCHW data in
-    ``ctype``; else None."""
-    nchw = a.transpose(0, 3, 1, 2)
-    if nchw.dtype != ctype or not nchw.flags.c_contiguous or a.size == 0:
+    ``ctype`` (:func:`nchw_target`); else None."""
+    nchw = nchw_target(a)
+    if nchw is None or nchw.dtype != ctype:
         return None
     out = np.empty(a.shape, ctype)
     _copy(nchw, out, a.shape[3], a.shape[1] * a.shape[2])
@@ -125,7 +125,7 @@ def nchw_operand(a: np.ndarray, ctype: np.dtype) -> np.ndarray | None:
 
 
 def nchw_target(out: np.ndarray) -> np.ndarray | None:
-    """The C-contiguous NCHW array behind the NHWC view ``out``, or None."""
+    """The C-contiguous NCHW array behind the NHWC view ``out``, or None (also when empty)."""
     nchw = out.transpose(0, 3, 1, 2)
     return nchw if nchw.flags.c_contiguous and out.size else None
 
