@@ -123,14 +123,20 @@ def write_h5(path: Path, config: dict | None = None) -> Path:
 
     with h5py.File(path, "w") as h5:
         h5.attrs["model_config"] = json.dumps(config or model_config(keras2=True))
-        root = h5.create_group("model_weights")
-        for name, _, _, _, weights, _ in LAYERS:
-            group = root.create_group(name)
-            names = [f"{name}/{role}:0" for role, _ in weights]
-            for wname, (_, arr) in zip(names, weights, strict=True):
-                group.create_dataset(wname, data=arr)
-            group.attrs["weight_names"] = [n.encode() for n in names]
+        _legacy_weights(h5, [(name, weights) for name, _, _, _, weights, _ in LAYERS])
     return path
+
+
+def _legacy_weights(h5, layers: list) -> None:
+    """Keras 2's ``model_weights``: per layer ``(name, weights as (role, array))`` a group with
+    ``<name>/<role>:0`` datasets listed in its ``weight_names``."""
+    root = h5.create_group("model_weights")
+    for name, weights in layers:
+        group = root.create_group(name)
+        names = [f"{name}/{role}:0" for role, _ in weights]
+        for wname, (_, arr) in zip(names, weights, strict=True):
+            group.create_dataset(wname, data=arr)
+        group.attrs["weight_names"] = [n.encode() for n in names]
 
 
 # -- Sequential models of any layers (tests/test_import_keras_separable.py) -------------------
@@ -155,13 +161,7 @@ def write_sequential(path: Path, layers: list, input_shape: list) -> Path:
     if path.suffix == ".h5":
         with h5py.File(path, "w") as h5:
             h5.attrs["model_config"] = json.dumps(sequential_config(layers, input_shape, True))
-            root = h5.create_group("model_weights")
-            for name, _, _, weights in layers:
-                group = root.create_group(name)
-                names = [f"{name}/{role}:0" for role, _ in weights]
-                for wname, (_, arr) in zip(names, weights, strict=True):
-                    group.create_dataset(wname, data=arr)
-                group.attrs["weight_names"] = [n.encode() for n in names]
+            _legacy_weights(h5, [(name, weights) for name, _, _, weights in layers])
         return path
     buf = io.BytesIO()
     used: dict[str, int] = {}
