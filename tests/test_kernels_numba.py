@@ -434,3 +434,16 @@ def test_a_wrong_guess_of_the_compiled_path_still_scans_the_inputs(monkeypatch):
     finally:
         release.set()
         busy.join()
+
+
+@pytest.mark.parametrize("m", [2, 3, 4])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compiled_channel_repeat_is_numpys_repeat(m, dtype):
+    """The forward and filter gradient read output channel ``c*M + m`` from input channel
+    ``c``: the compiled repeat (its own loop for ``M = 2``) equals ``np.repeat``."""
+    from engine.kernels._compiled import numba_depthwise
+
+    x = np.random.default_rng(m).standard_normal((7, 5), dtype)
+    out = np.full((7, 5 * m), np.nan, dtype)
+    numba_depthwise._repeat_channels(x, out)
+    np.testing.assert_array_equal(out, np.repeat(x, m, axis=1))

@@ -143,6 +143,7 @@ def warm_up(dtypes: tuple[str, ...] = COMPUTE_DTYPES) -> None:
         for gi in (g, g2):
             module.depthwise_conv2d_backprop_input(gi, np.ones(gi.output_shape, ct), w, ct,
                                                    np.zeros(x.shape, ct), CHUNK_BYTES)
+        module.warm((ct.type,))
         winograd.warm((ct.type,))
         conv_tiles.warm((ct.type,))
         depthwise_planes.warm((ct.type,))

@@ -160,15 +160,12 @@ def nonfinite_safe(a_name: str, b_name: str,
 
     def wrap(kernel: F) -> F:
         signature = inspect.signature(kernel)
+        a_at, b_at = (_position(signature, name) for name in (a_name, b_name))
 
         @functools.wraps(kernel)
         def safe(*args, **kwargs):
-            try:
-                bound = signature.bind(*args, **kwargs)
-            except TypeError:
-                return kernel(*args, **kwargs)  # a wrong call: Python says what is wrong
-            a = _float_or_none(bound.arguments.get(a_name))
-            b = _float_or_none(bound.arguments.get(b_name))
+            a = _float_or_none(args[a_at] if a_at < len(args) else kwargs.get(a_name))
+            b = _float_or_none(args[b_at] if b_at < len(args) else kwargs.get(b_name))
             if a is None or b is None:
                 return kernel(*args, **kwargs)
             out = None
@@ -186,6 +183,7 @@ def nonfinite_safe(a_name: str, b_name: str,
                     with _quiet():
                         out = kernel(*args, **kwargs)
                 return out
+            bound = signature.bind(*args, **kwargs)  # a wrong call: TypeError says why
             token = _EXACT.set(True)
             try:
                 with _quiet():
@@ -196,6 +194,15 @@ def nonfinite_safe(a_name: str, b_name: str,
         return safe  # type: ignore[return-value]
 
     return wrap
+
+
+def _position(signature: inspect.Signature, name: str) -> int:
+    """Where the parameter ``name`` (positional or keyword) sits among the positional ones (a
+    signature lookup per call, ``Signature.bind``, cost about 10 us of a 0.3 ms kernel)."""
+    names = list(signature.parameters)
+    kind = signature.parameters[name].kind
+    assert kind is inspect.Parameter.POSITIONAL_OR_KEYWORD, (name, kind)
+    return names.index(name)
 
 
 def _with_nonfinite_terms(kernel, bound: inspect.BoundArguments, a_name: str, a: np.ndarray,
