@@ -405,6 +405,10 @@ def test_the_in_place_filter_loops_are_their_formulas(dtype, grouped, n, in_rows
     adjacent = grouped or data.draw(st.booleans())  # pixels adjacent, or channels padded
     xf, xs = _strided(rng, dtype, (n, in_rows, in_cols, ci), data.draw(st.integers(0, 2)),
                       0 if adjacent else data.draw(st.integers(1, 3)))
+    x_channel = 1
+    if not grouped and data.draw(st.booleans()):  # channels a plane apart (NCHW)
+        planes = rng.uniform(-1, 1, (n, ci, in_rows, in_cols)).astype(dtype)
+        xf, xs, x_channel = planes.reshape(-1), (ci * in_rows * in_cols, in_cols, 1), in_rows * in_cols
     df, ds = _strided(rng, dtype, (n, out_rows, out_cols, co), data.draw(st.integers(0, 2)),
                       data.draw(st.integers(0, 3)))
     if grouped:
@@ -438,7 +442,7 @@ def test_the_in_place_filter_loops_are_their_formulas(dtype, grouped, n, in_rows
                 if not 0 <= r * sr + ro < in_rows or not len(cv):
                     continue
                 xa = x64[img * xs[0] + (r * sr + ro) * xs[1] + (cv * sc + cofs)[:, None] * xs[2]
-                         + np.arange(ci)]
+                         + np.arange(ci) * x_channel]
                 da = d64[img * ds[0] + r * ds[1] + cv[:, None] * ds[2] + np.arange(co)]
                 want[t] += xa.T @ da
                 bound[t] += abs(xa).T @ abs(da)
@@ -449,7 +453,7 @@ def test_the_in_place_filter_loops_are_their_formulas(dtype, grouped, n, in_rows
     if grouped:
         conv_tiles_jit.filter_direct_grouped(*common, group, ci, co)
     else:
-        conv_tiles_jit.filter_direct(*common, ci, co)
+        conv_tiles_jit.filter_direct(*common, ci, co, x_channel)
     _eps_bound(out.reshape(want.shape), want, bound, n * out_rows * out_cols, dtype)
 
 

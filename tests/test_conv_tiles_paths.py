@@ -14,6 +14,7 @@ numba = pytest.importorskip("numba")
 from engine import kernels
 from engine.base.dtypes import RTOL
 from engine.kernels._compiled.numba_simd import gemm_acc2
+from engine.shapes.conv import conv2d_geometry
 from tests import reference
 from tests.test_kernels_properties import _poisoned_empty, conv_attrs, valid_geometry
 
@@ -324,3 +325,39 @@ def test_a_length_one_axis_with_any_stride_is_still_addressed():
     dw = kernels.conv2d_backprop_filter(x, (1, 1, 1, 4), dy, **attrs)
     want = np.einsum("n,no->o", x[:, 0, 0, 0].astype(np.float64), dy[:, :, 0, 0])
     np.testing.assert_allclose(dw.reshape(-1), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("strides,dilations,fshape", [
+    ((2, 2), (1, 1), (3, 3, 20, 17)), ((1, 2), (2, 1), (2, 3, 24, 18)),
+    ((3, 1), (1, 1), (1, 1, 16, 16))])
+def test_the_filter_gradient_reads_an_nchw_input_of_many_channels_in_place(
+        monkeypatch, dtype, strides, dilations, fshape):
+    """No layout copy of ``x`` (only ``dy`` is copied to NHWC), and the same sums as the NHWC
+    call on the same numbers, bit for bit; within RTOL of the float64 reference."""
+    from engine.kernels._compiled import transpose
+
+    copied = []
+    original = transpose.nchw_operand
+    monkeypatch.setattr(transpose, "nchw_operand",
+                        lambda a, ct: copied.append(a.shape) or original(a, ct))
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((3, fshape[2], 13, 11)).astype(dtype)
+    attrs = {"strides": [1, 1, *strides], "dilations": [1, 1, *dilations], "padding": "SAME",
+             "data_format": "NCHW"}
+    y = kernels.conv2d(x, rng.standard_normal(fshape).astype(dtype), **attrs)
+    dy = rng.standard_normal(y.shape).astype(dtype)
+    copied.clear()
+    dw = kernels.conv2d_backprop_filter(x, fshape, dy, **attrs)
+    assert kernels.last_path() == "numba tiles"
+    assert copied == [(3, *dy.shape[2:], dy.shape[1])]  # dy's NHWC view, never x
+    nhwc = {**attrs, "strides": [1, *strides, 1], "dilations": [1, *dilations, 1],
+            "data_format": "NHWC"}
+    to_nhwc = (0, 2, 3, 1)
+    same = kernels.conv2d_backprop_filter(np.ascontiguousarray(x.transpose(to_nhwc)), fshape,
+                                          np.ascontiguousarray(dy.transpose(to_nhwc)), **nhwc)
+    np.testing.assert_array_equal(dw, same)
+    g = conv2d_geometry(x.shape, fshape, attrs["strides"], "SAME", (), "NCHW",
+                        attrs["dilations"])
+    _close(dw, reference.backprop_filter(x, dy, g), reference.backprop_filter(abs(x), abs(dy), g),
+           dtype)

@@ -8,8 +8,8 @@ Only :mod:`engine.kernels.dispatch` calls these, once it has chosen the compiled
 
 - forward: im2col row by row on few channels (:func:`engine.kernels.compute.few_channels`),
   else the shifted products of each chunk's phase images;
-- filter gradient: read in place from NHWC ``x`` and ``dy`` (a copy only for NCHW views or
-  half types);
+- filter gradient: read in place from ``x`` (NHWC, or NCHW on many channels) and NHWC ``dy``
+  (a copy for NCHW ``dy``, few-channel NCHW ``x`` or half types);
 - input gradient: col2im on few channels (when :func:`col2im_in_place`), else the products
   straight into the result (its rows as phase segments, or the result itself at stride 1),
   or into phase images merged back.
@@ -57,7 +57,7 @@ def conv2d_backprop_filter(lay: PhaseLayout, x: np.ndarray, dy: np.ndarray,
     dw = np.zeros((g.filter_rows, g.filter_cols, ci, co), ctype)
     per = (g.in_rows * g.in_cols * ci + g.out_rows * g.out_cols * co) * ctype.itemsize
     for sl in compute.chunks(n, per):  # the same chunks, so the same sums, in either layout
-        dw += conv_tiles.backprop_filter_direct(g, conv_tiles.nhwc_operand(x[sl], ctype),
+        dw += conv_tiles.backprop_filter_direct(g, conv_tiles.filter_input_operand(x[sl], ctype),
                                                 conv_tiles.nhwc_operand(dy[sl], ctype))
     return dw
 

@@ -115,13 +115,15 @@ def _inside(off, stride, size, count):  # pragma: no cover
 
 @njit(nogil=True, cache=True)
 def filter_direct(out, x, dy, items_lo, items_hi, blocks, rows_per_block, xs, ds, sr, sc,
-                  in_rows, in_cols, out_rows, out_cols, row_offs, col_offs, ci, co):  # pragma: no cover
+                  in_rows, in_cols, out_rows, out_cols, row_offs, col_offs, ci, co,
+                  x_channel):  # pragma: no cover
     """``out[t*ci*co + i*co + j] += sum_{r, c} x[n, r*sr + row_offs[t], c*sc + col_offs[t], i]
     * dy[n, r, c, j]`` over the pixels ``(r, c)`` whose input pixel is inside ``x``, for the
     work items ``items_lo <= w < items_hi`` (image ``n = w // blocks``, output rows
     ``[b*rows_per_block, (b+1)*rows_per_block)`` with ``b = w % blocks``), read in place:
-    ``x`` and ``dy`` flat with element strides ``xs``/``ds`` = (image, row, column) and adjacent
-    channels. Per item, every tap sums its window of the same rows of ``dy`` (in cache). One
+    ``x`` and ``dy`` flat with element strides ``xs``/``ds`` = (image, row, column), the
+    channels of ``dy`` adjacent and those of ``x`` ``x_channel`` elements apart (1 in NHWC, a
+    plane in NCHW: the tiles read ``x`` one value at a time). Per item, every tap sums its window of the same rows of ``dy`` (in cache). One
     product per tap written out here (measured 15% faster than :func:`filter_direct_grouped`
     with single-tap groups, whose products sit in a helper)."""
     for w in range(items_lo, items_hi):
@@ -137,8 +139,8 @@ def filter_direct(out, x, dy, items_lo, items_hi, blocks, rows_per_block, xs, ds
                 continue
             a0 = n * xs[0] + (r_lo * sr + ro) * xs[1] + (c_lo * sc + cofs) * xs[2]
             b0 = n * ds[0] + r_lo * ds[1] + c_lo * ds[2]
-            gemm_acc2(out, x, dy, t * ci * co, a0, b0, ci, co, c_hi - c_lo, co, 1, sc * xs[2],
-                      ds[2], r_hi - r_lo, sr * xs[1], ds[1])
+            gemm_acc2(out, x, dy, t * ci * co, a0, b0, ci, co, c_hi - c_lo, co, x_channel,
+                      sc * xs[2], ds[2], r_hi - r_lo, sr * xs[1], ds[1])
 
 
 @njit(nogil=True, cache=True)

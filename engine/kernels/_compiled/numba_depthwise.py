@@ -226,7 +226,7 @@ def _input_chunk(g: ConvGeometry, x: np.ndarray, ctype: np.dtype) -> np.ndarray:
     if g.filter_out == 1:
         return readonly(xc)
     out = np.empty(xc.shape[:3] + (xc.shape[3] * g.filter_out,), ctype)
-    _repeat_channels(xc.reshape(-1, xc.shape[3]), out.reshape(-1, out.shape[3]))
+    _repeat_channels(readonly(xc.reshape(-1, xc.shape[3])), out.reshape(-1, out.shape[3]))
     return readonly(out)
 
 
@@ -254,7 +254,7 @@ def warm(dtypes: tuple[type, ...] = (np.float32, np.float64)) -> None:
     """Compile (or load) the helpers the tiny problems of :func:`engine.kernels.accel.warm_up`
     do not reach (the channel repeat of ``M > 1``)."""
     for dt in dtypes:
-        _repeat_channels(np.ones((1, 1), dt), np.empty((1, 2), dt))
+        _repeat_channels(readonly(np.ones((1, 1), dt)), np.empty((1, 2), dt))
 
 
 def _rows(count: int, row_products: int, call) -> list:
