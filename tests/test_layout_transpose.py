@@ -64,3 +64,33 @@ def test_nchw_conv_gradients_on_the_compiled_path_match_the_definition(monkeypat
              kernels.conv2d_backprop_filter(abs(f64[0]), w.shape, abs(f64[2]), **attrs))):
         assert ours.shape == ref.shape and ours.dtype == np.float32
         assert np.all(np.abs(ours - ref) <= RTOL["float32"] * bound + 1e-30)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_nchw_results_of_compiled_calls_are_the_nhwc_results_moved_by_the_compiled_copy(
+        monkeypatch, stride):
+    """Forward and input gradient (Winograd at stride 1, the tiles at stride 2) on NCHW: the
+    operands and the result go through the compiled layout copies (NumPy's strided copy ran
+    on one core), and the numbers are the NHWC call's, bit for bit."""
+    rng = np.random.default_rng(stride)
+    x = rng.standard_normal((4, 16, 16, 16)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 16, 64)).astype(np.float32)
+    monkeypatch.setenv(accel.ENV, "numba")
+    moved = []
+    original = transpose.to_nchw
+    monkeypatch.setattr(transpose, "to_nchw", lambda s, d: moved.append(d.shape) or original(s, d))
+    nchw = {"strides": [1, 1, stride, stride], "padding": "SAME", "data_format": "NCHW"}
+    nhwc = {"strides": [1, stride, stride, 1], "padding": "SAME", "data_format": "NHWC"}
+    to_nhwc, to_nchw = (0, 2, 3, 1), (0, 3, 1, 2)
+    y = kernels.conv2d(x, w, **nchw)
+    assert moved == [y.shape]
+    assert kernels.last_path() == ("winograd" if stride == 1 else "numba tiles")
+    y_nhwc = kernels.conv2d(np.ascontiguousarray(x.transpose(to_nhwc)), w, **nhwc)
+    np.testing.assert_array_equal(y, y_nhwc.transpose(to_nchw))
+    moved.clear()
+    dx = kernels.conv2d_backprop_input(x.shape, w, y, **nchw)
+    assert moved == [x.shape]
+    assert kernels.last_path() == ("winograd" if stride == 1 else "numba tiles")
+    dx_nhwc = kernels.conv2d_backprop_input(y_nhwc.shape[:1] + x.shape[2:] + x.shape[1:2], w,
+                                            y_nhwc, **nhwc)
+    np.testing.assert_array_equal(dx, dx_nhwc.transpose(to_nchw))

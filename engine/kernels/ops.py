@@ -110,13 +110,6 @@ def _nhwc(a: np.ndarray, data_format: str) -> np.ndarray:
     return a if data_format == "NHWC" else a.transpose(0, 2, 3, 1)
 
 
-def _from_nhwc(y: np.ndarray, data_format: str, dtype: np.dtype) -> np.ndarray:
-    """NHWC ``y`` as a C-contiguous array of ``dtype`` in ``data_format``."""
-    if data_format == "NCHW":
-        y = y.transpose(0, 3, 1, 2)
-    return np.asarray(y.astype(dtype, order="C", copy=False), order="C")
-
-
 def _empty(g: ConvGeometry) -> bool:
     """True when the sum over output positions has no terms (or no channels to sum into);
     the call then runs no kernel (:func:`last_path` says ``empty``)."""
@@ -140,7 +133,7 @@ def _input_result(done: tuple[np.ndarray, bool], g: ConvGeometry, dtype: np.dtyp
     """The dispatch's input gradient as the op's result (NHWC in the compute dtype unless
     already the result buffer)."""
     dx, final = done
-    return dx if final else _from_nhwc(dx, g.data_format, dtype)
+    return dx if final else dispatch.from_nhwc(dx, g.data_format, dtype)
 
 
 @_memory_guard
@@ -164,7 +157,7 @@ def conv2d(
     if _empty(g):
         return np.zeros(g.output_shape, dtype)
     y = dispatch.conv2d(g, _nhwc(x, data_format), w, compute_dtype(dtype))
-    return _from_nhwc(y, data_format, dtype)
+    return dispatch.from_nhwc(y, data_format, dtype)
 
 
 @_memory_guard
@@ -243,7 +236,7 @@ def depthwise_conv2d_native(
     if _empty(g):
         return np.zeros(g.output_shape, dtype)
     y = dispatch.depthwise_conv2d(g, _nhwc(x, data_format), w, compute_dtype(dtype))
-    return _from_nhwc(y, data_format, dtype)
+    return dispatch.from_nhwc(y, data_format, dtype)
 
 
 @_memory_guard

@@ -198,8 +198,12 @@ def _simd_columns(columns: int, ctype: np.dtype) -> bool:
 
 
 def _nhwc_operand(a: np.ndarray, ctype: np.dtype) -> np.ndarray:
-    """``a`` C-contiguous in ``ctype`` (a copy only for NCHW views or half types)."""
-    return contiguous(a, ctype)
+    """``a`` C-contiguous in ``ctype`` (a copy only for NCHW views, by the compiled layout
+    copy, or half types)."""
+    from engine.kernels._compiled import transpose
+
+    copy = transpose.nchw_operand(a, ctype) if not a.flags.c_contiguous else None
+    return copy if copy is not None else contiguous(a, ctype)
 
 
 def _filter_transform(w: np.ndarray, ctype: np.dtype) -> np.ndarray:
