@@ -447,3 +447,34 @@ def test_compiled_channel_repeat_is_numpys_repeat(m, dtype):
     out = np.full((7, 5 * m), np.nan, dtype)
     numba_depthwise._repeat_channels(x, out)
     np.testing.assert_array_equal(out, np.repeat(x, m, axis=1))
+
+
+@settings(max_examples=60, deadline=None)
+@given(ck=st.integers(1, 37), nq=st.integers(1, 11), sc=st.integers(1, 3), dc=st.integers(1, 2),
+       dr=st.integers(1, 2), dtype=st.sampled_from([np.float32, np.float64]),
+       seed=st.integers(0, 2**16))
+def test_the_3x3_window_is_its_formula(ck, nq, sc, dc, dr, dtype, seed):
+    """``window3x3``: ``y[q, k] = sum_{i,j<3} x[i*dr, q*sc + j*dc, k] * w[i, j, k]`` for whole
+    vectors of channels, the channels after them, groups of four pixels and the rest; within
+    RTOL of the float64 sum of magnitudes; ``y`` outside its rows untouched."""
+    import numba as nb
+
+    from engine.kernels._compiled.depthwise_simd import window3x3
+
+    @nb.njit
+    def call(y, x, w, nq, ys, xs, xrow, xcol, ck):
+        window3x3(y, x, w, ys, 0, nq, ys, xs, xrow, xcol, ck)
+
+    rng = np.random.default_rng(seed)
+    rows, cols = 2 * dr + 1, (nq - 1) * sc + 2 * dc + 1
+    x = rng.standard_normal((rows, cols, ck)).astype(dtype)
+    w = rng.standard_normal((3, 3, ck)).astype(dtype)
+    y = np.full((nq + 2, ck), 7.0, dtype)  # one row of margin on either side
+    call(y.reshape(-1), x.reshape(-1), w.reshape(-1), nq, ck, sc * ck, dr * cols * ck, dc * ck,
+         ck)
+    taps = [(x[i * dr, j * dc : j * dc + (nq - 1) * sc + 1 : sc].astype(np.float64), w[i, j])
+            for i in range(3) for j in range(3)]
+    want = sum(a * b for a, b in taps)
+    bound = sum(abs(a) * abs(b) for a, b in taps)
+    assert np.all(np.abs(y[1:-1] - want) <= RTOL[np.dtype(dtype).name] * bound + 1e-300)
+    assert np.all(y[0] == 7.0) and np.all(y[-1] == 7.0)

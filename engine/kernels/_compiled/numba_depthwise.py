@@ -42,6 +42,7 @@ from engine.kernels._compiled import (
     cache_key,  # noqa: F401 - before any cache=True
     depthwise_planes,
 )
+from engine.kernels._compiled.depthwise_simd import window3x3
 from engine.kernels._compiled.loop_rules import JIT as _JIT
 from engine.kernels._compiled.loop_rules import filter_taps as _filter
 from engine.kernels._compiled.loop_rules import finite_rows as _finite
@@ -81,10 +82,30 @@ def _forward(x, w, y, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: no cov
     kh, kw, _ = w.shape
     _, oh, ow, _ = y.shape
     ok = True
+    window = kh == 3 and kw == 3
+    xf, wf, yf = x.reshape(x.size), w.reshape(w.size), y.reshape(y.size)
     for row in range(lo_row, hi_row):
         n = row // oh
         r = row - n * oh
         out = y[n, r]
+        h0 = r * sr - pt
+        if window and h0 >= 0 and h0 + 2 * dr < h_in:
+            lo, hi = _common(ow, sc, -pl, dc, w_in)
+            if hi > lo:  # the columns all nine taps read: in registers; the border: per tap
+                window3x3(yf, xf, wf, ((n * oh + r) * ow + lo) * ck,
+                          ((n * h_in + h0) * w_in + lo * sc - pl) * ck, hi - lo, ck, sc * ck,
+                          dr * w_in * ck, dc * ck, ck)
+                out[:lo, :] = 0
+                out[hi:, :] = 0
+                for i in range(3):
+                    xr = x[n, h0 + i * dr]
+                    for j in range(3):
+                        off = j * dc - pl
+                        la, ha = _span(ow, sc, off, w_in)
+                        _forward_tap(out, xr, w[i, j], la, min(ha, lo), sc, off)
+                        _forward_tap(out, xr, w[i, j], max(la, hi), ha, sc, off)
+                ok &= _finite(out)
+                continue
         out[:, :] = 0
         for i in range(kh):
             h = r * sr + i * dr - pt
