@@ -39,7 +39,7 @@ from engine.base.dtypes import DTYPES, RTOL
 from engine.kernels import accel, compute, parallel
 from engine.kernels._compiled import conv_tiles, conv_tiles_jit
 from engine.kernels._compiled.numba_simd import lanes, tile_columns
-from engine.kernels.layout import PhaseLayout
+from engine.kernels.layout import PhaseLayout, Tap
 from engine.kernels.memory import conv_workspace
 from engine.shapes.conv import conv2d_geometry
 from tests.golden_cases import ARRAYS, VALID, call_valid
@@ -327,8 +327,11 @@ def test_shifted_products_is_its_formula(dtype, taps, k, n, a_rows, q_lo, count,
         want += rows[q_lo:q_hi, :n]
         bound += abs(rows[q_lo:q_hi, :n].astype(np.float64))
     bp = _panels(bs, nr)
-    if nr == tile_columns(np.dtype(dtype).itemsize):
-        np.testing.assert_array_equal(conv_tiles.panels(bs), bp)
+    if nr == tile_columns(np.dtype(dtype).itemsize):  # the engine's packing, both ways round
+        taps_ = [Tap(0, t, 0, 0, 0) for t in range(taps)]
+        np.testing.assert_array_equal(conv_tiles.tap_panels(bs[None], taps_, False), bp)
+        flipped = np.ascontiguousarray(bs.transpose(0, 2, 1)[None])
+        np.testing.assert_array_equal(conv_tiles.tap_panels(flipped, taps_, True), bp)
     conv_tiles_jit.shifted_products(c, a, bp, c_base, q_lo, q_hi, shifts, a_bases, a_rows, lda,
                                     ldc, k, n, nr, mb, overwrite)
     _eps_bound(rows[q_lo:q_hi, :n], want, bound, taps * k, dtype)

@@ -78,9 +78,9 @@ def conv2d_backprop_input(lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype
             conv_tiles.backprop_input_col2im(g, contiguous(dy[sl], ctype), wc,
                                              out[sl], conv_tiles.flat_nhwc(out[sl]))
         return False
-    wt = np.ascontiguousarray(w.astype(ctype, copy=False).transpose(0, 1, 3, 2))  # (KH,KW,O,C)
+    wc = np.ascontiguousarray(w, ctype)
     if out.dtype == ctype and (planes := conv_tiles.transposes().nchw_target(out)) is not None:
-        return _input_via_nhwc(lay, dy, wt, ctype, planes)
+        return _input_via_nhwc(lay, dy, wc, ctype, planes)
     direct = lay.identity and out.dtype == ctype and out.flags.c_contiguous
     segments = not direct and out.dtype == ctype and conv_tiles.flat_nhwc(out) is not None
     overwrite = segments and conv_tiles.covers_input(lay)
@@ -92,10 +92,10 @@ def conv2d_backprop_input(lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype
         nb = sl.stop - sl.start
         e = _embedded(lay, dy[sl], ctype)
         if segments and (flat := conv_tiles.flat_nhwc(out[sl])):
-            finite &= conv_tiles.backprop_input_into(lay, e, wt, out[sl], flat, overwrite)
+            finite &= conv_tiles.backprop_input_into(lay, e, wc, out[sl], flat, overwrite)
             continue
         into = out[sl].reshape(1, 1, -1, ci) if direct else None
-        d, ok = conv_tiles.backprop_input(lay, e, wt, into)
+        d, ok = conv_tiles.backprop_input(lay, e, wc, into)
         finite &= ok
         if not direct:
             lay.merge_input(d.reshape(sr, sc, nb, lay.hq, lay.wq, ci), out[sl])
@@ -109,21 +109,21 @@ def _embedded(lay: PhaseLayout, dy: np.ndarray, ctype: np.dtype) -> np.ndarray:
     return e[: e.shape[0] - lay.max_offset]
 
 
-def _input_via_nhwc(lay: PhaseLayout, dy: np.ndarray, wt: np.ndarray, ctype: np.dtype,
+def _input_via_nhwc(lay: PhaseLayout, dy: np.ndarray, wc: np.ndarray, ctype: np.dtype,
                     planes: np.ndarray) -> bool:
     """The input gradient of one group into the C-contiguous NCHW ``planes`` (every element
     written): per batch chunk computed into a C-contiguous NHWC buffer by the phase segments,
     then transposed into place (:mod:`engine.kernels._compiled.transpose`), which costs less
     than merging phase images into the NCHW view. True when every row written is finite."""
     g = lay.g
-    n, ci, co = dy.shape[0], wt.shape[3], wt.shape[2]
+    n, ci, co = dy.shape[0], wc.shape[2], wc.shape[3]
     overwrite = conv_tiles.covers_input(lay)
     finite = True
     for sl in compute.chunks(n, compute.per_image_bytes(lay, ci, co, ctype.itemsize)):
         nb = sl.stop - sl.start
         buf = (np.empty if overwrite else zeroed)((nb, g.in_rows, g.in_cols, ci), ctype)
         e = _embedded(lay, dy[sl], ctype)
-        finite &= conv_tiles.backprop_input_into(lay, e, wt, buf, conv_tiles.flat_nhwc(buf),
+        finite &= conv_tiles.backprop_input_into(lay, e, wc, buf, conv_tiles.flat_nhwc(buf),
                                                  overwrite)
         conv_tiles.transposes().to_nchw(buf, planes[sl])
     return finite

@@ -105,6 +105,35 @@ def segment_products(c, a, b, c_bases, q_starts, length, ldc, s_lo, s_hi, shifts
 
 
 @njit(nogil=True, cache=True)
+def pack_panels(out, w, rows, cols, transposed, nr):  # pragma: no cover
+    """``out`` (flat ``(T, P, k, nr)``) = the taps ``B_t`` as :func:`shifted_products` reads
+    them, straight from the filter ``w (KH, KW, C, O)``: ``B_t = w[rows[t], cols[t]]``
+    ``(C, O)``, or its transpose ``(O, C)`` when ``transposed`` (the input gradient's); the
+    columns of the last panel past ``n`` are 0."""
+    ci, co = w.shape[2], w.shape[3]
+    k, n = (co, ci) if transposed else (ci, co)
+    count = (n + nr - 1) // nr
+    for t in range(rows.shape[0]):
+        tap = w[rows[t], cols[t]]
+        for p in range(count):
+            width = min(nr, n - p * nr)
+            for l in range(k):
+                o = ((t * count + p) * k + l) * nr
+                for jj in range(width, nr):
+                    out[o + jj] = 0
+            if transposed:  # read rows of the tap: B_t[l, j] = tap[j, l]
+                for jj in range(width):
+                    src = tap[p * nr + jj]
+                    for l in range(k):
+                        out[((t * count + p) * k + l) * nr + jj] = src[l]
+            else:
+                for l in range(k):
+                    o = ((t * count + p) * k + l) * nr
+                    for jj in range(width):
+                        out[o + jj] = tap[l, p * nr + jj]
+
+
+@njit(nogil=True, cache=True)
 def _inside(off, stride, size, count):  # pragma: no cover
     """Output indices ``[lo, hi)`` (within ``[0, count)``) whose input index
     ``k*stride + off`` is in ``[0, size)``."""
