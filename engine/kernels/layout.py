@@ -16,6 +16,7 @@ nothing. The last valid position is ``N*Hq*Wq - 1 - max_offset``, so every tap u
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -98,16 +99,10 @@ class PhaseLayout:
 
     @classmethod
     def of(cls, g: ConvGeometry) -> PhaseLayout:
-        qr_max = (g.filter_rows - 1) * g.dilation_rows // g.stride_rows
-        qc_max = (g.filter_cols - 1) * g.dilation_cols // g.stride_cols
-        hq, wq = g.out_rows + qr_max, g.out_cols + qc_max
-        taps = []
-        for i in range(g.filter_rows):
-            qr, pr = divmod(i * g.dilation_rows, g.stride_rows)
-            for j in range(g.filter_cols):
-                qc, pc = divmod(j * g.dilation_cols, g.stride_cols)
-                taps.append(Tap(i, j, pr, pc, qr * wq + qc))
-        return cls(g, hq, wq, tuple(taps), qr_max * wq + qc_max, _grids(taps, g.filter_cols))
+        """The layout of ``g`` (both immutable: one per geometry, remembered for the last
+        :data:`LAYOUTS_KEPT` geometries, since every conv call asks and building it costs
+        about 50 us)."""
+        return _layout_of(g)
 
     @property
     def grid_order(self) -> tuple[int, ...]:
@@ -212,6 +207,24 @@ class PhaseLayout:
 
         copy_ranges(part, n, y[:1].nbytes)
         return flat
+
+
+#: Geometries whose :class:`PhaseLayout` is remembered.
+LAYOUTS_KEPT = 64
+
+
+@functools.lru_cache(maxsize=LAYOUTS_KEPT)
+def _layout_of(g: ConvGeometry) -> PhaseLayout:
+    qr_max = (g.filter_rows - 1) * g.dilation_rows // g.stride_rows
+    qc_max = (g.filter_cols - 1) * g.dilation_cols // g.stride_cols
+    hq, wq = g.out_rows + qr_max, g.out_cols + qc_max
+    taps = []
+    for i in range(g.filter_rows):
+        qr, pr = divmod(i * g.dilation_rows, g.stride_rows)
+        for j in range(g.filter_cols):
+            qc, pc = divmod(j * g.dilation_cols, g.stride_cols)
+            taps.append(Tap(i, j, pr, pc, qr * wq + qc))
+    return PhaseLayout(g, hq, wq, tuple(taps), qr_max * wq + qc_max, _grids(taps, g.filter_cols))
 
 
 def _grids(taps: list[Tap], filter_cols: int) -> tuple[PhaseGrid, ...]:
