@@ -450,31 +450,61 @@ def test_compiled_channel_repeat_is_numpys_repeat(m, dtype):
 
 
 @settings(max_examples=60, deadline=None)
-@given(ck=st.integers(1, 37), nq=st.integers(1, 11), sc=st.integers(1, 3), dc=st.integers(1, 2),
-       dr=st.integers(1, 2), dtype=st.sampled_from([np.float32, np.float64]),
-       seed=st.integers(0, 2**16))
-def test_the_3x3_window_is_its_formula(ck, nq, sc, dc, dr, dtype, seed):
-    """``window3x3``: ``y[q, k] = sum_{i,j<3} x[i*dr, q*sc + j*dc, k] * w[i, j, k]`` for whole
-    vectors of channels, the channels after them, groups of four pixels and the rest; within
-    RTOL of the float64 sum of magnitudes; ``y`` outside its rows untouched."""
+@given(size=st.sampled_from([3, 5]), ck=st.integers(1, 37), nq=st.integers(1, 11),
+       sc=st.integers(1, 3), dc=st.integers(1, 2), dr=st.integers(1, 2),
+       dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**16))
+def test_the_depthwise_windows_are_their_formula(size, ck, nq, sc, dc, dr, dtype, seed):
+    """``window3x3`` / ``window5x5``: ``y[q, k] = sum_{i,j<K} x[i*dr, q*sc + j*dc, k] *
+    w[i, j, k]`` for whole vectors of channels, the channels after them, groups of four pixels
+    and the rest; within RTOL of the float64 sum of magnitudes; ``y`` outside its rows
+    untouched."""
     import numba as nb
 
-    from engine.kernels._compiled.depthwise_simd import window3x3
+    from engine.kernels._compiled.depthwise_simd import window3x3, window5x5
 
     @nb.njit
-    def call(y, x, w, nq, ys, xs, xrow, xcol, ck):
-        window3x3(y, x, w, ys, 0, nq, ys, xs, xrow, xcol, ck)
+    def call(y, x, w, nq, ys, xs, xrow, xcol, ck, five):
+        if five:
+            window5x5(y, x, w, ys, 0, nq, ys, xs, xrow, xcol, ck)
+        else:
+            window3x3(y, x, w, ys, 0, nq, ys, xs, xrow, xcol, ck)
 
     rng = np.random.default_rng(seed)
-    rows, cols = 2 * dr + 1, (nq - 1) * sc + 2 * dc + 1
+    rows, cols = (size - 1) * dr + 1, (nq - 1) * sc + (size - 1) * dc + 1
     x = rng.standard_normal((rows, cols, ck)).astype(dtype)
-    w = rng.standard_normal((3, 3, ck)).astype(dtype)
+    w = rng.standard_normal((size, size, ck)).astype(dtype)
     y = np.full((nq + 2, ck), 7.0, dtype)  # one row of margin on either side
     call(y.reshape(-1), x.reshape(-1), w.reshape(-1), nq, ck, sc * ck, dr * cols * ck, dc * ck,
-         ck)
+         ck, size == 5)
     taps = [(x[i * dr, j * dc : j * dc + (nq - 1) * sc + 1 : sc].astype(np.float64), w[i, j])
-            for i in range(3) for j in range(3)]
+            for i in range(size) for j in range(size)]
     want = sum(a * b for a, b in taps)
     bound = sum(abs(a) * abs(b) for a, b in taps)
     assert np.all(np.abs(y[1:-1] - want) <= RTOL[np.dtype(dtype).name] * bound + 1e-300)
     assert np.all(y[0] == 7.0) and np.all(y[-1] == 7.0)
+
+
+@pytest.mark.parametrize("size,strides,dilations,channels", [
+    (3, (1, 1), (1, 1), 20), (3, (2, 1), (1, 2), 9), (5, (1, 1), (1, 1), 16),
+    (5, (1, 2), (2, 1), 11)])
+def test_depthwise_windows_and_their_borders_match_numpy_with_nan_placed_alike(
+        monkeypatch, size, strides, dilations, channels):
+    """The forward and the stride-1 input gradient through the register windows (interior
+    columns) and the per-tap border loops (SAME padding): within RTOL of the NumPy path, and a
+    NaN and an Inf in x land where the NumPy path puts them."""
+    rng = np.random.default_rng(size * channels)
+    x = rng.uniform(-1, 1, (2, 12, 13, channels)).astype(np.float32)
+    x[0, 5, 6, 3], x[1, 0, 12, 1] = np.nan, np.inf
+    w = rng.uniform(-1, 1, (size, size, channels, 1)).astype(np.float32)
+    attrs = {"strides": [1, *strides, 1], "dilations": [1, *dilations, 1], "padding": "SAME"}
+    compiled, numpy_out, _ = both_paths(monkeypatch, FORWARD, x, w, **attrs)
+    for test in (np.isnan, np.isposinf, np.isneginf):
+        np.testing.assert_array_equal(test(compiled), test(numpy_out))
+    finite = np.isfinite(numpy_out)
+    bound = on_path(monkeypatch, "numpy", FORWARD, abs(np.nan_to_num(x)), abs(w), **attrs)
+    _close(np.where(finite, compiled, 0), np.where(finite, numpy_out, 0), bound, "float32")
+    if strides == (1, 1):
+        dy = rng.uniform(-1, 1, numpy_out.shape).astype(np.float32)
+        compiled, numpy_out, _ = both_paths(monkeypatch, INPUT, x.shape, w, dy, **attrs)
+        bound = on_path(monkeypatch, "numpy", INPUT, x.shape, abs(w), abs(dy), **attrs)
+        _close(compiled, numpy_out, bound, "float32")

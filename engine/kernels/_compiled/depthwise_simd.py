@@ -1,16 +1,18 @@
-"""The depthwise forward's 3x3 window as a numba intrinsic (imported by the compiled loops only).
+"""The depthwise forward's 3x3 and 5x5 windows as numba intrinsics (imported by the compiled loops
+only).
 
-:func:`window3x3` computes, for ``q < nq`` and ``k < C``,
+:func:`window3x3` (``K = 3``) and :func:`window5x5` (``K = 5``) compute, for ``q < nq``, ``k < C``,
 
-    ``y[y0 + q*ys + k] = sum_{i < 3, j < 3} x[x0 + i*xrow + j*xcol + q*xs + k] * w[(3i + j)*C + k]``
+    ``y[y0 + q*ys + k] = sum_{i, j < K} x[x0 + i*xrow + j*xcol + q*xs + k] * w[(K*i + j)*C + k]``
 
-each sum starting from 0 and adding its nine products in ``(i, j)`` order, one ``fmuladd`` each:
+each sum starting from 0 and adding its ``K*K`` products in ``(i, j)`` order, one ``fmuladd`` each:
 the same roundings as the plain loops of :mod:`engine.kernels._compiled.numba_depthwise` (which
 zero a row and add the taps into it in that order). Those loops load and store the output row
 for every filter row (numba tells LLVM nothing about which arrays may overlap); here
-:data:`UNROLL` neighbouring pixels sum their nine products in registers, in independent chains
+:data:`UNROLL` neighbouring pixels sum their products in registers, in independent chains
 (one chain would wait on each fused multiply-add's latency), a vector of channels at a time in
-memory order, the nine weights of the vector loaded once for the group.
+memory order, the weights of the vector loaded once for the group (nine fit in registers
+beside the chains; 25 are reloaded from L1).
 
 Bounds are the caller's duty (no checks inside): the three arrays are C-contiguous, 1-D, of one
 float type, and every index above is inside its array.
@@ -28,11 +30,21 @@ from engine.kernels._compiled.numba_simd import _fmuladd, _operands
 #: Pixels summed at once: four chains of nine products, the nine weights and the loaded value
 #: fill AVX2's 16 vector registers.
 UNROLL = 4
-#: The nine taps ``(i, j)`` in the order every sum adds them.
-TAPS = tuple((i, j) for i in range(3) for j in range(3))
 
 
-def _codegen(context, builder, signature, args):
+def _taps(size: int) -> tuple[tuple[int, int], ...]:
+    """The taps ``(i, j)`` of a ``size x size`` window in the order every sum adds them."""
+    return tuple((i, j) for i in range(size) for j in range(size))
+
+
+def _codegen(size: int):
+    def codegen(context, builder, signature, args):
+        return _emit(context, builder, signature, args, _taps(size))
+
+    return codegen
+
+
+def _emit(context, builder, signature, args, taps):
     _, _, _, y0, x0, nq, ys, xs, xrow, xcol, ck = args
     (yarr, xarr, warr), fty, lanes, vty = _operands(context, builder, signature, args)
     i64 = ir.IntType(64)
@@ -42,7 +54,7 @@ def _codegen(context, builder, signature, args):
 
     yp, xp, wp = builder.gep(yarr.data, [y0]), builder.gep(xarr.data, [x0]), warr.data
     tap_off = [builder.add(builder.mul(xrow, const(i)), builder.mul(xcol, const(j)))
-               for i, j in TAPS]
+               for i, j in taps]
     zero_v = ir.Constant(vty, [0.0] * lanes)
 
     def vector(ptr, off):
@@ -52,7 +64,7 @@ def _codegen(context, builder, signature, args):
         """Pixels ``[q0, q0 + count)`` of the channel vector at ``k0``."""
         accs = [zero_v] * count
         xq = [builder.add(builder.mul(builder.add(q0, const(u)), xs), k0) for u in range(count)]
-        for t in range(len(TAPS)):
+        for t in range(len(taps)):
             for u in range(count):
                 xv = builder.load(vector(xp, builder.add(tap_off[t], xq[u])), align=4)
                 accs[u] = _fmuladd(builder, xv, weights[t], accs[u])
@@ -67,7 +79,7 @@ def _codegen(context, builder, signature, args):
         with cgutils.for_range(builder, blocks) as kb:
             k0 = builder.mul(kb.index, const(lanes))
             weights = [builder.load(vector(wp, builder.add(builder.mul(ck, const(t)), k0)),
-                                    align=4) for t in range(len(TAPS))]
+                                    align=4) for t in range(len(taps))]
             pixels(q0, count, k0, weights)
 
     groups = builder.sdiv(nq, const(UNROLL))
@@ -82,7 +94,7 @@ def _codegen(context, builder, signature, args):
           cgutils.for_range(builder, nq) as q):
         acc = ir.Constant(fty, 0.0)
         xq = builder.add(builder.mul(q.index, xs), k)
-        for t in range(len(TAPS)):
+        for t in range(len(taps)):
             xv = builder.load(builder.gep(xp, [builder.add(tap_off[t], xq)]))
             wv = builder.load(builder.gep(wp, [builder.add(builder.mul(ck, const(t)), k)]))
             acc = _fmuladd(builder, xv, wv, acc)
@@ -90,12 +102,24 @@ def _codegen(context, builder, signature, args):
     return context.get_dummy_value()
 
 
+def _accepts(y, x, w) -> bool:
+    floats = (types.float32, types.float64)
+    return (all(isinstance(a, types.Array) and a.layout == "C" and a.ndim == 1
+                for a in (y, x, w)) and y.dtype in floats and x.dtype == w.dtype == y.dtype)
+
+
 @intrinsic
 def window3x3(typingctx, y, x, w, y0, x0, nq, ys, xs, xrow, xcol, ck):
     """``y[y0 + q*ys + k] = sum_{i,j<3} x[x0 + i*xrow + j*xcol + q*xs + k] * w[(3i+j)*ck + k]``
     for ``q < nq``, ``k < ck`` (see the module doc)."""
-    floats = (types.float32, types.float64)
-    if not (all(isinstance(a, types.Array) and a.layout == "C" and a.ndim == 1
-                for a in (y, x, w)) and y.dtype in floats and x.dtype == w.dtype == y.dtype):
+    if not _accepts(y, x, w):
         return None
-    return types.void(y, x, w, y0, x0, nq, ys, xs, xrow, xcol, ck), _codegen
+    return types.void(y, x, w, y0, x0, nq, ys, xs, xrow, xcol, ck), _codegen(3)
+
+
+@intrinsic
+def window5x5(typingctx, y, x, w, y0, x0, nq, ys, xs, xrow, xcol, ck):
+    """:func:`window3x3` with a 5x5 window (``w[(5i+j)*ck + k]``)."""
+    if not _accepts(y, x, w):
+        return None
+    return types.void(y, x, w, y0, x0, nq, ys, xs, xrow, xcol, ck), _codegen(5)

@@ -42,7 +42,7 @@ from engine.kernels._compiled import (
     cache_key,  # noqa: F401 - before any cache=True
     depthwise_planes,
 )
-from engine.kernels._compiled.depthwise_simd import window3x3
+from engine.kernels._compiled.depthwise_simd import window3x3, window5x5
 from engine.kernels._compiled.loop_rules import JIT as _JIT
 from engine.kernels._compiled.loop_rules import filter_taps as _filter
 from engine.kernels._compiled.loop_rules import finite_rows as _finite
@@ -64,6 +64,16 @@ def _common(count, step, offset, dc, size):  # pragma: no cover - compiled
     return lo, max(lo, min(ha, min(hb, hc)))
 
 
+@numba.njit(inline="always")
+def _inside_all(count, step, offset, dc, taps, size):  # pragma: no cover - compiled
+    """``[lo, hi)`` where every tap ``offset + j*dc`` (``j < taps``) reads inside."""
+    lo, hi = _span(count, step, offset, size)
+    for j in range(1, taps):
+        la, ha = _span(count, step, offset + j * dc, size)
+        lo, hi = max(lo, la), min(hi, ha)
+    return lo, max(lo, hi)
+
+
 @numba.jit(**_JIT)
 def _forward_tap(out, xr, wv, lo, hi, sc, off):  # pragma: no cover - compiled
     for q in range(lo, hi):
@@ -82,24 +92,28 @@ def _forward(x, w, y, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: no cov
     kh, kw, _ = w.shape
     _, oh, ow, _ = y.shape
     ok = True
-    window = kh == 3 and kw == 3
+    window = kh == kw and (kh == 3 or kh == 5)
     xf, wf, yf = x.reshape(x.size), w.reshape(w.size), y.reshape(y.size)
     for row in range(lo_row, hi_row):
         n = row // oh
         r = row - n * oh
         out = y[n, r]
         h0 = r * sr - pt
-        if window and h0 >= 0 and h0 + 2 * dr < h_in:
-            lo, hi = _common(ow, sc, -pl, dc, w_in)
-            if hi > lo:  # the columns all nine taps read: in registers; the border: per tap
-                window3x3(yf, xf, wf, ((n * oh + r) * ow + lo) * ck,
-                          ((n * h_in + h0) * w_in + lo * sc - pl) * ck, hi - lo, ck, sc * ck,
-                          dr * w_in * ck, dc * ck, ck)
+        if window and h0 >= 0 and h0 + (kh - 1) * dr < h_in:
+            lo, hi = _inside_all(ow, sc, -pl, dc, kw, w_in)
+            if hi > lo:  # the columns every tap reads: in registers; the border: per tap
+                y0, x0 = ((n * oh + r) * ow + lo) * ck, ((n * h_in + h0) * w_in + lo * sc - pl) * ck
+                if kh == 3:
+                    window3x3(yf, xf, wf, y0, x0, hi - lo, ck, sc * ck, dr * w_in * ck, dc * ck,
+                              ck)
+                else:
+                    window5x5(yf, xf, wf, y0, x0, hi - lo, ck, sc * ck, dr * w_in * ck, dc * ck,
+                              ck)
                 out[:lo, :] = 0
                 out[hi:, :] = 0
-                for i in range(3):
+                for i in range(kh):
                     xr = x[n, h0 + i * dr]
-                    for j in range(3):
+                    for j in range(kw):
                         off = j * dc - pl
                         la, ha = _span(ow, sc, off, w_in)
                         _forward_tap(out, xr, w[i, j], la, min(ha, lo), sc, off)
