@@ -4,10 +4,12 @@ by :mod:`engine.kernels.accel`; never imported unless numba is in use).
 Same math and conventions as :mod:`engine.kernels.compute` (NHWC ``x (N, H, W, C)``, filter
 ``w (KH, KW, C, M)`` seen as ``(KH, KW, C*M)``, ``dy (N, OH, OW, C*M)``, output channel
 ``k = c*M + m`` reads input channel ``c``; the kernels see ``C*M`` channels everywhere: the
-forward and filter gradient get the input chunk with each channel repeated ``M`` times, the
-input gradient computes ``C*M`` parts and sums each channel's ``M``), as fused loops over a
-range of output (or input) rows, the column range of each tap computed once (no branch
-inside), the innermost loop over contiguous channels (vectorized by LLVM). Where three
+forward and filter gradient get the input chunk with each channel repeated ``M`` times by a
+compiled loop, the input gradient computes ``C*M`` parts and sums each channel's ``M``), as
+fused loops over a range of output (or input) rows, the column range of each tap computed once
+(no branch inside), the innermost loop over contiguous channels (vectorized by LLVM). The
+forward's rows whose every tap reads inside the image sum their interior columns in registers
+(3x3 and 5x5 filters: :mod:`engine.kernels._compiled.depthwise_simd`); elsewhere, where three
 neighbouring taps of a filter row all read inside the row they share one pass (the forward adds
 three products per output element, the filter gradient two output columns into three taps);
 near the borders taps go one at a time. The stride-1 input gradient is the forward loops on
@@ -52,16 +54,6 @@ from engine.kernels.buffers import readonly
 from engine.kernels.nonfinite import all_finite
 from engine.kernels.parallel import MIN_PRODUCTS_PER_RANGE, map_ranges
 from engine.shapes.conv import ConvGeometry
-
-
-@numba.njit(inline="always")
-def _common(count, step, offset, dc, size):  # pragma: no cover - compiled
-    """``[lo, hi)`` where all three taps ``offset``, ``offset+dc``, ``offset+2dc`` read inside."""
-    la, ha = _span(count, step, offset, size)
-    lb, hb = _span(count, step, offset + dc, size)
-    lc, hc = _span(count, step, offset + 2 * dc, size)
-    lo = max(la, max(lb, lc))
-    return lo, max(lo, min(ha, min(hb, hc)))
 
 
 @numba.njit(inline="always")
@@ -130,7 +122,7 @@ def _forward(x, w, y, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: no cov
             j0 = 0
             while j0 + 3 <= kw:
                 oa = j0 * dc - pl
-                lo, hi = _common(ow, sc, oa, dc, w_in)
+                lo, hi = _inside_all(ow, sc, oa, dc, 3, w_in)
                 for j in range(3):  # border columns (each meets only these taps), in tap order
                     off = oa + j * dc
                     la, ha = _span(ow, sc, off, w_in)
@@ -179,7 +171,7 @@ def _filter_grad(x, dy, acc, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma:
             j0 = 0
             while j0 + 3 <= kw:
                 oa = j0 * dc - pl
-                lo, hi = _common(ow, sc, oa, dc, w_in)
+                lo, hi = _inside_all(ow, sc, oa, dc, 3, w_in)
                 for j in range(3):  # border columns, one tap at a time
                     off = oa + j * dc
                     la, ha = _span(ow, sc, off, w_in)
