@@ -78,7 +78,7 @@ def shifted_products(c, a, b, c_base, q_lo, q_hi, shifts, a_bases, a_rows, lda, 
     ``q + shifts[t]`` is in ``[0, a_rows)``, in tap order, in blocks of ``mb`` rows; with
     ``overwrite`` the rows are written, not added to (``c`` may hold anything there). ``b``
     holds each ``B_t`` as panels of ``nr`` columns
-    (:func:`engine.kernels._compiled.conv_tiles.panels`): ``B_t[l, j]`` at
+    (:func:`pack_panels`, :func:`engine.kernels._compiled.conv_tiles.tap_panels`): ``B_t[l, j]`` at
     ``((t*P + j // nr)*k + l)*nr + j % nr`` with ``P = ceil(n / nr)``. Returns True when
     every row written is finite."""
     ok = True
