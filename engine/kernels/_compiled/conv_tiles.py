@@ -43,7 +43,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from engine.base.cancel import checkpoint
 from engine.kernels import parallel
-from engine.kernels.buffers import contiguous, readonly, zeroed
+from engine.kernels.buffers import readonly, zeroed
 from engine.kernels.layout import PhaseLayout
 from engine.kernels.parallel import map_ranges
 from engine.shapes.conv import ConvGeometry
@@ -142,8 +142,7 @@ def nhwc_operand(a: np.ndarray, ctype: np.dtype) -> np.ndarray:
     :func:`~engine.kernels._compiled.transpose.nchw_operand`; half types)."""
     if a.dtype == ctype and flat_nhwc(a) is not None:
         return a
-    copy = transposes().nchw_operand(a, ctype)
-    return copy if copy is not None else contiguous(a, ctype)
+    return transposes().contiguous_nhwc(a, ctype)
 
 
 def filter_input_operand(x: np.ndarray, ctype: np.dtype) -> np.ndarray:
@@ -159,8 +158,9 @@ def filter_input_operand(x: np.ndarray, ctype: np.dtype) -> np.ndarray:
 
 def backprop_filter_direct(g: ConvGeometry, x: np.ndarray, dy: np.ndarray) -> np.ndarray:
     """``(KH, KW, C, O)`` filter gradient of NHWC ``x`` and ``dy`` (one group, both in the
-    compute dtype: :func:`filter_input_operand`, :func:`nhwc_operand`) read in place: each tap's operand
-    is a window of ``x`` (column step ``stride_cols`` pixels, row step ``stride_rows`` rows)
+    compute dtype: :func:`filter_input_operand`, :func:`nhwc_operand`) read in place: each
+    tap's operand is a window of ``x`` (column step ``stride_cols`` pixels, row step
+    ``stride_rows`` rows)
     against the same rows of ``dy``, so no phase images and no zero-embedded ``dy`` are built;
     taps and pixels that would read padding are clipped away."""
     ci, co = x.shape[3], dy.shape[3]

@@ -78,9 +78,9 @@ def shifted_products(c, a, b, c_base, q_lo, q_hi, shifts, a_bases, a_rows, lda, 
     ``q + shifts[t]`` is in ``[0, a_rows)``, in tap order, in blocks of ``mb`` rows; with
     ``overwrite`` the rows are written, not added to (``c`` may hold anything there). ``b``
     holds each ``B_t`` as panels of ``nr`` columns
-    (:func:`pack_panels`, :func:`engine.kernels._compiled.conv_tiles.tap_panels`): ``B_t[l, j]`` at
-    ``((t*P + j // nr)*k + l)*nr + j % nr`` with ``P = ceil(n / nr)``. Returns True when
-    every row written is finite."""
+    (:func:`pack_panels`, :func:`engine.kernels._compiled.conv_tiles.tap_panels`):
+    ``B_t[l, j]`` at ``((t*P + j // nr)*k + l)*nr + j % nr`` with ``P = ceil(n / nr)``.
+    Returns True when every row written is finite."""
     ok = True
     for q0 in range(q_lo, q_hi, mb):
         ok &= _rows(c, a, b, c_base + q0 * ldc, q0, min(q_hi, q0 + mb), shifts, a_bases, a_rows,
@@ -152,9 +152,10 @@ def filter_direct(out, x, dy, items_lo, items_hi, blocks, rows_per_block, xs, ds
     ``[b*rows_per_block, (b+1)*rows_per_block)`` with ``b = w % blocks``), read in place:
     ``x`` and ``dy`` flat with element strides ``xs``/``ds`` = (image, row, column), the
     channels of ``dy`` adjacent and those of ``x`` ``x_channel`` elements apart (1 in NHWC, a
-    plane in NCHW: the tiles read ``x`` one value at a time). Per item, every tap sums its window of the same rows of ``dy`` (in cache). One
-    product per tap written out here (measured 15% faster than :func:`filter_direct_grouped`
-    with single-tap groups, whose products sit in a helper)."""
+    plane in NCHW: the tiles read ``x`` one value at a time). Per item, every tap sums its
+    window of the same rows of ``dy`` (in cache). One product per tap written out here
+    (measured 15% faster than :func:`filter_direct_grouped` with single-tap groups, whose
+    products sit in a helper)."""
     for w in range(items_lo, items_hi):
         n, b = w // blocks, w % blocks
         r_a = b * rows_per_block

@@ -18,7 +18,7 @@ from numba.extending import intrinsic
 
 from engine.base.cancel import checkpoint
 from engine.kernels._compiled import cache_key  # noqa: F401 - before any cache=True
-from engine.kernels.buffers import readonly
+from engine.kernels.buffers import contiguous, readonly
 from engine.kernels.parallel import copy_ranges
 
 #: (first, second) picks of each shuffle stage of an 8x8 transpose, as indices into the two
@@ -122,6 +122,16 @@ def nchw_operand(a: np.ndarray, ctype: np.dtype) -> np.ndarray | None:
     out = np.empty(a.shape, ctype)
     _copy(nchw, out, a.shape[3], a.shape[1] * a.shape[2])
     return out
+
+
+def contiguous_nhwc(a: np.ndarray, ctype: np.dtype) -> np.ndarray:
+    """The NHWC view ``a`` C-contiguous in ``ctype``: itself when it is, the compiled layout
+    copy when it views NCHW data in ``ctype`` (:func:`nchw_operand`), else
+    :func:`engine.kernels.buffers.contiguous` (half types, other views)."""
+    if a.dtype == ctype and a.flags.c_contiguous:
+        return a
+    copy = nchw_operand(a, ctype)
+    return copy if copy is not None else contiguous(a, ctype)
 
 
 def nchw_target(out: np.ndarray) -> np.ndarray | None:

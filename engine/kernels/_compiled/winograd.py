@@ -43,7 +43,7 @@ import threading
 import numpy as np
 
 from engine.base.cancel import checkpoint
-from engine.kernels.buffers import contiguous, readonly
+from engine.kernels.buffers import readonly
 from engine.kernels.nonfinite import all_finite
 from engine.kernels.parallel import map_ranges, workers
 from engine.shapes.conv import ConvGeometry
@@ -198,12 +198,11 @@ def _simd_columns(columns: int, ctype: np.dtype) -> bool:
 
 
 def _nhwc_operand(a: np.ndarray, ctype: np.dtype) -> np.ndarray:
-    """``a`` C-contiguous in ``ctype`` (a copy only for NCHW views, by the compiled layout
-    copy, or half types)."""
+    """``a`` C-contiguous in ``ctype``: a copy only for NCHW views (by the compiled layout
+    copy) or half types (:func:`~engine.kernels._compiled.transpose.contiguous_nhwc`)."""
     from engine.kernels._compiled import transpose
 
-    copy = transpose.nchw_operand(a, ctype) if not a.flags.c_contiguous else None
-    return copy if copy is not None else contiguous(a, ctype)
+    return transpose.contiguous_nhwc(a, ctype)
 
 
 def _filter_transform(w: np.ndarray, ctype: np.dtype) -> np.ndarray:
