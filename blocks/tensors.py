@@ -16,6 +16,7 @@ from blocks.spec import (
     PortSpec,
     TensorSpec,
 )
+from engine.base.array_limits import shape_problem
 from engine.base.dtypes import to_dtype
 from engine.base.errors import InvalidArgumentError
 from engine.base.literal import literal
@@ -58,8 +59,8 @@ def _tensor_infer(attrs: dict, inputs: dict[str, TensorSpec]) -> dict[str, Tenso
     elif fill == "file":
         if not attrs["path"]:
             raise AttrError("path", "path is empty: choose a .npy file for fill=file")
-        try:
-            shape = npy.read_header(attrs["path"]).shape
+        try:  # every rule of the run's read (the integers' exact conversion too)
+            shape = npy.check_values(attrs["path"], attrs["dtype"]).shape
         except InvalidArgumentError as err:
             raise AttrError("path", str(err)) from None
     elif fill == "image":
@@ -74,6 +75,9 @@ def _tensor_infer(attrs: dict, inputs: dict[str, TensorSpec]) -> dict[str, Tenso
         axes = tuple(attrs["data_format"])  # N, H, W, C: the viewer shows H x W
     else:
         shape = tuple(attrs["shape"])
+        problem = shape_problem(shape, to_dtype(attrs["dtype"]).itemsize)
+        if problem is not None:
+            raise AttrError("shape", problem)
         bound = {"zeros": 0.0, "ones": 1.0, "arange": float(math.prod(shape)),
                  "random_normal": NORMAL_BOUND, "random_uniform": 1.0}[fill]
     return {"output": TensorSpec(tuple(int(s) for s in shape), attrs["dtype"], axes,
@@ -183,7 +187,12 @@ INT_VECTOR = BlockSpec(
 
 
 def _shapeof_infer(attrs: dict, inputs: dict[str, TensorSpec]) -> dict[str, TensorSpec]:
-    value = np.asarray(inputs["input"].shape, np.int32)
+    shape = inputs["input"].shape
+    big = [s for s in shape if s > INT32_MAX]
+    if big:
+        raise InvalidArgumentError(f"input shape {list(shape)}: dimension {big[0]} does not fit "
+                                   f"the int32 shape vector (at most {INT32_MAX})", "input")
+    value = np.asarray(shape, np.int32)
     return {"output": TensorSpec(value.shape, "int32", None, value)}
 
 

@@ -42,7 +42,7 @@ F4_DATA = np.zeros(50, np.float32).tobytes()
 HOSTILE = {
     "negative dim": (npy_bytes(header(shape="(-1, 5, 5, 2)"), F4_DATA), ">= 0"),
     "2**62 dim": (npy_bytes(header(shape="(2**62, 2)"), F4_DATA), "not a Python literal"),
-    "huge dim": (npy_bytes(header(shape=f"({2**62}, {2**62})"), F4_DATA), "needs"),
+    "huge dim": (npy_bytes(header(shape=f"({2**62}, {2**62})"), F4_DATA), "is too big"),
     "bool in shape": (npy_bytes(header(shape="(True, 5, 5, 2)"), F4_DATA), "tuple of integers"),
     "list shape": (npy_bytes(header(shape="[1, 5, 5, 2]"), F4_DATA), "tuple of integers"),
     "truncated data": (npy_bytes(header(), F4_DATA[:-4]), "(truncated)"),

@@ -26,6 +26,7 @@ from typing import BinaryIO
 
 import numpy as np
 
+from engine.base.array_limits import shape_problem
 from engine.base.dtypes import dtype_name, to_dtype
 from engine.base.errors import InvalidArgumentError
 from engine.base.memory_limit import gib
@@ -164,6 +165,9 @@ def _header(label: str, read: Callable[[int], bytes], size: int) -> NpyHeader:
     except UnicodeDecodeError:
         raise _fail(label, "the .npy header is not UTF-8 text") from None
     dtype, fortran, shape = _parse_header(label, text)
+    problem = shape_problem(shape, dtype.itemsize)
+    if problem is not None:
+        raise _fail(label, f"the .npy header's {problem}")
     header = NpyHeader(shape or (1,), dtype, fortran, offset)
     if size - offset != header.data_bytes:
         raise _fail(label, (f"{list(shape)} {dtype} needs {header.data_bytes} bytes of data but "
@@ -267,8 +271,32 @@ def _reader(f: BinaryIO) -> Callable[[int], bytes]:
     return read
 
 
-def _check_exact(label: str, flat: np.ndarray, header: NpyHeader, target: np.dtype) -> None:
-    """Every integer of ``flat`` (file order) converts exactly to ``target``."""
+def check_values(path: str, dtype: str) -> NpyHeader:
+    """The header of the .npy file ``path`` once every rule :func:`read_array` applies holds:
+    the header's, and for integers the exact conversion of every value to ``dtype`` (read
+    :data:`CHUNK` values at a time, nothing kept), so that a file ``check`` accepts is read by
+    ``run``."""
+    target, label = to_dtype(dtype), _label(path)
+    fd, size = _open(path)
+    try:
+        header = _header(label, lambda n: _read_exactly(fd, n), size)
+        if header.dtype.kind in "iu":
+            n = math.prod(header.shape)
+            with os.fdopen(fd, "rb", buffering=0, closefd=False) as f:
+                for lo in range(0, n, CHUNK):
+                    part = NpyHeader((min(CHUNK, n - lo),), header.dtype, False, 0)
+                    _check_exact(label, _data(label, f.readinto, part), header, target, lo)
+    except OSError as err:
+        raise _fail(label, f"cannot read the file: {err.strerror or err}") from None
+    finally:
+        os.close(fd)
+    return header
+
+
+def _check_exact(label: str, flat: np.ndarray, header: NpyHeader, target: np.dtype,
+                 start: int = 0) -> None:
+    """Every integer of ``flat`` (file order, from element ``start``) converts exactly to
+    ``target``."""
     signed = flat.dtype.kind == "i"
     wide, limit = (np.int64, 2.0**63) if signed else (np.uint64, 2.0**64)
     for lo in range(0, flat.size, CHUNK):
@@ -279,7 +307,7 @@ def _check_exact(label: str, flat: np.ndarray, header: NpyHeader, target: np.dty
             ok = fits & (np.where(fits, back, 0).astype(wide) == v.astype(wide))
         if not ok.all():
             i = lo + int(np.argmin(ok))
-            where = np.unravel_index(i, header.shape, order="F" if header.fortran_order else "C")
+            where = np.unravel_index(start + i, header.shape, order="F" if header.fortran_order else "C")
             raise _fail(label, f"value {int(flat[i])} at index {[int(k) for k in where]} does not "
                               f"convert exactly to {dtype_name(target)} (integers in a .npy "
                               f"input must be exactly representable in the block's dtype)")
