@@ -84,6 +84,7 @@ from pathlib import Path
 from typing import NoReturn, TextIO
 
 from engine.base.atomic import Member, write_atomically, write_file_set
+from engine.base.names import escaped
 from engine.export.to_numpy import export_script
 from engine.graph.budget import gib_to_bytes
 from engine.graph.canvas import Canvas, CanvasError, load_canvas
@@ -425,6 +426,19 @@ def _no_screen() -> bool:
             and not env.get("DISPLAY") and not env.get("WAYLAND_DISPLAY"))
 
 
+def _unknown_command(word: str) -> str:
+    """The one line for a first argument that is neither a subcommand nor an option nor a canvas
+    path (a bare word that names no file), naming the nearest subcommand; '' otherwise."""
+    if word in SUBCOMMANDS or word.startswith("-") or os.sep in word or "." in word \
+            or os.path.exists(word):
+        return ""
+    import difflib
+
+    near = difflib.get_close_matches(word, SUBCOMMANDS, n=1, cutoff=0.6)
+    hint = f" (did you mean {near[0]!r}?)" if near else f" (one of {', '.join(SUBCOMMANDS)})"
+    return f"unknown command {escaped(repr(word), 80)}{hint}"
+
+
 def open_app(argv: list[str]) -> int:
     """Start the desktop app (imported lazily: the engine never imports Qt)."""
     if _no_screen():
@@ -504,8 +518,17 @@ def _main(argv: list[str]) -> int:
     doing = "starting the app"
     sigterm = None
     try:
+        if argv and argv[0] == "help":  # gradblocks help [SUBCOMMAND]: the --help text
+            argv = [*argv[1:2], "--help"]
+        if argv and _unknown_command(argv[0]):
+            _err(_unknown_command(argv[0]))
+            return 2
         if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help")):
             return open_app(argv)
+        if argv[0] == "guide" and len([a for a in argv[1:] if a not in ("-h", "--help")]) > 1:
+            extra = " ".join(repr(a) if not a.startswith("-") else a for a in argv[2:])
+            _err(f"guide takes one TOPIC; got more after {argv[1]!r}: {escaped(extra, 120)}")
+            return 2
         doing = "starting"
         if argv[0] == "explain":
             from engine.cli.explain import protect_index
