@@ -2,15 +2,18 @@
 
 Choose a Python file (imported from its folder, as ``--path DIR`` does) and a function in it
 (``Load functions`` lists its top-level callables: only when asked, in a separate process), the
-convention and op, dtypes, cases, seed and case timeout; Run sweeps on a worker thread
-(:mod:`app.verify_worker`) with a progress bar and Cancel. The report: pass counts per edge
-class, the failures (verdict, max abs/rel error, message), each minimal failure with its
-diagnosis; ``Open reproduction`` writes the ``--repro`` files (:mod:`engine.verify.repro`) to
-the chosen folder (or a new temporary one) and opens the minimal failure's canvas in the window,
-after the unsaved-changes question as File > Open asks it. Problems are one red line.
+convention and op, dtypes, cases, seed and case timeout, and what the implementation supports
+(``--support``'s SPEC, checked when the field is left and on Run; its link opens the guide's
+section on it); Run sweeps on a worker thread (:mod:`app.verify_worker`) with a progress bar
+and Cancel. The report: pass counts per edge class, the failures (verdict, max abs/rel error,
+message), each minimal failure with its diagnosis; ``Open reproduction`` writes the ``--repro``
+files (:mod:`engine.verify.repro`) to the chosen folder (or a new temporary one) and opens the
+minimal failure's canvas in the window, after the unsaved-changes question as File > Open asks
+it. Problems are one red line.
 
-The only code run is the file named here; a canvas never names code to run. ``engine.verify``
-is imported when the dialog first opens, not at the app's start.
+The only code run is the file named here, always in the sweep's worker processes (a
+``MODULE:FUNCTION`` target), never in the app's; a canvas never names code to run.
+``engine.verify`` is imported when the dialog first opens, not at the app's start.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ if TYPE_CHECKING:
 
 RUNS_CODE = ("Load functions and Run import this file in separate Python processes: its "
              "top-level code runs, then the function runs on every case. Use files you trust.")
+#: The User Guide's section on --support (verify.md), which the Support field links to.
+SUPPORT_GUIDE = ("verify", "declaring-what-the-implementation-supports")
 
 
 class VerifyDialog(QtWidgets.QDialog):
@@ -86,6 +91,16 @@ class VerifyDialog(QtWidgets.QDialog):
         self.timeout_spin = QtWidgets.QDoubleSpinBox(minimum=0.1, maximum=3600.0, decimals=1,
                                                      value=DEFAULT_TIMEOUT, suffix=" s")
         self.timeout_spin.setToolTip("A case running longer is a timeout")
+        self.support_edit = QtWidgets.QLineEdit(
+            placeholderText="everything (e.g. strides<=2 equal_strides nonempty padding=SAME)")
+        self.support_edit.setToolTip("What the implementation supports (--support SPEC): only "
+                                     "such cases are generated; a refusal declared here is "
+                                     "never a failure")
+        self.support_edit.editingFinished.connect(self.check_support)
+        self.support_link = QtWidgets.QLabel('<a href="guide">What can be declared</a>')
+        self.support_link.setTextInteractionFlags(QtCore.Qt.LinksAccessibleByMouse
+                                                  | QtCore.Qt.LinksAccessibleByKeyboard)
+        self.support_link.linkActivated.connect(self.open_support_guide)
         self.run_button = QtWidgets.QPushButton("Run")
         self.run_button.setDefault(True)
         self.run_button.clicked.connect(self.run)
@@ -118,6 +133,7 @@ class VerifyDialog(QtWidgets.QDialog):
         form.addRow("Cases", self._row(self.cases_spin, QtWidgets.QLabel("seed"),
                                        self.seed_spin, QtWidgets.QLabel("case timeout"),
                                        self.timeout_spin, stretch=True))
+        form.addRow("Support", self._row(self.support_edit, self.support_link))
         box = QtWidgets.QVBoxLayout(self)
         box.addLayout(form)
         box.addLayout(self._row(self.run_button, self.cancel_button, self.progress))
@@ -149,6 +165,7 @@ class VerifyDialog(QtWidgets.QDialog):
 
         self.error_label.setText(one_line(text) if text else "")
         self.error_label.setVisible(bool(text))
+        self.support_said = False  # whether the line is the Support field's
 
     def choose_file(self) -> None:
         path, _ = QtWidgets.QFileDialog.getOpenFileName(
@@ -163,6 +180,33 @@ class VerifyDialog(QtWidgets.QDialog):
             self, "Folder for the reproduction", dialog_folders.start("canvas"))
         if path:
             self.repro_edit.setText(path)
+
+    def support_spec(self) -> str | None:
+        """The Support field's SPEC (None: blank); raises InvalidArgumentError naming a bad
+        token (:func:`engine.verify.support.parse_support`)."""
+        from engine.verify.support import parse_support
+
+        text = self.support_edit.text().strip()
+        parse_support(text)
+        return text or None
+
+    def check_support(self) -> bool:
+        """The Support field left: a bad token is the red line (a good SPEC clears it)."""
+        try:
+            self.support_spec()
+        except InvalidArgumentError as err:
+            self.say(str(err))
+            self.support_said = True
+            return False
+        if self.support_said:
+            self.say("")
+        return True
+
+    def open_support_guide(self) -> None:
+        """The User Guide at its section on declaring what the implementation supports."""
+        from app.guide_window import show_guide
+
+        show_guide(self.window_).open_topic(*SUPPORT_GUIDE)
 
     def load_functions(self) -> None:
         """List the file's top-level callables (its code runs, in a separate process)."""
@@ -208,7 +252,8 @@ class VerifyDialog(QtWidgets.QDialog):
         return {"fn": f"{module}:{function}", "op": self.op_combo.currentText(),
                 "convention": self.convention_combo.currentText(), "dtype": dtypes,
                 "cases": self.cases_spin.value(), "seed": self.seed_spin.value(),
-                "case_timeout": self.timeout_spin.value(), "path": folder}
+                "case_timeout": self.timeout_spin.value(), "support": self.support_spec(),
+                "path": folder}
 
     def run(self) -> bool:
         """Start the sweep; False (and one line) when an option is bad or one is running."""
@@ -221,6 +266,7 @@ class VerifyDialog(QtWidgets.QDialog):
             options = self.options()
         except InvalidArgumentError as err:
             self.say(str(err))
+            self.support_said = err.argument == "support"
             return False
         self.show_report(None)
         thread = VerifyThread(options)

@@ -352,3 +352,77 @@ def test_cancel_does_not_wait_for_a_hanging_case(tmp_path):
     assert not thread.is_alive()
     assert len(outcome) == 1 and isinstance(outcome[0], Cancelled)
     assert worker_processes() == []
+
+
+REFUSING = """\
+import sys
+sys.path.insert(0, {root!r})
+from tests.verify_zoo import loops_conv2d
+
+
+def conv(**kw):
+    s, d = kw["strides"][1:3], kw["dilations"][1:3]
+    if kw["data_format"] == "NCHW":
+        s, d = kw["strides"][2:], kw["dilations"][2:]
+    if s[0] != s[1] or max(s) > 1 and max(d) > 1:
+        raise ValueError("only equal strides, and no stride > 1 with a dilation > 1")
+    return loops_conv2d(**kw)
+"""
+
+
+def test_the_support_field_declares_what_the_target_refuses(qtbot, window, tmp_path):
+    target = tmp_path / "refusing_conv.py"
+    target.write_text(REFUSING.format(root=str(ZOO.parent.parent)))
+    dialog = open_dialog(qtbot, window)
+    type_into(dialog.file_edit, str(target))
+    type_into(dialog.function_combo, "conv")
+    choose(dialog, None, "tf", "Conv2D", 20)
+    assert run(qtbot, dialog) == "done"
+    failures = rows(dialog.view.failure_table)
+    assert failures and {r[0] for r in failures} == {"raised"}
+    assert "only equal strides" in failures[0][6]
+
+    type_into(dialog.support_edit, "equal_strides no_strided_dilation")
+    assert dialog.error_label.text() == ""
+    assert run(qtbot, dialog) == "done"
+    assert rows(dialog.view.failure_table) == []
+    assert dialog.view.summary_label.text().startswith(
+        "refusing_conv:conv as tf Conv2D (float32): 20 cases, every case passed, 0 unsupported")
+    classes = {r[0] for r in rows(dialog.view.class_table)}
+    assert "batch_gt_1" in classes and not {"non_square", "dilation_with_stride"} & classes
+
+
+def test_a_bad_support_token_is_one_red_line_and_no_sweep(qtbot, window):
+    dialog = open_dialog(qtbot, window)
+    type_into(dialog.file_edit, str(ZOO))
+    type_into(dialog.function_combo, "kernels_conv2d")
+    line = ("--support token 'nonzero': unknown flag (one of equal_strides, no_strided_dilation, "
+            "nonempty, no_remainder)")
+    dialog.activateWindow()  # typing in the dialog: its fields have the focus
+    qtbot.waitUntil(lambda: QtWidgets.QApplication.activeWindow() is dialog, timeout=5000)
+    type_into(dialog.support_edit, "equal_strides nonzero")  # Tab: the field is left
+    assert dialog.error_label.text() == line and dialog.error_label.isVisible()
+    click(dialog.run_button)
+    assert dialog.error_label.text() == line
+    assert dialog.thread is None and worker_processes() == []
+    assert dialog.view.summary_label.text() == ""
+    type_into(dialog.support_edit, "equal_strides")
+    assert dialog.error_label.text() == "" and not dialog.error_label.isVisible()
+    assert dialog.options()["support"] == "equal_strides"
+    type_into(dialog.support_edit, "   ")
+    assert dialog.options()["support"] is None
+
+
+def test_the_support_link_opens_the_guide_at_its_section(qtbot, window):
+    from app.guide_window import GuideWindow
+    from engine.cli import guide
+
+    dialog = open_dialog(qtbot, window)
+    link = dialog.support_link
+    QTest.mouseClick(link, QtCore.Qt.LeftButton, pos=link.rect().center())
+    shown = window.findChild(GuideWindow)
+    assert shown is not None and shown.isVisible()
+    assert shown.topic() == "verify"
+    anchor = shown.browser.source().fragment()
+    assert anchor == "declaring-what-the-implementation-supports"
+    assert anchor in guide.anchors(guide.read_page("verify"))

@@ -4,18 +4,20 @@ dtype), then seeded random cases, smallest sizes first.
 Random geometries: strides and dilations 1-3, kernels 1-4, sides growing from 1 to
 :data:`MAX_SIDE` with the case index (:data:`GROWTH` cases per step), 1-3 channels; only cases
 the convention's framework accepts (:func:`engine.verify.conventions.accepts`) and the
-``--support`` spec allows.
+``--support`` spec allows. A class none of whose :data:`TRIES` draws the spec allows is excluded
+by it (:func:`excluded_classes`): not tried, e.g. ``empty_output`` under ``nonempty``.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 
 import numpy as np
 
 from engine.base.errors import InvalidArgumentError
 from engine.verify.conventions import Geometry, accepts, depthwise_op, shapes
-from engine.verify.support import Support
+from engine.verify.support import TORCH_PADDINGS, Support, remainders, torch_same_pads
 from engine.verify.values import Case
 
 MAX_SIDE = 9
@@ -30,8 +32,10 @@ def _pair(rng: np.random.Generator, lo: int, hi: int) -> tuple[int, int]:
     return int(rng.integers(lo, hi + 1)), int(rng.integers(lo, hi + 1))
 
 
-def base(rng: np.random.Generator, cap: int, convention: str, depthwise: bool) -> Geometry:
-    """A random geometry with sides up to ``cap``."""
+def base(rng: np.random.Generator, cap: int, convention: str, depthwise: bool,
+         support: Support) -> Geometry:
+    """A random geometry with sides up to ``cap`` (padded as :func:`_torch_padding` says when
+    the spec allows PyTorch's padding strings only)."""
     channels = int(rng.integers(1, 4))
     groups = 1
     if not depthwise and channels > 1 and rng.random() < 0.3:
@@ -45,18 +49,31 @@ def base(rng: np.random.Generator, cap: int, convention: str, depthwise: bool) -
                  depthwise=depthwise)
     if convention == "torch":
         p = _pair(rng, 0, 2) if rng.random() < 0.6 else (0, 0)
-        return g.with_(padding="EXPLICIT", pads=(p[0], p[0], p[1], p[1]))
-    padding = str(rng.choice(["SAME", "VALID", "EXPLICIT"]))
-    pads = tuple(int(v) for v in rng.integers(0, 3, 4)) if padding == "EXPLICIT" else (0,) * 4
-    return g.with_(padding=padding, pads=pads,
-                   data_format=str(rng.choice(["NHWC", "NCHW"])))
+        g = g.with_(padding="EXPLICIT", pads=(p[0], p[0], p[1], p[1]))
+    else:
+        padding = str(rng.choice(["SAME", "VALID", "EXPLICIT"]))
+        pads = tuple(int(v) for v in rng.integers(0, 3, 4)) if padding == "EXPLICIT" else (0,) * 4
+        g = g.with_(padding=padding, pads=pads, data_format=str(rng.choice(["NHWC", "NCHW"])))
+    return _torch_padding(rng, g, convention, support)
+
+
+def _torch_padding(rng: np.random.Generator, g: Geometry, convention: str,
+                   support: Support) -> Geometry:
+    """``g`` padded as one of the spec's PyTorch strings, drawn, when those are all its
+    ``padding`` words (few random geometries are): ``valid`` no padding, ``same`` stride 1 and
+    its pads (tf: SAME; torch: those pads, which torch takes only when symmetric)."""
+    words = support.words.get("padding")
+    if not words or not words <= set(TORCH_PADDINGS):
+        return g
+    if str(rng.choice(sorted(words))) == "valid":
+        return g.with_(padding="VALID" if convention == "tf" else "EXPLICIT", pads=(0,) * 4)
+    g = g.with_(strides=(1, 1))
+    return g.with_(padding="SAME", pads=(0,) * 4) if convention == "tf" else \
+        g.with_(pads=torch_same_pads(g))
 
 
 def _remainder(g: Geometry) -> bool:
-    cg = shapes(g)
-    return any((size + a + b - d * (k - 1) - 1) % s != 0 for size, a, b, d, k, s in (
-        (g.height, cg.pad_top, cg.pad_bottom, g.dilations[0], g.kernel[0], g.strides[0]),
-        (g.width, cg.pad_left, cg.pad_right, g.dilations[1], g.kernel[1], g.strides[1])))
+    return remainders(g, shapes(g)) != (0, 0)
 
 
 def _odd_same(g: Geometry) -> bool:
@@ -145,16 +162,35 @@ def _fits(g: Geometry, op: str, convention: str, support: Support) -> bool:
     return support.allows(g, shapes(g))
 
 
+def _draw(name: str, op: str, convention: str, rng: np.random.Generator,
+          support: Support) -> Geometry | None:
+    """A geometry of the edge class ``name`` that is accepted and supported (None: none in
+    :data:`TRIES` draws)."""
+    draw = CATALOGUE[name][2]
+    for i in range(TRIES):
+        g = draw(rng, base(rng, 3 + i // 50, convention, depthwise_op(op, convention),
+                            support))
+        if g is not None and _fits(g, op, convention, support):
+            return g
+    return None
+
+
 def catalogue_case(name: str, op: str, convention: str, dtype: str, rng: np.random.Generator,
                    support: Support) -> Case | None:
     """A case of the edge class ``name``, or None when no accepted, supported one was drawn."""
-    draw = CATALOGUE[name][2]
-    for i in range(TRIES):
-        g = draw(rng, base(rng, 3 + i // 50, convention, depthwise_op(op, convention)))
-        if g is not None and _fits(g, op, convention, support):
-            memory = name if name in ("noncontiguous", "readonly") else "contiguous"
-            return Case(op, convention, g, dtype, name, int(rng.integers(2**31)), memory)
-    return None
+    g = _draw(name, op, convention, rng, support)
+    if g is None:
+        return None
+    memory = name if name in ("noncontiguous", "readonly") else "contiguous"
+    return Case(op, convention, g, dtype, name, int(rng.integers(2**31)), memory)
+
+
+@functools.lru_cache(maxsize=32)
+def excluded_classes(op: str, convention: str, support: Support) -> tuple[str, ...]:
+    """The edge classes of ``op`` the spec excludes: none of :data:`TRIES` draws (from a fixed
+    seed, whatever the sweep's) is a case it allows. The sweep does not try them."""
+    return tuple(name for name in edge_classes(op, convention)
+                 if _draw(name, op, convention, np.random.default_rng(0), support) is None)
 
 
 def generate(op: str, convention: str, dtypes: list[str], total: int, seed: int,
@@ -163,8 +199,11 @@ def generate(op: str, convention: str, dtypes: list[str], total: int, seed: int,
     growing from 1 (``--cases`` counts both)."""
     rng = np.random.default_rng(seed)
     count = 0
+    excluded = excluded_classes(op, convention, support)
     for dtype in dtypes:
         for name in edge_classes(op, convention):
+            if name in excluded:
+                continue
             if count >= total:
                 return
             case = catalogue_case(name, op, convention, dtype, rng, support)
@@ -175,7 +214,7 @@ def generate(op: str, convention: str, dtypes: list[str], total: int, seed: int,
     depthwise = depthwise_op(op, convention)
     while count < total and misses < TRIES * 10:
         cap = min(MAX_SIDE, 1 + i // GROWTH)
-        g = base(rng, cap, convention, depthwise)
+        g = base(rng, cap, convention, depthwise, support)
         i += 1
         if not _fits(g, op, convention, support):
             misses += 1
