@@ -125,7 +125,10 @@ def loop_op(op, args, mistake=None):
 
     out = {"output": np.zeros((n_, rows, cols, out_depth)), "filter": np.zeros((kh, kw, q_, o_)),
            "input": np.zeros((n_, h_, w_, c_))}[kind]
-    for n in range(n_):
+    images = range(n_)
+    if mistake == "batch_not_accumulated":  # the accumulator reset per image: the last counts
+        images = range(n_ - 1, n_)
+    for n in images:
         for r in range(loop_rows):
             for c in range(cols):
                 for oc in range(out_depth):
@@ -272,6 +275,10 @@ CASES = {
         (DWI, {"h": 9, "w": 9, "k": (3, 3), "dilations": (2, 2), "strides": (2, 2),
                "padding": "SAME", "fmt": "NCHW"}),
         (C2D, {"h": 6, "w": 7, "k": (3, 2), "dilations": (2, 3), "padding": "SAME"}),
+    ],
+    "batch_not_accumulated": [
+        (C2F, {"n": 3, "h": 4, "w": 4, "fmt": "NCHW"}),
+        (DWF, {"n": 2, "h": 5, "w": 4, "o": 2, "strides": (2, 1)}),
     ],
     "positions_averaged": [
         (C2F, {"n": 2, "h": 4, "w": 4}),

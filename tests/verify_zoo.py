@@ -155,6 +155,11 @@ def backprop_filter(x, filter_sizes, dy, kw, depthwise=False, bug=""):
         dw = dw / x.shape[0]
     if bug == "torch_mlir655":  # every output position's gradient summed before the product
         dw = dw * max(1, dy.shape[1] * dy.shape[2])
+    if bug == "batch_not_accumulated":  # dmarcosg/DSAC #6: the sum reset for every image
+        for i, j, (ro, ri), (co, ci) in _taps(dims, kh, kw_):
+            wg[i, j] = np.einsum("nhwgq,nhwgo->gqo", xs[-1:, ri[:, None], ci[None, :]],
+                                 dys[-1:, ro[:, None], co[None, :]])
+        dw = _ungroup(wg, depthwise)
     if bug == "positions_averaged" and dy.size:  # sebgao/cTensor #3: a mean, not a sum
         dw = dw / (dy.shape[0] * dy.shape[1] * dy.shape[2])
     return dw
@@ -468,12 +473,17 @@ DIAGNOSIS_BUGS = {  # id -> (target, op)
     "multiplier_order": "DepthwiseConv2dNative",
     "layout_swapped": "Conv2D",
     "explicit_pads_swapped": "Conv2DBackpropFilter",
+    "padding_offset_by_one": "Conv2D",
+    "positions_averaged": "Conv2DBackpropFilter",
+    "batch_not_accumulated": "DepthwiseConv2dNativeBackpropFilter",
+    "empty_output_shape": "Conv2D",
 }
 
 # -- the mistakes of issue 30 ------------------------------------------------------------------
 
 padding_offset_by_one = tf_loops("Conv2D", "padding_offset_by_one")
 positions_averaged = tf_loops("Conv2DBackpropFilter", "positions_averaged")
+batch_not_accumulated = tf_loops("DepthwiseConv2dNativeBackpropFilter", "batch_not_accumulated")
 output_padding_zeroed = tf_loops("Conv2DBackpropInput", "output_padding_zeroed")
 uninitialised_strided = tf_loops("Conv2DBackpropInput", "uninitialised_strided")
 

@@ -48,6 +48,8 @@ MISTAKES: dict[str, str] = {
                                        "depthwise backprops)",
     "padding_ignored": "the input read without its padding (no offset by the padding before)",
     "batch_averaged": "the filter gradient divided by the batch size",
+    "batch_not_accumulated": "the filter gradient of one image only (the first or the last: "
+                             "the sum over the batch reset or never taken)",
     "positions_averaged": "the filter gradient divided by the number of output positions "
                           "(batch x output rows x output columns): a mean instead of a sum",
     "groups_ignored": "groups ignored: every output channel reads the first group's channels",
@@ -83,6 +85,7 @@ APPLIES_TO: dict[str, str] = {
     "dilation_ignored_undilated_same": "SAME padding with dilations > 1",
     "padding_ignored": "SAME or EXPLICIT with a nonzero padding",
     "batch_averaged": "the filter gradients with batch > 1",
+    "batch_not_accumulated": "the filter gradients with batch > 1",
     "positions_averaged": "the filter gradients with more than one output position",
     "groups_ignored": "Conv2D, Conv2DBackpropFilter, Conv2DBackpropInput with groups > 1",
     "multiplier_order": "the depthwise ops with multiplier > 1 and more than one channel",
@@ -331,6 +334,11 @@ def _channel_mistakes(call: Call) -> Iterator[Candidate]:
     if call.kind == "filter" and g.batch > 1:
         yield Candidate("batch_averaged", f"every element 1/{g.batch} of the reference",
                         _after(call, lambda dw: dw / g.batch))
+    if call.kind == "filter" and g.batch > 1:
+        for which, image in (("first", slice(None, 1)), ("last", slice(-1, None))):
+            yield Candidate("batch_not_accumulated", f"the {which} of {g.batch} images only",
+                            _with(call, input=lambda a, i=image: a[i],
+                                  out_backprop=lambda a, i=image: a[i]))
     positions = g.batch * g.out_rows * g.out_cols
     if call.kind == "filter" and g.out_rows * g.out_cols > 1:
         yield Candidate("positions_averaged", f"every element 1/{positions} of the reference "
