@@ -291,6 +291,25 @@ def test_no_mistake_reads_memory_it_never_wrote(op):
     assert checked > 1000
 
 
+def test_transform_residues_are_not_garbage():
+    """An FFT conv in float64 (structured integer values: the quantum is 1) leaves residues of
+    about 1e-15 where the exact value is 0: not memory never written."""
+    args = case(C2D, h=6, w=6, c=1, o=1, k=(3, 3), padding="SAME")
+    args["input"] = np.arange(1.0, 37.0).reshape(1, 6, 6, 1)
+    args["filter"] = np.zeros((3, 3, 1, 1))
+    args["filter"][0, 0] = 1.0  # the output is the input shifted: 0 where it reads padding
+    x, w = args["input"][0, :, :, 0], args["filter"][:, :, 0, 0]
+    size = (8, 8)
+    full = np.fft.irfft2(np.fft.rfft2(x, size) * np.fft.rfft2(w[::-1, ::-1], size), size)
+    got = full[1:7, 1:7].reshape(1, 6, 6, 1)  # SAME: the correlation's centre
+    ref = reference(C2D, args)
+    assert np.allclose(got, ref) and not np.array_equal(got, ref)
+    residues = got[ref == 0]
+    assert residues.size and np.all(np.abs(residues) < 1e-12)
+    assert residues.any()
+    assert not unwritten_memory(C2D, args, got)
+
+
 def test_scaled_zoo_gradients_are_not_garbage():
     args = case(C2F, n=3, h=9, w=9, k=(2, 2))
     for bug in ("torch_mlir655", "positions_averaged", "batch_averaged"):

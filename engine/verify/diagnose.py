@@ -17,11 +17,13 @@ products ``a*b`` of one element of each array operand ``A``, ``B`` in which each
 ``A`` meets at most one of ``B`` (and the reverse), so ``|y| <= M = min(sum|A| max|B|,
 max|A| sum|B|)``; and all its values are integer multiples of ``q = 2**(e_A + e_B)``, ``e_X``
 the exponent of the lowest set bit over ``X``'s nonzero values, however it is rounded (a
-rounding onto a power-of-two grid keeps multiples of ``q``), so a nonzero ``|y| >= q``. A
-finite element beyond :data:`GARBAGE_ABOVE` x ``M``, or nonzero below :data:`GARBAGE_BELOW` x
-``q``, is one no implementation computes, however wrong its indices, scale or rounding order
-(the margins leave room for scalings such as a mean, and for Winograd-like transforms); with an
-operand all 0, any nonzero element is. Non-finite elements are left to the nonfinite verdict.
+rounding onto a power-of-two grid keeps multiples of ``q``), so a nonzero ``|y| >= q``; an
+algorithm with other constants (FFT, Winograd) leaves residues where the exact value is 0, of
+about float64's rounding of the largest sum, ``2**-53 M``, or more. A finite element beyond
+:data:`GARBAGE_ABOVE` x ``M``, or nonzero below :data:`GARBAGE_BELOW` x ``min(q, 2**-53 M)``,
+is one no implementation computes, however wrong its indices, scale or rounding order (the
+margins leave room for scalings such as a mean); with an operand all 0, any nonzero element is.
+Non-finite elements are left to the nonfinite verdict.
 """
 
 from __future__ import annotations
@@ -125,8 +127,9 @@ def impossible_values(tf_op: str, tf_args: Mapping[str, Any], got: np.ndarray) -
     largest = min(float(np.abs(a).sum() * np.abs(b).max()),
                   float(np.abs(a).max() * np.abs(b).sum()))
     size = np.abs(np.where(finite_nonzero, got, 1.0))
+    smallest = min(np.ldexp(1.0, low_a + low_b), np.ldexp(largest, -53))
     return finite_nonzero & ((size > GARBAGE_ABOVE * largest)
-                             | (size < np.ldexp(GARBAGE_BELOW, low_a + low_b)))
+                             | (size < GARBAGE_BELOW * smallest))
 
 
 def unwritten_memory(tf_op: str, tf_args: Mapping[str, Any], got: np.ndarray) -> bool:
