@@ -58,7 +58,7 @@ AXIS_NAMES = {"NHWC": ("image", "row", "column", "channel"),
               "filter": ("row", "column", "in channel", "out channel")}
 #: An element beyond this many times the largest sum of products is garbage (module docstring).
 GARBAGE_ABOVE = 2.0 ** 20
-#: A nonzero element below this many times the quantum of the products is garbage.
+#: A nonzero element below this many times ``min(q, 2**-53 M)`` is garbage (module docstring).
 GARBAGE_BELOW = 2.0 ** -40
 
 

@@ -9,7 +9,9 @@ reads: per spatial dimension, output position ``r`` and tap ``i`` read input pos
 ``r*stride + i*dilation - before``, zero outside ``[0, size)``; :func:`evaluate` computes any such
 geometry with the kernels on a VALID "virtual input" spanning every position read.
 Which ops and cases a mistake applies to: :data:`APPLIES_TO`. A mistake yields nothing where it
-gives exactly the reference, and may yield several flavours under one id.
+gives exactly the reference, and may yield several flavours under one id. The ids named from a
+shape or a verdict rather than from values (an empty output's shape, a refusal) are
+:data:`VERDICT_MISTAKES`.
 """
 
 from __future__ import annotations
@@ -299,7 +301,7 @@ def _size_mistakes(call: Call) -> Iterator[Candidate]:
                    [d._replace(dilation=1) for d in dims])
     undilated = tuple(d._replace(dilation=1, before=windowed_output(
         d.size, d.taps, 1, d.stride, "SAME").pad_before) for d in dims)
-    if call.geometry.padding == "SAME" and any(
+    if call.geometry.padding == "SAME" and any(  # else the same reads as dilation_ignored
             d.dilation > 1 and u.before != d.before for d, u in zip(dims, undilated, strict=True)):
         yield _geo("dilation_ignored_undilated_same",
                    f"dilations {_pair(dims, 'dilation')} taken as 1, top/left padding "
@@ -334,7 +336,6 @@ def _channel_mistakes(call: Call) -> Iterator[Candidate]:
     if call.kind == "filter" and g.batch > 1:
         yield Candidate("batch_averaged", f"every element 1/{g.batch} of the reference",
                         _after(call, lambda dw: dw / g.batch))
-    if call.kind == "filter" and g.batch > 1:
         for which, image in (("first", slice(None, 1)), ("last", slice(-1, None))):
             yield Candidate("batch_not_accumulated", f"the {which} of {g.batch} images only",
                             _with(call, input=lambda a, i=image: a[i],
