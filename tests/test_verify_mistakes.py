@@ -85,8 +85,11 @@ def loop_op(op, args, mistake=None):
         dy = _read(np.asarray(args["out_backprop"], float), fmt, mistake) \
             if kind == "filter" else None
     kh, kw, q_, o_ = w.shape if w is not None else args["filter_sizes"]
-    rows, top, _ = _window(h_, kh, sr, dr, args["padding"], pt, pb)
-    cols, left, _ = _window(w_, kw, sc, dc, args["padding"], pl, pr)
+    rows, top, bottom = _window(h_, kh, sr, dr, args["padding"], pt, pb)
+    cols, left, right = _window(w_, kw, sc, dc, args["padding"], pl, pr)
+    # the rows and columns no window reaches at the end (conv_transpose2d's output_padding)
+    rem = ((h_ + top + bottom - (kh - 1) * dr - 1) % sr, (w_ + left + right - (kw - 1) * dc - 1)
+           % sc)
     if mistake == "stride_dilation_swapped":
         sr, dr, sc, dc = dr, sr, dc, sc
     if mistake == "same_pad_extra_before":
@@ -96,6 +99,13 @@ def loop_op(op, args, mistake=None):
         top = left = 0
     if mistake == "dilation_ignored":
         dr = dc = 1
+    if mistake == "dilation_ignored_undilated_same":  # TF 2.21's CPU depthwise backprops
+        dr = dc = 1
+        top, left = _window(h_, kh, sr, 1, "SAME", 0, 0)[1], _window(w_, kw, sc, 1, "SAME", 0, 0)[1]
+    if mistake and mistake.startswith("padding_offset_by_one"):
+        step = {"padding_offset_by_one": (1, 0), "padding_offset_by_one/left-": (0, -1),
+                "padding_offset_by_one/both": (1, 1), "padding_offset_by_one/mixed": (-1, 1)}
+        top, left = top + step[mistake][0], left + step[mistake][1]
     if mistake == "explicit_pads_swapped":
         top, left = pb, pr
     if mistake == "explicit_pads_swapped/hw":
@@ -115,7 +125,10 @@ def loop_op(op, args, mistake=None):
 
     out = {"output": np.zeros((n_, rows, cols, out_depth)), "filter": np.zeros((kh, kw, q_, o_)),
            "input": np.zeros((n_, h_, w_, c_))}[kind]
-    for n in range(n_):
+    images = range(n_)
+    if mistake == "batch_not_accumulated":  # the accumulator reset per image: the last counts
+        images = range(n_ - 1, n_)
+    for n in images:
         for r in range(loop_rows):
             for c in range(cols):
                 for oc in range(out_depth):
@@ -145,11 +158,16 @@ def loop_op(op, args, mistake=None):
     if kind == "filter":
         if mistake == "batch_averaged":
             out /= n_
+        if mistake == "positions_averaged":
+            out /= n_ * rows * cols
         if mistake == "convolution_not_correlation":
             out = out[::-1, ::-1]
         if mistake == "filter_in_out_swapped":
             out = out.transpose(0, 1, 3, 2).reshape(out.shape)
     else:
+        if mistake == "output_padding_zeroed":
+            out[:, h_ - rem[0]:] = 0
+            out[:, :, w_ - rem[1]:] = 0
         out = _write(out, fmt, mistake)
     return out.astype(np.float32).astype(np.float64)
 
@@ -251,6 +269,31 @@ CASES = {
     ],
     "explicit_pads_swapped/hw": [
         (C2I, {"padding": "EXPLICIT", "pads": (0, 1, 2, 1), "fmt": "NCHW"}),
+    ],
+    "dilation_ignored_undilated_same": [
+        (DWF, {"h": 7, "w": 6, "k": (3, 3), "dilations": (2, 2), "padding": "SAME", "n": 2}),
+        (DWI, {"h": 9, "w": 9, "k": (3, 3), "dilations": (2, 2), "strides": (2, 2),
+               "padding": "SAME", "fmt": "NCHW"}),
+        (C2D, {"h": 6, "w": 7, "k": (3, 2), "dilations": (2, 3), "padding": "SAME"}),
+    ],
+    "batch_not_accumulated": [
+        (C2F, {"n": 3, "h": 4, "w": 4, "fmt": "NCHW"}),
+        (DWF, {"n": 2, "h": 5, "w": 4, "o": 2, "strides": (2, 1)}),
+    ],
+    "positions_averaged": [
+        (C2F, {"n": 2, "h": 4, "w": 4}),
+        (DWF, {"n": 1, "h": 5, "w": 4, "o": 2, "fmt": "NCHW"}),
+    ],
+    "output_padding_zeroed": [
+        (C2I, {"h": 6, "w": 6, "k": (3, 3), "strides": (2, 2), "padding": "EXPLICIT",
+               "pads": (1, 1, 1, 1)}),
+        (DWI, {"h": 7, "w": 5, "k": (2, 2), "strides": (3, 2), "padding": "EXPLICIT",
+               "pads": (0, 2, 1, 1), "o": 2}),
+    ],
+    "padding_offset_by_one": [  # top one too many
+        (C2D, {"h": 5, "w": 5, "k": (3, 3)}),  # VALID: reads row -1
+        (C2F, {"h": 6, "w": 5, "k": (3, 3), "padding": "SAME", "n": 2}),  # SAME, even total
+        (DWI, {"h": 6, "w": 6, "k": (2, 3), "padding": "EXPLICIT", "pads": (2, 1, 1, 1), "o": 2}),
     ],
 }
 

@@ -32,6 +32,8 @@ def _dims(kw: dict, x_shape_nhwc, k_hw, bug: str = "", out_hw=None):
     for ax in range(2):
         n, k, s, d = x_shape_nhwc[1 + ax], k_hw[ax], strides[ax], dil[ax]
         eff = (k - 1) * d + 1
+        if bug == "dilation_ignored_undilated_same":  # TF 2.21's CPU depthwise backprops
+            eff = k
         if kw["padding"] == "SAME":
             o = -(-n // s)
             total = max(0, (o - 1) * s + eff - n)
@@ -51,10 +53,12 @@ def _dims(kw: dict, x_shape_nhwc, k_hw, bug: str = "", out_hw=None):
                 else 0
         if bug == "padding_ignored":
             before = 0
+        if bug == "padding_offset_by_one" and ax == 0:  # the top padding one too many
+            before += 1
         if out_hw is not None:  # a gradient loops over the out_backprop it is given
             o = out_hw[ax]
-        if bug == "dilation_ignored":  # the padding right, the taps read 1 apart
-            d = 1
+        if bug in ("dilation_ignored", "dilation_ignored_undilated_same"):
+            d = 1  # dilation_ignored: the padding right, the taps read 1 apart
         out.append((n, k, s, d, before, o))
     return out
 
@@ -151,6 +155,13 @@ def backprop_filter(x, filter_sizes, dy, kw, depthwise=False, bug=""):
         dw = dw / x.shape[0]
     if bug == "torch_mlir655":  # every output position's gradient summed before the product
         dw = dw * max(1, dy.shape[1] * dy.shape[2])
+    if bug == "batch_not_accumulated":  # dmarcosg/DSAC #6: the sum reset for every image
+        for i, j, (ro, ri), (co, ci) in _taps(dims, kh, kw_):
+            wg[i, j] = np.einsum("nhwgq,nhwgo->gqo", xs[-1:, ri[:, None], ci[None, :]],
+                                 dys[-1:, ro[:, None], co[None, :]])
+        dw = _ungroup(wg, depthwise)
+    if bug == "positions_averaged" and dy.size:  # sebgao/cTensor #3: a mean, not a sum
+        dw = dw / (dy.shape[0] * dy.shape[1] * dy.shape[2])
     return dw
 
 
@@ -176,10 +187,34 @@ def backprop_input(input_sizes, w, dy, kw, depthwise=False, bug=""):
         ho, wo = dy.shape[1:3]  # the 1x1 fast path scatters to the first rows, not every s-th
         dx[:, :ho, :wo] = np.einsum("nhwgo,gqo->nhwgq", dys, wg[0, 0])[:, :h, :wd]
         return _back(dx.reshape(n, h, wd, c), fmt)
+    written = np.zeros((h, wd), bool)
     for i, j, (ro, ri), (co, ci) in _taps(dims, kh, kw_):
         np.add.at(dx, (slice(None), ri[:, None], ci[None, :]),
                   np.einsum("nhwgo,gqo->nhwgq", dys[:, ro[:, None], co[None, :]], wg[i, j]))
+        written[ri[:, None], ci[None, :]] = True
+    if bug == "output_padding_zeroed":  # the rows output_padding adds to a transposed conv: 0
+        for axis, (size, k, s, d, before, o) in zip((1, 2), dims, strict=True):
+            # the rows past the last window: (size + pads - eff) mod stride
+            rem = (size + _pad_total(kw, axis, size, k, s, d) - (k - 1) * d - 1) % s
+            if rem:
+                dx[(slice(None),) * axis + (slice(size - rem, None),)] = 0
+    if bug == "uninitialised_strided":  # np.empty's memory where no tap writes: garbage
+        dx[:, ~written] = GARBAGE
     return _back(dx.reshape(n, h, wd, c), fmt)
+
+
+def _pad_total(kw, axis, size, k, s, d):
+    """TF's total padding of a spatial axis (1 rows, 2 columns of NHWC)."""
+    if kw["padding"] == "VALID":
+        return 0
+    if kw["padding"] == "SAME":
+        return max(0, (-(-size // s) - 1) * s + (k - 1) * d + 1 - size)
+    a = 2 * (axis if kw.get("data_format", "NHWC") == "NHWC" else axis + 1)
+    return kw["explicit_paddings"][a] + kw["explicit_paddings"][a + 1]
+
+
+#: What uninitialised memory held in the buggy targets (a float32 bit pattern read as a value).
+GARBAGE = 1.0e24
 
 
 # -- correct implementations -------------------------------------------------------------------
@@ -438,7 +473,58 @@ DIAGNOSIS_BUGS = {  # id -> (target, op)
     "multiplier_order": "DepthwiseConv2dNative",
     "layout_swapped": "Conv2D",
     "explicit_pads_swapped": "Conv2DBackpropFilter",
+    "padding_offset_by_one": "Conv2D",
+    "positions_averaged": "Conv2DBackpropFilter",
+    "batch_not_accumulated": "DepthwiseConv2dNativeBackpropFilter",
+    "empty_output_shape": "Conv2D",
 }
+
+# -- the mistakes of issue 30 ------------------------------------------------------------------
+
+padding_offset_by_one = tf_loops("Conv2D", "padding_offset_by_one")
+positions_averaged = tf_loops("Conv2DBackpropFilter", "positions_averaged")
+batch_not_accumulated = tf_loops("DepthwiseConv2dNativeBackpropFilter", "batch_not_accumulated")
+output_padding_zeroed = tf_loops("Conv2DBackpropInput", "output_padding_zeroed")
+uninitialised_strided = tf_loops("Conv2DBackpropInput", "uninitialised_strided")
+
+
+def _dilated(kw):
+    return max(_strides({**kw, "strides": kw["dilations"]})) > 1
+
+
+def _tf_depthwise_cpu(op):
+    """TensorFlow 2.21's CPU depthwise backprop ``op`` as it behaves with a dilation: SAME
+    computed with the dilation taken as 1 and the undilated filter's padding; VALID and
+    EXPLICIT refused, the out_backprop size checked against the undilated filter's."""
+    loops, wrong = tf_loops(op), tf_loops(op, "dilation_ignored_undilated_same")
+
+    def run(**kw):
+        if not _dilated(kw):
+            return loops(**kw)
+        if kw["padding"] == "SAME":
+            return wrong(**kw)
+        fmt = kw.get("data_format", "NHWC")
+        rows_axis = 1 if fmt == "NHWC" else 2
+        sizes = kw["input_sizes"] if "input_sizes" in kw else np.shape(kw["input"])
+        k = (kw["filter_sizes"] if "filter_sizes" in kw else np.shape(kw["filter"]))[0]
+        pads = _pad_total(kw, 1, sizes[rows_axis], k, 1, 1)
+        computed = (sizes[rows_axis] + pads - k) // kw["strides"][rows_axis] + 1
+        raise ValueError(f"{op}: Number of rows of out_backprop doesn't match computed: actual "
+                         f"= {np.shape(kw['out_backprop'])[rows_axis]}, computed = {computed}")
+    return run
+
+
+tf_depthwise_cpu_backprop_filter = _tf_depthwise_cpu("DepthwiseConv2dNativeBackpropFilter")
+tf_depthwise_cpu_backprop_input = _tf_depthwise_cpu("DepthwiseConv2dNativeBackpropInput")
+
+
+def empty_output_shape(**kw):
+    """An empty output returned as uninitialised memory of one row and column (Conv2D)."""
+    y = loops_conv2d(**kw)
+    if y.size:
+        return y
+    return np.full(tuple(max(1, v) for v in y.shape), GARBAGE, y.dtype)
+
 
 # -- misbehaving targets (tf Conv2D) ---------------------------------------------------------------
 # Each wraps the tap loops (NumPy only): a worker replaced after a crash or a hang starts calling

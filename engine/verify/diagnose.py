@@ -7,13 +7,30 @@ Tolerance (the one table, :data:`engine.base.dtypes.RTOL`, with the bound rule o
 sum of |products| (the op on the operands' absolute values; absolute tolerance where it is 0).
 An output agrees when every element does. :func:`diagnose` names the first mistake of
 :data:`~engine.verify.mistakes.MISTAKES` whose variant agrees with the output (each variant with
-its own bound), and any other mistake that matches as well; ``id`` is None when the output agrees with the reference, or when no known
-mistake matches (the text then describes the wrong elements and the worst element's terms).
+its own bound), and any other mistake that matches as well; ``id`` is None when the output agrees
+with the reference, when no known mistake matches (the text then describes the wrong elements
+and the worst element's terms), and when the output holds values no computation on the
+operands gives (:func:`unwritten_memory`: "reads memory it never wrote", never a mistake id).
+
+Values no computation gives: every element of every op here, and of every variant, is a sum of
+products ``a*b`` of one element of each array operand ``A``, ``B`` in which each element of
+``A`` meets at most one of ``B`` (and the reverse), so ``|y| <= M = min(sum|A| max|B|,
+max|A| sum|B|)``; and all its values are integer multiples of ``q = 2**(e_A + e_B)``, ``e_X``
+the exponent of the lowest set bit over ``X``'s nonzero values, however it is rounded (a
+rounding onto a power-of-two grid keeps multiples of ``q``), so a nonzero ``|y| >= q``; an
+algorithm with other constants (FFT, Winograd) leaves residues where the exact value is 0, of
+about float64's rounding of the largest sum, ``2**-53 M``, or more. A finite element beyond
+:data:`GARBAGE_ABOVE` x ``M``, or nonzero below :data:`GARBAGE_BELOW` x ``min(q, 2**-53 M)``,
+is one no implementation computes, however wrong its indices, scale or rounding order (the
+margins leave room for scalings such as a mean); with an operand all 0, any nonzero element is.
+Non-finite elements are left to the nonfinite verdict.
 """
 
 from __future__ import annotations
 
 import itertools
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,10 +39,12 @@ import numpy as np
 from blocks.check_support import relative, verdict
 from engine.base.dtypes import RTOL, to_dtype
 from engine.base.errors import InvalidArgumentError
+from engine.base.names import escaped
 from engine.explain.terms import OPS, Explanation, TooManyTerms, explain_element
 from engine.shapes.conv import conv2d_geometry
 from engine.verify import mistakes as mk
-from engine.verify.mistakes import MISTAKES, OTHER_FORMAT, Call
+from engine.verify.conventions import TF_OPS
+from engine.verify.mistakes import ALL_MISTAKES, MISTAKES, OTHER_FORMAT, Call
 
 #: explain's block type id of each tf.raw_ops name.
 TYPE_IDS: dict[str, str] = {form.op: type_id for type_id, form in OPS.items()}
@@ -37,6 +56,10 @@ SUBSET_TERMS = 12
 AXIS_NAMES = {"NHWC": ("image", "row", "column", "channel"),
               "NCHW": ("image", "channel", "row", "column"),
               "filter": ("row", "column", "in channel", "out channel")}
+#: An element beyond this many times the largest sum of products is garbage (module docstring).
+GARBAGE_ABOVE = 2.0 ** 20
+#: A nonzero element below this many times ``min(q, 2**-53 M)`` is garbage (module docstring).
+GARBAGE_BELOW = 2.0 ** -40
 
 
 @dataclass(frozen=True)
@@ -80,6 +103,74 @@ def agrees(got: np.ndarray, expected: np.ndarray, bound: np.ndarray, tol: float)
     return not wrong_elements(got, expected, bound, tol).any()
 
 
+def _lowest_bit(a: np.ndarray) -> int | None:
+    """The exponent ``e`` of the lowest set bit over the nonzero finite values: each is an
+    integer multiple of ``2**e`` (None: no such value)."""
+    v = np.abs(a[np.isfinite(a) & (a != 0)])
+    if not v.size:
+        return None
+    mantissa, exponent = np.frexp(v)  # v = mantissa * 2**exponent, mantissa in [0.5, 1)
+    ints = (mantissa * 2.0 ** 53).astype(np.int64)  # exact: float64 has 53 bits
+    low = np.log2((ints & -ints).astype(np.float64)).astype(np.int64)
+    return int(np.min(exponent - 53 + low))
+
+
+def impossible_values(tf_op: str, tf_args: Mapping[str, Any], got: np.ndarray) -> np.ndarray:
+    """Where ``got`` (any shape and layout) holds a finite value that no sum of products of the
+    call's operands gives (the rule of the module docstring)."""
+    a, b = (np.asarray(tf_args[k], np.float64) for k in TF_OPS[tf_op][1])
+    got = np.asarray(got, np.float64)
+    finite_nonzero = np.isfinite(got) & (got != 0)
+    low_a, low_b = _lowest_bit(a), _lowest_bit(b)
+    if low_a is None or low_b is None:
+        return finite_nonzero
+    largest = min(float(np.abs(a).sum() * np.abs(b).max()),
+                  float(np.abs(a).max() * np.abs(b).sum()))
+    size = np.abs(np.where(finite_nonzero, got, 1.0))
+    smallest = min(np.ldexp(1.0, low_a + low_b), np.ldexp(largest, -53))
+    return finite_nonzero & ((size > GARBAGE_ABOVE * largest)
+                             | (size < GARBAGE_BELOW * smallest))
+
+
+def unwritten_memory(tf_op: str, tf_args: Mapping[str, Any], got: np.ndarray) -> bool:
+    """Whether ``got`` (the implementation's output for the canonical call ``tf_op(**tf_args)``,
+    any shape and layout) holds a value no computation on the operands gives: the output read
+    memory it never wrote (:func:`impossible_values`)."""
+    return bool(impossible_values(tf_op, tf_args, got).any())
+
+
+def unwritten_text(tf_op: str, tf_args: Mapping[str, Any], got: np.ndarray) -> str:
+    """The diagnosis text of an output :func:`unwritten_memory` holds true for."""
+    got = np.asarray(got, np.float64)
+    bad = impossible_values(tf_op, tf_args, got)
+    index = tuple(int(i) for i in np.argwhere(bad)[0])
+    return (f"The output reads memory it never wrote: {int(bad.sum())} of {got.size} elements "
+            f"hold values no sum of products of these operands gives (e.g. {got[index]:.6g} "
+            f"at {list(index)}).")
+
+
+_HEX = re.compile(r"0x[0-9a-fA-F]+")
+_NUMBER_LIST = re.compile(r"[\[(]\s*-?\d+(?:\s*,\s*-?\d+)*\s*,?\s*[\])]")
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
+
+
+def refusal_key(message: str) -> str:
+    """``message`` with its numbers, shapes and addresses replaced (``#``, ``[#]``, ``<hex>``;
+    digits inside a name such as ``Conv2D`` or ``float32`` kept) and its spaces collapsed:
+    refusals that differ only in the numbers share the key."""
+    text = _HEX.sub("<hex>", message)
+    text = _NUMBER_LIST.sub("[#]", text)
+    text = _NUMBER.sub("#", text)
+    return " ".join(text.split())
+
+
+def diagnose_refusal(message: str) -> Diagnosis:
+    """The diagnosis of the ``raised`` verdict on a case TensorFlow accepts: the message
+    quoted (control characters escaped)."""
+    mid = "refused_valid_case"
+    return Diagnosis(mid, f"Matches {mid}: {ALL_MISTAKES[mid]}: \"{escaped(message)}\".")
+
+
 def diagnose(tf_op: str, tf_args: dict[str, Any], got: np.ndarray, reference: np.ndarray,
              dtype: str) -> Diagnosis:
     """What is wrong with ``got`` (the implementation's output in the TF layout, float64) for
@@ -88,6 +179,8 @@ def diagnose(tf_op: str, tf_args: dict[str, Any], got: np.ndarray, reference: np
     got, reference = np.asarray(got, np.float64), np.asarray(reference, np.float64)
     if got.shape != reference.shape:
         return diagnose_shape(tf_op, tf_args, got.shape, reference.shape)
+    if unwritten_memory(tf_op, tf_args, got):
+        return Diagnosis(None, unwritten_text(tf_op, tf_args, got))
     call = mk.canonical(tf_op, tf_args)
     magnitudes = {k: np.abs(v) for k, v in call.operands.items()}
     bound = mk.reference(call, magnitudes)
@@ -106,7 +199,11 @@ def diagnose(tf_op: str, tf_args: dict[str, Any], got: np.ndarray, reference: np
                 f"{c.id} ({c.detail})" for c in also.values())
         return Diagnosis(first.id, text + ".")
     wrong = wrong_elements(got, reference, bound, tol)
-    return Diagnosis(None, "No known mistake matches. " + pattern(call, wrong) + " "
+    terms = mk.reference(call, {k: np.ones_like(v) for k, v in call.operands.items()})
+    unread = (" Every wrong element has no terms (no window reads it: the reference is 0), as "
+              "if the output were never written there." if not (wrong & (terms != 0)).any()
+              else "")
+    return Diagnosis(None, "No known mistake matches. " + pattern(call, wrong) + unread + " "
                      + worst_terms(call, got, reference, tol))
 
 
@@ -325,7 +422,13 @@ def diagnose_shape(tf_op: str, tf_args: dict[str, Any], got_shape: tuple[int, ..
         reference_shape = mk.emit(call, np.empty(call.out_shape)).shape
     got_shape, ref = tuple(int(s) for s in got_shape), tuple(int(s) for s in reference_shape)
     said = f"the output has shape {list(got_shape)} where TensorFlow's is {list(ref)}"
+    empty = Diagnosis("empty_output_shape", f"Matches empty_output_shape: "
+                      f"{ALL_MISTAKES['empty_output_shape']}: {said}.")
+    if 0 in ref and 0 not in got_shape and got_shape != ref:
+        return empty
     for mid, detail, shape in _shape_candidates(call, ref):
         if shape is not None and tuple(shape) == got_shape and got_shape != ref:
             return Diagnosis(mid, f"Matches {mid}: {MISTAKES[mid]} ({detail}): {said}.")
+    if (0 in ref or 0 in got_shape) and got_shape != ref:
+        return empty
     return Diagnosis(None, f"No known mistake gives this shape: {said}.")

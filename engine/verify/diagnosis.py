@@ -1,37 +1,33 @@
 """The diagnosis of a minimal failure: :func:`engine.verify.diagnose.diagnose` (known mistakes,
-then the pattern of wrong elements) for wrong values and non-finite outputs,
-``diagnose_shape`` for a wrong shape (when that module has it), and the failure's own message
-for the rest (raised, crashed, timeout, nondeterministic)."""
+then the pattern of wrong elements; "reads memory it never wrote" for values no computation
+gives) for wrong values and non-finite outputs, ``diagnose_shape`` for a wrong shape (noting
+such values when the output holds them), ``diagnose_refusal`` (``refused_valid_case``, the
+message quoted) for ``raised``, and the failure's own message for the rest (crashed, timeout,
+nondeterministic)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from engine.verify import diagnose as _diagnose
+from engine.verify.diagnose import Diagnosis
+
 if TYPE_CHECKING:
     from engine.verify.report import Failure
 
-try:  # written alongside this package; the sweep works (without ids) until it exists
-    from engine.verify import diagnose as _diagnose
-    from engine.verify.diagnose import Diagnosis
-except ImportError:  # pragma: no cover - only before engine/verify/diagnose.py exists
-    _diagnose = None
-
-    @dataclass(frozen=True)
-    class Diagnosis:  # type: ignore[no-redef]
-        id: str | None
-        text: str
+__all__ = ["Diagnosis", "diagnose_failure"]
 
 
 def diagnose_failure(failure: Failure, to_tf_layout: Callable) -> Diagnosis:
     """The :class:`Diagnosis` of ``failure`` (id None when no known mistake matches)."""
     v = failure.verdict
     case, call = failure.case, failure.call
-    if _diagnose is not None and v.verdict in ("wrong_values", "nonfinite") \
-            and failure.got is not None:
+    if v.verdict == "raised":
+        return _diagnose.diagnose_refusal(v.message)
+    if v.verdict in ("wrong_values", "nonfinite") and failure.got is not None:
         got = to_tf_layout(case.op, case.convention, failure.got)
         ref = to_tf_layout(case.op, case.convention, failure.reference)
         try:
@@ -39,15 +35,18 @@ def diagnose_failure(failure: Failure, to_tf_layout: Callable) -> Diagnosis:
                                       np.asarray(ref, np.float64), case.dtype)
         except Exception as err:  # noqa: BLE001 - a diagnosis problem must not lose the report
             return Diagnosis(None, f"{v.message} (no diagnosis: {type(err).__name__}: {err})")
-    shape_fn = getattr(_diagnose, "diagnose_shape", None)
-    if v.verdict == "wrong_shape" and shape_fn is not None and failure.got is not None:
+    if v.verdict == "wrong_shape" and failure.got is not None:
         got = failure.got
         try:
             got = to_tf_layout(case.op, case.convention, got)
         except ValueError:
             pass
         try:
-            return shape_fn(call.tf_op, call.tf_args, tuple(got.shape))
+            d = _diagnose.diagnose_shape(call.tf_op, call.tf_args, tuple(got.shape))
+            if not _diagnose.unwritten_memory(call.tf_op, call.tf_args, got):
+                return d
+            note = _diagnose.unwritten_text(call.tf_op, call.tf_args, got)
+            return Diagnosis(d.id, f"{d.text} {note}")
         except Exception as err:  # noqa: BLE001 - as above
             return Diagnosis(None, f"{v.message} (no diagnosis: {type(err).__name__}: {err})")
     return Diagnosis(None, f"{v.verdict}: {v.message}")

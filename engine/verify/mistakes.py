@@ -9,7 +9,9 @@ reads: per spatial dimension, output position ``r`` and tap ``i`` read input pos
 ``r*stride + i*dilation - before``, zero outside ``[0, size)``; :func:`evaluate` computes any such
 geometry with the kernels on a VALID "virtual input" spanning every position read.
 Which ops and cases a mistake applies to: :data:`APPLIES_TO`. A mistake yields nothing where it
-gives exactly the reference, and may yield several flavours under one id.
+gives exactly the reference, and may yield several flavours under one id. The ids named from a
+shape or a verdict rather than from values (an empty output's shape, a refusal) are
+:data:`VERDICT_MISTAKES`.
 """
 
 from __future__ import annotations
@@ -43,15 +45,38 @@ MISTAKES: dict[str, str] = {
                              "multiplier) swapped in its memory order",
     "output_size_off_by_one": "the output size one off: loops one row or column short",
     "dilation_ignored": "the dilation taken as 1",
+    "dilation_ignored_undilated_same": "the dilation taken as 1 and the SAME padding computed "
+                                       "for the undilated filter (TensorFlow 2.21's CPU "
+                                       "depthwise backprops)",
     "padding_ignored": "the input read without its padding (no offset by the padding before)",
     "batch_averaged": "the filter gradient divided by the batch size",
+    "batch_not_accumulated": "the filter gradient of one image only (the first or the last: "
+                             "the sum over the batch reset or never taken)",
+    "positions_averaged": "the filter gradient divided by the number of output positions "
+                          "(batch x output rows x output columns): a mean instead of a sum",
     "groups_ignored": "groups ignored: every output channel reads the first group's channels",
     "multiplier_order": "the depthwise output channel k*M+m taken as m*C+k",
     "layout_swapped": "NHWC read as NCHW or the reverse (the arrays' memory, the attribute "
                       "vectors, or data_format ignored)",
     "explicit_pads_swapped": "EXPLICIT paddings swapped: before/after, height/width, or read "
                              "in ONNX order (top, left, bottom, right)",
+    "output_padding_zeroed": "the input gradient's last rows or columns beyond the last "
+                             "window's reach (conv_transpose2d's output_padding, the stride "
+                             "remainder) left 0 instead of computed",
+    "padding_offset_by_one": "the top or left padding one too many or one too few (every "
+                             "padding mode; VALID one too many reads row or column -1)",
 }
+
+#: Stable id -> what the implementation does wrong, for the mistakes named from the verdict
+#: itself rather than a reference variant (:func:`engine.verify.diagnose.diagnose_shape`, the
+#: ``raised`` verdict); documented after :data:`MISTAKES`.
+VERDICT_MISTAKES: dict[str, str] = {
+    "empty_output_shape": "an empty output (a 0 in the reference's shape) returned with "
+                          "another shape, or a non-empty one returned empty",
+    "refused_valid_case": "a geometry TensorFlow accepts refused with an exception",
+}
+#: Every id: :data:`MISTAKES`, then :data:`VERDICT_MISTAKES`.
+ALL_MISTAKES: dict[str, str] = MISTAKES | VERDICT_MISTAKES
 
 #: The ops and cases each mistake applies to (the others: every op and case).
 APPLIES_TO: dict[str, str] = {
@@ -59,11 +84,15 @@ APPLIES_TO: dict[str, str] = {
     "filter_not_flipped": "the input gradients (Conv2DBackpropInput, its depthwise twin)",
     "convolution_not_correlation": "the forward ops and the filter gradients",
     "dilation_ignored": "dilations > 1",
+    "dilation_ignored_undilated_same": "SAME padding with dilations > 1",
     "padding_ignored": "SAME or EXPLICIT with a nonzero padding",
     "batch_averaged": "the filter gradients with batch > 1",
+    "batch_not_accumulated": "the filter gradients with batch > 1",
+    "positions_averaged": "the filter gradients with more than one output position",
     "groups_ignored": "Conv2D, Conv2DBackpropFilter, Conv2DBackpropInput with groups > 1",
     "multiplier_order": "the depthwise ops with multiplier > 1 and more than one channel",
     "explicit_pads_swapped": "EXPLICIT padding",
+    "output_padding_zeroed": "the input gradients with a nonzero stride remainder",
 }
 
 ACTIVATIONS = ("input", "out_backprop")
@@ -186,20 +215,23 @@ def evaluate(call: Call, operands: Mapping[str, np.ndarray], dims: tuple[Dim, Di
 
 class Candidate(NamedTuple):
     """One flavour of a mistake: ``compute(operands)`` (layout-free operands) is the mistaken
-    result in the call's layout (InvalidArgumentError where the kernel refuses it)."""
+    result in the call's layout (InvalidArgumentError where the kernel refuses it); ``dims``
+    the reads of a geometry mistake (None for the others)."""
 
     id: str
     detail: str
     compute: Callable[[Mapping[str, np.ndarray]], np.ndarray]
+    dims: tuple[Dim, Dim] | None = None
 
 
 def _pair(dims: tuple[Dim, Dim], field: str) -> str:
     return f"({getattr(dims[0], field)}, {getattr(dims[1], field)})"
 
 
-def _geo(call: Call, dims: Sequence[Dim]) -> Callable[[Mapping[str, np.ndarray]], np.ndarray]:
-    """The op with the reads of ``dims`` (rows, cols)."""
-    return lambda ops: emit(call, evaluate(call, ops, (dims[0], dims[1])))
+def _geo(mid: str, detail: str, call: Call, dims: Sequence[Dim]) -> Candidate:
+    """The flavour ``mid`` computing the op with the reads of ``dims`` (rows, cols)."""
+    pair = (dims[0], dims[1])
+    return Candidate(mid, detail, lambda ops: emit(call, evaluate(call, ops, pair)), pair)
 
 
 def _with(call: Call, **changed: Callable[[np.ndarray], np.ndarray]):
@@ -216,16 +248,14 @@ def _after(call: Call, post: Callable[[np.ndarray], np.ndarray]):
 def _geometry_mistakes(call: Call) -> Iterator[Candidate]:
     dims, pad = call.dims, call.geometry.padding
     if any(d.stride != d.dilation for d in dims):
-        yield Candidate("stride_dilation_swapped",
-                        f"strides {_pair(dims, 'stride')} used as dilations and dilations "
-                        f"{_pair(dims, 'dilation')} as strides",
-                        _geo(call, tuple(d._replace(stride=d.dilation, dilation=d.stride)
-                                         for d in dims)))
+        yield _geo("stride_dilation_swapped",
+                   f"strides {_pair(dims, 'stride')} used as dilations and dilations "
+                   f"{_pair(dims, 'dilation')} as strides",
+                   call, tuple(d._replace(stride=d.dilation, dilation=d.stride) for d in dims))
     if pad == "SAME" and any((d.before + d.after) % 2 for d in dims):
         moved = tuple(d._replace(before=d.after) for d in dims)
-        yield Candidate("same_pad_extra_before",
-                        f"top/left padding {_pair(moved, 'before')} instead of "
-                        f"{_pair(dims, 'before')}", _geo(call, moved))
+        yield _geo("same_pad_extra_before", f"top/left padding {_pair(moved, 'before')} instead "
+                   f"of {_pair(dims, 'before')}", call, moved)
 
 
 def _filter_mistakes(call: Call) -> Iterator[Candidate]:
@@ -267,11 +297,19 @@ def _size_mistakes(call: Call) -> Iterator[Candidate]:
                         _after(call, zero) if call.kind == "output"
                         else _with(call, out_backprop=zero))
     if any(d.dilation > 1 for d in dims):
-        yield Candidate("dilation_ignored", f"dilations {_pair(dims, 'dilation')} taken as 1",
-                        _geo(call, [d._replace(dilation=1) for d in dims]))
+        yield _geo("dilation_ignored", f"dilations {_pair(dims, 'dilation')} taken as 1", call,
+                   [d._replace(dilation=1) for d in dims])
+    undilated = tuple(d._replace(dilation=1, before=windowed_output(
+        d.size, d.taps, 1, d.stride, "SAME").pad_before) for d in dims)
+    if call.geometry.padding == "SAME" and any(  # else the same reads as dilation_ignored
+            d.dilation > 1 and u.before != d.before for d, u in zip(dims, undilated, strict=True)):
+        yield _geo("dilation_ignored_undilated_same",
+                   f"dilations {_pair(dims, 'dilation')} taken as 1, top/left padding "
+                   f"{_pair(undilated, 'before')} (SAME for the undilated filter) instead of "
+                   f"{_pair(dims, 'before')}", call, undilated)
     if call.geometry.padding != "VALID" and any(d.before or d.after for d in dims):
-        yield Candidate("padding_ignored", f"top/left padding {_pair(dims, 'before')} taken "
-                        "as 0", _geo(call, tuple(d._replace(before=0) for d in dims)))
+        yield _geo("padding_ignored", f"top/left padding {_pair(dims, 'before')} taken as 0",
+                   call, tuple(d._replace(before=0) for d in dims))
 
 
 def _keep(shape: tuple[int, ...], rows: int, cols: int) -> np.ndarray:
@@ -298,6 +336,15 @@ def _channel_mistakes(call: Call) -> Iterator[Candidate]:
     if call.kind == "filter" and g.batch > 1:
         yield Candidate("batch_averaged", f"every element 1/{g.batch} of the reference",
                         _after(call, lambda dw: dw / g.batch))
+        for which, image in (("first", slice(None, 1)), ("last", slice(-1, None))):
+            yield Candidate("batch_not_accumulated", f"the {which} of {g.batch} images only",
+                            _with(call, input=lambda a, i=image: a[i],
+                                  out_backprop=lambda a, i=image: a[i]))
+    positions = g.batch * g.out_rows * g.out_cols
+    if call.kind == "filter" and g.out_rows * g.out_cols > 1:
+        yield Candidate("positions_averaged", f"every element 1/{positions} of the reference "
+                        f"(batch {g.batch} x {g.out_rows} x {g.out_cols} output positions)",
+                        _after(call, lambda dw: dw / positions))
     if not call.depthwise and g.groups > 1:
         yield Candidate("groups_ignored", f"all {g.filter_out} output channels read input "
                         f"channels 0-{g.filter_in_depth - 1} (groups {g.groups} ignored)",
@@ -353,10 +400,10 @@ def _layout_mistakes(call: Call) -> Iterator[Candidate]:
                         f"{read_as}", compute)
     dims = _attr_read(call)
     if dims != call.dims:
-        yield Candidate("layout_swapped", f"strides, dilations and paddings read as "
-                        f"{OTHER_FORMAT[fmt]}: strides {_pair(dims, 'stride')}, dilations "
-                        f"{_pair(dims, 'dilation')}, top/left padding {_pair(dims, 'before')}",
-                        _geo(call, dims))
+        yield _geo("layout_swapped", f"strides, dilations and paddings read as "
+                   f"{OTHER_FORMAT[fmt]}: strides {_pair(dims, 'stride')}, dilations "
+                   f"{_pair(dims, 'dilation')}, top/left padding {_pair(dims, 'before')}",
+                   call, dims)
     if call.geometry.padding == "EXPLICIT":
         (t, b), (left, right) = ((d.before, d.after) for d in call.dims)
         for before, how in (((b, right), "before and after swapped"),
@@ -364,19 +411,52 @@ def _layout_mistakes(call: Call) -> Iterator[Candidate]:
                             ((t, b), "read in ONNX order (top, left, bottom, right)")):
             moved = (call.dims[0]._replace(before=before[0]),
                      call.dims[1]._replace(before=before[1]))
-            yield Candidate("explicit_pads_swapped", f"{how}: top/left padding "
-                            f"{_pair(moved, 'before')} instead of {_pair(call.dims, 'before')}",
-                            _geo(call, moved))
+            yield _geo("explicit_pads_swapped", f"{how}: top/left padding "
+                       f"{_pair(moved, 'before')} instead of {_pair(call.dims, 'before')}",
+                       call, moved)
+
+
+def _remainders(call: Call) -> tuple[int, int]:
+    """Per dimension the input rows no window reaches at the end: ``(size + before + after -
+    eff) mod stride`` (conv_transpose2d's output_padding)."""
+    return tuple((d.size + d.before + d.after - (d.taps - 1) * d.dilation - 1) % d.stride
+                 for d in call.dims)  # type: ignore[return-value]
+
+
+def _output_padding_mistakes(call: Call) -> Iterator[Candidate]:
+    rows, cols = _remainders(call)
+    if call.kind == "input" and (rows or cols):
+        keep = _keep(call.out_shape, rows, cols)
+        yield Candidate("output_padding_zeroed", f"the last {rows} row(s) and {cols} column(s) "
+                        "of the input gradient left 0", _after(call, lambda dx: dx * keep))
+
+
+def _side(name: str, before: int, step: int) -> str:
+    how = "one too many" if step > 0 else "one too few"
+    return f"{name} padding {before + step} instead of {before} ({how})"
+
+
+def _offset_mistakes(call: Call) -> Iterator[Candidate]:
+    top, left = call.dims
+    for dr, dc in ((1, 0), (0, 1), (1, 1), (-1, 0), (0, -1), (-1, -1), (1, -1), (-1, 1)):
+        sides = ([_side("top", top.before, dr)] if dr else []) + \
+            ([_side("left", left.before, dc)] if dc else [])
+        yield _geo("padding_offset_by_one", ", ".join(sides), call,
+                   (top._replace(before=top.before + dr), left._replace(before=left.before + dc)))
 
 
 def candidates(call: Call) -> Iterator[Candidate]:
     """Every flavour of every mistake that applies to the call's op and attributes, in
-    :data:`MISTAKES` order (a flavour may still equal the reference on the case)."""
-    yield from _geometry_mistakes(call)
-    yield from _filter_mistakes(call)
-    yield from _size_mistakes(call)
-    yield from _channel_mistakes(call)
-    yield from _layout_mistakes(call)
+    :data:`MISTAKES` order (a flavour may still equal the reference on the case);
+    ``padding_offset_by_one`` skips the reads an earlier geometry mistake already names."""
+    named: set[tuple[Dim, Dim]] = set()
+    for group in (_geometry_mistakes, _filter_mistakes, _size_mistakes, _channel_mistakes,
+                  _layout_mistakes, _output_padding_mistakes):
+        for cand in group(call):
+            if cand.dims is not None:
+                named.add(cand.dims)
+            yield cand
+    yield from (c for c in _offset_mistakes(call) if c.dims not in named)
 
 
 def computed(call: Call, ref: np.ndarray) -> Iterator[tuple[Candidate, np.ndarray]]:
