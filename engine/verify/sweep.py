@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import re
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -180,7 +181,8 @@ def _diagnosis(f: Failure) -> Diagnosis:
 def _groups(report: VerifyReport) -> dict[tuple[str, str],
                                           list[tuple[Failure, Diagnosis | None]]]:
     """The failures (of the diagnosed sample) by :func:`group_key`, each group's smallest
-    first; records the sample sizes in ``report.diagnosed``."""
+    first; records the sample sizes in ``report.diagnosed``. A failure whose diagnosis says
+    other mistakes give the same numbers goes to the one most failures are named with."""
     groups: dict[tuple[str, str], list[tuple[Failure, Diagnosis | None]]] = {}
     for verdict in FAILURES:
         failures = sorted((f for f in report.failures if f.verdict.verdict == verdict),
@@ -192,9 +194,23 @@ def _groups(report: VerifyReport) -> dict[tuple[str, str],
             found = [(f, _diagnosis(f)) for f in picked]
         else:
             found = [(f, None) for f in failures]
+        votes: dict[str, int] = {}
+        for _, d in found:
+            for c in _candidates(d):
+                votes[c] = votes.get(c, 0) + 1
         for f, d in found:
+            if d is not None and d.id:  # the mistake most failures it matches were named
+                d = replace(d, id=max(_candidates(d), key=lambda c: (votes[c], c == d.id)))
             groups.setdefault(group_key(f, d), []).append((f, d))
     return groups
+
+
+def _candidates(d: Diagnosis | None) -> set[str]:
+    """The mistake ids ``d`` names: its own and those it says are indistinguishable here."""
+    if d is None or not d.id:
+        return set()
+    also = re.search(r"indistinguishable here from (.*)", d.text)
+    return {d.id, *(re.findall(r"(?:^|; )(\w+) \(", also.group(1)) if also else [])}
 
 
 def _minimize(ev: Evaluator, want: tuple[str, str],
