@@ -90,7 +90,9 @@ def python_lines(failure, fn: str) -> list[str]:
             expr = f"np.array({flat!r}, {dtype!r}).reshape({tuple(v.shape)})"
         else:
             role, axes = _source(k, case.op, case.convention)
-            expr = role + (f".transpose{axes}" if axes else "") + f".astype({dtype!r})"
+            expr = f"{role}.astype({dtype!r})"
+            if axes:  # the worker's copy of a transpose is C-contiguous
+                expr = f"np.ascontiguousarray({role}.transpose{axes}.astype({dtype!r}))"
         parts.append(f"{k}={_memory(expr, case.memory, v)}")
     lines.append(f"print(np.asarray({fn}({', '.join(parts)})).tolist())")
     return lines
