@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -112,19 +113,19 @@ def test_repro_writes_one_set_per_group_each_failing(several, tmp_path):
     assert len(canvases) == len(tests) == len(several.minimal_failures)
     assert len(set(tests)) == len(tests)
     assert os.path.basename(tests[0]) == "test_minimal_wrong_values.py"
-    for test in tests:
-        text = open(test).read()
+    for test in map(Path, tests):
+        text = test.read_text()
         assert "subprocess" not in text and "CMD" not in text and "ml_dtypes" not in text
         _ruff_clean(test)
         p = _pytest(test, tmp_path)
         assert p.returncode == 1 and "1 failed" in p.stdout, p.stdout
     # the same files pass on a correct implementation: they judge, they do not just fail
-    for test in tests:
-        text = open(test).read()
+    for test in map(Path, tests):
+        text = test.read_text()
         fixed = text.replace(f"import_module({TARGETS!r}).several_bugs",
                              "import_module('tests.verify_zoo').loops_conv2d")
         assert fixed != text
-        open(test, "w").write(fixed)
+        test.write_text(fixed)
         p = _pytest(test, tmp_path)
         assert p.returncode == 0, p.stdout
 

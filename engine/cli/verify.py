@@ -123,8 +123,10 @@ def cmd_verify(opts: argparse.Namespace) -> int:
         _err(f"verify: {err}")
         return 2
     status = 0 if report.ok else 1
-    if report.spec_kind == "cmd" and not report.ok and (opts.repro or opts.json):
-        folder = opts.repro or os.path.dirname(os.path.abspath(opts.json))
+    if report.spec_kind == "cmd" and not report.ok and opts.repro:
+        report.inputs_folder = os.path.abspath(opts.repro)  # write_repro writes each IN.npz
+    elif report.spec_kind == "cmd" and not report.ok and opts.json:
+        folder = os.path.dirname(os.path.abspath(opts.json))
         try:  # each group's IN.npz, named by its reproduction
             report.write_inputs(folder)
         except (OSError, ValueError) as err:

@@ -148,7 +148,8 @@ class VerifyReport:
     diagnosed: dict[str, int] = field(default_factory=dict)
     max_failures: int | None = None
     case_timeout: float = 0.0
-    inputs_folder: str = ""  # where write_inputs put each group's IN.npz (--cmd)
+    #: where each group's IN.npz is (--cmd): written by write_inputs, or by --repro there
+    inputs_folder: str = ""
 
     def count(self, edge: str, verdict: str) -> None:
         self.cases += 1
@@ -194,11 +195,10 @@ class VerifyReport:
 
     def write_inputs(self, folder: str) -> list[str]:
         """``--cmd``: write each group's IN.npz (the exact file its command was given) into
-        ``folder`` (made if missing), so that :meth:`reproduce` names them; the paths."""
+        the existing ``folder``, so that :meth:`reproduce` names them; the paths."""
         from engine.base.atomic import write_atomically
         from engine.verify.worker import npz_arguments
 
-        os.makedirs(folder, exist_ok=True)
         self.inputs_folder = os.path.abspath(folder)
         written = []
         for m in self.minimal_failures:
