@@ -187,3 +187,24 @@ def test_fail_fast_and_max_failures_on_the_command_line(tmp_path):
     bad = _gb("verify", f"{TARGETS}:several_bugs", "--op", "Conv2D", "--convention", "tf",
               "--max-failures", "0")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_the_apps_report_view_shows_the_groups(qtbot, several):
+    from app.verify_report import ReportView, minimal_text
+
+    view = ReportView()
+    qtbot.addWidget(view)
+    view.show_report(several)
+    groups = several.minimal_failures
+    assert view.tabs.tabText(2) == f"Groups ({len(groups)})"
+    assert view.group_table.rowCount() == len(groups)
+    for r, m in enumerate(groups):
+        row = [view.group_table.item(r, c).text() for c in range(5)]
+        assert row[:4] == [m.failure.verdict.verdict, str(m.count), str(m.size),
+                           m.diagnosis.id or "(no known mistake)"]
+        assert view.group_table.item(r, 0).toolTip() == f"reproduce: {several.reproduce(m)}"
+    text = view.minimal_edit.toPlainText()
+    assert text == minimal_text(several)
+    assert text.count("reproduce: ") == len(groups)
+    view.show_report(None)
+    assert view.group_table.rowCount() == 0 and view.tabs.tabText(2) == "Groups"

@@ -191,3 +191,15 @@ def test_the_cmd_line_runs_on_the_inputs_written_next_to_the_report(tmp_path, wh
         _ruff_clean(test)
         t = _pytest(test, tmp_path)
         assert t.returncode == 1 and "1 failed" in t.stdout, t.stdout
+
+
+def test_a_nondeterministic_groups_test_checks_that_reruns_agree(tmp_path):
+    report = api.verify(f"{TARGETS}:reads_unwritten", op="Conv2D", convention="tf",
+                        path=ROOT, cases=30)
+    [m] = report.minimal_failures
+    assert m.failure.verdict.verdict == "nondeterministic"
+    [_, test] = write_repro(report, str(tmp_path))
+    assert os.path.basename(test) == "test_minimal_nondeterministic.py"
+    _ruff_clean(test)
+    p = _pytest(test, tmp_path)
+    assert p.returncode == 1 and "np.array_equal(got, runs[0]" in p.stdout, p.stdout
