@@ -208,3 +208,35 @@ def test_the_apps_report_view_shows_the_groups(qtbot, several):
     assert text.count("reproduce: ") == len(groups)
     view.show_report(None)
     assert view.group_table.rowCount() == 0 and view.tabs.tabText(2) == "Groups"
+
+
+def test_reruns_that_give_no_output_tell_nothing():
+    """A rerun that timed out or crashed (a loaded machine) is no sign of unwritten memory;
+    one that returns other bits is."""
+    from engine.verify.conventions import Geometry
+    from engine.verify.report import Failure, Minimal
+    from engine.verify.values import Case, call
+    from engine.verify.verdicts import Verdict
+
+    case = Case("Conv2D", "tf", Geometry(1, 2, 2, 1, (1, 1), 1))
+    c = call(case)
+    got = np.full((1, 2, 2, 1), 5.0)
+    m = Minimal(Failure(case, Verdict("wrong_values", message="off"), c, got, got * 0), None)
+
+    class Reruns:
+        def __init__(self, outputs):
+            self.outputs = iter(outputs)
+
+        def prepare(self, case):
+            return sweep.Evaluator.prepare(self, case)
+
+        def one(self, case, repeat=False):
+            return None, None, next(self.outputs)
+
+    quiet = [None, got.copy(), None, got.copy(), None]
+    assert sweep._confirm(Reruns(quiet), m) is m
+    changed = [got.copy(), got + 1, None, got.copy(), got.copy()]
+    confirmed = sweep._confirm(Reruns(changed), m)
+    assert confirmed.failure.verdict.verdict == "nondeterministic"
+    assert confirmed.diagnosis.text.startswith(
+        "reads memory it never wrote: 1 of 5 reruns gave a different output (off)")

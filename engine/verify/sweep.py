@@ -255,9 +255,10 @@ def _confirm(ev: Evaluator, m: Minimal) -> Minimal:
     f = m.failure
     if f.verdict.verdict not in ("wrong_values", "nonfinite") or f.got is None:
         return m
-    runs = [ev.one(f.case) for _ in range(RERUNS)]
-    changed = sum(r is None or r[2] is None or r[2].shape != f.got.shape
-                  or not np.array_equal(r[2], f.got, equal_nan=True) for r in runs)
+    outputs = [r[2] for r in (ev.one(f.case) for _ in range(RERUNS))
+               if r is not None and r[2] is not None]  # a rerun that timed out tells nothing
+    changed = sum(o.shape != f.got.shape or not np.array_equal(o, f.got, equal_nan=True)
+                  for o in outputs)
     unwritten = getattr(diagnose, "unwritten_memory", None)  # the diagnosis module's rule
     p = ev.prepare(f.case)
     if changed:
