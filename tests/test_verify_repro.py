@@ -203,3 +203,14 @@ def test_a_nondeterministic_groups_test_checks_that_reruns_agree(tmp_path):
     _ruff_clean(test)
     p = _pytest(test, tmp_path)
     assert p.returncode == 1 and "np.array_equal(got, runs[0]" in p.stdout, p.stdout
+
+
+def test_a_notebook_callables_reproduction_is_python_calling_fn(capsys):
+    case = Case("Conv2DBackpropInput", "tf", BIG, "float32", seed=3)
+    c = call(case)
+    failure = Failure(case, Verdict("wrong_values"), c, None, np.zeros(1))
+    code = command_line.inprocess_code(failure, "<lambda>")
+    assert code.endswith("  # fn: <lambda>") and "import sys" not in code
+    exec(code, {"fn": targets.echo})  # noqa: S102 - the printed statements, as a user runs them
+    got = np.asarray(ast.literal_eval(capsys.readouterr().out.strip()))
+    assert np.array_equal(got, targets.echo(**prepared(c.kwargs, "contiguous")))

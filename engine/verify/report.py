@@ -33,9 +33,6 @@ from engine.verify.shrink import array_sizes
 from engine.verify.values import Case
 from engine.verify.verdicts import Verdict
 
-#: Failures listed in the terminal summary (the JSON has them all).
-SHOWN_FAILURES = 5
-
 
 @dataclass
 class Failure:
