@@ -1,6 +1,7 @@
 """The report of a sweep in the Verify dialog (:mod:`app.verify_dialog`): a summary line, the
-pass counts per edge class and the failures as tables, and each minimal failure with its
-diagnosis and one-line reproduction (the terminal summary of ``gradblocks verify``, as widgets).
+pass counts per edge class, the failure groups and the failures as tables, and each group's
+minimal failure with its diagnosis and one-line reproduction (the terminal summary of
+``gradblocks verify``, as widgets).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
 #: Failure rows shown in the table (the tab says how many there are).
 SHOWN_FAILURES = 1000
 CLASS_COLUMNS = ("edge class", "tried", "passed", "unsupported", "failed")
+GROUP_COLUMNS = ("verdict", "cases", "elements", "diagnosis", "message")
 FAILURE_COLUMNS = ("verdict", "edge class", "dtype", "elements", "max abs error",
                    "max rel error", "message")
 BAD = QtGui.QColor("#d04040")
@@ -44,22 +46,13 @@ def summary(report: VerifyReport) -> str:
 
 
 def minimal_text(report: VerifyReport) -> str:
-    """Each minimal failure (the smallest first) with its diagnosis and one-line reproduction;
-    or that every case passed."""
-    from engine.verify.report import call_text
-
+    """Each failure group (the most severe first) with its minimal case, diagnosis and one-line
+    reproduction; or that every case passed."""
     if report.ok:
         return (f"Every case passed ({report.cases} tried, {report.unsupported} unsupported): "
                 "no failure to shrink.")
-    parts = []
-    for m in report.minimal_failures:
-        f = m.failure
-        parts.append(
-            f"minimal {f.verdict.verdict} ({m.size} elements, {f.case.values} values, edge "
-            f"class {f.case.edge}): {f.verdict.message}\n"
-            f"diagnosis: {m.diagnosis.id or '(no known mistake)'}: {m.diagnosis.text}\n"
-            f"reproduce: {call_text(report.target, f)}")
-    return "\n\n".join(parts)
+    return "\n\n".join("\n".join(line.strip() for line in report.group_lines(m))
+                       for m in report.minimal_failures)
 
 
 def _table(columns: tuple[str, ...]) -> QtWidgets.QTableWidget:
@@ -74,16 +67,19 @@ def _table(columns: tuple[str, ...]) -> QtWidgets.QTableWidget:
 
 
 class ReportView(QtWidgets.QWidget):
-    """``summary_label``, ``tabs`` (``class_table``, ``failure_table``) over ``minimal_edit``."""
+    """``summary_label``, ``tabs`` (``class_table``, ``group_table``, ``failure_table``) over
+    ``minimal_edit``."""
 
     def __init__(self, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
         self.summary_label = MessageLabel()
         self.class_table = _table(CLASS_COLUMNS)
+        self.group_table = _table(GROUP_COLUMNS)
         self.failure_table = _table(FAILURE_COLUMNS)
         self.tabs = QtWidgets.QTabWidget()
         self.tabs.addTab(self.class_table, "Edge classes")
         self.tabs.addTab(self.failure_table, "Failures")
+        self.tabs.addTab(self.group_table, "Groups")
         self.minimal_edit = QtWidgets.QPlainTextEdit(readOnly=True)
         self.minimal_edit.setPlaceholderText("The minimal failure and its diagnosis show here.")
         split = QtWidgets.QSplitter(QtCore.Qt.Vertical)
@@ -101,7 +97,9 @@ class ReportView(QtWidgets.QWidget):
 
         self.class_table.setRowCount(0)
         self.failure_table.setRowCount(0)
+        self.group_table.setRowCount(0)
         self.tabs.setTabText(1, "Failures")
+        self.tabs.setTabText(2, "Groups")
         if report is None:
             self.summary_label.setText("")
             self.minimal_edit.setPlainText("")
@@ -122,7 +120,16 @@ class ReportView(QtWidgets.QWidget):
                      _number(f.verdict.max_rel_error), j["message"])
             for c, text in enumerate(cells):
                 self.failure_table.setItem(r, c, _item(text, f"case: {j['case']}"))
-        for table in (self.class_table, self.failure_table):
+        groups = report.minimal_failures
+        self.group_table.setRowCount(len(groups))
+        for r, m in enumerate(groups):
+            f = m.failure
+            cells = (f.verdict.verdict, str(m.count), str(m.size),
+                     m.diagnosis.id or "(no known mistake)", f.verdict.message)
+            for c, text in enumerate(cells):
+                self.group_table.setItem(r, c, _item(text, f"reproduce: {report.reproduce(m)}"))
+        self.tabs.setTabText(2, f"Groups ({len(groups)})")
+        for table in (self.class_table, self.failure_table, self.group_table):
             table.resizeColumnsToContents()
         more = f", the first {SHOWN_FAILURES} shown" if report.failed > SHOWN_FAILURES else ""
         self.tabs.setTabText(1, f"Failures ({report.failed}{more})")

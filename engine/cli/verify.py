@@ -1,7 +1,9 @@
 """``gradblocks verify TARGET --op OP --convention {tf,torch} [--cmd "COMMAND ARGS"]
 [--dtype float32,...] [--cases N] [--seed S] [--jobs N] [--case-timeout S] [--json FILE]
-[--repro DIR] [--path DIR] [--support SPEC]``: sweep an implementation against the exact
-reference (:mod:`engine.verify`).
+[--repro DIR] [--path DIR] [--support SPEC] [--max-failures N | --fail-fast]``: sweep an
+implementation against the exact reference (:mod:`engine.verify`). With ``--cmd`` and
+``--json`` or ``--repro``, each failure group's IN.npz is written into the ``--repro`` folder
+(else the JSON file's) and its reproduction names it.
 
 Exit status: 0 every case passed (unsupported ones aside); 1 a case failed, or a file could not
 be written; 2 a usage error (one line: a bad option, a target that cannot be loaded).
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 
 from engine.base.atomic import write_atomically
@@ -76,6 +79,11 @@ def add_parser(sub) -> None:
                    help="worker processes (default 1)")
     p.add_argument("--case-timeout", type=_seconds, default=DEFAULT_TIMEOUT, metavar="S",
                    help=f"seconds one case may take (default {DEFAULT_TIMEOUT:g})")
+    stop = p.add_mutually_exclusive_group()
+    stop.add_argument("--max-failures", type=_positive_int, metavar="N",
+                      help="stop the search after N failing cases (default: search on)")
+    stop.add_argument("--fail-fast", action="store_const", const=1, dest="max_failures",
+                      help="--max-failures 1")
     p.add_argument("--json", metavar="FILE", help="write the report as JSON (atomically)")
     p.add_argument("--repro", metavar="DIR",
                    help="write a canvas and a pytest file for each minimal failure")
@@ -110,12 +118,22 @@ def cmd_verify(opts: argparse.Namespace) -> int:
         report = verify(opts.target, opts.op, opts.convention, dtype=opts.dtype,
                         cases=opts.cases, seed=opts.seed, jobs=opts.jobs,
                         case_timeout=opts.case_timeout, support=opts.support, path=opts.path,
-                        cmd=opts.cmd, progress=_progress)
+                        cmd=opts.cmd, progress=_progress, max_failures=opts.max_failures)
     except InvalidArgumentError as err:
         _err(f"verify: {err}")
         return 2
-    _say(str(report))
     status = 0 if report.ok else 1
+    if report.spec_kind == "cmd" and not report.ok and opts.repro:
+        report.inputs_folder = os.path.abspath(opts.repro)  # write_repro writes each IN.npz
+    elif report.spec_kind == "cmd" and not report.ok and opts.json:
+        folder = os.path.dirname(os.path.abspath(opts.json))
+        try:  # each group's IN.npz, named by its reproduction
+            report.write_inputs(folder)
+        except (OSError, ValueError) as err:
+            _err(f"{_path(folder)}: cannot write the inputs: "
+                 f"{getattr(err, 'strerror', None) or err}")
+            status = 1
+    _say(str(report))
     if opts.json:
         text = report.json_text().encode("utf-8")
         try:

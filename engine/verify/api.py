@@ -87,7 +87,8 @@ def verify(fn: Any = None, op: str = "", convention: str = "tf", *,
            jobs: int = 1, case_timeout: float = DEFAULT_TIMEOUT, support: str | None = None,
            path: str | None = None, cmd: str | None = None,
            progress: Callable[[int, int], None] | None = None,
-           cancel: threading.Event | None = None) -> VerifyReport:
+           cancel: threading.Event | None = None,
+           max_failures: int | None = None) -> VerifyReport:
     """Sweep ``fn`` as ``op`` under ``convention`` (see :mod:`engine.verify`); returns the
     :class:`VerifyReport`. Bad options raise :class:`InvalidArgumentError` naming them; once
     ``cancel`` is set the sweep stops at once (a running case's worker is killed; a callable
@@ -98,6 +99,8 @@ def verify(fn: Any = None, op: str = "", convention: str = "tf", *,
     _count("cases", cases, 1, MAX_CASES)
     _count("seed", seed, 0, 2**63 - 1)
     _count("jobs", jobs, 1, MAX_JOBS)
+    if max_failures is not None:
+        _count("max_failures", max_failures, 1, MAX_CASES)
     if isinstance(case_timeout, bool) or not isinstance(case_timeout, (int, float)) or not (
             math.isfinite(case_timeout) and case_timeout > 0):
         raise InvalidArgumentError(f"case_timeout must be a positive number of seconds, got "
@@ -111,7 +114,7 @@ def verify(fn: Any = None, op: str = "", convention: str = "tf", *,
     if convention == "torch":
         spec.words.pop("layouts", None)  # torch arrays are always NCHW
     return sweep(target, op, convention, dtypes_run, cases, seed, jobs, float(case_timeout),
-                 spec, progress, text, cancel)
+                 spec, progress, text, cancel, max_failures)
 
 
 def assert_conformant(fn: Any = None, op: str = "", convention: str = "tf",

@@ -1,9 +1,17 @@
 """The report of a sweep: the terminal summary, the JSON of ``--json`` and the notebook object.
 
+Failures come in *groups*, one per :func:`group_key` (the verdict and the diagnosis's mistake
+id, or for ``raised`` the message with its numbers taken out, so one refusal is shown once),
+each with its minimal case, diagnosis and one-line reproduction
+(:mod:`engine.verify.command_line`), listed in the order of
+:data:`engine.verify.verdicts.FAILURES` (most severe first), then the largest group first.
+
 JSON (top level): ``ok``, ``op``, ``convention``, ``cases`` (tried), ``failed``,
 ``unsupported``, ``failures`` (each ``case``, ``verdict``, ``max_abs_error``, ``max_rel_error``,
-``message``), ``minimal`` (the smallest failure, or null) and ``diagnosis`` (``{"id", "text"}``
-for it, or null). A case holds every argument under the convention's names (arrays as
+``message``), ``groups`` (each ``verdict``, ``count``, ``minimal``, ``diagnosis``,
+``reproduce``), ``diagnosed`` (verdict -> failures grouped, where the sweep diagnosed a sample),
+``minimal`` and ``diagnosis`` (``{"id", "text"}``): the first group's (null when every case
+passed). A case holds every argument under the convention's names (arrays as
 ``{"shape", "dtype"}``, the rest as JSON values) and ``dtype``.
 """
 
@@ -12,18 +20,18 @@ from __future__ import annotations
 import html
 import json
 import math
+import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from engine.verify import command_line
 from engine.verify.conventions import Call
 from engine.verify.shrink import array_sizes
 from engine.verify.values import Case
 from engine.verify.verdicts import Verdict
-
-#: Failures listed in the terminal summary (the JSON has them all).
-SHOWN_FAILURES = 5
 
 
 @dataclass
@@ -60,11 +68,30 @@ def _number(v: float | None) -> float | str | None:
     return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
 
 
+def message_key(message: str) -> str:
+    """A raised message with its numbers taken out: one refusal, whatever the sizes."""
+    return re.sub(r"\d+", "#", message)
+
+
+def group_key(failure: Failure, diagnosis: Any) -> tuple[str, str]:
+    """``(verdict, what)``: the diagnosis's mistake id when it names one, else for ``raised``
+    the :func:`message_key` of the message, else ``""``."""
+    v = failure.verdict
+    if diagnosis is not None and diagnosis.id:
+        return v.verdict, diagnosis.id
+    return v.verdict, message_key(v.message) if v.verdict == "raised" else ""
+
+
 @dataclass
 class Minimal:
+    """A group of failures: its minimal case and diagnosis, the failures it holds (``count``)
+    and its ``stem`` (unique in the report: file names of ``--repro`` and IN.npz)."""
+
     failure: Failure
     diagnosis: Any  # engine.verify.diagnosis.Diagnosis
     shrink_calls: int = 0
+    count: int = 1
+    stem: str = ""
 
     @property
     def size(self) -> int:
@@ -113,6 +140,13 @@ class VerifyReport:
     seconds: float = 0.0
     spec_kind: str = ""  # python, cmd or inprocess
     path: str = ""  # the folder a python target was imported from
+    #: verdict -> failures diagnosed and grouped, where that is fewer than the verdict's
+    #: failures (:data:`engine.verify.sweep.DIAGNOSED_PER_VERDICT`).
+    diagnosed: dict[str, int] = field(default_factory=dict)
+    max_failures: int | None = None
+    case_timeout: float = 0.0
+    #: where each group's IN.npz is (--cmd): written by write_inputs, or by --repro there
+    inputs_folder: str = ""
 
     def count(self, edge: str, verdict: str) -> None:
         self.cases += 1
@@ -138,19 +172,62 @@ class VerifyReport:
     def diagnosis(self):
         return self.minimal_failures[0].diagnosis if self.minimal_failures else None
 
+    @property
+    def stopped(self) -> bool:
+        """Whether ``max_failures`` ended the search before every case was tried."""
+        return self.max_failures is not None and self.failed >= self.max_failures \
+            and self.cases < self.total
+
+    def inputs_path(self, m: Minimal) -> str:
+        return os.path.join(self.inputs_folder, f"{m.stem}.in.npz") if self.inputs_folder \
+            else ""
+
+    def reproduce(self, m: Minimal) -> str:
+        """The one-line reproduction of group ``m`` (:mod:`engine.verify.command_line`)."""
+        if self.spec_kind == "cmd":
+            return command_line.cmd_command(self.target, self.inputs_path(m) or None)
+        if self.spec_kind == "inprocess":
+            return command_line.inprocess_code(m.failure, self.target)
+        return command_line.python_command(m.failure, self.target, self.path)
+
+    def write_inputs(self, folder: str) -> list[str]:
+        """``--cmd``: write each group's IN.npz (the exact file its command was given) into
+        the existing ``folder``, so that :meth:`reproduce` names them; the paths."""
+        from engine.base.atomic import write_atomically
+        from engine.verify.worker import npz_arguments
+
+        self.inputs_folder = os.path.abspath(folder)
+        written = []
+        for m in self.minimal_failures:
+            c = m.failure.case
+            members = npz_arguments(m.failure.call.kwargs, {
+                "op": c.op, "convention": c.convention, "dtype": c.dtype})
+            write_atomically(self.inputs_path(m), lambda fh, a=members: np.savez(fh, **a))
+            written.append(self.inputs_path(m))
+        return written
+
+    def group_json(self, m: Minimal) -> dict[str, Any]:
+        d = m.diagnosis
+        return {"verdict": m.failure.verdict.verdict, "count": m.count,
+                "minimal": m.failure.to_json(), "diagnosis": {"id": d.id, "text": d.text},
+                "reproduce": self.reproduce(m)}
+
     def to_json(self) -> dict[str, Any]:
-        d = self.diagnosis
+        groups = [self.group_json(m) for m in self.minimal_failures]
+        first = groups[0] if groups else {"minimal": None, "diagnosis": None}
         return {"ok": self.ok, "op": self.op, "convention": self.convention,
                 "cases": self.cases, "failed": self.failed, "unsupported": self.unsupported,
-                "failures": [f.to_json() for f in self.failures],
-                "minimal": self.minimal.to_json() if self.minimal else None,
-                "diagnosis": {"id": d.id, "text": d.text} if d is not None else None}
+                "failures": [f.to_json() for f in self.failures], "groups": groups,
+                "diagnosed": self.diagnosed, "minimal": first["minimal"],
+                "diagnosis": first["diagnosis"]}
 
     def json_text(self) -> str:
         return json.dumps(self.to_json(), indent=1, allow_nan=False) + "\n"
 
     def _head(self) -> str:
         state = "ok" if self.ok else f"{self.failed} failed"
+        if self.stopped:
+            state += f" (stopped after {self.max_failures} failing case(s))"
         return (f"verify {self.target or 'fn'} as {self.convention} {self.op} "
                 f"({', '.join(self.dtypes)}): {self.cases} case(s), {state}, "
                 f"{self.unsupported} unsupported ({self.seconds:.1f} s, seed {self.seed})")
@@ -167,16 +244,23 @@ class VerifyReport:
         for f in self.failures:
             by_verdict[f.verdict.verdict] = by_verdict.get(f.verdict.verdict, 0) + 1
         if by_verdict:
-            lines += ["", "failures: " + ", ".join(f"{n} {v}" for v, n in by_verdict.items())]
+            lines += ["", "failures: " + ", ".join(f"{n} {v}" for v, n in by_verdict.items())
+                      + f"; {len(self.minimal_failures)} distinct group(s)"]
+            lines += [f"  {n} of the {by_verdict.get(v, n)} {v} failures were diagnosed and "
+                      "grouped" for v, n in self.diagnosed.items()]
         for m in self.minimal_failures:
-            f = m.failure
-            lines += ["", (f"minimal {f.verdict.verdict} ({m.size} elements, "
-                           f"{f.case.values} values, edge class {f.case.edge}): "
-                           f"{f.verdict.message}"),
-                      (f"  diagnosis: {m.diagnosis.id or '(no known mistake)'}: "
-                       f"{m.diagnosis.text}"),
-                      f"  reproduce: {call_text(self.target, f)}"]
+            lines += ["", *self.group_lines(m)]
         return "\n".join(lines)
+
+    def group_lines(self, m: Minimal) -> list[str]:
+        """A group as the terminal shows it: the minimal case, its diagnosis, the
+        reproduction."""
+        f = m.failure
+        return [(f"minimal {f.verdict.verdict} ({m.size} elements, {f.case.values} values, "
+                 f"edge class {f.case.edge}; {m.count} failing case(s) in this group): "
+                 f"{f.verdict.message}"),
+                f"  diagnosis: {m.diagnosis.id or '(no known mistake)'}: {m.diagnosis.text}",
+                f"  reproduce: {self.reproduce(m)}"]
 
     __repr__ = __str__
 
@@ -189,10 +273,11 @@ class VerifyReport:
                   f"{rows}</table>")]
         for m in self.minimal_failures:
             f = m.failure
-            parts.append(f"<p><b>minimal {esc(f.verdict.verdict)}</b> ({m.size} elements): "
+            parts.append(f"<p><b>minimal {esc(f.verdict.verdict)}</b> ({m.size} elements; "
+                         f"{m.count} failing case(s) in this group): "
                          f"{esc(f.verdict.message)}<br>diagnosis "
                          f"<code>{esc(str(m.diagnosis.id))}</code>: {esc(m.diagnosis.text)}"
-                         f"<br><code>{esc(call_text(self.target, f))}</code></p>")
+                         f"<br>reproduce: <code>{esc(self.reproduce(m))}</code></p>")
             picture = _error_map(f)
             if picture:
                 parts.append(picture)

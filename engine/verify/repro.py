@@ -1,14 +1,16 @@
-"""``--repro DIR``: for each minimal failure, a canvas and a pytest file that reproduce it.
+"""``--repro DIR``: for each failure group, a canvas and a pytest file that reproduce it.
 
-``DIR/minimal_<verdict>.gbc.json``: Tensor blocks of the canonical TF call's arrays (float64
+``DIR/<stem>.gbc.json`` (the group's stem: ``minimal_<verdict>``, then ``minimal_<verdict>_2``
+... for more groups of one verdict): Tensor blocks of the canonical TF call's arrays (float64
 .npy files beside it, so the reference block computes the exact result), the reference block
 (the tf.raw_ops block of the op), the implementation's output as a Tensor from a .npy (in the TF
 layout; when it has the reference's shape) wired with the reference into a Compare block (its
 output is the error map), and a note with the case and the diagnosis. The canvas names no code:
-it only holds values. ``DIR/test_minimal_<verdict>.py`` calls the user's function (or command)
-on the case's arguments (``.args.npz``) and checks it against the reference under the sweep's
-tolerance. Each set is written all or nothing (:func:`engine.base.atomic.write_file_set`) and
-only if ``gradblocks check`` accepts the canvas.
+it only holds values. ``DIR/test_<stem>.py`` (:func:`test_text`) calls the user's function on
+the case's arguments (``<stem>.args.npz``) or runs the command on ``<stem>.in.npz`` (the file
+the sweep gave it) and checks the result against the reference under the sweep's tolerance.
+Each set is written all or nothing (:func:`engine.base.atomic.write_file_set`) and only if
+``gradblocks check`` accepts the canvas.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ import numpy as np
 
 from engine.base.atomic import Member, write_file_set
 from engine.base.dtypes import RTOL
+from engine.base.names import escaped
 from engine.graph.canvas import Canvas, dumps
 from engine.graph.layer_canvas import check_imported
 from engine.verify.conventions import bound, from_tf_layout, reference, to_tf_layout
 from engine.verify.report import Minimal, VerifyReport
+from engine.verify.sweep import RERUNS
 
 #: The canvas block type of each tf.raw_ops op.
 BLOCK_TYPES = {"Conv2D": "Conv2D", "Conv2DBackpropFilter": "Conv2DBackpropFilter",
@@ -98,100 +102,129 @@ def build_canvas(m: Minimal, stem: str) -> tuple[Canvas, dict[str, bytes], dict[
     return c, files, paths
 
 
-_TEST = '''"""Reproduces the minimal {verdict} of gradblocks verify ({convention} {op})."""
-
-import os
-import subprocess
-import sys
-
-import numpy as np
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-DTYPE = {dtype!r}
-RTOL = {rtol!r}
-TARGET = {target!r}
-CMD = {cmd!r}
-PATH = {path!r}
-OTHER = {other!r}
-
-
-def _arguments():
-    with np.load(os.path.join(HERE, {args!r}), allow_pickle=False) as data:
-        arrays = {{k: data[k] for k in data.files}}
-    if DTYPE == "bfloat16":
-        import ml_dtypes
-        dtype = ml_dtypes.bfloat16
-    else:
-        dtype = np.dtype(DTYPE)
-    return {{k: v.astype(dtype) for k, v in arrays.items()}} | {{
-        k: tuple(v) if isinstance(v, list) and {torch} else v for k, v in OTHER.items()}}
-
-
-def _call(kwargs):
-    if CMD:
-        import shlex
-        import tempfile
-        with tempfile.TemporaryDirectory() as tmp:
-            src, dst = os.path.join(tmp, "in.npz"), os.path.join(tmp, "out.npz")
-            members = {{k: (np.asarray(v, np.float32) if DTYPE == "bfloat16" else np.asarray(v))
-                       for k, v in kwargs.items() if v is not None}}
-            np.savez(src, op={op!r}, convention={convention!r}, dtype=DTYPE, **members)
-            subprocess.run([*shlex.split(CMD), src, dst], check=True)
-            with np.load(dst, allow_pickle=False) as out:
-                return out["output"]
-    import importlib
-    sys.path.insert(0, PATH)
-    module, function = TARGET.split(":")
-    fn = importlib.import_module(module)
-    for part in function.split("."):
-        fn = getattr(fn, part)
-    return fn(**kwargs)
-
-
-def test_minimal_{verdict}():
+_CHECK = """def _check(got):
     expected = np.load(os.path.join(HERE, {ref!r}))
     bound = np.load(os.path.join(HERE, {bound!r}))
-    got = np.asarray(_call(_arguments()), np.float64)
     assert got.shape == expected.shape
     assert np.all(np.isfinite(got) | ~np.isfinite(expected))
     assert np.all(np.abs(got - expected) <= RTOL * bound)
-'''
+"""
+
+_PYTHON_CALL = """def _call():
+    with np.load(os.path.join(HERE, {args!r}), allow_pickle=False) as data:
+        arrays = {{k: data[k].astype({dtype!r}) for k in data.files}}
+{memory}    sys.path.insert(0, {path!r})
+    fn = importlib.import_module({module!r}).{function}
+    return np.asarray(fn(**arrays, **OTHER), np.float64)
+"""
+
+_MEMORY = {
+    "noncontiguous": """    arrays = {k: np.repeat(v, 2, axis=-1)[..., ::2] if v.size else v  # strided views
+              for k, v in arrays.items()}
+""",
+    "readonly": """    for v in arrays.values():
+        v.flags.writeable = False
+"""}
+
+_CMD_CALL = """def _call():
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "out.npz")
+        subprocess.run([*shlex.split({cmd!r}), os.path.join(HERE, {inputs!r}), out],
+                       check=True)
+        with np.load(out, allow_pickle=False) as data:
+            return np.asarray(data["output"], np.float64)
+"""
+
+_TESTS = {
+    "nondeterministic": """def test_{stem}():
+    runs = [_call() for _ in range({reruns})]
+    for got in runs[1:]:
+        assert got.shape == runs[0].shape and np.array_equal(got, runs[0], equal_nan=True)
+    _check(runs[0])
+""",
+    "timeout": """def test_{stem}():
+    done = []
+    worker = threading.Thread(target=lambda: done.append(_call()), daemon=True)
+    worker.start()
+    worker.join({timeout!r})
+    assert done, "no result within {timeout:g} s"
+    _check(done[0])
+"""}
+_TEST = """def test_{stem}():
+    _check(_call())
+"""
 
 
-def write_repro(report: VerifyReport, folder: str, path: str | None = None) -> list[str]:
-    """Write every minimal failure's canvas set into ``folder`` (made if missing); returns the
-    canvas and test file paths."""
+def test_text(report: VerifyReport, m: Minimal) -> str:
+    """The pytest file of group ``m``: it calls the target on the minimal case (the
+    ``.args.npz`` arrays, or for ``--cmd`` the ``.in.npz`` file) and checks the result against
+    the reference under the sweep's tolerance; a nondeterministic group also checks that
+    :data:`~engine.verify.sweep.RERUNS` runs agree, a timeout that the call ends in time."""
+    f = m.failure
+    verdict, stem, cmd = f.verdict.verdict, m.stem, report.spec_kind == "cmd"
+    imports = ["import os", "import shlex" if cmd else "",
+               "import subprocess" if cmd else "", "import tempfile" if cmd else "",
+               "import importlib" if not cmd else "", "import sys" if not cmd else "",
+               "import threading" if verdict == "timeout" else ""]
+    imports = sorted(filter(None, imports), key=lambda s: s.split()[1])
+    if cmd:
+        call = _CMD_CALL.format(cmd=report.target, inputs=f"{stem}.in.npz")
+    else:
+        module, _, function = report.target.partition(":")
+        other = {k: v for k, v in f.call.kwargs.items() if not isinstance(v, np.ndarray)}
+        call = _PYTHON_CALL.format(args=f"{stem}.args.npz", dtype=f.case.dtype,
+                                   memory=_MEMORY.get(f.case.memory, ""), path=report.path,
+                                   module=module, function=function)
+    test = _TESTS.get(verdict, _TEST).format(stem=stem, reruns=RERUNS,
+                                              timeout=report.case_timeout)
+    third = ["import ml_dtypes  # noqa: F401 - the bfloat16 dtype"] \
+        if f.case.dtype == "bfloat16" else []
+    title = f"the minimal {verdict} of gradblocks verify ({f.case.convention} {f.case.op})"
+    head = [f'"""Reproduces {title}."""', f"# {escaped(f.verdict.message)}", "", *imports, "", *third,
+            "import numpy as np", "", "HERE = os.path.dirname(os.path.abspath(__file__))",
+            f"RTOL = {RTOL[f.case.dtype]!r}"]
+    if not cmd:
+        head.append(f"OTHER = {other!r}")
+    checks = _CHECK.format(ref=f"{stem}.expected.npy", bound=f"{stem}.bound.npy")
+    return "\n".join(head) + f"\n\n\n{call}\n\n{checks}\n\n{test}"
+
+
+def write_repro(report: VerifyReport, folder: str) -> list[str]:
+    """Write every group's canvas set into ``folder`` (made if missing); returns the canvas and
+    test file paths. A callable run in this process (no module a test can import) gets the
+    canvas alone."""
+    from engine.verify.worker import npz_arguments
+
     os.makedirs(folder, exist_ok=True)
     written = []
     for m in report.minimal_failures:
         f = m.failure
-        stem = f"minimal_{f.verdict.verdict}"
+        stem = m.stem
         canvas, files, paths = build_canvas(m, stem)
         call = f.call
-        conv_arrays = {k: np.asarray(v, np.float64) for k, v in call.kwargs.items()
-                       if isinstance(v, np.ndarray)}
-        other = {k: (list(v) if isinstance(v, tuple) else v) for k, v in call.kwargs.items()
-                 if not isinstance(v, np.ndarray)}
         ref = from_tf_layout(f.case.op, f.case.convention, reference(call))
         bnd = from_tf_layout(f.case.op, f.case.convention, bound(call))
-        files[f"{stem}.args.npz"] = _npz(conv_arrays)
         files[f"{stem}.expected.npy"] = _npy(ref)
         files[f"{stem}.bound.npy"] = _npy(bnd)
-        cmd = report.target if report.spec_kind == "cmd" else ""
-        test = _TEST.format(
-            verdict=f.verdict.verdict, convention=f.case.convention, op=f.case.op,
-            dtype=f.case.dtype, rtol=RTOL[f.case.dtype], target="" if cmd else report.target,
-            cmd=cmd, path=os.path.abspath(path or report.path or os.getcwd()), other=other,
-            args=f"{stem}.args.npz", ref=f"{stem}.expected.npy", bound=f"{stem}.bound.npy",
-            torch=f.case.convention == "torch")
-        files[f"test_{stem}.py"] = test.encode("utf-8")
+        if report.spec_kind == "cmd":
+            files[f"{stem}.in.npz"] = _npz(npz_arguments(call.kwargs, {
+                "op": f.case.op, "convention": f.case.convention, "dtype": f.case.dtype}))
+        else:
+            files[f"{stem}.args.npz"] = _npz({k: np.asarray(v, np.float64)
+                                              for k, v in call.kwargs.items()
+                                              if isinstance(v, np.ndarray)})
+        tests = []
+        if report.spec_kind != "inprocess":
+            files[f"test_{stem}.py"] = test_text(report, m).encode("utf-8")
+            tests = [str(Path(folder) / f"test_{stem}.py")]
         text = dumps(canvas).encode("utf-8")
         members = [Member(name, lambda fh, d=data: fh.write(d)) for name, data in files.items()]
         target = str(Path(folder) / f"{stem}.gbc.json")
+
         def check(temps, canvas=canvas, paths=paths, target=target) -> None:
             check_imported(canvas, {k: temps[n] for k, n in paths.items()},
                            Path(folder).resolve(), target)
 
         write_file_set(target, lambda fh, t=text: fh.write(t), members, check=check)
-        written += [target, str(Path(folder) / f"test_{stem}.py")]
+        written += [target, *tests]
     return written

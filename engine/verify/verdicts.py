@@ -1,7 +1,11 @@
 """The verdict of one case, against the float64 reference.
 
-Words: ``pass``, ``wrong_values``, ``wrong_shape``, ``raised``, ``nonfinite``,
-``nondeterministic``, ``crashed``, ``timeout``, ``unsupported``. Values are compared element by
+Words (:data:`VERDICTS`; the failures in order of severity, the order reports list them in):
+``pass``, ``wrong_values``, ``wrong_shape``, ``nonfinite``, ``nondeterministic``, ``crashed``,
+``timeout``, ``raised``, ``unsupported``. An output is judged by its shape first, then its
+values, then whether a second run gave the same bits: a wrong shape is ``wrong_shape`` even when
+its garbage also differs between runs, and wrong values are ``wrong_values`` until the sweep's
+reruns of the minimal case (:mod:`engine.verify.sweep`) show them changing. Values are compared element by
 element with the tolerance of :data:`engine.base.dtypes.RTOL` (relative to each element's bound,
 the sum of the absolute values of its terms) under the check blocks' rule
 (:func:`blocks.check_support.verdict`): ``max_rel_error`` is the largest ``|got - ref| / bound``
@@ -23,9 +27,9 @@ import numpy as np
 from blocks.check_support import verdict as within_tolerance
 from engine.base.dtypes import DTYPES, RTOL
 
-VERDICTS = ("pass", "wrong_values", "wrong_shape", "raised", "nonfinite", "nondeterministic",
-            "crashed", "timeout", "unsupported")
-#: Verdicts that are failures (``pass`` and ``unsupported`` are not).
+VERDICTS = ("pass", "wrong_values", "wrong_shape", "nonfinite", "nondeterministic", "crashed",
+            "timeout", "raised", "unsupported")
+#: Verdicts that are failures (``pass`` and ``unsupported`` are not), the most severe first.
 FAILURES = VERDICTS[1:-1]
 
 
@@ -66,10 +70,6 @@ def judge(kind: str, first, second, ref: np.ndarray, bound: np.ndarray,
     if kind != "ok":
         return Verdict(kind, message=str(first))
     got = first
-    if second is not None and (second.shape != got.shape
-                               or not np.array_equal(got, second, equal_nan=True)):
-        return Verdict("nondeterministic", message="the same inputs twice gave different "
-                                                   "outputs")
     if got.shape != ref.shape:
         return Verdict("wrong_shape", message=f"output shape {list(got.shape)}, expected "
                                               f"{list(ref.shape)}")
@@ -81,6 +81,10 @@ def judge(kind: str, first, second, ref: np.ndarray, bound: np.ndarray,
                        f"first at {list(idx)}")
     max_abs, rel, scale = errors(got, ref, bound, dtype)
     if within_tolerance(max_abs, scale, rel, RTOL[dtype]):
+        if second is not None and (second.shape != got.shape
+                                   or not np.array_equal(got, second, equal_nan=True)):
+            return Verdict("nondeterministic", max_abs, rel,
+                           "the same inputs twice gave different outputs")
         return Verdict("pass", max_abs, rel)
     worst = np.unravel_index(int(np.argmax(np.abs(got - ref))), ref.shape)
     idx = [int(i) for i in worst]
