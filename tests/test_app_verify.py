@@ -137,7 +137,8 @@ def test_batch_averaged_is_reported_diagnosed_and_reproduced(qtbot, window, tmp_
     # input arange(1, 3) and one-hot dy over a batch of 2: 1*1 + 2*0 = 1, averaged 1/2
     assert "got 0.5, expected 1" in text
     assert "diagnosis: batch_averaged: Matches batch_averaged" in text
-    assert "reproduce: verify_zoo:batch_averaged(input=np.arange(1, 3" in text
+    assert ("target.batch_averaged(input=np.array([1.0, 2.0], 'float32').reshape((2, 1, 1, 1))"
+            in text)
     assert dialog.view.summary_label.text().startswith(
         f"verify_zoo:batch_averaged as tf Conv2DBackpropFilter (float32): 60 cases, "
         f"{failed} failed")

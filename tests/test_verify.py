@@ -146,7 +146,7 @@ def test_report_json_and_html(swept):
     report = swept("padding_ignored", "Conv2D")
     j = report.to_json()
     assert set(j) == {"ok", "op", "convention", "cases", "failed", "unsupported", "failures",
-                      "minimal", "diagnosis"}
+                      "minimal", "diagnosis", "groups", "diagnosed"}
     assert j["failed"] == len(j["failures"]) > 0
     f = j["minimal"]
     assert set(f) == {"case", "verdict", "max_abs_error", "max_rel_error", "message"}

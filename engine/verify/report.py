@@ -21,7 +21,6 @@ import html
 import json
 import math
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +28,7 @@ import numpy as np
 
 from engine.verify import command_line
 from engine.verify.conventions import Call
+from engine.verify.diagnose import refusal_key
 from engine.verify.shrink import array_sizes
 from engine.verify.values import Case
 from engine.verify.verdicts import Verdict
@@ -68,18 +68,14 @@ def _number(v: float | None) -> float | str | None:
     return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
 
 
-def message_key(message: str) -> str:
-    """A raised message with its numbers taken out: one refusal, whatever the sizes."""
-    return re.sub(r"\d+", "#", message)
-
-
 def group_key(failure: Failure, diagnosis: Any) -> tuple[str, str]:
-    """``(verdict, what)``: the diagnosis's mistake id when it names one, else for ``raised``
-    the :func:`message_key` of the message, else ``""``."""
+    """``(verdict, what)``: for ``raised`` the message with its numbers taken out
+    (:func:`engine.verify.diagnose.refusal_key`: one refusal, whatever the sizes), else the
+    diagnosis's mistake id when it names one, else ``""``."""
     v = failure.verdict
-    if diagnosis is not None and diagnosis.id:
-        return v.verdict, diagnosis.id
-    return v.verdict, message_key(v.message) if v.verdict == "raised" else ""
+    if v.verdict == "raised":
+        return v.verdict, refusal_key(v.message)
+    return v.verdict, diagnosis.id if diagnosis is not None and diagnosis.id else ""
 
 
 @dataclass

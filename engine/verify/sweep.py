@@ -259,11 +259,9 @@ def _confirm(ev: Evaluator, m: Minimal) -> Minimal:
                if r is not None and r[2] is not None]  # a rerun that timed out tells nothing
     changed = sum(o.shape != f.got.shape or not np.array_equal(o, f.got, equal_nan=True)
                   for o in outputs)
-    unwritten = getattr(diagnose, "unwritten_memory", None)  # the diagnosis module's rule
-    p = ev.prepare(f.case)
     if changed:
         why = f"{changed} of {RERUNS} reruns gave a different output"
-    elif unwritten is not None and unwritten(f.got, p.ref, p.bound, f.case.dtype):
+    elif diagnose.unwritten_memory(f.call.tf_op, f.call.tf_args, f.got):
         why = "it returned values no sum of the terms gives"
     else:
         return m
