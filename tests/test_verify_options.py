@@ -54,6 +54,7 @@ CASES = [
     (["--cmd", "./sub"], False, "is a folder"),
     (["--cmd", "./missing.sh"], False, "no such file"),
     (["--memory", "0"], True, "--memory"),
+    (["--cmd", "sh plain.sh", "--json", "plain.sh"], False, "refusing to overwrite"),
 ]
 
 

@@ -115,7 +115,7 @@ def cmd_verify(opts: argparse.Namespace) -> int:
         for option, value, folder in (("--json", opts.json, False),
                                       ("--repro", opts.repro, True)):
             if value is not None:
-                output_path(value, option, opts.target, opts.path, folder)
+                output_path(value, option, opts.target, opts.path, folder, opts.cmd)
         report = verify(opts.target, opts.op, opts.convention, dtype=opts.dtype,
                         cases=opts.cases, seed=opts.seed, jobs=opts.jobs,
                         case_timeout=opts.case_timeout, support=opts.support, path=opts.path,

@@ -96,11 +96,24 @@ def module_file(module: str, folder: str) -> str | None:
                  if os.path.isfile(f)), None)
 
 
-def output_path(value: Any, option: str, target: str | None, path: Any, folder: bool) -> str:
+def _own_files(target: str | None, cmd: str | None, folder: str) -> list[str]:
+    """The implementation's files: TARGET's module file, or the files ``--cmd`` names."""
+    if target:
+        own = module_file(target.partition(":")[0], folder)
+        return [own] if own else []
+    try:
+        words = shlex.split(cmd) if isinstance(cmd, str) else []
+    except ValueError:
+        return []
+    return [w for w in words if os.path.isfile(w)]
+
+
+def output_path(value: Any, option: str, target: str | None, path: Any, folder: bool,
+                cmd: str | None = None) -> str:
     """``value`` of ``--json`` (a file) or ``--repro`` (``folder``) checked before a sweep: not
-    empty, its parent folder there, never the TARGET module's own file or an existing ``.py``
-    file in the ``--path`` folder, a folder for ``--repro``; raises
-    :class:`InvalidArgumentError` naming ``option``."""
+    empty, its parent folder there, never the implementation's own file (TARGET's module, a
+    file ``cmd`` names) or an existing ``.py`` file in the ``--path`` folder, a folder for
+    ``--repro``; raises :class:`InvalidArgumentError` naming ``option``."""
     if not isinstance(value, str) or not value.strip():
         raise InvalidArgumentError(f"{option} {shown(value)}: expected a "
                                    f"{'folder' if folder else 'file'} name", option)
@@ -118,9 +131,8 @@ def output_path(value: Any, option: str, target: str | None, path: Any, folder: 
         raise InvalidArgumentError(f"{option} {escaped(value, 200)} is a folder, not a file",
                                    option)
     imports = import_folder(path)
-    own = module_file(target.partition(":")[0], imports) if target else None
     real = os.path.realpath(where)
-    if own is not None and real == os.path.realpath(own) or (
+    if any(real == os.path.realpath(f) for f in _own_files(target, cmd, imports)) or (
             real.endswith(".py") and os.path.isfile(real)
             and os.path.dirname(real) == os.path.realpath(imports)):
         raise InvalidArgumentError(f"{option} {escaped(value, 200)}: refusing to overwrite a "
