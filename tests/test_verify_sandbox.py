@@ -350,3 +350,20 @@ def test_a_load_error_and_a_cmd_stderr_are_escaped(tmp_path):
     assert "\\x1b[31mred\\x07" in message and "\\u202eevil" in message, message
     assert not any(ch in message for ch in "\x1b\x07\u202e")
 
+
+
+def test_a_worker_cannot_write_to_the_terminal(tmp_path):
+    (tmp_path / "noisy.py").write_text(textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {ROOT!r})
+        from tests.verify_zoo import loops_conv2d
+        print("NOISE-ON-IMPORT")
+        def f(**kw):
+            print("NOISE-OUT")
+            os.write(2, b"NOISE-ERR\\n")
+            return loops_conv2d(**kw)
+        """))
+    p = _gb("verify", "noisy:f", "--op", "Conv2D", "--convention", "tf", "--cases", "3",
+            "--path", str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert b"NOISE" not in p.stdout + p.stderr
