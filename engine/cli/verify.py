@@ -1,12 +1,13 @@
 """``gradblocks verify TARGET --op OP --convention {tf,torch} [--cmd "COMMAND ARGS"]
 [--dtype float32,...] [--cases N] [--seed S] [--jobs N] [--case-timeout S] [--json FILE]
-[--repro DIR] [--path DIR] [--support SPEC] [--max-failures N | --fail-fast]``: sweep an
-implementation against the exact reference (:mod:`engine.verify`). With ``--cmd`` and
+[--repro DIR] [--path DIR] [--support SPEC] [--memory MB] [--max-failures N | --fail-fast]``:
+sweep an implementation against the exact reference (:mod:`engine.verify`). With ``--cmd`` and
 ``--json`` or ``--repro``, each failure group's IN.npz is written into the ``--repro`` folder
 (else the JSON file's) and its reproduction names it.
 
 Exit status: 0 every case passed (unsupported ones aside); 1 a case failed, or a file could not
-be written; 2 a usage error (one line: a bad option, a target that cannot be loaded).
+be written; 2 a usage error (one line, before any case runs: a bad option, a target that cannot
+be loaded). TARGET is always imported by worker processes, never run in this process.
 """
 
 from __future__ import annotations
@@ -88,6 +89,9 @@ def add_parser(sub) -> None:
     p.add_argument("--repro", metavar="DIR",
                    help="write a canvas and a pytest file for each minimal failure")
     p.add_argument("--path", metavar="DIR", help="the folder TARGET's module is imported from")
+    p.add_argument("--memory", type=_positive_int, metavar="MB",
+                   help="address-space limit of each worker process, in MB (default: half of "
+                        "the physical memory)")
     p.add_argument("--support", metavar="SPEC",
                    help='what the implementation supports, e.g. "strides<=2 dilations=1 '
                         'groups=1 layouts=NHWC dtypes=float32 padding=SAME,VALID"')
@@ -112,13 +116,19 @@ def cmd_verify(opts: argparse.Namespace) -> int:
         _err(f"verify: --op {opts.op} is not {article(opts.convention)} op (one of "
              f"{', '.join(OPS[opts.convention])})")
         return 2
-    from engine.verify.api import verify  # the reference kernels: loaded for a sweep only
+    # the reference kernels: loaded for a sweep only
+    from engine.verify.api import output_path, verify
 
     try:
+        for option, value, folder in (("--json", opts.json, False),
+                                      ("--repro", opts.repro, True)):
+            if value is not None:
+                output_path(value, option, opts.target, opts.path, folder, opts.cmd)
         report = verify(opts.target, opts.op, opts.convention, dtype=opts.dtype,
                         cases=opts.cases, seed=opts.seed, jobs=opts.jobs,
                         case_timeout=opts.case_timeout, support=opts.support, path=opts.path,
-                        cmd=opts.cmd, progress=_progress, max_failures=opts.max_failures)
+                        cmd=opts.cmd, memory=opts.memory, progress=_progress,
+                        max_failures=opts.max_failures)
     except InvalidArgumentError as err:
         _err(f"verify: {err}")
         return 2

@@ -1,8 +1,10 @@
 """The worker process: loads the target once, then calls it on each case it is sent, or, as a
 *zygote*, forks pristine copies of itself that do.
 
-Light on purpose (NumPy and the socket only; ``subprocess`` and ``tempfile`` load for ``--cmd``
-targets alone). Messages: the parent sends the target spec first; the process answers
+Light on purpose (NumPy, the socket and :mod:`engine.verify.sandbox`; ``subprocess`` and
+``tempfile`` load for ``--cmd`` targets alone). Started as ``python -m engine.verify.worker FD
+MEMORY_MB`` (its socket, its ``RLIMIT_AS``), the leader of its own session; each forked child
+starts a session of its own. Messages: the parent sends the target spec first; the process answers
 ``("ready", forkable)`` or ``("load_error", message)``. ``forkable`` is True on Linux when
 loading the target started no thread (a fork copies only the calling thread: a target with
 its own threads is never forked). Then it serves, until None or the end of the connection:
@@ -23,11 +25,13 @@ holds every argument under the convention's name (arrays in the case's dtype, bf
 as float32; ints and int lists as int64 arrays; strings as 0-d unicode arrays; None left out)
 plus ``op``, ``convention`` and ``dtype`` (strings); the command writes OUT.npz with key
 ``output``. Exit status 0 means done, :data:`EXIT_UNSUPPORTED` unsupported, anything else
-raised (the last line of stderr is the message).
+raised (the last line of stderr is the message). The command runs in a process group of its own
+with ``TMPDIR`` the case's folder (:func:`engine.verify.sandbox.run_command`).
 """
 
 from __future__ import annotations
 
+import copy
 import importlib
 import os
 import signal
@@ -37,6 +41,9 @@ from typing import Any
 
 import numpy as np
 
+from engine.base.names import escaped
+from engine.verify import sandbox
+
 EXIT_UNSUPPORTED = 3
 #: Characters of a message kept.
 MESSAGE_CHARS = 300
@@ -45,8 +52,9 @@ REAP_WAIT = 1.0
 
 
 def prepared(kwargs: dict[str, Any], memory: str) -> dict[str, Any]:
-    """Fresh copies of the arguments; ``noncontiguous``: strided views (every other element of
-    a larger buffer); ``readonly``: arrays whose ``flags.writeable`` is False."""
+    """Fresh copies of the arguments (lists and tuples too, so a target changing them is judged
+    on what it returned); ``noncontiguous``: strided views (every other element of a larger
+    buffer); ``readonly``: arrays whose ``flags.writeable`` is False."""
     out = {}
     for k, v in kwargs.items():
         if isinstance(v, np.ndarray):
@@ -58,13 +66,16 @@ def prepared(kwargs: dict[str, Any], memory: str) -> dict[str, Any]:
                 v = v.copy()
             if memory == "readonly":
                 v.flags.writeable = False
+        elif not isinstance(v, (str, int, float, type(None))):
+            v = copy.deepcopy(v)
         out[k] = v
     return out
 
 
 def _line(text: str) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 3] + "..."
+    """The implementation's text as one line of at most :data:`MESSAGE_CHARS` characters,
+    control characters escaped (:func:`engine.base.names.escaped`)."""
+    return escaped(" ".join(str(text).split()), MESSAGE_CHARS)
 
 
 def _as_float(result: Any) -> np.ndarray:
@@ -76,8 +87,8 @@ def _as_float(result: Any) -> np.ndarray:
 
 
 def load(spec: tuple) -> Any:
-    """The callable of a ``("python", module, function, path)`` target."""
-    _, module, function, path = spec
+    """The callable of a ``("python", module, function, path, memory)`` target."""
+    _, module, function, path, _memory = spec
     sys.path[:] = list(dict.fromkeys([*path, *sys.path]))  # --path first, before the cwd
     obj: Any = importlib.import_module(module)
     for part in function.split("."):
@@ -88,13 +99,17 @@ def load(spec: tuple) -> Any:
 
 
 def call_python(fn: Any, kwargs: dict[str, Any], memory: str, repeat: bool) -> tuple:
-    """One case in this process: ``(kind, first, second)``."""
+    """One case in this process: ``(kind, first, second)``. ``SystemExit`` and
+    ``KeyboardInterrupt`` raised by the target are ``raised`` too (a real Ctrl-C,
+    :class:`~engine.verify.sandbox.Interrupted`, is not caught)."""
     try:
         first = _as_float(fn(**prepared(kwargs, memory)))
         second = _as_float(fn(**prepared(kwargs, memory))) if repeat else None
     except NotImplementedError as err:
         return "unsupported", _line(f"NotImplementedError: {err}"), None
-    except Exception as err:  # noqa: BLE001 - the implementation's error is a verdict
+    except sandbox.Interrupted:
+        raise
+    except (Exception, SystemExit, KeyboardInterrupt) as err:  # noqa: BLE001 - a verdict
         return "raised", _line(f"{type(err).__name__}: {err}"), None
     return "ok", first, second
 
@@ -117,8 +132,8 @@ def npz_arguments(kwargs: dict[str, Any], meta: dict[str, str]) -> dict[str, np.
 
 def call_command(argv: list[str], kwargs: dict[str, Any], meta: dict[str, str],
                  timeout: float, repeat: bool) -> tuple:
-    """One case through ``argv IN.npz OUT.npz`` (twice with ``repeat``)."""
-    import subprocess
+    """One case through ``argv IN.npz OUT.npz`` (twice with ``repeat``), in a temporary folder
+    (the command's ``TMPDIR``; see :func:`engine.verify.sandbox.run_command`)."""
     import tempfile
 
     results = []
@@ -128,19 +143,17 @@ def call_command(argv: list[str], kwargs: dict[str, Any], meta: dict[str, str],
         for k in range(2 if repeat else 1):
             dst = os.path.join(tmp, f"out{k}.npz")
             try:
-                done = subprocess.run([*argv, src, dst], capture_output=True, timeout=timeout, check=False,
-                                      stdin=subprocess.DEVNULL)
-            except subprocess.TimeoutExpired:
-                return "timeout", f"the command ran longer than {timeout:g} s", None
+                code, tail = sandbox.run_command([*argv, src, dst], tmp, timeout)
             except OSError as err:
                 return "raised", _line(f"cannot run {argv[0]!r}: {err.strerror or err}"), None
-            tail = (done.stderr.decode("utf-8", "replace").strip().splitlines() or [""])[-1]
-            if done.returncode < 0:
-                return "crashed", f"the command died of signal {-done.returncode}", None
-            if done.returncode == EXIT_UNSUPPORTED:
+            if code is None:
+                return "timeout", f"the command ran longer than {timeout:g} s", None
+            if code < 0:
+                return "crashed", f"the command died of signal {-code}", None
+            if code == EXIT_UNSUPPORTED:
                 return "unsupported", _line(f"exit status 3: {tail}"), None
-            if done.returncode:
-                return "raised", _line(f"exit status {done.returncode}: {tail}"), None
+            if code:
+                return "raised", _line(f"exit status {code}: {tail}"), None
             try:
                 with np.load(dst, allow_pickle=False) as data:
                     results.append(_as_float(data["output"]))
@@ -206,6 +219,7 @@ def _fork(conn, spec: tuple, fn: Any) -> None:
     if pid == 0:  # the child: only its own end stays open, so the parent sees its death
         code = 0
         try:
+            os.setsid()  # a session of its own: killed with all it starts (engine.verify.sandbox)
             mine.close()
             conn.close()
             child = Connection(theirs.detach())
@@ -249,4 +263,5 @@ if __name__ == "__main__":
     from multiprocessing.connection import Connection
 
     _sock = socket.socket(fileno=int(sys.argv[1]))
+    sandbox.limit_memory(int(sys.argv[2]))
     serve(Connection(_sock.detach()))
