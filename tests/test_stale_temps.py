@@ -146,7 +146,7 @@ def test_the_near_misses_of_a_writer_name_are_not_recognised(name, random):
         name[: atomic.TEMP_NAME_CHARS])) + made[made.rindex(".", 0, -4):]
     for miss in [longer, made.replace(random.hex(), random.hex()[:-1]),
                  made.replace(random.hex(), random.hex() + "0"),
-                 made[:-4] + ".TMP", made[1:], made + "\n", *_near_misses(4242)]:
+                 made[:-4] + ".TMP", "x" + made[1:], made + "\n", *_near_misses(4242)]:
         assert atomic.temp_pid(miss) is None, miss
 
 

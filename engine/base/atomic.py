@@ -103,10 +103,27 @@ def _running(pid: int) -> bool:
     return True
 
 
+def _remove_temp_folder(path: str) -> bool:
+    """Remove a temporary folder (a set built before it is moved into place) holding regular
+    files only; anything else in it leaves it as it is."""
+    try:
+        with os.scandir(path) as entries:
+            files = [e.path for e in entries]
+        if not all(stat.S_ISREG(os.lstat(f).st_mode) for f in files):
+            return False
+        for f in files:
+            os.unlink(f)
+        os.rmdir(path)
+    except OSError:
+        return False
+    return True
+
+
 def sweep_stale_temps(folder: Path) -> list[Path]:
-    """Remove the temporary files killed writes left in ``folder``: regular files named as
-    :func:`temp_name` names them (nothing else) whose process is gone (not this one) and that have not
-    changed for :data:`STALE_TEMP_S`. Returns the paths removed; never raises."""
+    """Remove the temporary files killed writes left in ``folder``: regular files (and folders
+    of regular files: a file set built before it is moved into place) named as
+    :func:`temp_name` names them (nothing else) whose process is gone (not this one) and that
+    have not changed for :data:`STALE_TEMP_S`. Returns the paths removed; never raises."""
     removed: list[Path] = []
     try:
         entries = os.scandir(folder)
@@ -122,13 +139,17 @@ def sweep_stale_temps(folder: Path) -> list[Path]:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            if (not stat.S_ISREG(st.st_mode) or now - st.st_mtime < STALE_TEMP_S
-                    or _running(pid)):
+            if (not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode))
+                    or now - st.st_mtime < STALE_TEMP_S or _running(pid)):
                 continue
-            try:
-                os.unlink(entry.path)
-            except OSError:
-                continue
+            if stat.S_ISDIR(st.st_mode):
+                if not _remove_temp_folder(entry.path):
+                    continue
+            else:
+                try:
+                    os.unlink(entry.path)
+                except OSError:
+                    continue
             removed.append(Path(entry.path))
     return removed
 
@@ -152,7 +173,7 @@ def _create_temp(folder: Path, name: str, made: list[Path] | None = None) -> tup
             raise
 
 
-def _fsync_folder(folder: Path) -> None:
+def fsync_folder(folder: Path) -> None:
     """Make the rename durable (best effort: not every system opens folders)."""
     try:
         fd = os.open(folder, os.O_RDONLY)
@@ -238,7 +259,7 @@ def write_atomically(path: str | os.PathLike, write: Callable[[BinaryIO], None])
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_folder(folder)
+    fsync_folder(folder)
 
 
 def write_bytes_atomically(path: str | os.PathLike, data: bytes) -> None:
@@ -333,7 +354,7 @@ def write_file_set(main: str | os.PathLike, write_main: Callable[[BinaryIO], Non
                 placed.append((tmp, final))
             os.replace(tmp, final)
             step()
-        _fsync_folder(folder)
+        fsync_folder(folder)
         os.replace(main_tmp, real)
     except BaseException:
         # Committed when the main file's temporary is gone: the exception came after the
@@ -346,7 +367,7 @@ def write_file_set(main: str | os.PathLike, write_main: Callable[[BinaryIO], Non
                     final.unlink(missing_ok=True)
         raise
     step()
-    _fsync_folder(folder)
+    fsync_folder(folder)
     for name in sorted(old - set(names)):
         stale = folder / name
         if stale != real and not _identities([stale]) & kept:
