@@ -151,16 +151,19 @@ def _same_bytes(a: Path, b: Path) -> bool:
         return False
 
 
-def dir_problem(folder: Path, names: dict[int, str], built: Path | None = None) -> str | None:
-    """Why ``folder`` cannot take the set (see the module docstring), or None. With ``built``
-    (the set, written), a file holding exactly what the set puts there is not in the way."""
+def _not_a_folder(folder: Path) -> str | None:
     kind = not_regular(folder)
     if kind is None and folder.exists():
         kind = "a file"
-    if kind is not None and kind != "a folder":
-        return f"is {kind}, not a folder"
-    if not folder.exists():
-        return None
+    return f"is {kind}, not a folder" if kind is not None and kind != "a folder" else None
+
+
+def dir_problem(folder: Path, names: dict[int, str], built: Path) -> str | None:
+    """Why ``folder`` cannot take the set written in ``built`` (see the module docstring), or
+    None: a file holding exactly what the set puts there is not in the way."""
+    problem = _not_a_folder(folder)
+    if problem or not folder.exists():
+        return problem
     mine = {n.lower() for n in previous_files(folder)}
     canvases = {n.lower() for n in names.values()} | {INDEX_NAME}
     stems = tuple(n[: -len(CANVAS_SUFFIX)] for n in names.values())
@@ -169,8 +172,7 @@ def dir_problem(folder: Path, names: dict[int, str], built: Path | None = None) 
         key = entry.lower()
         if not (key in canvases or key.startswith(prefixes)) or key in mine:
             continue
-        if built is not None and (_same_bytes(folder / entry, built / entry)
-                                  or _imported_array(folder, entry, stems)):
+        if _same_bytes(folder / entry, built / entry) or _imported_array(folder, entry, stems):
             continue
         return (f"holds {escaped(entry, 80)!r}, a file no earlier `import --all` wrote "
                 "(it would be replaced): choose an empty or new folder")
@@ -240,7 +242,7 @@ def write_model_canvases(found: ModelLayers, out_dir: str, *, batch: int = 1,
     plans = plan_model(found, batch, layout)
     names = canvas_names(plans)
     folder = Path(out_dir)
-    problem = dir_problem(folder, names)
+    problem = _not_a_folder(folder)
     if problem:
         raise ModelImportError(f"{escaped(out_dir, 120)!r} {problem}")
     whole = Path(os.path.abspath(folder))
