@@ -43,10 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
-from engine.base.dtypes import DTYPES
+from engine.base.dtypes import DTYPES, largest_finite
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import shown, text_problem
 
@@ -231,13 +230,11 @@ class TensorSpec:
     @property
     def finite(self) -> bool:
         """True when every element is known to be finite."""
-        return self.bound <= _DTYPE_MAX.get(self.dtype, 0.0)
+        return self.bound <= (largest_finite(self.dtype) if self.dtype in DTYPES else 0.0)
 
     def describe(self) -> str:
         return f"{list(self.shape)} {self.dtype}"
 
-
-_DTYPE_MAX = {name: float(ml_dtypes.finfo(dt).max) for name, dt in DTYPES.items()}
 
 InferFn = Callable[[dict, dict[str, TensorSpec]], dict[str, TensorSpec]]
 RunFn = Callable[[dict, dict[str, np.ndarray]], dict[str, np.ndarray]]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import ml_dtypes
 import numpy as np
 
 from blocks.spec import (
@@ -17,7 +16,7 @@ from blocks.spec import (
     TensorSpec,
 )
 from engine.base.array_limits import shape_problem
-from engine.base.dtypes import to_dtype
+from engine.base.dtypes import largest_finite, to_dtype
 from engine.base.errors import InvalidArgumentError
 from engine.base.literal import literal
 from engine.io import image_source, npy
@@ -42,7 +41,7 @@ def _check_range(arr: np.ndarray, dtype: str) -> None:
         overflow = np.isinf(arr.astype(to_dtype(dtype))) & np.isfinite(arr)
     if overflow.any():
         value = arr[overflow].flat[0]
-        limit = float(ml_dtypes.finfo(to_dtype(dtype)).max)
+        limit = largest_finite(dtype)
         raise AttrError("values", f"values: {value:g} is beyond the {dtype} range (largest "
                                   f"finite {limit:g}); write Infinity for an infinite value")
 

@@ -68,8 +68,28 @@ STOP_AFTER_STEP_ENV = "GRADBLOCKS_TEST_STOP_AFTER_STEP"
 #: A temporary file of a killed write is removed (:func:`sweep_stale_temps`) once it has not
 #: changed for this many seconds: a write in progress changes its file far more often.
 STALE_TEMP_S = 60.0
-#: The names :func:`_create_temp` gives: ``.<name>.<pid>-<12 hex digits>.tmp``.
-_TEMP_NAME = re.compile(r"\..+\.(\d{1,10})-[0-9a-f]{12}\.tmp")
+#: A temporary file's name keeps this many characters of the target's name.
+TEMP_NAME_CHARS = 40
+#: Random bytes in a temporary file's name (written as twice as many lower-case hex digits).
+TEMP_RANDOM_BYTES = 6
+#: Exactly the names :func:`temp_name` gives: a dot, 1 to :data:`TEMP_NAME_CHARS` characters of
+#: a file name (no separator, no NUL), a dot, a process id (ASCII decimal, no leading zero),
+#: ``-``, the random part, ``.tmp``.
+_TEMP_NAME = re.compile(
+    rf"\.[^/\x00{re.escape(os.sep + (os.altsep or ''))}]{{1,{TEMP_NAME_CHARS}}}"
+    rf"\.([1-9][0-9]{{0,9}})-[0-9a-f]{{{2 * TEMP_RANDOM_BYTES}}}\.tmp")
+
+
+def temp_name(name: str, pid: int, random: bytes) -> str:
+    """The name of a temporary file written for the file ``name`` by process ``pid``:
+    ``.<name cut to TEMP_NAME_CHARS>.<pid>-<random as hex>.tmp``."""
+    return f".{name[:TEMP_NAME_CHARS]}.{pid}-{random.hex()}.tmp"
+
+
+def temp_pid(name: str) -> int | None:
+    """The process id in ``name`` when :func:`temp_name` can give that name, else None."""
+    match = _TEMP_NAME.fullmatch(name)
+    return int(match.group(1)) if match else None
 
 
 def _running(pid: int) -> bool:
@@ -83,10 +103,27 @@ def _running(pid: int) -> bool:
     return True
 
 
+def _remove_temp_folder(path: str) -> bool:
+    """Remove a temporary folder (a set built before it is moved into place) holding regular
+    files only; anything else in it leaves it as it is."""
+    try:
+        with os.scandir(path) as entries:
+            files = [e.path for e in entries]
+        if not all(stat.S_ISREG(os.lstat(f).st_mode) for f in files):
+            return False
+        for f in files:
+            os.unlink(f)
+        os.rmdir(path)
+    except OSError:
+        return False
+    return True
+
+
 def sweep_stale_temps(folder: Path) -> list[Path]:
-    """Remove the temporary files killed writes left in ``folder``: regular files named as
-    :func:`_create_temp` names them whose process is gone (not this one) and that have not
-    changed for :data:`STALE_TEMP_S`. Returns the paths removed; never raises."""
+    """Remove the temporary files killed writes left in ``folder``: regular files (and folders
+    of regular files: a file set built before it is moved into place) named as
+    :func:`temp_name` names them (nothing else) whose process is gone (not this one) and that
+    have not changed for :data:`STALE_TEMP_S`. Returns the paths removed; never raises."""
     removed: list[Path] = []
     try:
         entries = os.scandir(folder)
@@ -95,31 +132,35 @@ def sweep_stale_temps(folder: Path) -> list[Path]:
     now = time.time()
     with entries:
         for entry in entries:
-            match = _TEMP_NAME.fullmatch(entry.name)
-            if match is None or int(match.group(1)) == os.getpid():
+            pid = temp_pid(entry.name)
+            if pid is None or pid == os.getpid():
                 continue
             try:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            if (not stat.S_ISREG(st.st_mode) or now - st.st_mtime < STALE_TEMP_S
-                    or _running(int(match.group(1)))):
+            if (not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode))
+                    or now - st.st_mtime < STALE_TEMP_S or _running(pid)):
                 continue
-            try:
-                os.unlink(entry.path)
-            except OSError:
-                continue
+            if stat.S_ISDIR(st.st_mode):
+                if not _remove_temp_folder(entry.path):
+                    continue
+            else:
+                try:
+                    os.unlink(entry.path)
+                except OSError:
+                    continue
             removed.append(Path(entry.path))
     return removed
 
 
 def _create_temp(folder: Path, name: str, made: list[Path] | None = None) -> tuple[int, Path]:
-    """A new file ``.<name>.<pid>-<random>.tmp`` in ``folder``, opened for writing (name cut so the
-    temporary name is never longer than the target's allows), its path appended to ``made``.
+    """A new file :func:`temp_name` names in ``folder``, opened for writing, its path appended to
+    ``made``.
     Interrupted (a signal handled as ``os.open`` returns: the file exists, its name not handed
     back yet), it removes the file."""
     while True:
-        tmp = folder / f".{name[:40]}.{os.getpid()}-{os.urandom(6).hex()}.tmp"
+        tmp = folder / temp_name(name, os.getpid(), os.urandom(TEMP_RANDOM_BYTES))
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
             if made is not None:
@@ -132,7 +173,7 @@ def _create_temp(folder: Path, name: str, made: list[Path] | None = None) -> tup
             raise
 
 
-def _fsync_folder(folder: Path) -> None:
+def fsync_folder(folder: Path) -> None:
     """Make the rename durable (best effort: not every system opens folders)."""
     try:
         fd = os.open(folder, os.O_RDONLY)
@@ -218,7 +259,7 @@ def write_atomically(path: str | os.PathLike, write: Callable[[BinaryIO], None])
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_folder(folder)
+    fsync_folder(folder)
 
 
 def write_bytes_atomically(path: str | os.PathLike, data: bytes) -> None:
@@ -313,7 +354,7 @@ def write_file_set(main: str | os.PathLike, write_main: Callable[[BinaryIO], Non
                 placed.append((tmp, final))
             os.replace(tmp, final)
             step()
-        _fsync_folder(folder)
+        fsync_folder(folder)
         os.replace(main_tmp, real)
     except BaseException:
         # Committed when the main file's temporary is gone: the exception came after the
@@ -326,7 +367,7 @@ def write_file_set(main: str | os.PathLike, write_main: Callable[[BinaryIO], Non
                     final.unlink(missing_ok=True)
         raise
     step()
-    _fsync_folder(folder)
+    fsync_folder(folder)
     for name in sorted(old - set(names)):
         stale = folder / name
         if stale != real and not _identities([stale]) & kept:

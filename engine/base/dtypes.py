@@ -2,23 +2,63 @@
 
 float16 and bfloat16 accumulate in float32 (as TensorFlow's CPU kernels do); the result is cast
 back to the input's dtype.
+
+The types NumPy lacks (bfloat16) come from ``ml_dtypes``, imported the first time one of them is
+looked up (:data:`DTYPES` ``["bfloat16"]``, :func:`largest_finite`): it takes longer to import
+than NumPy, and a float32 canvas never needs it. Names, ``in`` and iteration never import it.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterator, Mapping
 from decimal import Decimal
 
-import ml_dtypes
 import numpy as np
 
 from engine.base.errors import InvalidArgumentError
 
-DTYPES: dict[str, np.dtype] = {
-    "float16": np.dtype(np.float16),
-    "bfloat16": np.dtype(ml_dtypes.bfloat16),
-    "float32": np.dtype(np.float32),
-    "float64": np.dtype(np.float64),
-}
+#: The supported float dtypes, TensorFlow's names, in the order messages list them.
+NAMES = ("float16", "bfloat16", "float32", "float64")
+#: Those NumPy itself provides.
+_NUMPY = {"float16": np.dtype(np.float16), "float32": np.dtype(np.float32),
+          "float64": np.dtype(np.float64)}
+
+
+@functools.cache
+def _ml_dtype(name: str) -> np.dtype:
+    import ml_dtypes  # slow to import: only when a type NumPy lacks is first needed
+
+    return np.dtype(getattr(ml_dtypes, name))
+
+
+class _DtypeTable(Mapping[str, np.dtype]):
+    """:data:`NAMES` -> NumPy dtype, a read-only mapping that imports ``ml_dtypes`` only when
+    one of its types is looked up."""
+
+    def __getitem__(self, name: str) -> np.dtype:
+        found = _NUMPY.get(name)
+        if found is not None:
+            return found
+        if name in NAMES:
+            return _ml_dtype(name)
+        raise KeyError(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in NAMES
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(NAMES)
+
+    def __len__(self) -> int:
+        return len(NAMES)
+
+    def __repr__(self) -> str:
+        return f"DTYPES{NAMES!r}"
+
+
+#: TensorFlow name -> NumPy dtype of every supported float dtype.
+DTYPES: Mapping[str, np.dtype] = _DtypeTable()
 
 # The tolerance tables: the only place their numbers are written (tests/test_tolerance_once.py
 # fails on a copy anywhere else). Docstrings, messages, the guide's table (kernels.md,
@@ -46,8 +86,19 @@ def tolerance_text(table: dict[str, float]) -> str:
                      for name, value in table.items())
 
 
-#: :data:`DTYPES` inverted: the names of the float dtypes found without a scan.
-_NAMES = {dt: name for name, dt in DTYPES.items()}
+@functools.cache
+def largest_finite(name: str) -> float:
+    """The largest finite value of the float dtype ``name`` (one of :data:`NAMES`)."""
+    dtype = to_dtype(name)
+    if name in _NUMPY:
+        return float(np.finfo(dtype).max)
+    import ml_dtypes
+
+    return float(ml_dtypes.finfo(dtype).max)
+
+
+#: :data:`_NUMPY` inverted: the names of NumPy's float dtypes found without a scan.
+_NAMES = {dt: name for name, dt in _NUMPY.items()}
 
 
 def dtype_name(dtype: np.dtype) -> str:
@@ -56,7 +107,8 @@ def dtype_name(dtype: np.dtype) -> str:
     name = _NAMES.get(dtype)
     if name is not None:
         return name
-    for name, dt in DTYPES.items():
+    # A type NumPy lacks is a user-defined one (isbuiltin 2): only then can it be ml_dtypes'.
+    for name, dt in (DTYPES.items() if dtype.isbuiltin == 2 else _NUMPY.items()):
         if dt == dtype:
             return name
     return str(dtype)
@@ -89,7 +141,7 @@ def float_array(name: str, value: object) -> np.ndarray:
             raise InvalidArgumentError(
                 f"{name} must be an array of floats, got {type(value).__name__}", name
             ) from None
-    if arr.dtype not in DTYPES.values():
+    if dtype_name(arr.dtype) not in DTYPES:
         raise InvalidArgumentError(
             f"{name} dtype {dtype_name(arr.dtype)} is not one of {', '.join(DTYPES)}", name
         )

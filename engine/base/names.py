@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MAX_TITLE = 200
@@ -79,15 +80,38 @@ def escaped(text: str, limit: int | None = None) -> str:
 
 #: Characters a suggested file name keeps; others become ``_``.
 _FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
+#: Windows device names: a file named one of them, with any extension and in any case, is the
+#: device, not a file.
+RESERVED_STEMS = frozenset({"CON", "PRN", "AUX", "NUL", *(f"{port}{i}" for port in ("COM", "LPT")
+                                                         for i in range(10))})
 
 
 def file_stem(text: str, limit: int = 100) -> str:
     """A file name stem suggested from a name read from a file (a model layer's): only
-    ``A-Z a-z 0-9 . _ -``, at most ``limit`` characters, no leading dot (so never ``..``, a
-    hidden file, a path or a control character); ``layer`` when nothing is left."""
-    stem = _FILE_CHARS.sub("_", escaped(text, limit)).lstrip(".")
+    ``A-Z a-z 0-9 . _ -``, at most ``limit`` characters, no leading or trailing dot (so never
+    ``..``, a hidden file, a path or a control character), never a Windows device name with
+    any extension (``CON``, ``nul.x``, ``com1`` get a leading ``_``); ``layer`` when nothing
+    is left."""
+    stem = _FILE_CHARS.sub("_", escaped(text, limit)).strip(".")
+    if stem.partition(".")[0].upper() in RESERVED_STEMS:
+        stem = f"_{stem}"[:limit].rstrip(".")
     return stem or "layer"
 
+
+def safe_stems(names: Iterable[str], limit: int = 100) -> list[str]:
+    """A :func:`file_stem` for each of ``names``, in order, no two the same ignoring case (one
+    file on macOS and Windows): a later name whose stem is taken gets ``_2``, ``_3``..."""
+    taken: set[str] = set()
+    out = []
+    for name in names:
+        base = file_stem(name, limit)
+        stem, k = base, 1
+        while stem.lower() in taken:
+            k += 1
+            stem = f"{base}_{k}"
+        taken.add(stem.lower())
+        out.append(stem)
+    return out
 
 
 #: Words that start with a vowel letter but a consonant sound, or the reverse (lower case).

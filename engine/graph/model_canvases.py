@@ -3,31 +3,63 @@ per-layer plan that ``--list`` prints.
 
 ``DIR`` gets one canvas per importable conv layer (:func:`engine.graph.layer_canvas.
 write_layer_canvas`: ``<layer>.gbc.json`` and its arrays, the file name the layer's name made safe
-by :func:`engine.base.names.file_stem`, ``_2``, ``_3``... when two names make the same stem) and
-``index.json``, written last: a list with one object per conv layer, in the reader's order,
-``{"layer", "op", "input_shape", "output_shape", "attrs", "canvas"}`` (``canvas`` relative to
-DIR, shapes in the canvas layout, ``attrs`` the forward block's) or ``{"layer", "op",
-"skipped": why}`` (``op`` null when the reader refused the layer before knowing it).
+by :func:`engine.base.names.safe_stems`: unique ignoring case, never a Windows device name) and
+``index.json``: a list with one object per conv layer, in the reader's order, ``{"layer", "op",
+"input_shape", "output_shape", "attrs", "canvas"}`` (``layer`` the model's own name, ``canvas``
+its file, relative to DIR, shapes in the canvas layout, ``attrs`` the forward block's) or
+``{"layer", "op", "skipped": why}`` (``op`` null when the reader refused the layer before
+knowing it).
+
+All or nothing: the whole set is written into a build folder first (a temporary name
+:func:`engine.base.atomic.temp_name` gives; a killed run's is removed by a later write there,
+as stale temporary files are). A DIR that does not exist or is empty is then replaced by it in
+one rename. Into a DIR holding files the set's files are moved, index.json last (the commit);
+then the files of the old set (its index's canvases and their arrays, and arrays an import
+wrote for these canvases, named by their content's hash) that the new set does not use are
+removed; other files stay. An interrupted run therefore leaves DIR as it was, or, while moving,
+files holding exactly what a rerun writes there: the rerun takes them.
 
 Which DIR is refused (:func:`dir_problem`): a path that exists and is not a folder (a file, a
-FIFO...); a folder where a file the set would write exists and is not one a previous ``--all``
-wrote (a canvas, or an array the canvas names, listed in DIR/index.json), so no file the user
-made is ever replaced.
+FIFO...); a folder where a file the set would write exists (ignoring case) and is not one a
+previous ``--all`` wrote (a canvas, or an array the canvas names, listed in DIR/index.json) nor
+holds exactly what the set writes there, so no file the user made is ever replaced.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import shutil
+import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.base.atomic import not_regular, write_bytes_atomically
-from engine.base.names import escaped, file_stem
-from engine.graph.layer_canvas import CANVAS_SUFFIX, owned_arrays, plan_layer, write_layer_canvas
+from engine.base.atomic import (
+    TEMP_RANDOM_BYTES,
+    fsync_folder,
+    not_regular,
+    sweep_stale_temps,
+    temp_name,
+    write_bytes_atomically,
+)
+from engine.base.names import escaped, safe_stems
+from engine.graph.layer_canvas import (
+    ARRAY_IDS,
+    CANVAS_SUFFIX,
+    array_name,
+    owned_arrays,
+    plan_layer,
+    write_layer_canvas,
+)
 from engine.io.models.model_import import ConvLayer, ModelImportError, ModelLayers, list_rows
 
 INDEX_NAME = "index.json"
+#: The test hook (read only by tests): ``K:SIGNAL`` (e.g. ``3:SIGKILL``) makes
+#: :func:`write_model_canvases` send its own process that signal after its K-th step (each
+#: canvas set written into the build folder, index.json there, each file moved into DIR).
+SIGNAL_AFTER_STEP_ENV = "GRADBLOCKS_TEST_SIGNAL_AFTER_STEP"
 
 
 @dataclass(frozen=True)
@@ -73,19 +105,12 @@ def list_lines(plans: list[Planned]) -> tuple[list[list[str]], list[str]]:
     return rows, [escaped(p.skipped) for p in plans if not importable(p)]
 
 
-def canvas_names(plans: list[Planned]) -> dict[str, str]:
-    """Layer name -> its canvas file name in DIR (unique, safe)."""
-    names: dict[str, str] = {}
-    taken = {INDEX_NAME}
-    for p in plans:
-        if p.skipped is not None:
-            continue
-        stem, k = file_stem(p.name), 1
-        while f"{stem}{'' if k == 1 else f'_{k}'}{CANVAS_SUFFIX}" in taken:
-            k += 1
-        names[p.name] = f"{stem}{'' if k == 1 else f'_{k}'}{CANVAS_SUFFIX}"
-        taken.add(names[p.name])
-    return names
+def canvas_names(plans: list[Planned]) -> dict[int, str]:
+    """Position in ``plans`` -> the canvas file name in DIR of each planned layer: the layer's
+    name made safe and unique ignoring case (:func:`engine.base.names.safe_stems`)."""
+    planned = [i for i, p in enumerate(plans) if p.skipped is None]
+    stems = safe_stems(plans[i].name for i in planned)
+    return {i: stem + CANVAS_SUFFIX for i, stem in zip(planned, stems, strict=True)}
 
 
 def previous_files(folder: Path) -> set[str]:
@@ -104,46 +129,149 @@ def previous_files(folder: Path) -> set[str]:
     return files
 
 
-def dir_problem(folder: Path, names: dict[str, str]) -> str | None:
-    """Why ``folder`` cannot take the set (see the module docstring), or None."""
+def _imported_array(folder: Path, name: str, stems: tuple[str, ...]) -> bool:
+    """``name`` is an array an import of one of ``stems`` wrote: ``<stem>.<id>.<hash12>.npy``
+    whose content has that hash (a name no other writer gives)."""
+    for stem in stems:
+        for node_id in ARRAY_IDS:
+            head = f"{stem}.{node_id}."
+            if name.startswith(head) and name.endswith(".npy"):
+                try:
+                    data = (folder / name).read_bytes()
+                except OSError:
+                    return False
+                return name == array_name(stem, node_id, data)
+    return False
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    try:
+        return os.path.isfile(a) and not os.path.islink(a) and a.read_bytes() == b.read_bytes()
+    except OSError:
+        return False
+
+
+def _not_a_folder(folder: Path) -> str | None:
     kind = not_regular(folder)
     if kind is None and folder.exists():
         kind = "a file"
-    if kind is not None and kind != "a folder":
-        return f"is {kind}, not a folder"
-    if not folder.exists():
-        return None
-    mine = previous_files(folder)
-    stems = tuple(n[: -len(CANVAS_SUFFIX)] + "." for n in names.values())
+    return f"is {kind}, not a folder" if kind is not None and kind != "a folder" else None
+
+
+def dir_problem(folder: Path, names: dict[int, str], built: Path) -> str | None:
+    """Why ``folder`` cannot take the set written in ``built`` (see the module docstring), or
+    None: a file holding exactly what the set puts there is not in the way."""
+    problem = _not_a_folder(folder)
+    if problem or not folder.exists():
+        return problem
+    mine = {n.lower() for n in previous_files(folder)}
+    canvases = {n.lower() for n in names.values()} | {INDEX_NAME}
+    stems = tuple(n[: -len(CANVAS_SUFFIX)] for n in names.values())
+    prefixes = tuple(f"{stem.lower()}." for stem in stems)
     for entry in sorted(os.listdir(folder)):
-        ours = entry in names.values() or entry == INDEX_NAME or entry.startswith(stems)
-        if ours and entry not in mine:
-            return (f"holds {escaped(entry, 80)!r}, a file no earlier `import --all` wrote "
-                    "(it would be replaced): choose an empty or new folder")
+        key = entry.lower()
+        if not (key in canvases or key.startswith(prefixes)) or key in mine:
+            continue
+        if _same_bytes(folder / entry, built / entry) or _imported_array(folder, entry, stems):
+            continue
+        return (f"holds {escaped(entry, 80)!r}, a file no earlier `import --all` wrote "
+                "(it would be replaced): choose an empty or new folder")
     return None
+
+
+def _stepper() -> Callable[[], None]:
+    """The test hook (see the module docstring): sends this process the signal
+    :data:`SIGNAL_AFTER_STEP_ENV` names after the step it names; does nothing when unset."""
+    hook = os.environ.get(SIGNAL_AFTER_STEP_ENV, "")
+    k, _, name = hook.partition(":")
+    counter = itertools.count(1)
+
+    def step() -> None:
+        if hook and str(next(counter)) == k:
+            os.kill(os.getpid(), getattr(signal, name))
+    return step
+
+
+def _build(plans: list[Planned], names: dict[int, str], build: Path, step: Callable[[], None],
+           batch: int, layout: str | None, protected: tuple[str, ...]) -> list[dict]:
+    """Write every canvas (and its arrays) and index.json into the empty folder ``build``."""
+    index = []
+    for i, p in enumerate(plans):
+        if p.skipped is not None:
+            index.append({"layer": p.name, "op": p.op, "skipped": p.skipped})
+            continue
+        write_layer_canvas(p.layer, str(build / names[i]), batch=batch,  # type: ignore
+                           layout=layout, protected=protected)
+        step()
+        index.append({"layer": p.name, "op": p.op, "input_shape": list(p.input_shape),
+                      "output_shape": list(p.output_shape), "attrs": p.attrs,
+                      "canvas": names[i]})
+    text = "[\n" + ",\n".join(json.dumps(item, ensure_ascii=True) for item in index) + "\n]\n"
+    write_bytes_atomically(build / INDEX_NAME, text.encode("ascii"))
+    step()
+    return index
+
+
+def _move_in(build: Path, folder: Path, names: dict[int, str], step: Callable[[], None]) -> None:
+    """Move the set from ``build`` into the existing ``folder``: arrays, canvases, index.json
+    last (the commit); then remove what the old set had that the new one does not (see the
+    module docstring)."""
+    old = previous_files(folder)
+    stems = tuple(n[: -len(CANVAS_SUFFIX)] for n in names.values())
+    new = sorted(os.listdir(build), key=lambda n: (n == INDEX_NAME, n.endswith(CANVAS_SUFFIX), n))
+    for name in new:
+        os.replace(build / name, folder / name)
+        step()
+    fsync_folder(folder)
+    stale = {n for n in old if n not in new}
+    stale |= {n for n in os.listdir(folder)
+              if n not in new and _imported_array(folder, n, stems)}
+    for name in sorted(stale):
+        try:
+            if os.path.isfile(folder / name) and not os.path.islink(folder / name):
+                os.unlink(folder / name)
+        except OSError:  # gone already, or not ours to remove: the new set is written
+            pass
+    fsync_folder(folder)
 
 
 def write_model_canvases(found: ModelLayers, out_dir: str, *, batch: int = 1,
                          layout: str | None = None, protected: tuple[str, ...] = ()
                          ) -> list[dict]:
-    """Write DIR (see the module docstring); returns the index's objects."""
+    """Write DIR all or nothing (see the module docstring); returns the index's objects."""
     plans = plan_model(found, batch, layout)
     names = canvas_names(plans)
     folder = Path(out_dir)
-    problem = dir_problem(folder, names)
+    problem = _not_a_folder(folder)
     if problem:
         raise ModelImportError(f"{escaped(out_dir, 120)!r} {problem}")
-    folder.mkdir(parents=True, exist_ok=True)
-    index = []
-    for p in plans:
-        if p.skipped is not None:
-            index.append({"layer": p.name, "op": p.op, "skipped": p.skipped})
-            continue
-        write_layer_canvas(p.layer, str(folder / names[p.name]), batch=batch,  # type: ignore
-                           layout=layout, protected=protected)
-        index.append({"layer": p.name, "op": p.op, "input_shape": list(p.input_shape),
-                      "output_shape": list(p.output_shape), "attrs": p.attrs,
-                      "canvas": names[p.name]})
-    text = "[\n" + ",\n".join(json.dumps(item, ensure_ascii=True) for item in index) + "\n]\n"
-    write_bytes_atomically(folder / INDEX_NAME, text.encode("ascii"))
+    whole = Path(os.path.abspath(folder))
+    fresh = whole.name != "" and (not os.path.lexists(whole) or (
+        not whole.is_symlink() and not os.listdir(whole)))
+    home = whole.parent if fresh else whole  # the build folder's: the same file system
+    home.mkdir(parents=True, exist_ok=True)
+    sweep_stale_temps(home)
+    build = home / temp_name(whole.name if fresh else INDEX_NAME, os.getpid(),
+                             os.urandom(TEMP_RANDOM_BYTES))
+    step = _stepper()
+    build.mkdir()
+    try:
+        index = _build(plans, names, build, step, batch, layout, protected)
+        fsync_folder(build)
+        if fresh:
+            try:
+                os.replace(build, whole)  # over nothing or an empty folder: the commit
+            except OSError:  # the folder got files meanwhile (or the system refuses)
+                if not whole.is_dir():
+                    raise
+            else:
+                fsync_folder(home)
+                return index
+        problem = dir_problem(whole, names, build)
+        if problem:
+            raise ModelImportError(f"{escaped(out_dir, 120)!r} {problem}")
+        _move_in(build, whole, names, step)
+    finally:
+        if os.path.lexists(build):
+            shutil.rmtree(build, ignore_errors=True)
     return index

@@ -42,17 +42,17 @@ from typing import TypeVar
 
 import numpy as np
 
-from engine.base.dtypes import DTYPES
+from engine.base.dtypes import dtype_name
 from engine.kernels import path_record
 
 F = TypeVar("F", bound=Callable[..., np.ndarray])
 
-#: Exponent bits of each float width: all of them set means Inf or NaN.
+#: Exponent bits of each float dtype, by name: all of them set means Inf or NaN.
 _EXPONENT = {
-    np.dtype(np.float16): (np.uint16, 0x7C00),
-    np.dtype(DTYPES["bfloat16"]): (np.uint16, 0x7F80),
-    np.dtype(np.float32): (np.uint32, 0x7F800000),
-    np.dtype(np.float64): (np.uint64, 0x7FF0000000000000),
+    "float16": (np.uint16, 0x7C00),
+    "bfloat16": (np.uint16, 0x7F80),
+    "float32": (np.uint32, 0x7F800000),
+    "float64": (np.uint64, 0x7FF0000000000000),
 }
 
 
@@ -69,7 +69,7 @@ def all_finite(a: np.ndarray) -> bool:
     if a.ndim and not a.flags.c_contiguous and not a.flags.f_contiguous:
         a = np.ascontiguousarray(a)
     flat = a.reshape(-1, order="A")
-    utype, mask = _EXPONENT[a.dtype]
+    utype, mask = _EXPONENT[dtype_name(a.dtype)]
     bits = a.dtype.itemsize < 4
     buf = np.empty(min(flat.size, SCAN_BLOCK), utype if bits else bool)
     for start in range(0, flat.size, SCAN_BLOCK):
@@ -105,7 +105,7 @@ def _float_or_none(value: object) -> np.ndarray | None:
             return None
     else:
         return None
-    return arr if arr.dtype in _EXPONENT else None
+    return arr if dtype_name(arr.dtype) in _EXPONENT else None
 
 
 def _indicator(a: np.ndarray, kind: str) -> np.ndarray:

@@ -19,7 +19,6 @@ import importlib
 from dataclasses import dataclass, replace
 from types import ModuleType
 
-import ml_dtypes
 import numpy as np
 
 from engine.base.errors import InvalidArgumentError
@@ -306,6 +305,8 @@ def is_float(dtype: np.dtype) -> bool:
         return True
     if dtype.kind != "V":  # complex, integers, bool, strings, objects, dates
         return False
+    import ml_dtypes  # loaded already when dtype is one of its types: no import time
+
     try:
         ml_dtypes.finfo(dtype)
     except ValueError:

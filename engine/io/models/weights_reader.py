@@ -30,7 +30,6 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import partial
 
-import ml_dtypes
 import numpy as np
 
 from engine.base.errors import InvalidArgumentError
@@ -155,6 +154,8 @@ def _widened(path: str, header_length: int, key: str, dtype: str, shape: tuple[i
         f.seek(8)
         header, problems = strict_json.loads(f.read(header_length).decode("utf-8"))
         begin, end = header[key]["data_offsets"] if not problems else (0, -1)
+        import ml_dtypes  # slow to import: only for a file holding one of its types
+
         kind = np.dtype(getattr(ml_dtypes, SAFETENSORS_WIDENED[dtype]))
         if end - begin != math.prod(shape) * kind.itemsize:
             raise ModelImportError(f"{path}: tensor {shown(key)}: its data offsets do not fit "
