@@ -58,12 +58,17 @@ def add_parser(sub) -> None:
                        "reference, shrink each failure and say what is wrong")
     p.add_argument("target", nargs="?", metavar="TARGET",
                    help="MODULE:FUNCTION (imported with --path, default the current folder, "
-                        "first on sys.path); leave out with --cmd")
+                        "first on sys.path), or a framework: tensorflow, jax, onnxruntime, "
+                        "onnx.reference (tf convention); leave out with --cmd")
     p.add_argument("--op", required=True, choices=ops, metavar="OP",
                    help=f"the op: tf {', '.join(OPS['tf'])}; torch {', '.join(OPS['torch'])}")
-    p.add_argument("--convention", required=True, choices=CONVENTIONS)
+    p.add_argument("--convention", choices=CONVENTIONS, help="required unless TARGET is a "
+                                                             "framework (tf)")
     p.add_argument("--cmd", metavar='"COMMAND ARGS"',
                    help="run COMMAND ARGS IN.npz OUT.npz per case instead of a Python function "
+                        "(gradblocks guide verify: the protocol)")
+    p.add_argument("--cmd-serve", metavar='"COMMAND ARGS"',
+                   help="one long-lived COMMAND ARGS per worker answering a case per stdin line "
                         "(gradblocks guide verify: the protocol)")
     p.add_argument("--dtype", default="float32",
                    help="comma-separated dtypes: float16, bfloat16, float32, float64 "
@@ -95,10 +100,17 @@ def _progress(done: int, total: int) -> None:
 
 def cmd_verify(opts: argparse.Namespace) -> int:
     """The ``verify`` subcommand; returns the exit status."""
-    if (opts.target is None) == (opts.cmd is None):
-        _err("verify: give a TARGET (MODULE:FUNCTION) or --cmd \"COMMAND ARGS\", not both "
-             "and not neither")
+    if [opts.target, opts.cmd, opts.cmd_serve].count(None) != 2:
+        _err("verify: give one of a TARGET (MODULE:FUNCTION), --cmd \"COMMAND ARGS\" or "
+             "--cmd-serve \"COMMAND ARGS\"")
         return 2
+    if opts.convention is None:
+        from engine.verify.frameworks.registry import FRAMEWORKS
+
+        if opts.target not in FRAMEWORKS:
+            _err("verify: --convention is required (tf or torch) unless TARGET is a framework")
+            return 2
+        opts.convention = "tf"
     if opts.convention == "torch" and opts.op not in OPS["torch"] or \
             opts.convention == "tf" and opts.op not in OPS["tf"]:
         _err(f"verify: --op {opts.op} is not {article(opts.convention)} op (one of "
@@ -110,7 +122,7 @@ def cmd_verify(opts: argparse.Namespace) -> int:
         report = verify(opts.target, opts.op, opts.convention, dtype=opts.dtype,
                         cases=opts.cases, seed=opts.seed, jobs=opts.jobs,
                         case_timeout=opts.case_timeout, support=opts.support, path=opts.path,
-                        cmd=opts.cmd, progress=_progress)
+                        cmd=opts.cmd, cmd_serve=opts.cmd_serve, progress=_progress)
     except InvalidArgumentError as err:
         _err(f"verify: {err}")
         return 2

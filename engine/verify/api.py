@@ -1,6 +1,8 @@
 """``verify(fn, op=..., convention=...)`` and ``assert_conformant(...)``: the sweep from Python.
 
-``fn`` is a callable, a ``"module:function"`` string, or None with ``cmd="COMMAND ARGS"``. A
+``fn`` is a callable, a ``"module:function"`` string, a framework name (``"tensorflow"``,
+``"jax"``, ``"onnxruntime"``, ``"onnx.reference"``: :mod:`engine.verify.frameworks`), or None
+with ``cmd="COMMAND ARGS"`` or ``cmd_serve=`` (:mod:`engine.verify.serve`). A
 callable a worker process can import (a module-level function of an importable module) runs in
 worker processes (``jobs`` of them; a crash or a hang is a verdict); any other callable (defined
 in a notebook cell, a lambda, a closure) runs in this process, where a crash ends the process
@@ -22,7 +24,9 @@ from engine.base.errors import InvalidArgumentError
 from engine.base.names import shown
 from engine.verify.conventions import usage
 from engine.verify.defaults import DEFAULT_CASES, DEFAULT_TIMEOUT, MAX_CASES, MAX_JOBS
+from engine.verify.frameworks.registry import FRAMEWORKS, resolve
 from engine.verify.report import VerifyReport
+from engine.verify.serve import serve_spec
 from engine.verify.support import parse_support
 from engine.verify.sweep import sweep
 
@@ -85,7 +89,7 @@ def dtype_list(dtype: str | list[str] | tuple[str, ...]) -> list[str]:
 def verify(fn: Any = None, op: str = "", convention: str = "tf", *,
            dtype: str | list[str] = "float32", cases: int = DEFAULT_CASES, seed: int = 0,
            jobs: int = 1, case_timeout: float = DEFAULT_TIMEOUT, support: str | None = None,
-           path: str | None = None, cmd: str | None = None,
+           path: str | None = None, cmd: str | None = None, cmd_serve: str | None = None,
            progress: Callable[[int, int], None] | None = None,
            cancel: threading.Event | None = None) -> VerifyReport:
     """Sweep ``fn`` as ``op`` under ``convention`` (see :mod:`engine.verify`); returns the
@@ -94,6 +98,8 @@ def verify(fn: Any = None, op: str = "", convention: str = "tf", *,
     run in this process finishes its running case), stops its worker processes and raises
     :class:`engine.base.cancel.Cancelled`."""
     usage(convention, op)
+    if isinstance(fn, str) and fn in FRAMEWORKS:  # a framework: its adapter for op
+        fn, support = resolve(fn, op, convention, support)
     dtypes = dtype_list(dtype)
     _count("cases", cases, 1, MAX_CASES)
     _count("seed", seed, 0, 2**63 - 1)
@@ -107,7 +113,12 @@ def verify(fn: Any = None, op: str = "", convention: str = "tf", *,
     if not dtypes_run:
         raise InvalidArgumentError(f"--support allows none of the dtypes {', '.join(dtypes)}",
                                    "support")
-    target, text = target_spec(fn, cmd, path, float(case_timeout))
+    if cmd_serve is not None:  # one long-lived process per worker: engine.verify.serve
+        if fn is not None or cmd is not None:
+            raise InvalidArgumentError("give one of a TARGET, --cmd or --cmd-serve", "cmd_serve")
+        target, text = serve_spec(cmd_serve, float(case_timeout))
+    else:
+        target, text = target_spec(fn, cmd, path, float(case_timeout))
     if convention == "torch":
         spec.words.pop("layouts", None)  # torch arrays are always NCHW
     return sweep(target, op, convention, dtypes_run, cases, seed, jobs, float(case_timeout),

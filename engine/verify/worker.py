@@ -190,6 +190,10 @@ def _serve_case(conn, msg: tuple, spec: tuple, fn: Any) -> None:
     seq, kwargs, memory, repeat, meta = msg
     if fn is not None:
         kind, first, second = call_python(fn, kwargs, memory, repeat)
+    elif spec[0] == "serve":  # --cmd-serve: engine.verify.serve
+        from engine.verify.serve import call_serve
+
+        kind, first, second = call_serve(spec[1], kwargs, meta, spec[2], repeat)
     else:
         kind, first, second = call_command(spec[1], kwargs, meta, spec[2], repeat)
     conn.send((seq, kind, first, second))
@@ -209,6 +213,10 @@ def _fork(conn, spec: tuple, fn: Any) -> None:
             mine.close()
             conn.close()
             child = Connection(theirs.detach())
+            if spec[0] == "serve":  # --cmd-serve: its process starts with the worker
+                from engine.verify.serve import prestart
+
+                prestart(spec[1])
             while True:
                 try:
                     msg = child.recv()
@@ -220,6 +228,8 @@ def _fork(conn, spec: tuple, fn: Any) -> None:
         except BaseException:  # noqa: BLE001 - end the child, never return into the zygote
             code = 1
         finally:
+            if "engine.verify.serve" in sys.modules:  # os._exit runs no atexit: end it here
+                sys.modules["engine.verify.serve"].close()
             os._exit(code)
     theirs.close()
     conn.send(("forked", pid))
