@@ -21,8 +21,9 @@ from onnx import helper
 
 #: ONNX opset of the models.
 OPSET = 17
+#: The types ONNX Conv and ConvTranspose take (no bfloat16).
 _TYPES = {"float16": onnx.TensorProto.FLOAT16, "float32": onnx.TensorProto.FLOAT,
-          "float64": onnx.TensorProto.DOUBLE, "bfloat16": onnx.TensorProto.BFLOAT16}
+          "float64": onnx.TensorProto.DOUBLE}
 
 
 def _nchw(data_format: str) -> None:
@@ -71,6 +72,8 @@ def model(op: str, x_shape: Sequence[int], w_shape: Sequence[int], dtype: str,
             size - ((out - 1) * si + di * (k - 1) + 1 - lo - hi)
             for size, out, k, si, di, (lo, hi) in zip(output_hw, x_shape[2:], w_shape[2:], s, d,
                                                       pads)]
+    if dtype not in _TYPES:
+        raise NotImplementedError(f"ONNX {op} takes float16, float32 or float64, not {dtype}")
     t = _TYPES[dtype]
     graph = helper.make_graph(
         [helper.make_node(op, ["X", "W"], ["Y"], **node_attrs)], "conv",

@@ -32,12 +32,21 @@ class Framework:
     ops: tuple[str, ...]
     support: str  # what the framework documents it refuses, as a --support SPEC
     how: str  # what the adapter calls, for the one-line refusal of a missing op
+    op_support: tuple[tuple[str, str], ...] = ()  # (op, SPEC) for one op, added to support
+
+    def spec(self, op: str) -> str:
+        """The SPEC the framework documents for ``op``."""
+        return " ".join([self.support, *(s for o, s in self.op_support if o == op)]).strip()
 
 
 FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
-    # TF's CPU kernels: "only supports NHWC" (Conv2D, both custom backprops, depthwise)
+    # TF's CPU kernels: "only supports NHWC" (Conv2D, both custom backprops, depthwise); the
+    # conv backprops: "Current CPU implementations do not yet support dilation rates larger
+    # than 1", "Gradients for grouped convolutions are not supported on CPU"
     Framework("tensorflow", "tensorflow", "pip install tensorflow-cpu", "tensorflow_ops",
-              TF_OP_NAMES, "layouts=NHWC", "tf.raw_ops"),
+              TF_OP_NAMES, "layouts=NHWC", "tf.raw_ops",
+              tuple((op, "dilations=1 groups=1") for op in ("Conv2DBackpropFilter",
+                                                            "Conv2DBackpropInput"))),
     Framework("jax", "jax", "pip install jax", "jax_ops", TF_OP_NAMES, "",
               "jax.lax.conv_general_dilated and jax.vjp"),
     # ONNX Conv and ConvTranspose take NCHW tensors only
@@ -53,14 +62,15 @@ def installed(name: str) -> bool:
     return importlib.util.find_spec(FRAMEWORKS[name].module) is not None
 
 
-def combined_support(framework: Framework, user: str | None) -> str:
+def combined_support(framework: Framework, op: str, user: str | None) -> str:
     """The user's SPEC narrowed by the framework's: number tokens of both apply; a word (e.g.
     ``layouts``) keeps the values both allow, and none left is an error naming both."""
     from engine.verify.support import WORDS, parse_support  # the kernels: for a sweep only
 
-    mine, theirs = parse_support(framework.support), parse_support(user)
+    spec = framework.spec(op)
+    mine, theirs = parse_support(spec), parse_support(user)
     tokens = [t for t in (user or "").split() if t.split("=")[0].rstrip("<>") not in WORDS]
-    tokens += [t for t in framework.support.split() if t.split("=")[0] not in WORDS]
+    tokens += [t for t in spec.split() if t.split("=")[0].rstrip("<>") not in WORDS]
     for word in WORDS:
         if word not in mine.words and word not in theirs.words:
             continue
@@ -86,4 +96,4 @@ def resolve(name: str, op: str, convention: str, support: str | None) -> tuple[s
         raise InvalidArgumentError(f"{name} has no {op} ({f.how}: {', '.join(f.ops)})", "op")
     if not installed(name):
         raise InvalidArgumentError(f"{name} is not installed ({f.install})", "target")
-    return f"{ADAPTERS}.{f.adapter}:{op}", combined_support(f, support)
+    return f"{ADAPTERS}.{f.adapter}:{op}", combined_support(f, op, support)
