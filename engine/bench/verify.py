@@ -41,10 +41,10 @@ def _rate(label: str, cases: int, **options) -> None:
     from engine.verify.api import verify
 
     with_start, in_sweep = [], []
+    op = options.pop("op", "Conv2D")
     for seed in range(REPEATS):
         start = time.perf_counter()
-        report = verify(op=options.pop("op", "Conv2D"), convention="tf", cases=cases, seed=seed,
-                        **options)
+        report = verify(op=op, convention="tf", cases=cases, seed=seed, **options)
         wall = time.perf_counter() - start
         if report.failed:
             print(f"{label}: {report.failed} case(s) failed", file=sys.stderr)
