@@ -1,6 +1,9 @@
-"""``python -m engine.bench.verify``: cases per second of ``gradblocks verify`` on a NumPy
-implementation (the tap loops of tests/verify_zoo.py) on small cases, median of REPEATS sweeps,
-worker start-up included and excluded.
+"""``python -m engine.bench.verify``: cases per second of ``gradblocks verify`` on small cases,
+median of REPEATS sweeps, start-up included and excluded: a NumPy implementation (the tap loops
+of tests/verify_zoo.py) in worker processes and in this process; then ``--cmd`` (a Python
+script per case) and ``--cmd-serve`` (one long-lived process per worker: the C program
+tests/verify_serve_conv2d.c, built with ``cc``, and the Python script
+tests/verify_serve_conv.py), all on tf Conv2D.
 
 ``python -m engine.bench.verify --false-alarms [--cases N] [--dtypes D,D]``: the false-alarm
 run of issue 22, outside the test suite: every op of both conventions on the correct
@@ -18,6 +21,8 @@ import sys
 import time
 
 CASES = 400
+#: Cases of a --cmd sweep (a process per case is slow).
+CMD_CASES = 60
 REPEATS = 3
 FALSE_ALARM_CASES = 2000
 FALSE_ALARM_DTYPES = ("float32", "float64", "float16")
@@ -32,23 +37,69 @@ def _tests_dir() -> str:
     return tests
 
 
-def rates() -> None:
+def _rate(label: str, cases: int, **options) -> None:
     from engine.verify.api import verify
 
+    with_start, in_sweep = [], []
+    op = options.pop("op", "Conv2D")
+    for seed in range(REPEATS):
+        start = time.perf_counter()
+        report = verify(op=op, convention="tf", cases=cases, seed=seed, **options)
+        wall = time.perf_counter() - start
+        if report.failed:
+            print(f"{label}: {report.failed} case(s) failed", file=sys.stderr)
+            raise SystemExit(1)
+        with_start.append(report.cases / wall)
+        in_sweep.append(report.cases / report.seconds)
+    print(f"{label:44} {cases} cases: {statistics.median(with_start):6.0f} cases/s with "
+          f"start-up, {statistics.median(in_sweep):6.0f} cases/s in the sweep (median of "
+          f"{REPEATS})", flush=True)
+
+
+_CMD_SCRIPT = """import sys
+import numpy as np
+sys.path.insert(0, {tests!r})
+from verify_serve_conv import conv2d
+with np.load(sys.argv[1]) as f:
+    a = {{k: f[k] for k in f.files}}
+kw = {{k: (str(a[k]) if a[k].dtype.kind == "U" else a[k].tolist()) for k in
+      ("strides", "padding", "data_format", "dilations", "explicit_paddings") if k in a}}
+np.savez(sys.argv[2], output=conv2d(a["input"], a["filter"], **kw))
+"""
+
+
+def rates() -> None:
+    import shutil
+    import subprocess
+    import tempfile
+
     tests = _tests_dir()
+    sys.path.insert(0, tests)
+    import verify_zoo as zoo
+
     for op, name in (("Conv2D", "loops_conv2d"),
                      ("Conv2DBackpropInput", "loops_conv2d_backprop_input")):
-        with_start, in_sweep = [], []
-        for seed in range(REPEATS):
-            start = time.perf_counter()
-            report = verify(f"verify_zoo:{name}", op=op, convention="tf", cases=CASES, seed=seed,
-                            path=tests)
-            wall = time.perf_counter() - start
-            with_start.append(report.cases / wall)
-            in_sweep.append(report.cases / report.seconds)
-        print(f"{op:22} {CASES} cases: {statistics.median(with_start):6.0f} cases/s with "
-              f"start-up, {statistics.median(in_sweep):6.0f} cases/s in the sweep (median of "
-              f"{REPEATS})")
+        _rate(f"{op} worker (verify_zoo:{name})", CASES, op=op, fn=f"verify_zoo:{name}",
+              path=tests)
+        fn = getattr(zoo, name)
+        _rate(f"{op} in this process (a lambda)", CASES, op=op,
+              fn=lambda fn=fn, **kw: fn(**kw))
+    python = f"{sys.executable} {os.path.join(tests, 'verify_serve_conv.py')}"
+    with tempfile.TemporaryDirectory() as tmp:
+        script = os.path.join(tmp, "cmd_conv2d.py")
+        with open(script, "w") as f:
+            f.write(_CMD_SCRIPT.format(tests=tests))
+        _rate("Conv2D --cmd (a Python process per case)", CMD_CASES,
+              cmd=f"{sys.executable} {script}")
+        _rate("Conv2D --cmd-serve (Python)", CASES, cmd_serve=python)
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if cc is None:
+            print("Conv2D --cmd-serve (C): no C compiler (cc) found", flush=True)
+            return
+        exe = os.path.join(tmp, "serve_conv2d")
+        subprocess.run([cc, "-O2", "-o", exe, os.path.join(tests, "verify_serve_conv2d.c")],
+                       check=True)
+        _rate("Conv2D --cmd-serve (C)", CASES, cmd_serve=exe)
 
 
 def false_alarms(cases: int, dtypes: list[str], seed: int) -> int:

@@ -62,12 +62,17 @@ def add_parser(sub) -> None:
                        "reference, shrink each failure and say what is wrong")
     p.add_argument("target", nargs="?", metavar="TARGET",
                    help="MODULE:FUNCTION (imported with --path, default the current folder, "
-                        "first on sys.path); leave out with --cmd")
+                        "first on sys.path), or a framework: tensorflow, jax, onnxruntime, "
+                        "onnx.reference (tf convention); leave out with --cmd")
     p.add_argument("--op", required=True, choices=ops, metavar="OP",
                    help=f"the op: tf {', '.join(OPS['tf'])}; torch {', '.join(OPS['torch'])}")
-    p.add_argument("--convention", required=True, choices=CONVENTIONS)
+    p.add_argument("--convention", choices=CONVENTIONS, help="required unless TARGET is a "
+                                                             "framework (tf)")
     p.add_argument("--cmd", metavar='"COMMAND ARGS"',
                    help="run COMMAND ARGS IN.npz OUT.npz per case instead of a Python function "
+                        "(gradblocks guide verify: the protocol)")
+    p.add_argument("--cmd-serve", metavar='"COMMAND ARGS"',
+                   help="one long-lived COMMAND ARGS per worker answering a case per stdin line "
                         "(gradblocks guide verify: the protocol)")
     p.add_argument("--dtype", default="float32",
                    help="comma-separated dtypes: float16, bfloat16, float32, float64 "
@@ -107,10 +112,17 @@ def _progress(done: int, total: int) -> None:
 
 def cmd_verify(opts: argparse.Namespace) -> int:
     """The ``verify`` subcommand; returns the exit status."""
-    if (opts.target is None) == (opts.cmd is None):
-        _err("verify: give a TARGET (MODULE:FUNCTION) or --cmd \"COMMAND ARGS\", not both "
-             "and not neither")
+    if [opts.target, opts.cmd, opts.cmd_serve].count(None) != 2:
+        _err("verify: give one of a TARGET (MODULE:FUNCTION), --cmd \"COMMAND ARGS\" or "
+             "--cmd-serve \"COMMAND ARGS\"")
         return 2
+    if opts.convention is None:
+        from engine.verify.frameworks.registry import FRAMEWORKS
+
+        if opts.target not in FRAMEWORKS:
+            _err("verify: --convention is required (tf or torch) unless TARGET is a framework")
+            return 2
+        opts.convention = "tf"
     if opts.convention == "torch" and opts.op not in OPS["torch"] or \
             opts.convention == "tf" and opts.op not in OPS["tf"]:
         _err(f"verify: --op {opts.op} is not {article(opts.convention)} op (one of "
@@ -127,17 +139,19 @@ def cmd_verify(opts: argparse.Namespace) -> int:
         report = verify(opts.target, opts.op, opts.convention, dtype=opts.dtype,
                         cases=opts.cases, seed=opts.seed, jobs=opts.jobs,
                         case_timeout=opts.case_timeout, support=opts.support, path=opts.path,
-                        cmd=opts.cmd, memory=opts.memory, progress=_progress,
-                        max_failures=opts.max_failures)
+                        cmd=opts.cmd, cmd_serve=opts.cmd_serve, memory=opts.memory,
+                        progress=_progress, max_failures=opts.max_failures)
     except InvalidArgumentError as err:
         _err(f"verify: {err}")
         return 2
     status = 0 if report.ok else 1
     if report.spec_kind == "cmd" and not report.ok and opts.repro:
         report.inputs_folder = os.path.abspath(opts.repro)  # write_repro writes each IN.npz
-    elif report.spec_kind == "cmd" and not report.ok and opts.json:
-        folder = os.path.dirname(os.path.abspath(opts.json))
-        try:  # each group's IN.npz, named by its reproduction
+    elif report.spec_kind in ("cmd", "serve") and not report.ok and (opts.json or opts.repro):
+        folder = os.path.abspath(opts.repro) if opts.repro else \
+            os.path.dirname(os.path.abspath(opts.json))
+        try:  # each group's inputs, named by its reproduction
+            os.makedirs(folder, exist_ok=True)
             report.write_inputs(folder)
         except (OSError, ValueError) as err:
             _err(f"{_path(folder)}: cannot write the inputs: "

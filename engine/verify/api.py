@@ -1,6 +1,8 @@
 """``verify(fn, op=..., convention=...)`` and ``assert_conformant(...)``: the sweep from Python.
 
-``fn`` is a callable, a ``"module:function"`` string, or None with ``cmd="COMMAND ARGS"``. A
+``fn`` is a callable, a ``"module:function"`` string, a framework name (``"tensorflow"``,
+``"jax"``, ``"onnxruntime"``, ``"onnx.reference"``: :mod:`engine.verify.frameworks`), or None
+with ``cmd="COMMAND ARGS"`` or ``cmd_serve=`` (:mod:`engine.verify.serve`). A
 callable a worker process can import (a module-level function of an importable module) runs in
 worker processes (``jobs`` of them; a crash or a hang is a verdict); any other callable (defined
 in a notebook cell, a lambda, a closure) runs in this process, where a crash ends the process
@@ -25,8 +27,10 @@ from engine.base.errors import InvalidArgumentError
 from engine.base.names import escaped, shown
 from engine.verify.conventions import usage
 from engine.verify.defaults import DEFAULT_CASES, DEFAULT_TIMEOUT, MAX_CASES, MAX_JOBS
+from engine.verify.frameworks.registry import FRAMEWORKS, resolve
 from engine.verify.report import VerifyReport
 from engine.verify.sandbox import default_memory_mb
+from engine.verify.serve import serve_spec
 from engine.verify.support import parse_support
 from engine.verify.sweep import sweep
 
@@ -140,13 +144,13 @@ def output_path(value: Any, option: str, target: str | None, path: Any, folder: 
     return where
 
 
-def target_spec(fn: Any, cmd: str | None, path: str | None, timeout: float,
-                memory: int) -> tuple[tuple, str]:
+def target_spec(fn: Any, cmd: str | None, path: str | None,
+                timeout: float) -> tuple[tuple, str]:
     """The runner's target (:mod:`engine.verify.runner`) and its text for the report."""
     if cmd is not None:
         if fn is not None:
             raise InvalidArgumentError("give a TARGET or --cmd, not both", "cmd")
-        return ("cmd", command(cmd), timeout, memory), cmd
+        return ("cmd", command(cmd), timeout), cmd
     sys_path = [import_folder(path), *sys.path]
     if isinstance(fn, str):
         module, sep, function = fn.partition(":")
@@ -154,14 +158,14 @@ def target_spec(fn: Any, cmd: str | None, path: str | None, timeout: float,
                 p.isidentifier() for p in [*module.split("."), *function.split(".")]):
             raise InvalidArgumentError(f"target {shown(fn)}: expected MODULE:FUNCTION, e.g. "
                                        "myconv:conv2d_backprop_input", "target")
-        return ("python", module, function, sys_path, memory), fn
+        return ("python", module, function, sys_path), fn
     if not callable(fn):
         raise InvalidArgumentError(f"fn must be a callable or 'MODULE:FUNCTION', got "
                                    f"{type(fn).__name__}", "fn")
     named = _importable(fn)
     if named is None:
         return ("inprocess", fn), getattr(fn, "__qualname__", "fn")
-    return ("python", *named, sys_path, memory), f"{named[0]}:{named[1]}"
+    return ("python", *named, sys_path), f"{named[0]}:{named[1]}"
 
 
 def _count(name: str, value: Any, lo: int, hi: int) -> int:
@@ -183,7 +187,8 @@ def dtype_list(dtype: str | list[str] | tuple[str, ...]) -> list[str]:
 def verify(fn: Any = None, op: str = "", convention: str = "tf", *,
            dtype: str | list[str] = "float32", cases: int = DEFAULT_CASES, seed: int = 0,
            jobs: int = 1, case_timeout: float = DEFAULT_TIMEOUT, support: str | None = None,
-           path: str | None = None, cmd: str | None = None, memory: int | None = None,
+           path: str | None = None, cmd: str | None = None, cmd_serve: str | None = None,
+           memory: int | None = None,
            progress: Callable[[int, int], None] | None = None,
            cancel: threading.Event | None = None,
            max_failures: int | None = None) -> VerifyReport:
@@ -195,6 +200,8 @@ def verify(fn: Any = None, op: str = "", convention: str = "tf", *,
     run in this process finishes its running case), stops its worker processes and raises
     :class:`engine.base.cancel.Cancelled`."""
     usage(convention, op)
+    if isinstance(fn, str) and fn in FRAMEWORKS:  # a framework: its adapter for op
+        fn, support = resolve(fn, op, convention, support)
     dtypes = dtype_list(dtype)
     _count("cases", cases, 1, MAX_CASES)
     _count("seed", seed, 0, 2**63 - 1)
@@ -212,13 +219,18 @@ def verify(fn: Any = None, op: str = "", convention: str = "tf", *,
     if not dtypes_run:
         raise InvalidArgumentError(f"--support allows none of the dtypes {', '.join(dtypes)}",
                                    "support")
-    target, text = target_spec(fn, cmd, path, float(case_timeout), memory_mb)
+    if cmd_serve is not None:  # one long-lived process per worker: engine.verify.serve
+        if fn is not None or cmd is not None:
+            raise InvalidArgumentError("give one of a TARGET, --cmd or --cmd-serve", "cmd_serve")
+        target, text = serve_spec(cmd_serve, float(case_timeout))
+    else:
+        target, text = target_spec(fn, cmd, path, float(case_timeout))
     if target[0] == "inprocess":
         warnings.warn(INPROCESS_WARNING.format(name=text), RuntimeWarning, stacklevel=2)
     if convention == "torch":
         spec.words.pop("layouts", None)  # torch arrays are always NCHW
     return sweep(target, op, convention, dtypes_run, cases, seed, jobs, float(case_timeout),
-                 spec, progress, text, cancel, max_failures)
+                 spec, progress, text, cancel, max_failures, memory_mb)
 
 
 def assert_conformant(fn: Any = None, op: str = "", convention: str = "tf",

@@ -121,3 +121,9 @@ def inprocess_code(failure, name: str) -> str:
 def cmd_command(command: str, inputs: str | None) -> str:
     """``COMMAND ARGS IN.npz OUT.npz``."""
     return f"{command} {shlex.quote(inputs) if inputs else 'IN.npz'} OUT.npz"
+
+
+def serve_command(command: str, inputs: str | None) -> str:
+    """``--cmd-serve``: one request line (the IN folder and OUT.npy) on the command's stdin."""
+    request = f"{inputs if inputs else 'IN'} OUT.npy"
+    return f"echo {shlex.quote(request)} | {command}"

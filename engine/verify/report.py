@@ -134,7 +134,7 @@ class VerifyReport:
     classes: dict[str, dict[str, int]] = field(default_factory=dict)
     found_after: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
-    spec_kind: str = ""  # python, cmd or inprocess
+    spec_kind: str = ""  # python, cmd, serve or inprocess
     path: str = ""  # the folder a python target was imported from
     #: verdict -> failures diagnosed and grouped, where that is fewer than the verdict's
     #: failures (:data:`engine.verify.sweep.DIAGNOSED_PER_VERDICT`).
@@ -175,20 +175,25 @@ class VerifyReport:
             and self.cases < self.total
 
     def inputs_path(self, m: Minimal) -> str:
-        return os.path.join(self.inputs_folder, f"{m.stem}.in.npz") if self.inputs_folder \
-            else ""
+        """Where group ``m``'s inputs are written: ``STEM.in.npz`` (``--cmd``) or the folder
+        ``STEM.in`` of one ``NAME.npy`` per argument (``--cmd-serve``); '' when not written."""
+        suffix = ".in" if self.spec_kind == "serve" else ".in.npz"
+        return os.path.join(self.inputs_folder, m.stem + suffix) if self.inputs_folder else ""
 
     def reproduce(self, m: Minimal) -> str:
         """The one-line reproduction of group ``m`` (:mod:`engine.verify.command_line`)."""
         if self.spec_kind == "cmd":
             return command_line.cmd_command(self.target, self.inputs_path(m) or None)
+        if self.spec_kind == "serve":
+            return command_line.serve_command(self.target, self.inputs_path(m) or None)
         if self.spec_kind == "inprocess":
             return command_line.inprocess_code(m.failure, self.target)
         return command_line.python_command(m.failure, self.target, self.path)
 
     def write_inputs(self, folder: str) -> list[str]:
-        """``--cmd``: write each group's IN.npz (the exact file its command was given) into
-        the existing ``folder``, so that :meth:`reproduce` names them; the paths."""
+        """``--cmd`` and ``--cmd-serve``: write each group's inputs (the exact IN.npz its
+        command was given, or the serve protocol's IN folder) into the existing ``folder``, so
+        that :meth:`reproduce` names them; the paths."""
         from engine.base.atomic import write_atomically
         from engine.verify.worker import npz_arguments
 
@@ -198,8 +203,15 @@ class VerifyReport:
             c = m.failure.case
             members = npz_arguments(m.failure.call.kwargs, {
                 "op": c.op, "convention": c.convention, "dtype": c.dtype})
-            write_atomically(self.inputs_path(m), lambda fh, a=members: np.savez(fh, **a))
-            written.append(self.inputs_path(m))
+            where = self.inputs_path(m)
+            if self.spec_kind == "serve":
+                os.makedirs(where, exist_ok=True)
+                for name, value in members.items():
+                    write_atomically(os.path.join(where, f"{name}.npy"),
+                                     lambda fh, v=value: np.save(fh, v, allow_pickle=False))
+            else:
+                write_atomically(where, lambda fh, a=members: np.savez(fh, **a))
+            written.append(where)
         return written
 
     def group_json(self, m: Minimal) -> dict[str, Any]:

@@ -214,7 +214,7 @@ def write_repro(report: VerifyReport, folder: str) -> list[str]:
                                               for k, v in call.kwargs.items()
                                               if isinstance(v, np.ndarray)})
         tests = []
-        if report.spec_kind != "inprocess":
+        if report.spec_kind not in ("inprocess", "serve"):  # serve: its IN folder and command
             files[f"test_{stem}.py"] = test_text(report, m).encode("utf-8")
             tests = [str(Path(folder) / f"test_{stem}.py")]
         text = dumps(canvas).encode("utf-8")

@@ -8,10 +8,11 @@ kept ready (forked while the others work), so a worker that dies or runs past th
 is replaced at once. Elsewhere the first interpreter is the first worker and a fresh
 interpreter, started in the background after the first replacement, is the standby.
 
-A target is ``("python", module, function, sys_path, memory)``, ``("cmd", argv, timeout,
-memory)`` (``memory``: the workers' ``RLIMIT_AS`` in MB, always last) or, for a callable no
-worker can import (one defined in a notebook), ``("inprocess", fn)``: then cases run in this
-process, without crash, timeout or memory protection.
+A target is ``("python", module, function, sys_path)``, ``("cmd", argv, timeout)``,
+``("serve", argv, timeout)`` (:mod:`engine.verify.serve`) or, for a callable no worker can
+import (one defined in a notebook), ``("inprocess", fn)``: then cases run in this process,
+without crash, timeout or memory protection. The pool's ``memory`` is every worker's
+``RLIMIT_AS`` in MB.
 
 The sandbox (:mod:`engine.verify.sandbox`): every worker leads its own session and is killed
 with everything it started (:func:`~engine.verify.sandbox.kill_session`) when it is replaced
@@ -265,17 +266,16 @@ class Pool:
     """``jobs`` workers running one target with a per-case ``timeout`` (seconds), plus one
     standby (see the module docstring)."""
 
-    def __init__(self, spec: tuple, jobs: int = 1, timeout: float = DEFAULT_TIMEOUT):
+    def __init__(self, spec: tuple, jobs: int = 1, timeout: float = DEFAULT_TIMEOUT,
+                 memory: int | None = None):
         self.spec, self.jobs, self.timeout = spec, max(1, jobs), timeout
         self.inprocess = spec[0] == "inprocess"
-        self.memory = 0 if self.inprocess else int(spec[-1])
+        self.memory = sandbox.default_memory_mb() if memory is None else memory
         self.grace = CMD_GRACE if spec[0] == "cmd" else 0.0
         self.workers: list[_Worker] = []
         self.zygote: _Worker | None = None
         self.standby: _Worker | None = None
         self.tmpdir = ""
-        #: Worker processes started to replace dead or hung ones.
-        self.replaced = 0
 
     def _spawn(self) -> _Worker:
         return _Worker.spawn(self.spec, self.memory, self.tmpdir)
@@ -332,7 +332,6 @@ class Pool:
             z.stop()
             raise TargetError("the replacement of the lost worker zygote cannot fork")
         self.zygote = z
-        self.replaced += 1
         z.ask_fork()
         return z.take_fork()
 
@@ -349,7 +348,6 @@ class Pool:
             death = _describe(w.end())
         w.conn.close()
         self.workers[self.workers.index(w)] = new
-        self.replaced += 1
         return death
 
     def _run_inprocess(self, jobs: Iterable[tuple[Any, dict, str, bool, dict]],

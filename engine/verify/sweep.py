@@ -123,7 +123,7 @@ def _failure(p: _Prepared, v: Verdict, got) -> Failure:
 def sweep(spec: tuple, op: str, convention: str, dtypes: list[str], total: int, seed: int,
           jobs: int, timeout: float, support: Support, progress=None,
           target_text: str = "", cancel: threading.Event | None = None,
-          max_failures: int | None = None) -> VerifyReport:
+          max_failures: int | None = None, memory: int | None = None) -> VerifyReport:
     """Run the whole sweep; ``progress(done, total)`` is called after each case; ``cancel``
     set stops it (:class:`~engine.base.cancel.Cancelled`, see the module docstring)."""
     start = time.monotonic()
@@ -131,7 +131,7 @@ def sweep(spec: tuple, op: str, convention: str, dtypes: list[str], total: int, 
                           spec_kind=spec[0], path=spec[3][0] if spec[0] == "python" else "",
                           max_failures=max_failures, case_timeout=timeout)
     scope = cancelling.scope(cancel) if cancel is not None else contextlib.nullcontext()
-    with scope, Pool(spec, jobs, timeout) as pool:  # Cancelled stops the workers first
+    with scope, Pool(spec, jobs, timeout, memory) as pool:  # Cancelled stops the workers first
         ev = Evaluator(pool)
         plan = ((c, c.edge != "random" or i % RECHECK_EVERY == 0)
                 for i, c in enumerate(case_gen.generate(op, convention, dtypes, total, seed,

@@ -87,8 +87,8 @@ def _as_float(result: Any) -> np.ndarray:
 
 
 def load(spec: tuple) -> Any:
-    """The callable of a ``("python", module, function, path, memory)`` target."""
-    _, module, function, path, _memory = spec
+    """The callable of a ``("python", module, function, path)`` target."""
+    _, module, function, path = spec
     sys.path[:] = list(dict.fromkeys([*path, *sys.path]))  # --path first, before the cwd
     obj: Any = importlib.import_module(module)
     for part in function.split("."):
@@ -203,6 +203,10 @@ def _serve_case(conn, msg: tuple, spec: tuple, fn: Any) -> None:
     seq, kwargs, memory, repeat, meta = msg
     if fn is not None:
         kind, first, second = call_python(fn, kwargs, memory, repeat)
+    elif spec[0] == "serve":  # --cmd-serve: engine.verify.serve
+        from engine.verify.serve import call_serve
+
+        kind, first, second = call_serve(spec[1], kwargs, meta, spec[2], repeat)
     else:
         kind, first, second = call_command(spec[1], kwargs, meta, spec[2], repeat)
     conn.send((seq, kind, first, second))
@@ -223,6 +227,10 @@ def _fork(conn, spec: tuple, fn: Any) -> None:
             mine.close()
             conn.close()
             child = Connection(theirs.detach())
+            if spec[0] == "serve":  # --cmd-serve: its process starts with the worker
+                from engine.verify.serve import prestart
+
+                prestart(spec[1])
             while True:
                 try:
                     msg = child.recv()
@@ -234,6 +242,8 @@ def _fork(conn, spec: tuple, fn: Any) -> None:
         except BaseException:  # noqa: BLE001 - end the child, never return into the zygote
             code = 1
         finally:
+            if "engine.verify.serve" in sys.modules:  # os._exit runs no atexit: end it here
+                sys.modules["engine.verify.serve"].close()
             os._exit(code)
     theirs.close()
     conn.send(("forked", pid))
