@@ -105,12 +105,17 @@ class ReportView(QtWidgets.QWidget):
             self.minimal_edit.setPlainText("")
             return
         self.summary_label.setText(summary(report))
-        self.class_table.setRowCount(len(report.classes))
+        self.class_table.setRowCount(len(report.classes) + len(report.excluded))
         for r, (name, row) in enumerate(report.classes.items()):
             failed = row["tried"] - row["passed"] - row["unsupported"]
             for c, v in enumerate((name, row["tried"], row["passed"], row["unsupported"],
                                    failed)):
                 self.class_table.setItem(r, c, _item(str(v), bad=failed > 0))
+        from engine.verify.report import EXCLUDED  # loaded with the report itself
+
+        for r, name in enumerate(report.excluded, len(report.classes)):
+            for c, v in enumerate((name, "0", "-", EXCLUDED, "-")):
+                self.class_table.setItem(r, c, _item(v))
         shown = report.failures[:SHOWN_FAILURES]
         self.failure_table.setRowCount(len(shown))
         for r, f in enumerate(shown):

@@ -152,11 +152,14 @@ def test_failing_block_is_marked_and_others_keep_results(qtbot, tmp_path, monkey
     w = make_window(qtbot, tmp_path, c)
     try:
         assert not w.session.plan.errors
-        # after the shapes were inferred from its header, the file gets an integer that float32
-        # cannot hold exactly: only reading the data finds out
-        bad = good.copy()
-        bad[0, 2, 2, 1] = 2**24 + 1
-        np.save(tmp_path / "x.npy", bad)
+        # the file cannot be read when the run reads it (check read it whole and found it
+        # good: the disk failing in between)
+        from engine.base.errors import InvalidArgumentError
+        from engine.io import npy
+
+        def unreadable(path, dtype):
+            raise InvalidArgumentError(f"path {path!r}: cannot read the file: I/O error")
+        monkeypatch.setattr(npy, "read_array", unreadable)
         wait_run(qtbot, w)
         failed = {nid for nid, i in w.session.run_info.items() if i.error}
         assert "x" in failed

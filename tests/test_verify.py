@@ -137,6 +137,8 @@ def test_assert_conformant_message_has_the_diagnosis_and_the_case():
                               convention="tf", cases=CASES, path=ROOT)
     text = str(info.value)
     assert "batch_averaged" in text and "minimal case:" in text and "filter_sizes" in text
+    # the reproduction a user can paste: python -c importing the target from --path
+    assert "reproduce: " in text and " -c " in text and "batch_averaged(input=" in text
     report = api.assert_conformant(f"{ZOO}:kernels_conv2d", op="Conv2D", convention="tf",
                                    cases=30, path=ROOT)
     assert report.ok
@@ -146,7 +148,7 @@ def test_report_json_and_html(swept):
     report = swept("padding_ignored", "Conv2D")
     j = report.to_json()
     assert set(j) == {"ok", "op", "convention", "cases", "failed", "unsupported", "failures",
-                      "minimal", "diagnosis", "groups", "diagnosed"}
+                      "minimal", "diagnosis", "groups", "diagnosed", "excluded"}
     assert j["failed"] == len(j["failures"]) > 0
     f = j["minimal"]
     assert set(f) == {"case", "verdict", "max_abs_error", "max_rel_error", "message"}

@@ -204,3 +204,21 @@ def test_a_framework_sweep_through_the_cli_reports(tmp_path, framework, op, must
                                "(float32): 40 case(s)")
     data = json.loads(out.read_text())
     assert data["op"] == op and data["cases"] == 40 and data["ok"] is (p.returncode == 0)
+
+
+def test_tensorflows_depthwise_trio_declares_equal_strides():
+    """TF documents "Current implementation only supports equal length strides in the row and
+    column dimensions" for its depthwise kernels: no such case is generated for them."""
+    from engine.verify import cases
+    from engine.verify.frameworks.registry import FRAMEWORKS, combined_support
+    from engine.verify.support import parse_support
+
+    tf = FRAMEWORKS["tensorflow"]
+    for op in ("DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropFilter",
+               "DepthwiseConv2dNativeBackpropInput"):
+        support = parse_support(combined_support(tf, op, None))
+        drawn = list(cases.generate(op, "tf", ["float32"], 120, 0, support))
+        assert drawn and all(c.geometry.strides[0] == c.geometry.strides[1] for c in drawn)
+    support = parse_support(combined_support(tf, "Conv2D", None))
+    assert any(c.geometry.strides[0] != c.geometry.strides[1]
+               for c in cases.generate("Conv2D", "tf", ["float32"], 120, 0, support))

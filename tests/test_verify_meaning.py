@@ -172,3 +172,15 @@ def test_strides_and_dilations_stay_only_where_the_failure_needs_them():
     g = minimal.geometry
     assert g.strides == (2, 1) and g.dilations == (1, 3)
     assert g.batch == 1 and g.channels == 1 and g.out_channels == 1
+
+
+def test_under_equal_strides_the_shrinker_still_reaches_stride_1():
+    """Each one-side step leaves ``equal_strides``; both sides at once stay in it."""
+    def fails(c: Case) -> bool:
+        return c.geometry.height >= 3
+    support = parse_support("equal_strides")
+    start = _case(strides=(3, 3), dilations=(2, 2), kernel=(3, 3))
+    minimal, _calls = shrink(start, fails, support)
+    g = minimal.geometry
+    assert g.strides == (1, 1) and g.dilations == (1, 1) and g.kernel == (1, 1)
+    assert g.height == 3 and support.allows(g, shapes(g))

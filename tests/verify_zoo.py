@@ -298,9 +298,11 @@ CORRECT_TF = {
 
 
 def _torch_kw(stride, padding, dilation):
+    kw = {"strides": [1, *stride, 1], "dilations": [1, *dilation, 1], "data_format": "NHWC"}
+    if isinstance(padding, str):  # torch's 'valid', and 'same' (stride 1): TF's VALID, SAME
+        return kw | {"padding": padding.upper()}
     ph, pw = padding
-    return {"strides": [1, *stride, 1], "dilations": [1, *dilation, 1], "padding": "EXPLICIT",
-            "explicit_paddings": [0, 0, ph, ph, pw, pw, 0, 0], "data_format": "NHWC"}
+    return kw | {"padding": "EXPLICIT", "explicit_paddings": [0, 0, ph, ph, pw, pw, 0, 0]}
 
 
 def _t(a):

@@ -6,8 +6,10 @@ wrong. ``verify(fn, op=..., convention=...)`` and ``assert_conformant(...)`` are
 
 Modules: ``conventions`` (the tf and torch calls, the canonical TF call) > ``values`` (a case
 and its arrays) > ``support`` (``--support``) > ``cases`` (catalogue and random search),
-``shrink``, ``verdicts``, ``runner`` over ``worker`` (processes), ``report``, ``diagnosis``
-(over ``diagnose`` and ``mistakes``), ``sweep``, ``repro`` (``--repro``), ``api``.
+``shrink``, ``verdicts``, ``runner`` over ``worker`` and ``sandbox`` (processes, their groups
+and limits) and ``serve`` (``--cmd-serve``), ``report`` and ``command_line`` (the pasteable
+reproductions), ``diagnosis`` (over ``diagnose`` and ``mistakes``), ``sweep``, ``repro``
+(``--repro``), ``frameworks`` (built-in adapters: ``gradblocks verify tensorflow``), ``api``.
 """
 
 _API = ("verify", "assert_conformant", "VerifyReport", "DEFAULT_CASES")

@@ -239,8 +239,6 @@ def assert_conformant(fn: Any = None, op: str = "", convention: str = "tf",
     case fails; returns the report when every case passes."""
     report = verify(fn, op, convention, **options)
     if not report.ok:
-        from engine.verify.report import call_text
-
         m = report.minimal_failures[0]
         f = m.failure
         raise AssertionError(
@@ -248,5 +246,5 @@ def assert_conformant(fn: Any = None, op: str = "", convention: str = "tf",
             f"{report.cases} case(s) failed; minimal {f.verdict.verdict} ({m.size} elements): "
             f"{f.verdict.message}\ndiagnosis: {m.diagnosis.id or '(no known mistake)'}: "
             f"{m.diagnosis.text}\nminimal case: {f.to_json()['case']}\n"
-            f"reproduce: {call_text(report.target, f)}")
+            f"reproduce: {report.reproduce(m)}")
     return report

@@ -16,7 +16,13 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from engine.base.errors import InvalidArgumentError
-from engine.verify.conventions import Geometry, accepts, depthwise_op, shapes
+from engine.verify.conventions import (
+    TORCH_STRING_PADDING,
+    Geometry,
+    accepts,
+    depthwise_op,
+    shapes,
+)
 from engine.verify.support import TORCH_PADDINGS, Support, remainders, torch_same_pads
 from engine.verify.values import Case
 
@@ -32,10 +38,11 @@ def _pair(rng: np.random.Generator, lo: int, hi: int) -> tuple[int, int]:
     return int(rng.integers(lo, hi + 1)), int(rng.integers(lo, hi + 1))
 
 
-def base(rng: np.random.Generator, cap: int, convention: str, depthwise: bool,
+def base(rng: np.random.Generator, cap: int, convention: str, op: str,
          support: Support) -> Geometry:
-    """A random geometry with sides up to ``cap`` (padded as :func:`_torch_padding` says when
-    the spec allows PyTorch's padding strings only)."""
+    """A random geometry of ``op`` with sides up to ``cap`` (padded as :func:`_torch_padding`
+    says when the spec allows PyTorch's padding strings only)."""
+    depthwise = depthwise_op(op, convention)
     channels = int(rng.integers(1, 4))
     groups = 1
     if not depthwise and channels > 1 and rng.random() < 0.3:
@@ -54,21 +61,24 @@ def base(rng: np.random.Generator, cap: int, convention: str, depthwise: bool,
         padding = str(rng.choice(["SAME", "VALID", "EXPLICIT"]))
         pads = tuple(int(v) for v in rng.integers(0, 3, 4)) if padding == "EXPLICIT" else (0,) * 4
         g = g.with_(padding=padding, pads=pads, data_format=str(rng.choice(["NHWC", "NCHW"])))
-    return _torch_padding(rng, g, convention, support)
+    return _torch_padding(rng, g, convention, op, support)
 
 
-def _torch_padding(rng: np.random.Generator, g: Geometry, convention: str,
+def _torch_padding(rng: np.random.Generator, g: Geometry, convention: str, op: str,
                    support: Support) -> Geometry:
     """``g`` padded as one of the spec's PyTorch strings, drawn, when those are all its
     ``padding`` words (few random geometries are): ``valid`` no padding, ``same`` stride 1 and
-    its pads (tf: SAME; torch: those pads, which torch takes only when symmetric)."""
+    its pads: tf SAME and VALID; torch ``conv2d`` the strings themselves
+    (:data:`engine.verify.conventions.TORCH_STRING_PADDING`), the other torch ops (int
+    paddings only) those pads, which torch takes only when symmetric."""
     words = support.words.get("padding")
     if not words or not words <= set(TORCH_PADDINGS):
         return g
+    strings = convention == "tf" or op in TORCH_STRING_PADDING
     if str(rng.choice(sorted(words))) == "valid":
-        return g.with_(padding="VALID" if convention == "tf" else "EXPLICIT", pads=(0,) * 4)
+        return g.with_(padding="VALID" if strings else "EXPLICIT", pads=(0,) * 4)
     g = g.with_(strides=(1, 1))
-    return g.with_(padding="SAME", pads=(0,) * 4) if convention == "tf" else \
+    return g.with_(padding="SAME", pads=(0,) * 4) if strings else \
         g.with_(pads=torch_same_pads(g))
 
 
@@ -157,7 +167,7 @@ def edge_classes(op: str, convention: str) -> list[str]:
 
 
 def _fits(g: Geometry, op: str, convention: str, support: Support) -> bool:
-    if not accepts(g, convention):
+    if not accepts(g, convention, op):
         return False
     return support.allows(g, shapes(g))
 
@@ -168,7 +178,7 @@ def _draw(name: str, op: str, convention: str, rng: np.random.Generator,
     :data:`TRIES` draws)."""
     draw = CATALOGUE[name][2]
     for i in range(TRIES):
-        g = draw(rng, base(rng, 3 + i // 50, convention, depthwise_op(op, convention),
+        g = draw(rng, base(rng, 3 + i // 50, convention, op,
                             support))
         if g is not None and _fits(g, op, convention, support):
             return g
@@ -211,10 +221,9 @@ def generate(op: str, convention: str, dtypes: list[str], total: int, seed: int,
                 count += 1
                 yield case
     i, misses = 0, 0
-    depthwise = depthwise_op(op, convention)
     while count < total and misses < TRIES * 10:
         cap = min(MAX_SIDE, 1 + i // GROWTH)
-        g = base(rng, cap, convention, depthwise, support)
+        g = base(rng, cap, convention, op, support)
         i += 1
         if not _fits(g, op, convention, support):
             misses += 1

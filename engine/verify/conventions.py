@@ -125,28 +125,43 @@ def _input_shape(g: Geometry) -> tuple[int, ...]:
     return (g.batch, g.channels, g.height, g.width)
 
 
-def torch_accepts(g: Geometry) -> bool:
-    """What torch accepts: symmetric padding, every output size >= 1 (the padded input at
-    least the dilated kernel), channels > 0 and divisible by groups."""
+#: The torch ops whose ``padding`` may be one of the strings ``'valid'`` and ``'same'``
+#: (``F.conv2d``; ``'same'`` with stride 1 only), given for a case of padding VALID or SAME.
+TORCH_STRING_PADDING = ("conv2d",)
+
+
+def torch_accepts(g: Geometry, op: str = "") -> bool:
+    """What torch accepts: symmetric explicit padding (``op`` in
+    :data:`TORCH_STRING_PADDING`: also VALID, and SAME at stride 1, as its strings), every
+    output size >= 1 (the padded input at least the dilated kernel), channels > 0 and divisible
+    by groups."""
     t, b, left, r = g.pads
-    if g.padding != "EXPLICIT" or t != b or left != r or g.data_format != "NHWC":
+    if g.data_format != "NHWC":
+        return False
+    if g.padding in ("VALID", "SAME") and op in TORCH_STRING_PADDING:
+        if g.padding == "SAME" and g.strides != (1, 1):
+            return False
+        cg = shapes(g)
+        t, b, left, r = cg.pad_top, cg.pad_bottom, cg.pad_left, cg.pad_right
+    elif g.padding != "EXPLICIT" or t != b or left != r:
         return False
     if g.depthwise or g.channels < 1 or g.out_channels < 1 or g.groups < 1:
         return False
     if g.channels % g.groups or g.out_channels % g.groups:
         return False
-    for size, k, d, p in ((g.height, g.kernel[0], g.dilations[0], t),
-                          (g.width, g.kernel[1], g.dilations[1], left)):
-        if size + 2 * p < d * (k - 1) + 1:
+    for size, k, d, before, after in ((g.height, g.kernel[0], g.dilations[0], t, b),
+                                      (g.width, g.kernel[1], g.dilations[1], left, r)):
+        if size + before + after < d * (k - 1) + 1:
             return False
     return True
 
 
-def accepts(g: Geometry, convention: str) -> bool:
-    """Whether the convention's framework accepts the case (TF's shape rules; torch's)."""
-    if convention == "torch" and not torch_accepts(g):
-        return False
+def accepts(g: Geometry, convention: str, op: str = "") -> bool:
+    """Whether the convention's framework accepts the case of ``op`` (TF's shape rules;
+    torch's)."""
     try:
+        if convention == "torch" and not torch_accepts(g, op):
+            return False
         shapes(g)
     except InvalidArgumentError:
         return False
@@ -163,8 +178,9 @@ class Call:
 
 
 def _torch_pairs(g: Geometry) -> dict[str, Any]:
-    return {"stride": tuple(g.strides), "padding": (g.pads[0], g.pads[2]),
-            "dilation": tuple(g.dilations), "groups": g.groups}
+    padding = g.padding.lower() if g.padding in ("VALID", "SAME") else (g.pads[0], g.pads[2])
+    return {"stride": tuple(g.strides), "padding": padding, "dilation": tuple(g.dilations),
+            "groups": g.groups}
 
 
 def make_call(op: str, convention: str, g: Geometry, x: np.ndarray, w: np.ndarray,

@@ -94,26 +94,8 @@ class Minimal:
         return sum(array_sizes(self.failure.case))
 
 
-def call_text(target: str, failure: Failure) -> str:
-    """A one-line reproduction: the call with arrays as NumPy expressions where the values are
-    structured, else as ``<dtype shape random seed S>``."""
-    parts = []
-    for k, v in failure.call.kwargs.items():
-        if isinstance(v, np.ndarray):
-            if failure.case.values == "structured":
-                vals = np.asarray(v, np.float64)
-                if np.array_equal(vals.ravel(), np.arange(1, vals.size + 1)):
-                    text = (f"np.arange(1, {vals.size + 1}, dtype='{failure.case.dtype}')"
-                            f".reshape({list(v.shape)})")
-                else:
-                    text = f"np.eye(1, {vals.size}, dtype='{failure.case.dtype}')" \
-                           f".reshape({list(v.shape)})"
-            else:
-                text = f"<{failure.case.dtype} {list(v.shape)} random seed {failure.case.seed}>"
-            parts.append(f"{k}={text}")
-        else:
-            parts.append(f"{k}={v!r}")
-    return f"{target or 'fn'}({', '.join(parts)})"
+#: What the class table says of an edge class the ``--support`` spec excludes.
+EXCLUDED = "excluded by --support"
 
 
 @dataclass
@@ -132,6 +114,8 @@ class VerifyReport:
     failures: list[Failure] = field(default_factory=list)
     minimal_failures: list[Minimal] = field(default_factory=list)
     classes: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Edge classes the ``--support`` spec excludes (not tried: no case it allows).
+    excluded: tuple[str, ...] = ()
     found_after: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
     spec_kind: str = ""  # python, cmd, serve or inprocess
@@ -226,7 +210,8 @@ class VerifyReport:
         return {"ok": self.ok, "op": self.op, "convention": self.convention,
                 "cases": self.cases, "failed": self.failed, "unsupported": self.unsupported,
                 "failures": [f.to_json() for f in self.failures], "groups": groups,
-                "diagnosed": self.diagnosed, "minimal": first["minimal"],
+                "diagnosed": self.diagnosed, "excluded": list(self.excluded),
+                "minimal": first["minimal"],
                 "diagnosis": first["diagnosis"]}
 
     def json_text(self) -> str:
@@ -243,7 +228,8 @@ class VerifyReport:
     def class_rows(self) -> list[list[str]]:
         return [[name, f"{r['passed']}/{r['tried']}",
                  str(r["unsupported"]) if r["unsupported"] else ""]
-                for name, r in self.classes.items()]
+                for name, r in self.classes.items()] + [
+                    [name, "-", EXCLUDED] for name in self.excluded]
 
     def __str__(self) -> str:
         lines = [self._head(), "", "edge class                  passed   unsupported"]

@@ -5,9 +5,11 @@ summed over every array argument; then the sum of strides; of dilations; of padd
 explicit pads, or SAME's computed ones); then plain over special (contiguous memory, NHWC,
 VALID padding). Greedy passes, hypothesis-style: each pass tries, in this order, batch,
 height, width (to 1, halved, minus 1), channels and groups, out channels, kernel sides, then
-strides, dilations, pads (to 1 or 0, minus 1), padding mode, layout and memory; the first
-smaller candidate that the framework accepts and that still fails the same way is taken and the
-pass starts again, until a pass changes nothing or :data:`MAX_CALLS` calls were made.
+strides, dilations, the kernel, strides and dilations on both sides at once (what
+``equal_strides`` needs), pads (to 1 or 0, minus 1), padding mode, layout and memory; the first
+smaller candidate that the framework accepts, the ``--support`` spec allows and that still
+fails the same way is taken and the pass starts again, until a pass changes nothing or
+:data:`MAX_CALLS` calls were made.
 """
 
 from __future__ import annotations
@@ -95,6 +97,12 @@ def candidates(g: Geometry, convention: str) -> Iterator[Geometry]:
         for i in range(2):
             for v in _smaller(getattr(g, field)[i], 1):
                 yield g.with_(**{field: _pair(getattr(g, field), i, v)})
+    for field in ("kernel", "strides", "dilations"):  # both sides at once (equal_strides)
+        pair = getattr(g, field)
+        if min(pair) > 1:
+            for v in _smaller(min(pair), 1):
+                yield g.with_(**{field: (v, v) if pair[0] == pair[1] else
+                                 (pair[0] - min(pair) + v, pair[1] - min(pair) + v)})
     if g.padding == "EXPLICIT":
         pads = list(g.pads)
         sym = convention == "torch"
@@ -126,7 +134,7 @@ def shrink(case: Case, still_fails: Callable[[Case], bool], support: Support,
         if current.memory != "contiguous":
             options.append(current.with_(memory="contiguous"))
         for cand in options:
-            if not accepts(cand.geometry, case.convention):
+            if not accepts(cand.geometry, case.convention, case.op):
                 continue
             if not support.allows(cand.geometry, shapes(cand.geometry)):
                 continue

@@ -129,7 +129,8 @@ def sweep(spec: tuple, op: str, convention: str, dtypes: list[str], total: int, 
     start = time.monotonic()
     report = VerifyReport(op, convention, dtypes, target_text, seed=seed, total=total,
                           spec_kind=spec[0], path=spec[3][0] if spec[0] == "python" else "",
-                          max_failures=max_failures, case_timeout=timeout)
+                          max_failures=max_failures, case_timeout=timeout,
+                          excluded=case_gen.excluded_classes(op, convention, support))
     scope = cancelling.scope(cancel) if cancel is not None else contextlib.nullcontext()
     with scope, Pool(spec, jobs, timeout, memory) as pool:  # Cancelled stops the workers first
         ev = Evaluator(pool)

@@ -42,11 +42,14 @@ class Framework:
 FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
     # TF's CPU kernels: "only supports NHWC" (Conv2D, both custom backprops, depthwise); the
     # conv backprops: "Current CPU implementations do not yet support dilation rates larger
-    # than 1", "Gradients for grouped convolutions are not supported on CPU"
+    # than 1", "Gradients for grouped convolutions are not supported on CPU"; the depthwise
+    # trio: "Current implementation only supports equal length strides in the row and column
+    # dimensions"
     Framework("tensorflow", "tensorflow", "pip install tensorflow-cpu", "tensorflow_ops",
               TF_OP_NAMES, "layouts=NHWC", "tf.raw_ops",
-              tuple((op, "dilations=1 groups=1") for op in ("Conv2DBackpropFilter",
-                                                            "Conv2DBackpropInput"))),
+              (*((op, "dilations=1 groups=1") for op in ("Conv2DBackpropFilter",
+                                                         "Conv2DBackpropInput")),
+               *((op, "equal_strides") for op in TF_OP_NAMES if op.startswith("Depthwise")))),
     Framework("jax", "jax", "pip install jax", "jax_ops", TF_OP_NAMES, "",
               "jax.lax.conv_general_dilated and jax.vjp"),
     # ONNX Conv and ConvTranspose take NCHW tensors only
