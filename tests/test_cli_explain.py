@@ -172,20 +172,24 @@ def test_invalid_canvas_exits_2(tmp_path):
 
 
 def test_block_failing_at_run_time_exits_1(tmp_path):
-    """An integer .npy value float16 cannot hold is found when the file is read (at run time):
-    the conv block is skipped, explain says why and exits 1."""
-    np.save(tmp_path / "a.npy", np.full((1, 3, 3, 1), 2049, np.int64))
+    """A PNG whose header is whole and whose pixel data is cut short is found when it is
+    decoded (at run time; check reads the header): the conv block is skipped, explain says why
+    and exits 1."""
+    from PIL import Image
+
+    Image.fromarray(np.full((3, 3), 200, np.uint8)).save(tmp_path / "a.png")
+    data = (tmp_path / "a.png").read_bytes()
+    (tmp_path / "a.png").write_bytes(data[:-25])  # into the pixel data
     c = load_canvas(ENUSPACE)
-    c.set_attr("input", "fill", "file")
-    c.set_attr("input", "path", "a.npy")
-    c.set_attr("input", "dtype", "float16")
-    c.set_attr("out_backprop", "dtype", "float16")
+    c.set_attr("input", "fill", "image")
+    c.set_attr("input", "path", "a.png")
+    c.set_attr("input", "color", "gray")
     save_canvas(c, tmp_path / "c.gbc.json")
     proc = explain(tmp_path / "c.gbc.json", "Conv2DBackpropFilter", "0,0,0,0")
-    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.returncode == 1 and proc.stdout == "", proc.stderr
     lines = proc.stderr.splitlines()
     assert lines[0] == f"gradblocks: {tmp_path / 'c.gbc.json'}: Conv2DBackpropFilter failed:"
-    assert "value 2049 at index [0, 0, 0, 0] does not convert exactly to float16" in lines[1]
+    assert "cannot decode the PNG image (corrupt or truncated" in lines[1]
     assert lines[2] == ("  Conv2DBackpropFilter: skipped: input input (input (values)) failed")
     assert "Traceback" not in proc.stderr
 
