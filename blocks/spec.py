@@ -72,7 +72,11 @@ def _is_int(v: object) -> bool:
 
 def _literal_values(name: str, value: Any) -> list | float:
     """A number or a rectangular nested list of numbers, as floats (NaN and infinities
-    allowed; strings, booleans, null and numbers beyond float range are errors)."""
+    allowed; strings, booleans, null and numbers beyond float range are errors). A NumPy
+    array of numbers (integers or floats; not a masked one) counts as its nested list."""
+    if isinstance(value, np.ndarray) and not isinstance(value, np.ma.MaskedArray) \
+            and value.dtype.kind in "iuf":
+        value = value.tolist()
     stack = [value]
     while stack:
         v = stack.pop()

@@ -205,8 +205,6 @@ BUILDING = [
      "values", "attribute values: a masked array is refused (its mask would be ignored)"),
     ("set masked values", lambda c: c.set("x", values=np.ma.array([[1.0]])), "values",
      "a masked array is refused"),
-    ("add a NumPy values array", _add(fill="values", values=np.zeros((3, 3))), "values",
-     "values"),
     ("set an int id", lambda c: c.set(5, seed=1), "id",
      "id must be a block id (a string), got int 5"),
     ("set a None id", lambda c: c.set(None, seed=1), "id", "got NoneType None"),

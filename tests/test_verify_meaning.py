@@ -184,3 +184,21 @@ def test_under_equal_strides_the_shrinker_still_reaches_stride_1():
     g = minimal.geometry
     assert g.strides == (1, 1) and g.dilations == (1, 1) and g.kernel == (1, 1)
     assert g.height == 3 and support.allows(g, shapes(g))
+
+
+def test_nan_or_inf_where_the_reference_is_finite_is_nonfinite():
+    ref, bound = np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.0, 3.0])
+    v = judge("ok", np.array([np.nan, 2.0, np.inf]), None, ref, bound, "float32")
+    assert v.verdict == "nonfinite" and v.message.startswith("2 non-finite element(s)")
+    assert "first at [0]" in v.message
+
+
+def test_each_size_goes_straight_to_its_least_value():
+    """A failure that depends on nothing: every candidate fails, and each field takes its least
+    value in one call (to 1 or 0 first, before halving): batch, height, width, channels, out
+    channels, 2 kernel sides, 2 strides, 2 dilations, the 3 nonzero pads, EXPLICIT -> VALID,
+    NCHW -> NHWC, noncontiguous -> contiguous: 17 calls."""
+    minimal, calls = shrink(_case(), lambda c: True, parse_support(None))
+    g = minimal.geometry
+    assert (g.batch, g.height, g.width, g.channels, g.out_channels) == (1, 1, 1, 1, 1)
+    assert calls == 17

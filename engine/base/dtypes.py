@@ -131,7 +131,11 @@ def compute_dtype(dtype: np.dtype) -> np.dtype:
 
 def float_array(name: str, value: object) -> np.ndarray:
     """``value`` as an ndarray of one of the supported float dtypes, or a clear error naming
-    ``name`` (ragged lists, strings, None and other types included)."""
+    ``name`` (ragged lists, strings, None and other types included). A masked array is
+    refused: its mask would be ignored."""
+    if isinstance(value, np.ma.MaskedArray):
+        raise InvalidArgumentError(f"{name} is a masked array (numpy.ma): its mask would be "
+                                   "ignored; pass value.filled(...) or value.data", name)
     if isinstance(value, np.ndarray):
         arr = value
     else:
