@@ -228,13 +228,17 @@ def test_compiler_messages_name_blocks_by_title():
 
 
 def _failing_source_canvas(tmp_path: Path) -> Canvas:
-    """x is read from a file whose data float32 cannot hold exactly (found only at run time)."""
-    bad = np.ones((1, 5, 5, 2), np.int64)
-    bad[0, 2, 2, 1] = 2**24 + 1
-    np.save(tmp_path / "x.npy", bad)
+    """x is read from a PNG whose header is whole and whose pixel data is cut short (found
+    only when it is decoded, at run time)."""
+    from PIL import Image
+
+    Image.fromarray(np.full((5, 5, 3), 200, np.uint8)).save(tmp_path / "x.png")
+    data = (tmp_path / "x.png").read_bytes()
+    (tmp_path / "x.png").write_bytes(data[:-25])  # into the pixel data
     c = _grad_canvas()
-    c.set_attr("tensor_1", "fill", "file")
-    c.set_attr("tensor_1", "path", str(tmp_path / "x.npy"))
+    c.set_attr("tensor_1", "fill", "image")
+    c.set_attr("tensor_1", "path", str(tmp_path / "x.png"))
+    c.set_attr("intvector_1", "values", [3, 3, 3, 2])
     return c
 
 
