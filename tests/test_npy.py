@@ -144,11 +144,14 @@ def test_integers_that_do_not_convert_exactly_are_named_when_read(tmp_path, stor
     a[tuple(index)] = value
     np.save(tmp_path / "a.npy", a)
     plan = compile_canvas(file_canvas(tmp_path / "a.npy", dtype))
-    assert plan.ok  # the header is fine: only reading finds the value
-    result = Executor().run(plan)
-    message = result.errors["x"]
-    assert f"value {value} at index {index} does not convert exactly to {dtype}" in message
-    assert "internal error" not in message
+    # check reads the values as the run does (issue 31 point 9), and names the same one
+    [error] = plan.errors["x"]
+    assert error.attr == "path"
+    assert f"value {value} at index {index} does not convert exactly to {dtype}" in error.message
+    with pytest.raises(InvalidArgumentError) as info:  # the run's read: the same rule
+        generate("file", (), dtype, path=str(tmp_path / "a.npy"))
+    assert f"value {value} at index {index} does not convert exactly to {dtype}" in str(
+        info.value) and "internal error" not in str(info.value)
 
 
 def test_exact_integers_at_the_edges_are_accepted(tmp_path):

@@ -78,7 +78,7 @@ class Server:
         try:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=err, bufsize=0,
-                                         start_new_session=True,
+                                         process_group=0,
                                          preexec_fn=_die_with_parent())  # noqa: PLW1509
         finally:
             err.close()
