@@ -83,6 +83,15 @@ def model(op: str, x_shape: Sequence[int], w_shape: Sequence[int], dtype: str,
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
 
 
+#: The tf.raw_ops attributes a model is built from (its cache key with the shapes).
+MODEL_ATTRS = ("strides", "padding", "explicit_paddings", "dilations")
+
+
+def model_attrs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The :data:`MODEL_ATTRS` of a tf.raw_ops call's keyword arguments (None when absent)."""
+    return {k: kwargs.get(k) for k in MODEL_ATTRS}
+
+
 def conv_inputs(op: str, kwargs: dict[str, Any]) -> tuple[str, np.ndarray, np.ndarray, int,
                                                          tuple[int, ...]]:
     """``(onnx op, X, W, group, output size)`` of a tf.raw_ops call's keyword arguments."""

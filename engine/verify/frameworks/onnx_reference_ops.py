@@ -8,13 +8,12 @@ from typing import Any
 import numpy as np
 from onnx.reference import ReferenceEvaluator
 
-from engine.verify.frameworks.onnx_models import conv_inputs, model
+from engine.verify.frameworks.onnx_models import conv_inputs, model, model_attrs
 
 
 def _run(op: str, kwargs: dict[str, Any]) -> np.ndarray:
     onnx_op, x, w, group, out_hw = conv_inputs(op, kwargs)
-    attrs = {k: kwargs.get(k) for k in ("strides", "padding", "explicit_paddings",
-                                        "dilations")}
+    attrs = model_attrs(kwargs)
     evaluator = ReferenceEvaluator(model(onnx_op, x.shape, w.shape, str(x.dtype), attrs, group,
                                          out_hw))
     return evaluator.run(None, {"X": x, "W": w})[0]

@@ -16,7 +16,7 @@ import onnxruntime as ort
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 from onnxruntime.capi.onnxruntime_pybind11_state import NotImplemented as OrtNotImplemented
 
-from engine.verify.frameworks.onnx_models import conv_inputs, model
+from engine.verify.frameworks.onnx_models import conv_inputs, model, model_attrs
 
 SESSIONS = 64
 _STATUS = re.compile(r".*Status Message: ", re.DOTALL)
@@ -43,8 +43,7 @@ def _session(key: tuple, build) -> ort.InferenceSession:
 def _run(op: str, kwargs: dict[str, Any]) -> np.ndarray:
     onnx_op, x, w, group, out_hw = conv_inputs(op, kwargs)
     dtype = str(x.dtype)
-    attrs = {k: kwargs.get(k) for k in ("strides", "padding", "explicit_paddings",
-                                        "dilations")}
+    attrs = model_attrs(kwargs)
     key = (onnx_op, x.shape, w.shape, dtype, group, out_hw, repr(attrs))
     try:
         session = _session(key, lambda: model(onnx_op, x.shape, w.shape, dtype, attrs, group,
