@@ -1,11 +1,12 @@
-"""What the GradCheck and AdjointCheck blocks share: the ops they check, their attributes, the
-verdict rule and its per-dtype tolerance, and shape inference of the forward convolution they
-build on.
+"""What the GradCheck and AdjointCheck blocks share: the ops they check, their attributes, their
+outputs from the engine's tolerance rule (:mod:`engine.base.tolerance`), and shape inference of
+the forward convolution they build on.
 
-The verdict functions (:data:`VERDICT_CODE`: :func:`check_tolerance`, :func:`relative`,
-:func:`verdict`, :func:`gradient_errors`, :func:`adjoint_errors`) use only NumPy and the table
-:data:`CHECK_TOLERANCE`, so :mod:`engine.export.frameworks` copies their source into the
-scripts it writes: an exported script judges a check with this code, not a restatement.
+The verdict functions (:data:`VERDICT_CODE`: the rule's :func:`check_tolerance`,
+:func:`relative` and :func:`verdict`, and :func:`gradient_errors`, :func:`adjoint_errors`) use
+only NumPy and the table :data:`CHECK_TOLERANCE`, so :mod:`engine.export.frameworks` copies
+their source into the scripts it writes: an exported script judges a check with this code, not
+a restatement.
 """
 
 from __future__ import annotations
@@ -14,8 +15,14 @@ import numpy as np
 
 from blocks.conv import CONV_ATTRS, _float_port, kernel_attrs
 from blocks.spec import AttrError, AttrSpec, TensorSpec, blame
-from engine.base.dtypes import CHECK_TOLERANCE, dtype_name
+from engine.base.dtypes import CHECK_TOLERANCE  # noqa: F401  (re-exported: blocks.gradcheck)
 from engine.base.errors import InvalidArgumentError
+from engine.base.tolerance import (  # noqa: F401  (tolerance re-exported: the check blocks)
+    check_tolerance,
+    relative,
+    tolerance,
+    verdict,
+)
 from engine.shapes.conv import ConvGeometry, conv2d_geometry
 
 CONV2D, DEPTHWISE = "Conv2D", "DepthwiseConv2dNative"
@@ -39,11 +46,6 @@ SCALAR = TensorSpec((), "float64")
 VERDICT = TensorSpec((), "bool")
 
 
-def tolerance(dtype: np.dtype | str) -> float:
-    """The check tolerance of ``dtype`` (a NumPy dtype or a TensorFlow name)."""
-    return check_tolerance(dtype if isinstance(dtype, str) else dtype_name(dtype))
-
-
 def conv_kwargs(attrs: dict) -> dict:
     """The conv attributes as the kernels take them (explicit_paddings only with EXPLICIT)."""
     return kernel_attrs(attrs, cudnn=False)
@@ -64,28 +66,6 @@ def forward_geometry(attrs: dict, inputs: dict[str, TensorSpec], names: set[str]
                                         f"{attrs['op']} output shape: expected "
                                         f"{list(g.output_shape)}, got {list(dy.shape)}")
     return g
-
-
-def check_tolerance(name: str) -> float:
-    """:data:`CHECK_TOLERANCE` of a dtype name; any other dtype counts as float64."""
-    return CHECK_TOLERANCE.get(name, CHECK_TOLERANCE["float64"])
-
-
-def relative(max_abs: float, scale: float) -> float:
-    """``max_abs / scale``; 0 when both are 0, inf when only the scale is, NaN stays NaN."""
-    if np.isnan(max_abs) or np.isnan(scale):
-        return float("nan")
-    if scale > 0:
-        return max_abs / scale
-    return 0.0 if max_abs == 0 else float("inf")
-
-
-def verdict(max_abs: float, scale: float, rel: float, tol: float) -> bool:
-    """Within tolerance: ``rel <= tol``, or ``max_abs <= tol`` where the scale is 0; never with
-    a NaN or infinite ``max_abs`` or ``scale``."""
-    if not (np.isfinite(max_abs) and np.isfinite(scale)):
-        return False
-    return bool(rel <= tol) if scale > 0 else bool(max_abs <= tol)
 
 
 def gradient_errors(gradient: np.ndarray, flat: np.ndarray, numbers: np.ndarray,

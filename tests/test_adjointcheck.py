@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from blocks.check_support import CHECK_TOLERANCE
 from engine import kernels
+from engine.base.dtypes import CHECK_TOLERANCE
 from engine.graph.canvas import Canvas
 from engine.graph.compiler import compile_canvas
 from engine.graph.executor import Executor

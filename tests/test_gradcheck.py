@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-from blocks.check_support import CHECK_TOLERANCE
 from blocks.gradcheck import grad_check
 from blocks.registry import get_spec
+from engine.base.dtypes import CHECK_TOLERANCE
 from engine.graph.canvas import Canvas
 from engine.graph.compiler import compile_canvas
 from engine.graph.executor import Executor

@@ -91,3 +91,47 @@ def test_every_engine_package_has_a_layer():
     assert {"engine.kernels", "engine.kernels._compiled"} <= {
         name for c in inner for name in c["containers"]}
     assert all(c.get("exhaustive") for c in inner)
+
+
+#: The engine packages that import no block module (the "engine-not-blocks" contract).
+NOT_BLOCKS = {"engine.base", "engine.shapes", "engine.kernels", "engine.io", "engine.view",
+              "engine.explain", "engine.verify", "engine.export"}
+
+
+def test_the_engine_below_the_graph_imports_no_block_module():
+    """The tolerance rule is the engine's (engine.base.tolerance): the contract names the
+    packages that must not import blocks, and ignores only the exporter's copies of the check
+    blocks' code."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    contract = next(c for c in config["tool"]["importlinter"]["contracts"]
+                    if c["id"] == "engine-not-blocks")
+    assert contract["type"] == "forbidden" and contract["forbidden_modules"] == ["blocks"]
+    assert set(contract["source_modules"]) == NOT_BLOCKS
+    assert all(i.startswith("engine.export.") for i in contract["ignore_imports"])
+
+
+@pytest.mark.parametrize("module", ["engine/verify/verdicts.py", "engine/base/tolerance.py"])
+def test_lint_imports_fails_on_an_engine_import_of_blocks(module, tmp_path):
+    """The contract bites: a copy of the sources with ``import blocks.check_support`` added to
+    an engine.verify or engine.base module fails lint-imports, naming that import."""
+    lint = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    if lint is None:
+        pytest.skip("lint-imports is not installed next to this python")
+    for name in ("app", "blocks", "engine"):
+        shutil.copytree(ROOT / name, tmp_path / name,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+
+    def run() -> subprocess.CompletedProcess:
+        return subprocess.run([lint, "--no-cache"], check=False, capture_output=True, text=True,
+                              cwd=tmp_path, env=env, timeout=300)
+
+    assert run().returncode == 0
+    target = tmp_path / module
+    target.write_text(target.read_text(encoding="utf-8") + "\nimport blocks.check_support\n",
+                      encoding="utf-8")
+    proc = run()
+    dotted = module.removesuffix(".py").replace("/", ".")
+    assert proc.returncode != 0
+    assert f"{dotted} -> blocks.check_support" in proc.stdout

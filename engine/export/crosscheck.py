@@ -16,7 +16,7 @@ Tolerances (:func:`tolerance`), by what an output is:
   of their (looser, :func:`blocks.checks.compare_rtol`) dtype times their largest magnitude; a
   relative error (``max_rel_error``): that ``rtol`` itself;
 - GradCheck's float64 ``numeric`` and AdjointCheck's inner products: the check's own tolerance
-  (:func:`blocks.check_support.check_tolerance`) times their magnitude (finite differences and
+  (:func:`engine.base.tolerance.check_tolerance`) times their magnitude (finite differences and
   reduced-precision ops round differently in each framework).
 
 NaN and infinities must sit at the same elements with the same values. Known framework
@@ -37,9 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
-from blocks.check_support import check_tolerance
 from blocks.checks import compare_rtol
 from engine.base.dtypes import rtol as dtype_rtol
+from engine.base.tolerance import check_tolerance
 from engine.export.frameworks import (
     TARGETS,
     ExportRefused,

@@ -5,7 +5,8 @@ writer, the source loader, and the check blocks' helpers with the blocks' own co
 tables as literals of :data:`engine.base.dtypes.RTOL` and
 :data:`~engine.base.dtypes.CHECK_TOLERANCE`, and the source text (:func:`inspect.getsource`)
 of the functions the Compare, GradCheck and AdjointCheck blocks' runs call
-(:data:`blocks.checks.COMPARE_CODE`, :data:`blocks.check_support.VERDICT_CODE`,
+(:data:`blocks.checks.COMPARE_CODE`, :data:`blocks.check_support.VERDICT_CODE`: the tolerance
+rule of :mod:`engine.base.tolerance` and the check blocks' outputs,
 :func:`blocks.gradcheck.sample_indices`). The script's ``_compare``, ``_grad_check`` and
 ``_adjoint_check`` compute the framework's values and hand them to that code, so a script's
 verdicts are the blocks' by construction (``tests/test_tolerance_once.py``).
@@ -34,7 +35,8 @@ def _source(functions) -> str:
 #: :func:`blocks.gradcheck.sample_indices`): a script's verdicts are the blocks', by construction.
 CHECK_CODE = "\n".join([
     "# The tolerance tables (engine.base.dtypes) and the check blocks' own functions",
-    "# (blocks.checks, blocks.check_support, blocks.gradcheck), copied by the exporter.",
+    "# (blocks.checks, engine.base.tolerance, blocks.check_support, blocks.gradcheck), copied",
+    "# by the exporter.",
     f"RTOL = {literal(RTOL)}",
     f"CHECK_TOLERANCE = {literal(CHECK_TOLERANCE)}",
     "",

@@ -2,7 +2,7 @@
 elements and the terms of the worst one.
 
 Tolerance (the one table, :data:`engine.base.dtypes.RTOL`, with the bound rule of
-:func:`blocks.check_support.verdict`): a value ``v`` agrees with an exact value ``e`` when
+:func:`engine.base.tolerance.verdict`): a value ``v`` agrees with an exact value ``e`` when
 ``verdict(|v - e|, bound, |v - e| / bound, RTOL[dtype])`` holds, ``bound`` being the element's
 sum of |products| (the op on the operands' absolute values; absolute tolerance where it is 0).
 An output agrees when every element does. :func:`diagnose` names the first mistake of
@@ -36,10 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from blocks.check_support import relative, verdict
 from engine.base.dtypes import RTOL, to_dtype
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import escaped
+from engine.base.tolerance import relative, verdict
 from engine.explain.terms import OPS, Explanation, TooManyTerms, explain_element
 from engine.shapes.conv import conv2d_geometry
 from engine.verify import mistakes as mk

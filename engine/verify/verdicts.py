@@ -8,7 +8,7 @@ its garbage also differs between runs, and wrong values are ``wrong_values`` unt
 reruns of the minimal case (:mod:`engine.verify.sweep`) show them changing. Values are compared element by
 element with the tolerance of :data:`engine.base.dtypes.RTOL` (relative to each element's bound,
 the sum of the absolute values of its terms) under the check blocks' rule
-(:func:`blocks.check_support.verdict`): ``max_rel_error`` is the largest ``|got - ref| / bound``
+(:func:`engine.base.tolerance.verdict`): ``max_rel_error`` is the largest ``|got - ref| / bound``
 (``inf`` where an element with no terms is not exactly 0), ``max_abs_error`` the largest
 ``|got - ref|``. The output's own rounding is allowed first: an element within half a unit in
 the last place of the case's dtype (at the reference value) counts as exact, so a
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-from blocks.check_support import verdict as within_tolerance
 from engine.base.dtypes import DTYPES, RTOL
+from engine.base.tolerance import verdict as within_tolerance
 
 VERDICTS = ("pass", "wrong_values", "wrong_shape", "nonfinite", "nondeterministic", "crashed",
             "timeout", "raised", "unsupported")
