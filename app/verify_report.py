@@ -93,7 +93,7 @@ class ReportView(QtWidgets.QWidget):
 
     def show_report(self, report: VerifyReport | None) -> None:
         """Fill the tables and the minimal failures' text (None: clear them)."""
-        from engine.verify.shrink import array_sizes
+        from engine.verify.values import array_sizes
 
         self.class_table.setRowCount(0)
         self.failure_table.setRowCount(0)

@@ -49,8 +49,6 @@ from engine.base.dtypes import DTYPES, largest_finite
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import shown, text_problem
 
-ATTR_KINDS = ("enum", "int_list", "int", "float", "bool", "dtype", "shape", "path", "text",
-              "values")
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MAX = 2**63 - 1
 #: Longest path a ``path`` attribute may hold.

@@ -12,7 +12,7 @@ import pytest
 from engine import api
 from engine.base.errors import InvalidArgumentError
 from engine.verify.defaults import OPS
-from engine.verify.shrink import array_sizes
+from engine.verify.values import array_sizes
 from tests import verify_zoo as zoo
 
 ZOO = "tests.verify_zoo"

@@ -71,8 +71,3 @@ def check_step_geometry(step, specs) -> dict[str, Any]:
     shape = {port: tuple(specs[src].shape) for port, src in step.inputs.items()}
     depthwise = CHECK_OPS[step.attrs["op"]]
     return geometry("forward", depthwise, step.attrs, shape["input"], shape["filter"])
-
-
-def has_dilations(g: dict[str, Any]) -> bool:
-    """Whether a geometry dict dilates its filter."""
-    return g["dilations"] != [1, 1]

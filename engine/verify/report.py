@@ -29,8 +29,7 @@ import numpy as np
 from engine.verify import command_line
 from engine.verify.conventions import Call
 from engine.verify.diagnose import refusal_key
-from engine.verify.shrink import array_sizes
-from engine.verify.values import Case
+from engine.verify.values import Case, array_sizes
 from engine.verify.verdicts import Verdict
 
 
@@ -85,7 +84,6 @@ class Minimal:
 
     failure: Failure
     diagnosis: Any  # engine.verify.diagnosis.Diagnosis
-    shrink_calls: int = 0
     count: int = 1
     stem: str = ""
 

@@ -16,39 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from engine.verify.conventions import TF_OPS, Geometry, accepts, shapes, tf_op_of
+from engine.verify.conventions import Geometry, accepts, shapes
 from engine.verify.support import Support
-from engine.verify.values import Case
+from engine.verify.values import Case, array_sizes
 
 MAX_CALLS = 300
-
-
-def elements(case: Case) -> int:
-    """Elements summed over the array arguments (from the shapes alone)."""
-    cg = shapes(case.geometry)
-    sizes = {"input": cg.input_shape, "filter": cg.filter_shape,
-             "out_backprop": cg.output_shape}
-    total = 0
-    for role in TF_OPS[tf_op_of(case.op, case.convention)][1]:
-        n = 1
-        for s in sizes[role]:
-            n *= s
-        total += n
-    return total
-
-
-def array_sizes(case: Case) -> list[int]:
-    """Elements of each array argument."""
-    cg = shapes(case.geometry)
-    sizes = {"input": cg.input_shape, "filter": cg.filter_shape,
-             "out_backprop": cg.output_shape}
-    out = []
-    for role in TF_OPS[tf_op_of(case.op, case.convention)][1]:
-        n = 1
-        for s in sizes[role]:
-            n *= s
-        out.append(n)
-    return out
 
 
 def key(case: Case) -> tuple:
@@ -56,7 +28,7 @@ def key(case: Case) -> tuple:
     cg = shapes(g)
     special = ((case.memory != "contiguous") + (g.data_format != "NHWC")
                + (g.padding != "VALID"))
-    return (elements(case), sum(g.strides), sum(g.dilations),
+    return (sum(array_sizes(case)), sum(g.strides), sum(g.dilations),
             cg.pad_top + cg.pad_bottom + cg.pad_left + cg.pad_right, special)
 
 

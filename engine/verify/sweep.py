@@ -46,10 +46,10 @@ from engine.verify.conventions import bound as bound_of
 from engine.verify.diagnosis import Diagnosis, diagnose_failure
 from engine.verify.report import Failure, Minimal, VerifyReport, group_key
 from engine.verify.runner import Pool
-from engine.verify.shrink import elements, shrink
 from engine.verify.shrink import key as key_of
+from engine.verify.shrink import shrink
 from engine.verify.support import Support
-from engine.verify.values import Case, call
+from engine.verify.values import Case, array_sizes, call
 from engine.verify.verdicts import FAILURES, Verdict, judge
 
 RECHECK_EVERY = 4
@@ -167,7 +167,7 @@ def _sample(failures: list[Failure]) -> list[Failure]:
     or a spread from the smallest up to the largest of SAMPLE_ELEMENTS elements or fewer."""
     if len(failures) <= DIAGNOSED_PER_VERDICT:
         return failures
-    small = [f for f in failures if elements(f.case) <= SAMPLE_ELEMENTS] or failures[:1]
+    small = [f for f in failures if sum(array_sizes(f.case)) <= SAMPLE_ELEMENTS] or failures[:1]
     step = max(1, len(small) // (DIAGNOSED_PER_VERDICT - 1))
     picked = small[::step][:DIAGNOSED_PER_VERDICT - 1]
     if small[-1] is not picked[-1]:
@@ -238,15 +238,14 @@ def _minimize(ev: Evaluator, want: tuple[str, str],
                 return True
         return False
 
-    calls = 0
     if verdict != "timeout":
-        case, calls = shrink(first.case, still_fails, support)
+        case, _ = shrink(first.case, still_fails, support)
         structured = case.with_(values="structured")
         if not still_fails(structured) and best["failure"].case != case:
             still_fails(case)  # the failure object of the minimal case itself
     failure = best["failure"]
     diagnosis: Diagnosis = best["diagnosis"] or _diagnosis(failure)
-    return Minimal(failure, diagnosis, calls)
+    return Minimal(failure, diagnosis)
 
 
 def _confirm(ev: Evaluator, m: Minimal) -> Minimal:

@@ -8,21 +8,21 @@ those same values.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from engine.base.dtypes import to_dtype
-from engine.verify.conventions import Call, Geometry, array_names, make_call, shapes
-
-MEMORY = ("contiguous", "noncontiguous", "readonly")
-VALUES = ("random", "structured")
+from engine.verify.conventions import TF_OPS, Call, Geometry, make_call, shapes, tf_op_of
 
 
 @dataclass(frozen=True)
 class Case:
-    """One case: ``edge`` is its catalogue class (``random`` for the random search)."""
+    """One case: ``edge`` is its catalogue class (``random`` for the random search),
+    ``memory`` ``contiguous``, ``noncontiguous`` or ``readonly``, ``values`` ``random`` or
+    ``structured``."""
 
     op: str
     convention: str
@@ -71,7 +71,10 @@ def call(case: Case) -> Call:
     return make_call(case.op, case.convention, case.geometry, x, w, dy, to_dtype(case.dtype))
 
 
-def elements(case: Case, c: Call | None = None) -> int:
-    """The sum of the sizes of every array argument."""
-    c = c or call(case)
-    return sum(int(np.size(c.kwargs[k])) for k in array_names(case.op, case.convention))
+def array_sizes(case: Case) -> list[int]:
+    """Elements of each array argument, in the TF op's order (from the shapes alone): the
+    size of a case, which shrinking makes smaller and reports show."""
+    cg = shapes(case.geometry)
+    sizes = {"input": cg.input_shape, "filter": cg.filter_shape,
+             "out_backprop": cg.output_shape}
+    return [math.prod(sizes[role]) for role in TF_OPS[tf_op_of(case.op, case.convention)][1]]
