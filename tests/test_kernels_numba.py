@@ -177,7 +177,7 @@ def test_numba_forced_without_numba_is_a_clear_error_and_auto_falls_back(monkeyp
     monkeypatch.setattr(accel, "_ready", set())  # nothing loaded (an earlier test may have)
     x, w = np.ones((1, 5, 5, 3), np.float32), np.ones((3, 3, 3, 1), np.float32)
     monkeypatch.setenv(accel.ENV, "numba")
-    with pytest.raises(InvalidArgumentError, match=r"numba is not importable.*gradblocks\[fast\]"):
+    with pytest.raises(InvalidArgumentError, match=r"numba is not importable.*pip install numba"):
         FORWARD(x, w, [1, 1, 1, 1], "SAME")
     monkeypatch.setenv(accel.ENV, "auto")
     assert FORWARD(x, w, [1, 1, 1, 1], "SAME")[0, 2, 2, 0] == 9

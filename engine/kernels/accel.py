@@ -98,7 +98,7 @@ def use_compiled(ctype: np.dtype, numpy_seconds: float | None = None) -> bool:
         if compiled() is None:
             raise InvalidArgumentError(
                 f"{ENV}=numba but numba is not importable ({_failed}): install it with "
-                f"pip install 'gradblocks[fast]', or unset {ENV}")
+                f"pip install numba (a dependency of gradblocks), or unset {ENV}")
         return True
     if not background():
         return compiled() is not None

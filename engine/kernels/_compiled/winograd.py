@@ -1,4 +1,4 @@
-"""Winograd F(2x2, 3x3) for 3x3, stride-1, dilation-1 conv gradients (the ``fast`` extra).
+"""Winograd F(2x2, 3x3) for 3x3, stride-1, dilation-1 conv gradients (compiled, numba).
 
 With the tile transforms of :mod:`engine.kernels._compiled.winograd_jit` (numba, imported on first
 use) and ``G = [[1,0,0],[.5,.5,.5],[.5,-.5,.5],[0,0,1]]``, over 4x4 input tiles ``d`` at step 2:
