@@ -117,9 +117,8 @@ CASES = [
 
 #: With ``--compare``, ours and TensorFlow are timed in this many alternating rounds.
 ROUNDS = 3
-#: Untimed calls for this long before each timed round. Measured here: after 0.5 s idle, the
-#: next ~25 ms of our calls ran up to 2x slower (the virtual CPUs wake slowly); a pause after
-#: TensorFlow (to let its threads sleep) was therefore unfair to whichever side came next.
+#: Untimed calls for this long before each timed round (the CPUs wake slowly after idling;
+#: no pause between the two sides).
 WARM_S = 0.1
 
 #: The gain over the NumPy path a compiled path needs on at least one case (issue 21).

@@ -86,8 +86,7 @@ OUTPUT_NAMES = {"forward": "output", "filter": "dw", "input": "dx"}
 
 #: Bytes per term at the peak of :func:`explain_element` and the float64 sum after it: the two
 #: (terms, 4) int64 index arrays and their values (72-80 bytes kept) plus the temporaries that
-#: build them. Measured with tracemalloc on 0.5M-8.4M-term elements of each kind of op, float32
-#: and float64: 96-120.
+#: build them, with a margin.
 TERM_BYTES = 128
 #: Terms converted to Python floats at a time (the exact sum, the JSON of ``gradblocks explain``).
 CHUNK_TERMS = 1 << 16

@@ -49,8 +49,7 @@ FILTER_GRAD_BLOCK = 2048
 DEPTHWISE_TILE_POSITIONS = 2048
 #: Below this many input channels the per-tap products are too thin: use im2col / col2im.
 IM2COL_MAX_CHANNELS = 16
-#: Bytes of one core's gathered block of the stride-1 input gradient (stays in cache; 2 MiB
-#: was 6% faster than 1 MiB on the 56x56x64 benchmark case with either BLAS core type).
+#: Bytes of one core's gathered block of the stride-1 input gradient (stays in cache).
 GATHER_BLOCK_BYTES = 2**21
 #: ... but at least this many destinations per block (smaller products waste BLAS calls).
 GATHER_MIN_BLOCK = 64

@@ -31,8 +31,7 @@ PIXEL_ITEM_BYTES = 64
 def copy_pixels(dst: np.ndarray, src: np.ndarray) -> None:
     """``dst[...] = src`` for NHWC-like arrays, moving each pixel's channels as one item when
     both have the same dtype, adjacent channels and few of them: NumPy's strided copy then loops
-    over pixels instead of over channel values (measured on 4x224x224x3 stride-2 phases:
-    0.95 -> 0.35 ms)."""
+    over pixels instead of over channel values."""
     width = src.shape[-1] * src.itemsize if src.ndim else 0
     if (dst.dtype != src.dtype or not 0 < width <= PIXEL_ITEM_BYTES or src.shape != dst.shape
             or src.strides[-1] != src.itemsize or dst.strides[-1] != dst.itemsize

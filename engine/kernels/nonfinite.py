@@ -197,8 +197,8 @@ def nonfinite_safe(a_name: str, b_name: str,
 
 
 def _position(signature: inspect.Signature, name: str) -> int:
-    """Where the parameter ``name`` (positional or keyword) sits among the positional ones (a
-    signature lookup per call, ``Signature.bind``, cost about 10 us of a 0.3 ms kernel)."""
+    """Where the parameter ``name`` (positional or keyword) sits among the positional ones,
+    found once per signature (not ``Signature.bind`` on every call)."""
     names = list(signature.parameters)
     kind = signature.parameters[name].kind
     assert kind is inspect.Parameter.POSITIONAL_OR_KEYWORD, (name, kind)

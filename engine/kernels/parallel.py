@@ -29,8 +29,7 @@ T = TypeVar("T")
 #: Below this many positions per range, threads cost more than they give.
 MIN_POSITIONS_PER_RANGE = 2048
 #: The same for the compiled depthwise loops, counted in multiply-adds (few channels or taps
-#: make a position cheap): a 2-way split measured 0.55 -> 0.41 ms on 3.6e6 (8x28x28x256
-#: stride 2) and 0.14 -> 0.19 ms on 2.3e5 (1x28x28x32).
+#: make a position cheap).
 MIN_PRODUCTS_PER_RANGE = 2**20
 
 _lock = threading.Lock()

@@ -48,19 +48,15 @@ from engine.kernels.layout import PhaseLayout
 from engine.kernels.parallel import map_ranges
 from engine.shapes.conv import ConvGeometry
 
-#: Positions per K block of the filter-gradient tiles (measured with AVX-512: 128 best, 64-512
-#: within 10%; with AVX2's 6x2 tiles: 64 7% faster than 128 on 8x56x56x128 stride 2, 32 and
-#: 256 slower).
+#: Positions per K block of the filter-gradient tiles.
 FILTER_BLOCK = 64
-#: Positions per work item of the in-place filter gradient's grouped few-channel operands
-#: (7x7 stride-2 on 3 channels, AVX-512: 512 3.6 ms, 1024-2048 3.2-3.3 ms, 4096 3.4 ms; AVX2:
-#: 768-1024 8.2-8.3 ms, 2048 9.4 ms).
+#: Positions per work item of the in-place filter gradient's grouped few-channel operands.
 GROUPED_BLOCK = 1024
 #: Below this many input channels a filter row's taps form one operand (the in-place filter
-#: gradient). Its own threshold: grouping 128-channel taps measured 12% slower (3x3 stride 2).
+#: gradient); a threshold of its own, not the NumPy path's.
 FEW_CHANNELS = 16
-#: Destination rows per block of the forward / input-gradient tiles (6-384 within 3% with
-#: AVX-512); the shifted products take at most :func:`row_block` rows.
+#: Destination rows per block of the forward / input-gradient tiles; the shifted products take
+#: at most :func:`row_block` rows.
 ROW_BLOCK = 96
 #: Bytes of a block's operand rows (rows x k) meant to stay in L1 while every column panel of
 #: the block reads them (half a 32 KiB L1): with AVX2's 16-column panels a 96-row block of
@@ -81,10 +77,7 @@ def row_block(k: int, itemsize: int) -> int:
 COL2IM_MIN_ROWS = 8
 #: Segments of each phase per block of :func:`_segments`: every phase writes its segments of
 #: a block before the next block, so the column phases of a destination row fill its cache
-#: lines while they are in cache (phase by phase, a phase with one tap wrote at 53 GFLOP/s on
-#: one core, into dense rows 76). 8x56x56x128 3x3 stride 2, one core: all segments of a
-#: phase first 27.2 ms, blocks of 8-32 24.9-25.0 ms (two cores 15.2 -> 14.0 ms; NCHW 18.6 ->
-#: 16.9 ms), 1 segment 29.4 ms.
+#: lines while they are in cache.
 SEGMENT_BLOCK = 16
 #: Positions (or destination rows) per compiled call: a cancel checkpoint between calls.
 CALL_POSITIONS = 2**15
@@ -125,8 +118,8 @@ def tap_panels(w: np.ndarray, taps, transposed: bool) -> np.ndarray:
     ``transposed``: the input gradient's) as
     :func:`~engine.kernels._compiled.conv_tiles_jit.shifted_products` reads them: flat
     ``(taps, P, k, nr)``, ``nr`` the columns of one register tile, the last panel padded with
-    zeros (never read). Read-only, packed in one compiled pass (the stacked and transposed
-    NumPy copies took 0.4 ms of a 14 ms input gradient, before its cores start)."""
+    zeros (never read). Read-only, packed in one compiled pass (not NumPy copies, which run
+    before the cores start)."""
     ci, co = w.shape[2], w.shape[3]
     k, n = (co, ci) if transposed else (ci, co)
     nr = _tile_columns(w.dtype.itemsize)

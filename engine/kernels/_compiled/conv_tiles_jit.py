@@ -10,8 +10,8 @@ cache-sized blocks so each tile's operands stay in L1/L2:
 - :func:`shifted_products`: ``C[q] += sum_t A[q + shift_t] @ B_t`` over a range of destination
   rows ``q`` (rows of ``A`` outside ``[0, a_rows)`` add nothing), in blocks of ``mb`` rows that
   every tap accumulates into while they are in cache; each ``B_t`` (a filter tap) is stored as
-  panels of one tile's columns, contiguous, which L1 keeps better than rows of the whole width
-  (8-13% faster measured). The forward conv and the input gradient are both this (shift
+  panels of one tile's columns, contiguous, which L1 keeps better than rows of the whole width.
+  The forward conv and the input gradient are both this (shift
   ``+offset`` and ``-offset``); :func:`segment_products` writes row segments where they belong
   in the result (the input gradient's phase rows);
 - :func:`im2col_rows` / :func:`col2im_rows`: the forward and the input gradient on few
@@ -19,9 +19,7 @@ cache-sized blocks so each tile's operands stay in L1/L2:
   ``KH*KW*C``-deep (or -wide) matrix, patches read in place or gathered, columns scattered
   with the vector run copies and adds of :mod:`engine.kernels._compiled.simd_runs`.
 
-Measured single-threaded on the benchmark's per-tap shapes (128-256 channels, float32): 1.3-1.6x
-OpenBLAS with ``OPENBLAS_CORETYPE=Haswell`` and 1.0-1.2x its AVX-512 kernels. Every product is a
-``fmuladd`` of two operands (IEEE: a NaN or Inf factor reaches its sum). Single-threaded, the
+Every product is a ``fmuladd`` of two operands (IEEE: a NaN or Inf factor reaches its sum). Single-threaded, the
 GIL released; callers split the ranges over cores. Bounds are the caller's duty.
 """
 
@@ -153,9 +151,8 @@ def filter_direct(out, x, dy, items_lo, items_hi, blocks, rows_per_block, xs, ds
     ``x`` and ``dy`` flat with element strides ``xs``/``ds`` = (image, row, column), the
     channels of ``dy`` adjacent and those of ``x`` ``x_channel`` elements apart (1 in NHWC, a
     plane in NCHW: the tiles read ``x`` one value at a time). Per item, every tap sums its
-    window of the same rows of ``dy`` (in cache). One product per tap written out here
-    (measured 15% faster than :func:`filter_direct_grouped` with single-tap groups, whose
-    products sit in a helper)."""
+    window of the same rows of ``dy`` (in cache). One product per tap written out here, not
+    :func:`filter_direct_grouped` with single-tap groups (whose products sit in a helper)."""
     for w in range(items_lo, items_hi):
         n, b = w // blocks, w % blocks
         r_a = b * rows_per_block

@@ -1,6 +1,5 @@
 """The depthwise trio on NCHW arrays in their own layout, compiled with numba: each channel of
-an image is one contiguous ``H x W`` plane, so nothing is transposed to NHWC and back (those
-two copies cost 2-3x the op itself on the benchmark's 8x128x56x56 case).
+an image is one contiguous ``H x W`` plane, so nothing is transposed to NHWC and back.
 
 With ``x (N, C, H, W)``, ``w (KH, KW, C*M)``, ``dy (N, C*M, OH, OW)`` and ``k = c*M + m``:
 
@@ -44,7 +43,7 @@ CALL_PLANES = 64
 def _madd(dst, d0, d_step, src, s0, s_step, n, wv):  # pragma: no cover - compiled
     """``dst[d0 + q*d_step] += src[s0 + q*s_step] * wv`` for ``q < n`` on flat arrays. The
     indices are unsigned, so numba adds no negative-index wraparound and LLVM vectorizes the
-    loop (versioned for a step of 1): 8x faster here than signed indices."""
+    loop (versioned for a step of 1)."""
     u = np.uint64
     d, ds, sa, ss = u(d0), u(d_step), u(s0), u(s_step)
     for q in range(u(n)):

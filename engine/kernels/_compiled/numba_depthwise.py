@@ -23,11 +23,8 @@ NaN/Inf rules stay IEEE). The filter gradient keeps one partial sum per output r
 one accumulator per core's range of rows.
 
 The kernels are compiled without ``parallel=True`` and release the GIL (``nogil``); the row
-ranges run on the cores in :mod:`engine.kernels.parallel`'s threads, like the NumPy kernels.
-Measured on these shared 2-core machines next to TensorFlow, numba's own thread pool (``prange``)
-cost 8-12 ms per call whatever its size (its threads wait for each other while other processes'
-threads hold the cores) and 10x the compile time; with our threads the same loops were 2-10x
-faster there. Python calls the kernels once per batch chunk of at most ``chunk_bytes`` of operands
+ranges run on the cores in :mod:`engine.kernels.parallel`'s threads, like the NumPy kernels,
+not in numba's own thread pool (``prange``). Python calls the kernels once per batch chunk of at most ``chunk_bytes`` of operands
 (passed in by the dispatch: :data:`engine.kernels.accel.CHUNK_BYTES`), so :func:`engine.base.cancel.checkpoint` runs
 between chunks (and ranges), and extra memory (the chunk's contiguous compute-dtype copies, an
 input-gradient chunk and one filter partial per core) stays bounded whatever the batch.
@@ -401,8 +398,8 @@ def depthwise_conv2d_backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarr
 
 
 def _sum_parts(parts: np.ndarray) -> np.ndarray:
-    """``parts.sum(axis=-1)`` in order, by whole-array adds of the strided parts (NumPy's
-    reduction over a trailing axis of 2 took 1.4 ms for 1 MiB here, these adds 0.2 ms)."""
+    """``parts.sum(axis=-1)`` in order, by whole-array adds of the strided parts (not NumPy's
+    reduction over a trailing axis)."""
     total = parts[..., 0] + parts[..., 1]
     for j in range(2, parts.shape[-1]):
         total += parts[..., j]

@@ -6,8 +6,8 @@ the compiled loops only).
 :data:`engine.kernels._compiled.numba_simd.VECTOR_BYTES`, then the last ``n % lanes`` elements one
 at a time. Written as a numba loop, a run of a few dozen elements is not vectorized (LLVM cannot
 prove ``out`` and ``src`` apart, and the check it would add costs more than such a short run): the
-col2im input gradient's runs of ``KW * C`` elements (21 for a 7x7 filter on 3 channels) then
-took 7.3 ms of its 13 ms on the benchmark's 7x7 case, single-threaded.
+col2im input gradient's runs of ``KW * C`` elements (21 for a 7x7 filter on 3 channels) are such
+runs.
 
 Bounds are the caller's duty (no checks inside): both arrays are C-contiguous, 1-D, of one
 float type, and every index above is inside its array. Each element is one IEEE add (or a

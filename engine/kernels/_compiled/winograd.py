@@ -28,7 +28,8 @@ a result that is not finite (an operand not finite, or a transform overflowing) 
 the exact NumPy path (:func:`_finite_or_none`), as is every call of the NaN/Inf path of
 :mod:`engine.kernels.nonfinite`.
 
-When: :func:`applies` (the rule is measured, see :data:`MIN_CHANNELS` and :data:`MIN_TILES`) and
+When: :func:`applies` (:data:`MIN_CHANNELS`, :data:`MIN_CHANNEL_PRODUCT`, :data:`MIN_TILES`,
+:data:`MIN_SIZE`) and
 :mod:`engine.kernels.dispatch` takes the compiled path for the call (it passes ``take`` to
 :func:`try_conv2d` and its siblings). :func:`used` names the path the last conv kernel call of
 this thread took.
@@ -53,8 +54,7 @@ CHUNK_BYTES = 2**20
 #: Winograd only when both channel counts are at least this (thin products lose to the
 #: per-tap NumPy path, and the transforms cost more than they save).
 MIN_CHANNELS = 16
-#: ... and their product at least this (16x16 lost everywhere measured; 16x64 and 32x32 won
-#: from about 14x14 images on)...
+#: ... and their product at least this...
 MIN_CHANNEL_PRODUCT = 1024
 #: ... and the batch has at least this many 2x2 output tiles (below, fixed costs dominate).
 MIN_TILES = 128
@@ -64,9 +64,7 @@ MIN_TILES = 128
 MIN_SIZE = 4
 #: The filter gradient sums its tiles' products in blocks of this many, each block's sum added
 #: to the core's partial sum: the inverse transform takes differences of the summed points, so
-#: their rounding shows in full. Measured on 12 float32 3x17x14x32 cases (BLAS products): 4.9e-7
-#: to 1.0e-6 of the largest result with one sum per 128-tile chunk, 2.1e-7 to 3.0e-7 in blocks
-#: (TensorFlow: 2.2e-7 to 3.3e-7); no change in speed.
+#: their rounding shows in full.
 SUM_BLOCK = 32
 #: A chunk holds at least this many tiles (BLAS needs rows to be efficient), whatever the
 #: channel count.
@@ -86,8 +84,7 @@ def _points_buffer(tiles: int, channels: int, ctype: np.dtype) -> tuple[np.ndarr
 
     The stride is an odd number of cache lines: a transform stores one vector to each of the
     16 planes in turn, and with planes a multiple of 4 KiB apart (128 tiles of 64 float32
-    channels) all 16 stores fall in one set of the L1 cache, more than its ways (measured: the
-    input transform took 2.0 ms on the benchmark's 8x56x56x64 input, 0.7 ms with odd strides)."""
+    channels) all 16 stores fall in one set of the L1 cache, more than its ways."""
     per_line = LINE_BYTES // ctype.itemsize
     lines = -(-tiles * channels // per_line)
     plane = (lines | 1) * per_line
@@ -189,9 +186,7 @@ def _chunked(tiles: int, channels: int, itemsize: int, work, state=lambda: None)
 
 def _simd_columns(columns: int, ctype: np.dtype) -> bool:
     """True when the per-point products run as :mod:`engine.kernels._compiled.numba_simd`'s register
-    tiles: the result's columns fill whole vectors. Measured single-threaded on the benchmark's
-    64-channel products: 1.3-1.8x OpenBLAS with ``OPENBLAS_CORETYPE=Haswell`` (BLAS, which the other
-    shapes keep, is then at its AVX2 speed on an AVX-512 CPU)."""
+    tiles: the result's columns fill whole vectors (BLAS otherwise)."""
     from engine.kernels._compiled.numba_simd import lanes
 
     return columns % lanes(np.dtype(ctype).itemsize) == 0

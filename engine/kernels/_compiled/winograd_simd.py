@@ -10,8 +10,7 @@ Each intrinsic computes, for every channel ``k < n``, the transform ``P = L d R^
 - :func:`output_transform`: ``L = R = A^T`` (16 points to a 2x2 output tile).
 
 Written as plain numba loops, the 16 loads and 16 stores of a tile are 32 arrays or offsets
-that LLVM cannot prove apart, so it does not vectorize them (measured: 10x slower than a
-vectorized loop), and the table-driven loop it does vectorize reads each element once per point
+that LLVM cannot prove apart, so it does not vectorize them, and the table-driven loop it does vectorize reads each element once per point
 (64 loads per tile and channel vector). These emit the vector code themselves: per vector of
 channels, ``d`` is loaded once, ``T = L d`` and ``P = T R^T`` are formed in registers with
 adds and subtracts only (separably, in the order of the matrices' columns), and ``P`` is stored
