@@ -396,3 +396,56 @@ def test_gradblocks_check_prints_the_warning_and_passes(tmp_path):
     head, warning = proc.stderr.splitlines()[-2:]
     assert head.endswith("big.gbc.json: 1 warning(s):")
     assert warning.startswith("  gc.samples: samples=0 checks all 2,097,152 elements")
+
+
+# -- the 2.1M-element GradCheck of issue 31 point 8: cost in check, progress in run, Ctrl+C ----
+
+#: A filter gradient of 2,097,152 elements whose every evaluation is small (1,024
+#: multiply-adds): the per-evaluation fixed cost is the whole cost (about 14 min of CPU here).
+BIG_FILTER = ([1, 1, 1, 1024], [1, 1, 1024, 2048], "filter", 0)
+
+
+def measured_against_estimate(x_shape, w_shape, wrt) -> tuple[float, float]:
+    """CPU seconds of a GradCheck of every element (process time: a busy machine's other
+    processes do not count) and :func:`gradcheck.estimated_seconds` of it."""
+    import time
+
+    plan = compile_canvas(gradcheck_canvas(x_shape, w_shape, wrt, 0))
+    step = plan.steps[-1]
+    estimate = gradcheck.estimated_seconds(
+        step.attrs, {p: plan.specs[src] for p, src in step.inputs.items()})[0]
+    ex = Executor()
+    small = compile_canvas(gradcheck_canvas([1, 2, 2, 2], [1, 1, 2, 1], wrt, 0))
+    ex.run(small)  # warm: the kernels' first call loads them
+    t0 = time.process_time()
+    assert not ex.run(plan).errors
+    return time.process_time() - t0, estimate
+
+
+@pytest.mark.parametrize("x_shape, w_shape, wrt", [
+    ([1, 1, 1, 1024], [1, 1, 1024, 2], "filter"),  # BIG_FILTER's evaluations, 2,048 elements
+    ([1, 16, 16, 8], [3, 3, 8, 8], "input"),  # 2,048 elements of 3 x 3 x 8 windows
+])
+def test_the_estimate_is_within_a_factor_of_three_of_the_run(x_shape, w_shape, wrt):
+    """The model of :func:`gradcheck.estimated_seconds` against the CPU time of a run of a
+    second or so: a generous factor (machines differ), but never the 6x under it that made
+    ``check`` say "about 2 min" of BIG_FILTER, a run of 14 min."""
+    measured, estimate = measured_against_estimate(x_shape, w_shape, wrt)
+    assert measured / 3 <= estimate <= measured * 3, (measured, estimate)
+
+
+def test_gradblocks_check_states_the_cost_of_the_big_filter_check(tmp_path):
+    """``check`` of BIG_FILTER: exit 0 (a warning, as in the app: the run may go ahead), and
+    one line naming gc.samples with the elements, the multiply-adds and an honest duration."""
+    path = tmp_path / "big.gbc.json"
+    save_canvas(gradcheck_canvas(*BIG_FILTER), path)
+    proc = subprocess.run([sys.executable, "-m", "engine.cli", "check", str(path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    head, warning = proc.stderr.splitlines()[-2:]
+    assert head.endswith("big.gbc.json: 1 warning(s):")
+    assert warning.startswith("  gc.samples: samples=0 checks all 2,097,152 elements of the "
+                              "filter gradient, each with 2 convolutions of 1,024 "
+                              "multiply-adds: about "), warning
+    minutes = int(warning.split(": about ")[1].split(" min ")[0])
+    assert 8 <= minutes <= 40, warning  # 2 * 2,097,152 evaluations of 100-250 us
