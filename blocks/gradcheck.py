@@ -17,7 +17,9 @@ whole batch.
 
 A long check says how far it is (:func:`engine.base.cancel.progress`, one unit a checked element)
 and stops at the run's cancel (a checkpoint before each element). ``check`` warns before running
-when :func:`estimated_seconds` passes :data:`SLOW_CHECK_SECONDS` (:func:`cost_warning`).
+when :func:`estimated_seconds` passes :data:`SLOW_CHECK_SECONDS` (:func:`cost_warning`);
+``gradblocks run`` prints the same warning first and, on a terminal, a progress line
+(:mod:`engine.cli.progress`); the app shows both and its Cancel stops the check.
 """
 
 from __future__ import annotations
@@ -248,13 +250,15 @@ def _workspace(attrs: dict, inputs: dict[str, TensorSpec],
 
 
 #: The run-time model of one evaluation of the restricted L (each checked element takes two):
-#: a fixed cost (the window copy, the kernel call, the product with out_backprop) plus the
-#: evaluation's multiply-adds (:func:`evaluation_macs`) at a rate. Measured with
-#: ``time.process_time`` around ``grad_check`` on a 2-core x86-64 VM (float64 kernels, after a
-#: warm-up): 29-37 us per evaluation of a few hundred to 2,000 multiply-adds, 0.42-0.58 ms at
-#: 83k-166k, 2.7-4.4 ms at 1.2M-2.4M, 21-86 ms at 29M-58M; this model is within a factor of
-#: about 3 of every one of them (small windows run slower per multiply-add than big convs).
-EVALUATION_SECONDS = 30e-6
+#: a fixed cost (the window copy, the kernel call with its argument checks and dispatch, the
+#: product with out_backprop) plus the evaluation's multiply-adds (:func:`evaluation_macs`) at
+#: a rate. Measured with ``time.process_time`` around whole checks on a 2-core x86-64 VM
+#: (float64 kernels, after a warm-up, other processes running): 120-130 us per evaluation of
+#: 3 x 3 x 8 windows (5,184 multiply-adds), 200-265 us of 1 x 1 x 1,024 filter taps (1,024),
+#: 0.5 ms at 295k, 9 ms at 4.7M, 24 ms at 14M; this model is within a factor of about 2 of
+#: each (``tests/test_hangs.py`` holds it to 3: the fixed cost was 30 us once, and ``check``
+#: then said "about 2 min" of a 14-minute check).
+EVALUATION_SECONDS = 150e-6
 MACS_PER_SECOND = 5e8
 #: ``check`` warns about a GradCheck whose estimated run time passes this many seconds.
 SLOW_CHECK_SECONDS = 60.0

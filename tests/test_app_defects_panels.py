@@ -266,3 +266,26 @@ def test_gradcheck_progress_shows_on_the_progress_bar(qtbot, window):
     fractions = [f for nid, f, _ in seen if nid == "check"]
     assert fractions and fractions[-1] == 1.0 and fractions == sorted(fractions)
     assert any(fmt.endswith("check dX 100%") for _, _, fmt in seen), seen
+
+
+def test_cancel_stops_a_slow_gradcheck_inside_its_loop(qtbot, window):
+    """Run > Cancel once the slow GradCheck (minutes) has reported its first progress: the run
+    ends within seconds, cancelled, and the check has no result (issue 31 point 8)."""
+    import time
+
+    w = window
+    w.doc.load(slow_gradcheck_canvas(), None)
+    started = []
+
+    def cancel_once(nid: str, fraction: float) -> None:
+        if nid == "check" and not started:
+            started.append(time.monotonic())
+            w.act_cancel.trigger()  # the user presses Cancel while the check is evaluating
+
+    w.session.runner.step_progress.connect(cancel_once)
+    assert w.run()
+    qtbot.waitUntil(lambda: bool(started), timeout=60_000)
+    qtbot.waitUntil(lambda: not w.session.runner.running, timeout=20_000)
+    assert time.monotonic() - started[0] < 20
+    assert ("check", "ok") not in w.session.outputs
+    assert w.progress.text() == "cancelled"

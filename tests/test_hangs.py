@@ -396,3 +396,159 @@ def test_gradblocks_check_prints_the_warning_and_passes(tmp_path):
     head, warning = proc.stderr.splitlines()[-2:]
     assert head.endswith("big.gbc.json: 1 warning(s):")
     assert warning.startswith("  gc.samples: samples=0 checks all 2,097,152 elements")
+
+
+# -- the 2.1M-element GradCheck of issue 31 point 8: cost in check, progress in run, Ctrl+C ----
+
+#: A filter gradient of 2,097,152 elements whose every evaluation is small (1,024
+#: multiply-adds): the per-evaluation fixed cost is the whole cost (about 14 min of CPU here).
+BIG_FILTER = ([1, 1, 1, 1024], [1, 1, 1024, 2048], "filter", 0)
+
+
+def measured_against_estimate(x_shape, w_shape, wrt) -> tuple[float, float]:
+    """CPU seconds of a GradCheck of every element (process time: a busy machine's other
+    processes do not count) and :func:`gradcheck.estimated_seconds` of it."""
+    import time
+
+    plan = compile_canvas(gradcheck_canvas(x_shape, w_shape, wrt, 0))
+    step = plan.steps[-1]
+    estimate = gradcheck.estimated_seconds(
+        step.attrs, {p: plan.specs[src] for p, src in step.inputs.items()})[0]
+    ex = Executor()
+    small = compile_canvas(gradcheck_canvas([1, 2, 2, 2], [1, 1, 2, 1], wrt, 0))
+    ex.run(small)  # warm: the kernels' first call loads them
+    t0 = time.process_time()
+    assert not ex.run(plan).errors
+    return time.process_time() - t0, estimate
+
+
+@pytest.mark.parametrize("x_shape, w_shape, wrt", [
+    ([1, 1, 1, 1024], [1, 1, 1024, 2], "filter"),  # BIG_FILTER's evaluations, 2,048 elements
+    ([1, 16, 16, 8], [3, 3, 8, 8], "input"),  # 2,048 elements of 3 x 3 x 8 windows
+])
+def test_the_estimate_is_within_a_factor_of_three_of_the_run(x_shape, w_shape, wrt):
+    """The model of :func:`gradcheck.estimated_seconds` against the CPU time of a run of a
+    second or so: a generous factor (machines differ), but never the 6x under it that made
+    ``check`` say "about 2 min" of BIG_FILTER, a run of 14 min."""
+    measured, estimate = measured_against_estimate(x_shape, w_shape, wrt)
+    assert measured / 3 <= estimate <= measured * 3, (measured, estimate)
+
+
+def test_gradblocks_check_states_the_cost_of_the_big_filter_check(tmp_path):
+    """``check`` of BIG_FILTER: exit 0 (a warning, as in the app: the run may go ahead), and
+    one line naming gc.samples with the elements, the multiply-adds and an honest duration."""
+    path = tmp_path / "big.gbc.json"
+    save_canvas(gradcheck_canvas(*BIG_FILTER), path)
+    proc = subprocess.run([sys.executable, "-m", "engine.cli", "check", str(path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    head, warning = proc.stderr.splitlines()[-2:]
+    assert head.endswith("big.gbc.json: 1 warning(s):")
+    assert warning.startswith("  gc.samples: samples=0 checks all 2,097,152 elements of the "
+                              "filter gradient, each with 2 convolutions of 1,024 "
+                              "multiply-adds: about "), warning
+    minutes = int(warning.split(": about ")[1].split(" min ")[0])
+    assert 8 <= minutes <= 40, warning  # 2 * 2,097,152 evaluations of 100-250 us
+
+
+def run_on_a_terminal(argv: list[str]):
+    """``gradblocks ARGV`` with stderr on a pseudo-terminal (stdout a pipe): the process and
+    a function reading what it wrote on the terminal until a predicate holds or ``timeout``."""
+    import os
+    import select
+    import time
+
+    master, slave = os.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", *argv], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL)
+    os.close(slave)
+    seen = bytearray()
+
+    def read_until(done, timeout: float) -> bytes:
+        end = time.monotonic() + timeout
+        while not done(bytes(seen)) and time.monotonic() < end:
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the process closed the terminal (it ended)
+                    break
+                if not chunk:
+                    break
+                seen.extend(chunk)
+        return bytes(seen)
+
+    return proc, read_until, master
+
+
+def test_ctrl_c_of_the_big_gradcheck_run_shows_progress_then_one_line(tmp_path):
+    """``run --out`` of BIG_FILTER on a terminal: its cost warning and a progress line on
+    stderr; Ctrl+C then ends it within seconds (of a 14-minute run) with exit 130 and one
+    line, the progress line erased first, no traceback, and the existing --out file kept."""
+    import os
+    import time
+
+    path = tmp_path / "big.gbc.json"
+    save_canvas(gradcheck_canvas(*BIG_FILTER), path)
+    out = tmp_path / "results.npz"
+    out.write_bytes(b"the previous results")
+    proc, read_until, master = run_on_a_terminal(["run", str(path), "--out", str(out)])
+    try:
+        text = read_until(lambda b: b"% done" in b, timeout=60)
+        assert b"gc (GradCheck): 0.0% done" in text, text
+        assert b"gc.samples: samples=0 checks all 2,097,152 elements" in text, text
+        proc.send_signal(signal.SIGINT)
+        t0 = time.monotonic()
+        proc.wait(timeout=20)
+        stopped = time.monotonic() - t0
+        text = read_until(lambda b: False, timeout=0.5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    assert proc.returncode == 130, text
+    assert stopped < 20
+    assert b"Traceback" not in text
+    tail = text.rsplit(b"\r\x1b[K", 1)[1]  # after the erased progress line
+    assert tail == b"gradblocks: interrupted (files being written are left as they were)\r\n"
+    assert out.read_bytes() == b"the previous results"
+    assert proc.stdout.read() == b""  # no table: the run did not finish
+
+
+def test_the_progress_line_is_rewritten_a_few_times_a_second_and_erased():
+    """:class:`engine.cli.progress.StepProgress` on a fake clock: the first fraction shows, the
+    rest at most 4 times a second with the time left once a second has passed, the end (and a
+    stop) erases the line; a label's control characters are escaped."""
+    import io
+
+    from engine.cli.progress import ERASE, StepProgress
+
+    now = [100.0]
+    stream = io.StringIO()
+    report = StepProgress(stream, lambda n: f"{n}\x1b[31m (GradCheck)", clock=lambda: now[0])
+    writes = []
+    for k in range(201):  # the executor's 200 steps over 10 s
+        now[0] = 100.0 + k * 0.05
+        before = stream.tell()
+        report("gc", k / 200)
+        if stream.tell() != before:
+            writes.append(stream.getvalue()[before:])
+    assert writes[0] == f"{ERASE}gc\\x1b[31m (GradCheck): 0.0% done"
+    assert writes[-1] == ERASE  # the end erases the line
+    assert len(writes) == 10 * 4 + 1  # every 0.25 s from the first (0.0), then the end
+    assert writes[25].startswith(f"{ERASE}gc\\x1b[31m (GradCheck): 62.5% done, about 4 s left")
+    with StepProgress(stream, str, clock=lambda: 0.0) as stopped:  # Ctrl+C in the block
+        stopped("gc", 0.25)
+        assert not stream.getvalue().endswith(ERASE)
+    assert stream.getvalue().endswith(f"25.0% done{ERASE}")
+
+
+def test_a_run_with_stderr_piped_says_the_cost_and_draws_no_progress(tmp_path):
+    """Not a terminal: ``run`` prints the cost warning before running, and no progress line."""
+    path = tmp_path / "mid.gbc.json"
+    save_canvas(gradcheck_canvas([1, 6, 6, 2], [2, 2, 2, 2], "filter", 0), path)
+    proc = subprocess.run([sys.executable, "-m", "engine.cli", "run", str(path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert "PASS" in proc.stdout or "FAIL" in proc.stdout

@@ -24,6 +24,10 @@ the node id, for commands and files that take ids. When a canvas has check block
 ``verdict`` port: Compare, GradCheck, AdjointCheck), ``run``'s table has a verdict column: PASS or
 FAIL on each such block's verdict row.
 
+``check`` and ``run`` print the plan's warnings (a GradCheck estimated to run over a minute,
+:func:`blocks.gradcheck.cost_warning`) on stderr, ``run`` before it starts; on a terminal,
+``run`` draws a long block's progress on one stderr line (:mod:`engine.cli.progress`).
+
 Ctrl+C at any moment prints one line (``gradblocks: interrupted``) and exits 130: while
 gradblocks starts (its modules load, the arguments are parsed, the app is built) at once, since
 nothing has been written; during a subcommand by unwinding (temporary files removed). SIGTERM
@@ -85,6 +89,7 @@ from typing import NoReturn, TextIO
 
 from engine.base.atomic import Member, write_atomically, write_file_set
 from engine.base.names import escaped
+from engine.cli.progress import StepProgress
 from engine.export.to_numpy import export_script
 from engine.graph.budget import gib_to_bytes
 from engine.graph.canvas import Canvas, CanvasError, load_canvas
@@ -312,10 +317,16 @@ def cmd_check(path: str, executor: Executor) -> int:
     plan = compiled[1]
     _say(text_table(check_rows(plan)))
     _say(f"{path}: ok, {len(plan.steps)} block(s)")
+    _warn(path, plan)
+    return 0
+
+
+def _warn(path: str, plan: Plan) -> None:
+    """The plan's warnings (a GradCheck's cost, :data:`blocks.gradcheck.RUN_TIME_WARNINGS`),
+    one line each after a head line, as ``check`` and ``run`` print them."""
     warnings = [w for ws in plan.warnings.values() for w in ws]
     if warnings:
         _err(f"{_path(path)}: {len(warnings)} warning(s):", [str(w) for w in warnings])
-    return 0
 
 
 def _check_target(target: str, canvas_path: str, canvas: Canvas | None = None) -> bool:
@@ -344,6 +355,13 @@ def _write(target: str, write, members: Sequence[Member] = (), owned_before=None
     return True
 
 
+def _isatty(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, OSError, ValueError):  # replaced, or closed
+        return False
+
+
 def cmd_run(path: str, executor: Executor, out: str | None) -> int:
     if out is not None and not _check_target(out, path):
         return 2
@@ -353,7 +371,11 @@ def cmd_run(path: str, executor: Executor, out: str | None) -> int:
     canvas, plan = compiled
     if out is not None and not _check_target(out, path, canvas):
         return 2
-    result = executor.run(plan)
+    _warn(path, plan)  # before the run: a long one says so first
+    types = {step.node_id: step.spec.type_id for step in plan.steps}
+    with StepProgress(sys.stderr, lambda n: f"{plan.label(n)} ({types[n]})") as report:
+        on_terminal = _isatty(sys.stderr)
+        result = executor.run(plan, step_progress=report if on_terminal else None)
     _say(text_table(run_rows(plan, result)))
     status = 0
     if out is not None:
