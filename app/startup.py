@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     shot = args.screenshot is not None
     if shot:
         return _screenshot(args)
-    accel.warm_up_in_background()  # never blocks: NumPy kernels run until it is done
+    accel.warm_up_in_background()  # never blocks; a large run's first call waits for it
     window = MainWindow(recovery_dir=default_recovery_dir())
     install_excepthook(window)
     window.show()

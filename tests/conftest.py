@@ -56,9 +56,10 @@ def pytest_runtest_teardown(item):
 
 @pytest.fixture(autouse=True)
 def _library_kernel_policy():
-    """Each test starts under the policy it found: the background policy that an in-process
-    ``engine.cli.main`` or the app's warm-up switches on (engine.kernels.accel) is process
-    state, so it would otherwise change which kernel path later tests' library calls take."""
+    """Each test starts with the compile note and warm-up thread it found: an in-process
+    ``engine.cli.main`` (announce_compiles) or the app's warm-up sets them, as process state
+    (engine.kernels.accel); they change no kernel path, but the note would print in later
+    tests."""
     from engine.kernels import accel
 
     saved = accel._note_wanted, accel._note_stream, accel._warm_thread

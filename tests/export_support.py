@@ -32,9 +32,9 @@ for script, out in zip(pairs[::2], pairs[1::2]):
 """
 
 
-#: The kernel path scripts and runs compared bit for bit both take: the NumPy one (a compiled
-#: path is used once its code is loaded, so without this the two could round differently, and
-#: where partial sums overflow even put NaN and Inf in different places).
+#: The kernel path scripts and runs compared bit for bit both take: the NumPy one (a large call
+#: runs compiled, so without this the two could round differently, and where partial sums
+#: overflow even put NaN and Inf in different places).
 SAME_PATH = {accel.ENV: "numpy"}
 
 
@@ -93,8 +93,8 @@ def assert_bitwise_equal(npz: Path, expected: dict[str, np.ndarray]) -> None:
 def assert_same_result(got: np.ndarray, want: np.ndarray, key: str = "") -> None:
     """Same dtype and shape; integers and booleans equal, floats with NaN/Inf in the same
     places and finite values within ``RTOL[dtype]`` of the expected tensor's largest
-    magnitude: for a script and a run that may take different kernel paths (a compiled path
-    is used once its code is loaded), which round differently. Inputs of ordinary size only:
+    magnitude: for a script and a run that may take different kernel paths (a large call runs
+    compiled), which round differently. Inputs of ordinary size only:
     where partial sums overflow, the place of the overflow depends on the summation order."""
     got, want = np.asarray(got), np.asarray(want)
     assert (got.dtype, got.shape) == (want.dtype, want.shape), key

@@ -87,7 +87,7 @@ def test_nchw_operands_take_the_planes_path_and_match_the_definition(case):
             tiny = float(np.finfo(dt).smallest_subnormal)
             err = np.abs(out.astype(np.float64) - value)
             assert np.all(err <= RTOL[dtype] * bound + tiny), float(err.max())
-            if ran == "numba":
+            if ran == "numba" and x.size and dy.size:  # an empty operand has no planes
                 assert counts[kind] == 1, (kind, counts)
             counts[kind] = 0
     finally:

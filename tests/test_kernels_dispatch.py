@@ -127,23 +127,19 @@ def test_small_calls_of_a_run_never_import_numba():
     assert out == ["numpy", "im2col", "False", "True"]
 
 
-def test_a_large_call_of_a_run_loads_in_the_background_and_runs_numpy(monkeypatch):
-    """Under the run policy a call worth loading for starts the load and does not wait."""
-    started = []
-    monkeypatch.setattr(accel, "_note_wanted", True)  # the CLI's policy (announce_compiles)
+def test_the_command_line_takes_the_same_path_as_the_library(monkeypatch):
+    """The command line's setting (announce_compiles) changes no call's path: a call over the
+    size rule runs compiled, waiting for its code, and one under it runs NumPy without loading
+    anything."""
+    monkeypatch.setattr(accel, "_note_wanted", True)  # the CLI's setting (announce_compiles)
     monkeypatch.setattr(accel, "_warm_thread", None)
     monkeypatch.setattr(accel, "_ready", set())
-    monkeypatch.setattr(accel, "_failed", None)
-    monkeypatch.setattr(accel, "_load_in_background", lambda dtypes: started.append(dtypes))
     monkeypatch.setenv(accel.ENV, "auto")
     x, w = np.ones((1, 6, 6, 4), np.float32), np.ones((3, 3, 4, 1), np.float32)
     kernels.depthwise_conv2d_native(x, w, [1, 1, 1, 1], "SAME")
-    assert kernels.last_path() == "numpy tiles" and started == []
-    monkeypatch.setattr(accel, "LOAD_SECONDS", 0.0)  # this call now pays for loading
-    kernels.depthwise_conv2d_native(x, w, [1, 1, 1, 1], "SAME")
-    assert kernels.last_path() == "numpy tiles" and started == [("float32",)]
-    monkeypatch.setattr(accel, "_ready", {"float32"})
+    assert kernels.last_path() == "numpy tiles" and accel._warm_thread is None
     if accel.compiled() is not None:
+        monkeypatch.setattr(accel, "COMPILED_FROM_SECONDS", 0.0)  # this call is large now
         kernels.depthwise_conv2d_native(x, w, [1, 1, 1, 1], "SAME")
         assert kernels.last_path() == "numba"
 
@@ -151,4 +147,4 @@ def test_a_large_call_of_a_run_loads_in_the_background_and_runs_numpy(monkeypatc
 def test_the_estimate_of_numpy_time_grows_with_the_work():
     small = conv2d_geometry((1, 8, 8, 4), (3, 3, 4, 4), [1, 1, 1, 1], "SAME", (), "NHWC")
     big = conv2d_geometry((64, 224, 224, 64), (3, 3, 64, 64), [1, 1, 1, 1], "SAME", (), "NHWC")
-    assert dispatch.numpy_seconds(small) < 1e-3 < accel.LOAD_SECONDS < dispatch.numpy_seconds(big)
+    assert dispatch.numpy_seconds(small) < accel.COMPILED_FROM_SECONDS < dispatch.numpy_seconds(big)

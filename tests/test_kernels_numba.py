@@ -26,7 +26,7 @@ from engine import kernels
 from engine.base import cancel
 from engine.base.dtypes import DTYPES, RTOL
 from engine.base.errors import InvalidArgumentError
-from engine.kernels import accel
+from engine.kernels import accel, dispatch
 from engine.kernels.memory import conv_workspace
 from engine.shapes.conv import conv2d_geometry
 from tests.golden_cases import ARRAYS, VALID, call_valid
@@ -150,7 +150,7 @@ def test_depthwise_golden_cases_on_both_paths(monkeypatch, case, path):
 
 def test_golden_depthwise_cases_exist_and_some_run_compiled(monkeypatch):
     assert len(DEPTHWISE_GOLDEN) >= 10
-    monkeypatch.setenv(accel.ENV, "auto")
+    monkeypatch.setenv(accel.ENV, "numba")
     paths = set()
     for case in DEPTHWISE_GOLDEN:
         call_valid(case)
@@ -160,10 +160,12 @@ def test_golden_depthwise_cases_exist_and_some_run_compiled(monkeypatch):
 
 def test_the_switch_picks_the_path_and_names_a_bad_value(monkeypatch):
     x, w = np.ones((1, 5, 5, 3), np.float32), np.ones((3, 3, 3, 2), np.float32)
-    for value, path in (("numpy", "numpy"), ("auto", "numba"), ("", "numba"), ("NUMBA", "numba")):
+    for value, path in (("numpy", "numpy"), ("numba", "numba"), ("NUMBA", "numba"),
+                        ("auto", "numpy"), ("", "numpy")):  # auto: a small call runs NumPy
         monkeypatch.setenv(accel.ENV, value)
         FORWARD(x, w, [1, 1, 1, 1], "SAME")
         assert path_kind() == path, value
+    monkeypatch.setenv(accel.ENV, "numba")
     kernels.conv2d(x, np.ones((3, 3, 3, 2), np.float32), [1, 1, 1, 1], "SAME")
     assert kernels.last_path() == "numba im2col"  # Conv2D on 3 channels: the compiled im2col
     monkeypatch.setenv(accel.ENV, "fast")
@@ -180,6 +182,7 @@ def test_numba_forced_without_numba_is_a_clear_error_and_auto_falls_back(monkeyp
     with pytest.raises(InvalidArgumentError, match=r"numba is not importable.*pip install numba"):
         FORWARD(x, w, [1, 1, 1, 1], "SAME")
     monkeypatch.setenv(accel.ENV, "auto")
+    monkeypatch.setattr(accel, "COMPILED_FROM_SECONDS", 0.0)  # any call would run compiled
     assert FORWARD(x, w, [1, 1, 1, 1], "SAME")[0, 2, 2, 0] == 9
     assert path_kind() == "numpy"
 
@@ -197,7 +200,7 @@ def test_extreme_geometry_keeps_the_tap_span_path(monkeypatch):
 
 @contextmanager
 def warming_up(monkeypatch, ready: set[str]):
-    """Inside, ``auto`` sees a background compile still running with only ``ready`` done."""
+    """Inside, the app's background load is still running with only ``ready`` done."""
     release = threading.Event()
     busy = threading.Thread(target=release.wait)
     busy.start()
@@ -211,16 +214,28 @@ def warming_up(monkeypatch, ready: set[str]):
         busy.join()
 
 
-def test_auto_runs_numpy_for_a_dtype_still_warming_up(monkeypatch):
-    """While the background thread compiles, the app computes with NumPy instead of waiting."""
-    with warming_up(monkeypatch, {"float64"}):
-        x, w = np.ones((1, 5, 5, 3), np.float32), np.ones((3, 3, 3, 1), np.float32)
-        FORWARD(x, w, [1, 1, 1, 1], "SAME")
-        assert path_kind() == "numpy"
-        FORWARD(x.astype(np.float64), w.astype(np.float64), [1, 1, 1, 1], "SAME")
-        assert path_kind() == "numba"
-        FORWARD(x.astype(np.float16), w.astype(np.float16), [1, 1, 1, 1], "SAME")
-        assert path_kind() == "numpy"  # half types compute in float32
+#: A depthwise call over :data:`engine.kernels.accel.COMPILED_FROM_SECONDS` of NumPy work, and
+#: one under it.
+LARGE = (np.ones((1, 64, 64, 32), np.float32), np.ones((3, 3, 32, 1), np.float32))
+SMALL = (np.ones((1, 5, 5, 3), np.float32), np.ones((3, 3, 3, 1), np.float32))
+
+
+def test_auto_takes_the_path_of_the_call_whatever_is_loaded(monkeypatch):
+    """The path is a function of the call: the same with a dtype still loading in the
+    background, loaded, or never loaded; half types compute in float32."""
+    for ready in (set(), {"float64"}, {"float32", "float64"}):
+        with warming_up(monkeypatch, ready):
+            for (x, w), path in ((SMALL, "numpy"), (LARGE, "numba")):
+                for dt in (np.float32, np.float64, np.float16):
+                    FORWARD(x.astype(dt), w.astype(dt), [1, 1, 1, 1], "SAME")
+                    assert path_kind() == path, (ready, x.shape, dt)
+
+
+def test_the_rule_is_the_estimate_of_the_numpy_time():
+    for (x, w), expected in ((SMALL, False), (LARGE, True)):
+        g = conv2d_geometry(x.shape, w.shape, [1, 1, 1, 1], "SAME", (), "NHWC", (1, 1, 1, 1),
+                            depthwise=True)
+        assert (dispatch.numpy_seconds(g) >= accel.COMPILED_FROM_SECONDS) is expected
 
 
 def test_background_warm_up_marks_both_compute_dtypes_ready(monkeypatch):
@@ -232,7 +247,6 @@ def test_background_warm_up_marks_both_compute_dtypes_ready(monkeypatch):
     assert accel.warm_up_in_background() is thread  # started once
     thread.join()
     assert accel._ready == {"float32", "float64"}
-    assert accel.use_compiled(np.dtype(np.float32))
     monkeypatch.setattr(accel, "_warm_thread", None)
     monkeypatch.setenv(accel.ENV, "numpy")
     assert accel.warm_up_in_background() is None
@@ -416,24 +430,16 @@ def test_a_nan_no_term_reads_is_vouched_for_and_one_that_is_read_is_not(monkeypa
 
 
 def test_a_wrong_guess_of_the_compiled_path_still_scans_the_inputs(monkeypatch):
-    """While float32 is still compiling in the background, ``auto`` runs NumPy although
-    numba imports: that path does not vouch, so a NaN read only through padding-free terms
-    still gets the NaN/Inf rules (padding never contributes)."""
-    release = threading.Event()
-    busy = threading.Thread(target=release.wait)
-    busy.start()
-    try:
-        monkeypatch.setattr(accel, "_warm_thread", busy)
-        monkeypatch.setattr(accel, "_ready", set())
-        monkeypatch.setenv(accel.ENV, "auto")
-        x, w = np.ones((1, 4, 4, 1), np.float32), np.ones((3, 3, 1, 1), np.float32)
-        w[0, 0, 0, 0] = np.nan  # meets only padding at output (0, 0)
-        y = FORWARD(x, w, [1, 1, 1, 1], "SAME")
-        assert path_kind() == "numpy"
-        assert y[0, 0, 0, 0] == 4.0 and np.isnan(y[0, 1, 1, 0])
-    finally:
-        release.set()
-        busy.join()
+    """Before the call's work is known the compiled path is guessed (numba imports), but
+    ``auto`` runs a small call on NumPy: that path does not vouch, so a NaN read only through
+    padding-free terms still gets the NaN/Inf rules (padding never contributes)."""
+    monkeypatch.setenv(accel.ENV, "auto")
+    assert accel.may_run_compiled()
+    x, w = np.ones((1, 4, 4, 1), np.float32), np.ones((3, 3, 1, 1), np.float32)
+    w[0, 0, 0, 0] = np.nan  # meets only padding at output (0, 0)
+    y = FORWARD(x, w, [1, 1, 1, 1], "SAME")
+    assert path_kind() == "numpy"
+    assert y[0, 0, 0, 0] == 4.0 and np.isnan(y[0, 1, 1, 0])
 
 
 @pytest.mark.parametrize("m", [2, 3, 4])

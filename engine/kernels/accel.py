@@ -1,28 +1,25 @@
-"""The compiled kernels (numba, a default dependency): whether a call may run them, loading them
+"""The compiled kernels (numba, a default dependency): whether a call runs them, loading them
 (the warm-up, in the calling thread or in the background) and the CLI's compile note.
 
 ``GRADBLOCKS_KERNELS`` selects the kernels: ``auto`` (default), ``numpy`` (the NumPy kernels, the
-reference) or ``numba`` (compiled wherever a compiled path applies, compiling in the calling
-thread; an :class:`~engine.base.errors.InvalidArgumentError` when numba is missing). numba is
-imported only when a compiled kernel is first needed, so the NumPy path never pays for it.
+reference) or ``numba`` (compiled wherever a compiled path applies; an
+:class:`~engine.base.errors.InvalidArgumentError` when numba is missing). numba is imported only
+when a compiled kernel is first needed, so the NumPy path never pays for it.
 :mod:`engine.kernels.dispatch` asks :func:`use_compiled` once per call and chooses the path.
 
-``auto`` has two policies:
-
-- library calls (the notebook API, tests, benchmarks): compiled wherever a compiled path applies,
-  its code compiled (or loaded from numba's disk cache) by the first call that needs it;
-- runs of the app and the command line (the *background policy*: after
-  :func:`warm_up_in_background`, which the app calls at start-up, or :func:`announce_compiles`,
-  which the CLI calls): a call runs compiled only once its dtype's compiled code is ready, and
-  never waits for it. A call the NumPy kernels take at least :data:`LOAD_SECONDS` for (work
-  that pays for loading numba; the dispatch's estimate) whose code is not ready starts loading
-  it in a daemon thread and runs NumPy; smaller calls run NumPy without importing numba, so a
-  small canvas never pays for it.
+The path is a function of the call only (op, shapes, dtype, attributes and ``GRADBLOCKS_KERNELS``),
+never of what this process has compiled or loaded, so the app, the notebook API, the command line
+and the tests compute the same canvas to the same bits. Under ``auto`` a call runs compiled when
+a compiled path applies and the NumPy kernels would take at least :data:`COMPILED_FROM_SECONDS`
+for it (the dispatch's estimate from the call's shapes); smaller calls run NumPy, and a process
+whose calls are all small never imports numba. A call that runs compiled waits for its code
+(numba compiles it, or loads it from the disk cache, on first use); the app starts loading the
+code at start-up (:func:`warm_up_in_background`) so that its first large run rarely waits.
 
 JIT cost: compiled code is cached on disk (numba's ``cache=True``, keyed by the compiled sources:
 :mod:`engine.kernels._compiled.cache_key`; ``NUMBA_CACHE_DIR`` moves the cache). With
-:func:`announce_compiles` the first actual compile (a cache miss) of the process prints
-:data:`COMPILE_NOTE` once on stderr.
+:func:`announce_compiles` (the command line) the first actual compile (a cache miss) of the
+process prints :data:`COMPILE_NOTE` once on stderr.
 """
 
 from __future__ import annotations
@@ -41,10 +38,10 @@ from engine.base.errors import InvalidArgumentError
 ENV = "GRADBLOCKS_KERNELS"
 MODES = ("auto", "numpy", "numba")
 COMPILE_NOTE = "compiling the numba kernels (first use; cached afterwards)..."
-#: Seconds of NumPy work in one call from which, under the background policy, loading the
-#: compiled code pays: importing numba (0.6 s) and loading one dtype's loops from the disk cache
-#: (0.95 s) took 1.55 s of one core here (performance.md, "When the compiled kernels run").
-LOAD_SECONDS = 1.5
+#: Under ``auto``, a call runs compiled from this many seconds of NumPy work (the dispatch's
+#: estimate): about where the compiled paths start to be faster than NumPy's (performance.md,
+#: "When the compiled kernels run").
+COMPILED_FROM_SECONDS = 1e-3
 #: The compute dtypes the compiled kernels are built for (half types compute in float32).
 COMPUTE_DTYPES = ("float32", "float64")
 #: Operand bytes per compiled call (a batch chunk; read by :mod:`engine.kernels.memory` too).
@@ -87,10 +84,10 @@ def compiled() -> ModuleType | None:
         return _module
 
 
-def use_compiled(ctype: np.dtype, numpy_seconds: float | None = None) -> bool:
+def use_compiled(ctype: np.dtype, numpy_seconds: float) -> bool:
     """True when a call computing in ``ctype`` that the NumPy kernels would take about
-    ``numpy_seconds`` for (None: not known; then no background load starts) should run
-    compiled now (see the module doc)."""
+    ``numpy_seconds`` for runs compiled (see the module doc): a function of the call and
+    ``GRADBLOCKS_KERNELS`` only (and of whether numba works at all)."""
     chosen = mode()
     if chosen == "numpy":
         return False
@@ -100,19 +97,16 @@ def use_compiled(ctype: np.dtype, numpy_seconds: float | None = None) -> bool:
                 f"{ENV}=numba but numba is not importable ({_failed}): install it with "
                 f"pip install numba (a dependency of gradblocks), or unset {ENV}")
         return True
-    if not background():
-        return compiled() is not None
-    name = np.dtype(ctype).name
-    if name in _ready:
-        return True
-    if numpy_seconds is not None and numpy_seconds >= LOAD_SECONDS and _failed is None:
-        _load_in_background((name,))
-    return False
+    return numpy_seconds >= COMPILED_FROM_SECONDS and compiled() is not None
 
 
-def background() -> bool:
-    """True under the background policy (the app and the command line: see the module doc)."""
-    return _note_wanted or _warm_thread is not None
+def may_run_compiled() -> bool:
+    """A guess, before the call's work is known and without importing numba: False only when
+    no call of this process can run compiled (``GRADBLOCKS_KERNELS=numpy``, or numba failed)."""
+    try:
+        return mode() != "numpy" and _failed is None
+    except InvalidArgumentError:
+        return False  # the kernel call itself reports the bad setting
 
 
 def ready(ctype: np.dtype) -> bool:
@@ -152,8 +146,9 @@ def warm_up(dtypes: tuple[str, ...] = COMPUTE_DTYPES) -> None:
 
 
 def warm_up_in_background(dtypes: tuple[str, ...] = COMPUTE_DTYPES) -> threading.Thread | None:
-    """Load the compiled code of ``dtypes`` in a daemon thread (the app, at start-up) and turn
-    the background policy on; None when the NumPy kernels are chosen."""
+    """Load the compiled code of ``dtypes`` in a daemon thread (the app, at start-up), so that
+    a large call rarely waits for it; None when the NumPy kernels are chosen. It changes no
+    call's path."""
     try:
         if mode() == "numpy":
             return None
@@ -196,8 +191,7 @@ def _warm_quietly() -> None:
 
 
 def announce_compiles(stream: TextIO | None = None) -> None:
-    """The command line's setting: the background policy (see the module doc), and
-    :data:`COMPILE_NOTE` printed once on ``stream`` (default: whatever ``sys.stderr`` is when
+    """The command line's setting: :data:`COMPILE_NOTE` printed once on ``stream`` (default: whatever ``sys.stderr`` is when
     the compile happens) when this process first compiles a kernel (a cache miss; loading from
     numba's disk cache prints nothing)."""
     global _note_stream, _note_wanted

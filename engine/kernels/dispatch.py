@@ -24,8 +24,8 @@ conv input gradient     ``numba col2im`` (< 16 channels, written   ``numpy col2i
 ======================  =========================================  ==========================
 
 :func:`compiled` asks :func:`engine.kernels.accel.use_compiled` once per call, with the call's
-work (its products), so ``GRADBLOCKS_KERNELS``, readiness and the background policy are decided
-there and nowhere else; the compiled modules are handed what they need (the decision, the chunk
+work (its products), so ``GRADBLOCKS_KERNELS`` and the size rule are decided there and nowhere
+else (the path is a function of the call, never of what is loaded); the compiled modules are handed what they need (the decision, the chunk
 size). The NumPy paths (:mod:`engine.kernels.compute`, :mod:`engine.kernels.sparse`) import
 nothing compiled.
 """
@@ -71,10 +71,9 @@ PATHS = {p.name: p for p in (EMPTY, TAP_SPANS, NUMBA, NUMPY_TILES, WINOGRAD, NUM
                              NUMBA_IM2COL, NUMBA_COL2IM, NUMPY_IM2COL, NUMPY_PER_TAP,
                              NUMPY_COL2IM, NUMPY_GATHER)}
 KINDS = ("forward", "filter", "input")
-#: Products per second of the NumPy paths at the fast end of the benchmark cases here (float32,
-#: 2 cores): the conv ops 4-12e9, the depthwise tiles 0.4-0.8e9; so :func:`numpy_seconds`
-#: rather under- than overestimates, and a call starts loading the compiled code only when its
-#: NumPy time surely exceeds :data:`engine.kernels.accel.LOAD_SECONDS`.
+#: Products per second of the NumPy paths at the fast end of the benchmark cases (float32, 2
+#: cores), so :func:`numpy_seconds` rather under- than overestimates (the rule of
+#: :data:`engine.kernels.accel.COMPILED_FROM_SECONDS`).
 NUMPY_PRODUCTS_PER_S = {"conv": 1.2e10, "depthwise": 8e8}
 
 

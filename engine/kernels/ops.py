@@ -84,7 +84,7 @@ def _vouching(a: np.ndarray, b: np.ndarray) -> bool:
     before (and usually instead of) scanning both inputs for NaN/Inf: a scan costs about as much as
     a depthwise kernel, and 5-25% of a conv gradient."""
     return gemm.propagates_nonfinite() or (  # the work is not known yet: a guess
-        a.dtype == b.dtype and accel.use_compiled(compute_dtype(a.dtype)))
+        a.dtype == b.dtype and accel.may_run_compiled())
 
 
 def _vouch_finite_result(kernel: F) -> F:
