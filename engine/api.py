@@ -52,7 +52,7 @@ from engine.base.errors import InvalidArgumentError
 from engine.base.names import id_problem
 from engine.graph.budget import limit_bytes
 from engine.graph.canvas import Canvas, load_canvas, save_canvas
-from engine.graph.compiler import DEFAULT_MEMORY_LIMIT, Plan
+from engine.graph.compiler import DEFAULT_MEMORY_LIMIT, Plan, place
 from engine.graph.executor import Executor, RunResult
 from engine.graph.report import check_rows, html_table, problem_lines, run_rows, text_table
 from engine.graph.result_names import result_keys
@@ -402,7 +402,7 @@ class NotebookCanvas:
             raise InvalidArgumentError(f"cannot run: {report}")
         result = self.executor.run(plan)
         if result.errors:
-            lines = [f"  {plan.label(n)}: {m}" for n, m in result.errors.items()]
+            lines = [f"  {place(plan.label(n))}: {m}" for n, m in result.errors.items()]
             raise InvalidArgumentError("\n".join([f"{len(lines)} block(s) failed:", *lines]))
         return Results(plan, result)
 
