@@ -47,11 +47,12 @@ import numpy as np
 
 from blocks.registry import get_spec
 from blocks.spec import AttrError, BlockSpec
+from engine.base.arguments import bad, string
 from engine.base.errors import InvalidArgumentError
-from engine.base.names import id_problem, shown
+from engine.base.names import id_problem
 from engine.graph.budget import limit_bytes
 from engine.graph.canvas import Canvas, load_canvas, save_canvas
-from engine.graph.compiler import DEFAULT_MEMORY_LIMIT, Plan
+from engine.graph.compiler import DEFAULT_MEMORY_LIMIT, Plan, place
 from engine.graph.executor import Executor, RunResult
 from engine.graph.report import check_rows, html_table, problem_lines, run_rows, text_table
 from engine.graph.result_names import result_keys
@@ -89,24 +90,16 @@ def _listed(names) -> str:
     return ", ".join(names) or "none"
 
 
-def _bad(name: str, expected: str, value: object) -> InvalidArgumentError:
-    """``name must be <expected>, got <type> <value>``: one line, the value quoted safely."""
-    got = type(value).__name__
-    if isinstance(value, (str, bytes, int, float, tuple, list)) or value is None:
-        got += f" {shown(value, 60)}"
-    return InvalidArgumentError(f"{name} must be {expected}, got {got}", argument=name)
-
-
 def _path_argument(value: object, name: str = "path") -> Path:
     """``value`` as a Path: a str, bytes or os.PathLike, not empty, without NUL characters."""
     if not isinstance(value, (str, bytes, os.PathLike)):
-        raise _bad(name, "a file path (str or os.PathLike)", value)
+        raise bad(name, "a file path (str or os.PathLike)", value)
     try:
         text = os.fsdecode(os.fspath(value))
     except (TypeError, UnicodeError):
-        raise _bad(name, "a file path (str or os.PathLike)", value) from None
+        raise bad(name, "a file path (str or os.PathLike)", value) from None
     if not text or "\0" in text:
-        raise _bad(name, "a non-empty file path without NUL characters", text)
+        raise bad(name, "a non-empty file path without NUL characters", text)
     return Path(text)
 
 
@@ -137,7 +130,7 @@ def _array_argument(value: object, name: str = "array") -> np.ndarray:
                 f"{str(err).splitlines()[0][:100]})",
                 argument=name) from None
     else:
-        raise _bad(name, "a NumPy array or a (nested) list of numbers", value)
+        raise bad(name, "a NumPy array or a (nested) list of numbers", value)
     kind = array.dtype.kind
     if kind not in "biuf":
         raise InvalidArgumentError(
@@ -156,10 +149,10 @@ def _size_argument(value: object) -> tuple[int, int]:
     if not isinstance(value, (tuple, list)) or len(value) != 2 or not all(
             isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
             for v in value):
-        raise _bad("size", expected, value)
+        raise bad("size", expected, value)
     w, h = int(value[0]), int(value[1])
     if not (1 <= w <= MAX_PICTURE_SIDE and 1 <= h <= MAX_PICTURE_SIDE):
-        raise _bad("size", expected, (w, h))
+        raise bad("size", expected, (w, h))
     return w, h
 
 
@@ -170,8 +163,16 @@ def _axes_argument(value: object, ndim: int) -> tuple[str, ...] | None:
     expected = f"None or {ndim} axis names (strings), one per dimension of the array"
     if not isinstance(value, (tuple, list)) or len(value) != ndim or not all(
             isinstance(a, str) for a in value):
-        raise _bad("axes", expected, value)
+        raise bad("axes", expected, value)
     return tuple(value)
+
+
+def _key_argument(key: object) -> str:
+    """A result key: a str (anything else is an :class:`UnknownResultError`, a KeyError)."""
+    if not isinstance(key, str):
+        err = bad("key", "a result key (a string such as 'dw' or 'dw.output')", key)
+        raise UnknownResultError(str(err), argument="key")
+    return key
 
 
 class CheckReport:
@@ -245,7 +246,7 @@ class Results(Mapping):
 
     def axes(self, key: str) -> tuple[str, ...] | None:
         """The axis names the compiler gave the output ``key`` (e.g. kh, kw, in, out)."""
-        ref = self._ref(key) if isinstance(key, str) else None
+        ref = self._ref(_key_argument(key))
         if ref is None:
             self[key]  # the error listing the keys
             return None
@@ -256,13 +257,10 @@ class Results(Mapping):
     def picture(self, key: str, size: tuple[int, int] = PICTURE_SIZE):
         """:func:`picture` of the output ``key`` with its axis names (a filter gradient is a
         montage, as in the viewer)."""
-        return picture(self[key], self.axes(key) if self._ref(key) else None, size)
+        return picture(self[key], self.axes(key) if self._ref(_key_argument(key)) else None, size)
 
     def __getitem__(self, key: str) -> np.ndarray:
-        if not isinstance(key, str):
-            raise UnknownResultError(f"result keys are strings such as 'dw' or 'dw.output', "
-                                     f"got {type(key).__name__}")
-        ref = self._ref(key)
+        ref = self._ref(_key_argument(key))
         if ref is not None:
             return self._arrays[ref]
         if key in self.named:
@@ -296,19 +294,19 @@ class NotebookCanvas:
     def __init__(self, canvas: Canvas | None = None, base_dir: str | os.PathLike | None = None,
                  memory_limit: int = DEFAULT_MEMORY_LIMIT):
         if canvas is not None and not isinstance(canvas, Canvas):
-            raise _bad("canvas", "None or an engine.graph.canvas.Canvas", canvas)
+            raise bad("canvas", "None or an engine.graph.canvas.Canvas", canvas)
         self.canvas = canvas if canvas is not None else Canvas()
         self.base_dir = _path_argument(base_dir, "base_dir") if base_dir is not None else None
         try:
             limit = limit_bytes(memory_limit)
         except (TypeError, ValueError):
-            raise _bad("memory_limit", "a positive number of bytes", memory_limit) from None
+            raise bad("memory_limit", "a positive number of bytes", memory_limit) from None
         self.executor = Executor(memory_limit=limit)
 
     # -- building ------------------------------------------------------------------------------
     def _spec_of(self, node_id: str) -> BlockSpec:
         if not isinstance(node_id, str):
-            raise _bad("id", "a block id (a string)", node_id)
+            raise bad("id", "a block id (a string)", node_id)
         node = self.canvas.nodes.get(node_id)
         if node is None:
             raise InvalidArgumentError(f"no block {node_id!r} on the canvas (its blocks: "
@@ -336,6 +334,7 @@ class NotebookCanvas:
     def add(self, type_id: str, id: str | None = None, *, title: str | None = None,
             pos: tuple[float, float] | None = None, **attrs: Any) -> str:
         """Add a block of ``type_id`` with these attributes (validated now); returns its id."""
+        string("type_id", type_id, "a block type name (a string such as 'Conv2D')")
         try:
             spec = get_spec(type_id)  # an unknown type lists the known ones
         except InvalidArgumentError as err:
@@ -360,8 +359,9 @@ class NotebookCanvas:
 
     def _port(self, ref: str, output: bool) -> tuple[str, str]:
         """``"node.port"`` (or ``"node"``: its main output / its only input) as a port key."""
-        if not isinstance(ref, str):
-            raise InvalidArgumentError(f"a port is written 'block.port', got {ref!r}")
+        name = "src" if output else "dst"
+        string(name, ref, f"an {'output' if output else 'input'} port written 'block.port' or "
+               "'block' (a string)")
         node_id, dot, port = ref.partition(".")
         spec = self._spec_of(node_id)
         ports = spec.output_names() if output else spec.input_names()
@@ -371,8 +371,9 @@ class NotebookCanvas:
                 return node_id, str(spec.main_output_name())
             if len(ports) == 1:
                 return node_id, ports[0]
-            raise InvalidArgumentError(f"{ref!r}: name the {kind} port of block {node_id!r} "
-                                       f"({spec.type_id}): {_listed(f'{node_id}.{p}' for p in ports)}")
+            choices = _listed(f"{node_id}.{p}" for p in ports)
+            raise InvalidArgumentError(f"{name} {ref!r}: name the {kind} port of block "
+                                       f"{node_id!r} ({spec.type_id}): {choices}", argument=name)
         if port not in ports:
             raise InvalidArgumentError(
                 f"{ref!r}: block {node_id!r} ({spec.type_id}) has no {kind} port {port!r}; its "
@@ -401,7 +402,7 @@ class NotebookCanvas:
             raise InvalidArgumentError(f"cannot run: {report}")
         result = self.executor.run(plan)
         if result.errors:
-            lines = [f"  {plan.label(n)}: {m}" for n, m in result.errors.items()]
+            lines = [f"  {place(plan.label(n))}: {m}" for n, m in result.errors.items()]
             raise InvalidArgumentError("\n".join([f"{len(lines)} block(s) failed:", *lines]))
         return Results(plan, result)
 

@@ -184,8 +184,8 @@ def _add(**kwargs) -> Callable[[api.NotebookCanvas], object]:
 
 # (what, call on small(), the argument named, words of the message)
 BUILDING = [
-    ("add an int type", lambda c: c.add(5), "type_id", "unknown block type 5"),
-    ("add a None type", lambda c: c.add(None), "type_id", "unknown block type None"),
+    ("add an int type", lambda c: c.add(5), "type_id", "type_id must be a block type name"),
+    ("add a None type", lambda c: c.add(None), "type_id", "got NoneType None"),
     ("add an unknown type", lambda c: c.add("Nope"), "type_id", "unknown block type 'Nope'"),
     ("add an int id", _add(id=5), "id", "expected a string id, got 5"),
     ("add an empty id", _add(id=""), "id", "node id '' must be 1-64 characters"),
@@ -211,9 +211,11 @@ BUILDING = [
     ("set an unknown block", lambda c: c.set("zz", seed=1), "id", "no block 'zz'"),
     ("set an unknown attribute", lambda c: c.set("x", nope=1), "nope", "no attribute 'nope'"),
     ("set a float seed", lambda c: c.set("x", seed=1.5), "seed", "seed"),
-    ("connect ints", lambda c: c.connect(1, 2), None, "a port is written 'block.port', got 1"),
-    ("connect None", lambda c: c.connect(None, "t"), None, "got None"),
-    ("connect a tuple", lambda c: c.connect(("x", "output"), "t"), None, "got ('x', 'output')"),
+    ("connect ints", lambda c: c.connect(1, 2), "src",
+     "written 'block.port' or 'block' (a string), got int 1"),
+    ("connect None", lambda c: c.connect(None, "t"), "src", "got NoneType None"),
+    ("connect a tuple", lambda c: c.connect(("x", "output"), "t"), "src",
+     "got tuple ('x', 'output')"),
     ("connect an unknown block", lambda c: c.connect("zz.output", "t"), "id", "no block 'zz'"),
     ("connect an unknown port", lambda c: c.connect("x.nope", "t"), "port", "no output port"),
     ("connect into an output", lambda c: c.connect("x", "t.output"), "port", "no input port"),

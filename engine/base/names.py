@@ -70,6 +70,8 @@ def escaped(text: str, limit: int | None = None) -> str:
     ``limit`` at most :data:`MAX_TITLE` the result passes :func:`text_problem`. A value that is
     not a string (a name a corrupt file gives as a number) is escaped as its ``str``."""
     text = text if isinstance(text, str) else str(text)
+    if text.isprintable() and (limit is None or len(text) <= limit):
+        return text  # nothing to escape or cut (a whole table's cells pass here)
     if limit is not None:
         text = text[: limit + 1]  # enough to know whether it is cut
     out = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)

@@ -93,7 +93,7 @@ from engine.cli.progress import StepProgress
 from engine.export.to_numpy import export_script
 from engine.graph.budget import gib_to_bytes
 from engine.graph.canvas import Canvas, CanvasError, load_canvas
-from engine.graph.compiler import DEFAULT_MEMORY_LIMIT, Plan
+from engine.graph.compiler import DEFAULT_MEMORY_LIMIT, Plan, place
 from engine.graph.executor import Executor
 from engine.graph.report import (
     attribute_problems_only,
@@ -130,8 +130,9 @@ def _cut(line: str) -> str:
 
 
 def _path(path: str, limit: int = 120) -> str:
-    """A path for an error message: cut in the middle when long, so the message after it
-    survives."""
+    """A path for a message, :func:`escaped`: cut in the middle when long, so the message after
+    it survives."""
+    path = escaped(path)
     return path if len(path) <= limit else f"{path[: limit // 2 - 3]}...{path[-(limit // 2):]}"
 
 
@@ -148,7 +149,10 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors: ``gradblocks run: error: ... (see --help)``."""
 
     def error(self, message: str) -> NoReturn:
-        _say(_cut(f"{self.prog}: error: {message} (see {self.prog} --help)"), sys.stderr)
+        # argparse builds the message, quoting some values with repr and others not
+        # ("unrecognized arguments: ..."): escaped here, where it becomes ours
+        _say(_cut(f"{self.prog}: error: {escaped(message)} (see {self.prog} --help)"),
+             sys.stderr)
         raise SystemExit(2)
 
 
@@ -316,7 +320,7 @@ def cmd_check(path: str, executor: Executor) -> int:
         return 2
     plan = compiled[1]
     _say(text_table(check_rows(plan)))
-    _say(f"{path}: ok, {len(plan.steps)} block(s)")
+    _say(f"{escaped(path)}: ok, {len(plan.steps)} block(s)")
     _warn(path, plan)
     return 0
 
@@ -383,12 +387,12 @@ def cmd_run(path: str, executor: Executor, out: str | None) -> int:
         arrays = {key: result.outputs[ref] for ref, key in keys.items()
                   if ref in result.outputs}
         if _write(out, lambda f: write_npz(f, arrays)):
-            _say(f"wrote {len(arrays)} output(s) to {out}")
+            _say(f"wrote {len(arrays)} output(s) to {escaped(out)}")
         else:
             status = 1
     if result.errors:
         _err(f"{_path(path)}: {len(result.errors)} block(s) failed:",
-             [f"{plan.label(n)}: {m}" for n, m in result.errors.items()])
+             [f"{place(plan.label(n))}: {m}" for n, m in result.errors.items()])
         status = 1
     return status
 
@@ -408,7 +412,7 @@ def cmd_export(path: str, executor: Executor, output: str, to: str = "numpy") ->
     script = export_script(plan, Path(path).name, titles).encode("utf-8")
     if not _write(output, lambda f: f.write(script)):
         return 1
-    _say(f"wrote {output}: {len(plan.steps)} block(s)")
+    _say(f"wrote {escaped(output)}: {len(plan.steps)} block(s)")
     return 0
 
 
@@ -437,7 +441,7 @@ def _export_framework(path: str, canvas: Canvas, plan: Plan, titles: dict, outpu
     if not _write(output, lambda f: f.write(script), [member], owned_companions,
                   keep=list(canvas_protected(path, canvas))):
         return 1
-    _say(f"wrote {output} and {companion}: {len(plan.steps)} block(s), {to}")
+    _say(f"wrote {escaped(output)} and {escaped(companion)}: {len(plan.steps)} block(s), {to}")
     return 0
 
 

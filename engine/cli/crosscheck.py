@@ -38,7 +38,7 @@ from engine.export.crosscheck import (
     status_lines,
     table_lines,
 )
-from engine.graph.compiler import DEFAULT_MEMORY_LIMIT
+from engine.graph.compiler import DEFAULT_MEMORY_LIMIT, place
 from engine.graph.executor import Executor
 
 
@@ -116,6 +116,6 @@ def cmd_crosscheck(opts: argparse.Namespace, executor: Executor) -> int:
         _say(as_text(report))
     if result.errors:
         _err(f"{_path(opts.canvas)}: {len(result.errors)} block(s) failed:",
-             [f"{plan.label(n)}: {m}" for n, m in result.errors.items()])
+             [f"{place(plan.label(n))}: {m}" for n, m in result.errors.items()])
         return 1
     return 0 if report.ok else 1

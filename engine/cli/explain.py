@@ -51,7 +51,7 @@ from engine.explain.terms import (
 )
 from engine.graph.budget import gib
 from engine.graph.canvas import Canvas
-from engine.graph.compiler import DEFAULT_MEMORY_LIMIT, Plan
+from engine.graph.compiler import DEFAULT_MEMORY_LIMIT, Plan, place
 from engine.graph.executor import Executor
 
 #: Terms shown in the text table unless --limit says otherwise, and the most it shows (a table
@@ -281,7 +281,7 @@ def cmd_explain(opts: argparse.Namespace, executor: Executor) -> int:
     try:
         node_id, port = resolve_node(canvas, opts.node)
         node = canvas.nodes[node_id]
-        label = plan.label(node_id)
+        label = place(plan.label(node_id))
         if node.type not in OPS:
             raise UsageError(f"{label} ({node_id}) is {article(node.type)} block, not a conv block: "
                              f"explain takes {', '.join(OPS)}")
@@ -300,7 +300,7 @@ def cmd_explain(opts: argparse.Namespace, executor: Executor) -> int:
     result = executor.run(_ancestors(plan, node_id))
     if node_id in result.errors:  # its own error, or a "skipped" after the blocks that failed
         _err(f"{_path(path)}: {label} failed:",
-             [f"{plan.label(n)}: {m}" for n, m in result.errors.items()])
+             [f"{place(plan.label(n))}: {m}" for n, m in result.errors.items()])
         return 1
     step = next(s for s in plan.steps if s.node_id == node_id)
     inputs = {p: result.outputs[src] for p, src in step.inputs.items()}

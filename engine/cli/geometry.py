@@ -19,10 +19,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from engine.base.names import article
+from engine.base.names import article, escaped
 from engine.cli.commands import _check_target, _compile, _err, _say, _write
 from engine.cli.explain import UsageError, _count, resolve_node
 from engine.explain.terms import OPS
+from engine.graph.compiler import place
 from engine.graph.executor import Executor
 
 EXTENSIONS = (".png", ".gif")
@@ -77,7 +78,7 @@ def cmd_geometry(opts: argparse.Namespace, executor: Executor) -> int:
         return 2
     try:
         node_id, port = resolve_node(canvas, opts.node)
-        label = plan.label(node_id)
+        label = place(plan.label(node_id))
         node = canvas.nodes[node_id]
         if port is not None and node_id != opts.node:
             raise UsageError(f"geometry takes a block, not a port: {opts.node!r}")
@@ -99,12 +100,12 @@ def cmd_geometry(opts: argparse.Namespace, executor: Executor) -> int:
 
     step = next(s for s in plan.steps if s.node_id == node_id)
     model = model_for_step(step, plan.specs)
-    title = picture_title(label, node_id, node.type)
+    title = picture_title(plan.label(node_id), node_id, node.type)
     if opts.output.lower().endswith(".gif"):
         count: list[int] = []
         if not _write(opts.output, lambda f: count.append(write_gif(model, title, f))):
             return 1
-        _say(f"wrote {opts.output}: {count[0]} frame(s) of {model.frame_count}")
+        _say(f"wrote {escaped(opts.output)}: {count[0]} frame(s) of {model.frame_count}")
         return 0
     if opts.overlap:
         image = render_overlap(model, title)
@@ -121,5 +122,5 @@ def cmd_geometry(opts: argparse.Namespace, executor: Executor) -> int:
         image = render_frame(model, k, title)
     if not _write(opts.output, lambda f: write_png(image, f)):
         return 1
-    _say(f"wrote {opts.output}: {image.width}x{image.height}")
+    _say(f"wrote {escaped(opts.output)}: {image.width}x{image.height}")
     return 0

@@ -94,7 +94,7 @@ def cmd_import(opts) -> int:
         if opts.list:
             rows, refused = list_lines(plan_model(found, 1, opts.layout))
             _say(text_table(rows) if len(rows) > 1 else
-                 f"{opts.model}: no importable conv layers")
+                 f"{escaped(opts.model)}: no importable conv layers")
             for reason in refused:
                 _say(f"cannot import: {reason}")
             return 0
@@ -105,7 +105,7 @@ def cmd_import(opts) -> int:
             for item in index:
                 if "skipped" in item:
                     _say(f"skipped: {escaped(item['skipped'])}")
-            _say(f"wrote {written} canvases and {opts.output}/index.json "
+            _say(f"wrote {written} canvases and {escaped(opts.output)}/index.json "
                  f"({len(index) - written} conv layers skipped)")
             return 0
         layer = found.find(opts.layer, _path(opts.model))
@@ -143,5 +143,5 @@ def cmd_import(opts) -> int:
              "conv (and the bias); the canvas computes the conv alone (a note on the canvas "
              "says so)")
     for path in done.files:
-        _say(f"wrote {path}")
+        _say(f"wrote {escaped(path)}")
     return 0

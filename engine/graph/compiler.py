@@ -29,7 +29,7 @@ from blocks.registry import get_spec
 from blocks.spec import AttrError, BlockSpec, PortSpec, TensorSpec, read_paths, resolve_paths
 from engine.base.errors import InvalidArgumentError
 from engine.base.memory_limit import DEFAULT_MEMORY_LIMIT  # a run needing more is refused
-from engine.base.names import shown
+from engine.base.names import escaped, shown
 from engine.graph.budget import Budget, gib, nbytes
 from engine.graph.canvas import Canvas
 from engine.graph.labels import block_labels
@@ -42,8 +42,9 @@ def place(label: str, attr: str | None = None) -> str:
     """How every message names a block, or one of its attributes or input ports:
     ``label.attr`` (``dW.strides``), the block by its label (:mod:`engine.graph.labels`: the
     title, ``title (id)`` when two blocks share it). The compiler, the canvas loader's messages
-    (:func:`engine.graph.report.canvas_error_lines`) and the app all use this one form."""
-    return f"{label}.{attr}" if attr else label
+    (:func:`engine.graph.report.canvas_error_lines`) and the app all use this one form; the
+    label :func:`escaped` (a title may hold a bidi override)."""
+    return f"{escaped(label)}.{attr}" if attr else escaped(label)
 
 
 @dataclass(frozen=True)

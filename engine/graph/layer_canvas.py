@@ -69,17 +69,17 @@ def read_model(path: str, attrs_text: str | None = None,
     name) for ONNX models only."""
     suffix = Path(path).suffix.lower()
     if suffix not in MODEL_SUFFIXES:
-        raise ModelImportError(f"{path}: unknown model format {suffix or '(no suffix)'!r} "
+        raise ModelImportError(f"{escaped(path)}: unknown model format {suffix or '(no suffix)'!r} "
                                f"(expected one of {', '.join(MODEL_SUFFIXES)})")
     if not os.path.isfile(path):
-        raise ModelImportError(f"{path}: no such file")
+        raise ModelImportError(f"{escaped(path)}: no such file")
     if suffix in (".safetensors", ".npz"):
         return read_weights(path, parse_attrs(attrs_text or ""))
     if attrs_text:
-        raise ModelImportError(f"--attrs is for .safetensors and .npz files: {path} carries "
+        raise ModelImportError(f"--attrs is for .safetensors and .npz files: {escaped(path)} carries "
                                "its layers' attributes")
     if weights_path is not None and suffix != ".onnx":
-        raise ModelImportError(f"--weights is for ONNX models (arrays for graph inputs): {path} "
+        raise ModelImportError(f"--weights is for ONNX models (arrays for graph inputs): {escaped(path)} "
                                "carries its weights")
     if suffix == ".onnx":
         return read_onnx(path, read_weights_npz(weights_path) if weights_path else None)
@@ -105,12 +105,12 @@ def _input_array(layer: ConvLayer, path: str, layout: str) -> np.ndarray:
     try:
         arr = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as err:
-        raise ModelImportError(f"--input {path}: not a readable .npy file ({err})") from None
+        raise ModelImportError(f"--input {escaped(path)}: not a readable .npy file ({err})") from None
     channels = arr.shape[3] if layout == "NHWC" and arr.ndim == 4 else (
         arr.shape[1] if arr.ndim == 4 else None)
     if arr.ndim != 4 or channels != layer.in_channels or arr.dtype.kind not in "fiu":
         want = "[N, H, W, %d]" if layout == "NHWC" else "[N, %d, H, W]"
-        raise ModelImportError(f"--input {path}: shape {list(arr.shape)} dtype {arr.dtype}, "
+        raise ModelImportError(f"--input {escaped(path)}: shape {list(arr.shape)} dtype {arr.dtype}, "
                                f"expected numbers of shape {want % layer.in_channels} "
                                f"(layer {layer.name!r}, {layout})")
     return arr

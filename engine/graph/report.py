@@ -15,6 +15,7 @@ import numpy as np
 
 from blocks.registry import get_spec
 from engine.base.dtypes import dtype_name
+from engine.base.names import escaped
 from engine.graph.canvas import CanvasError
 from engine.graph.compiler import Plan, place
 from engine.graph.executor import RunResult
@@ -113,7 +114,9 @@ def attribute_problems_only(err: CanvasError) -> bool:
 
 
 def text_table(rows: list[list[str]]) -> str:
-    """Columns padded to their widest cell, two spaces apart."""
+    """Columns padded to their widest cell, two spaces apart; each cell :func:`escaped`
+    (a title may hold a bidi override, a layer name read from a file anything)."""
+    rows = [[escaped(c) for c in r] for r in rows]
     if any(len(r) != len(rows[0]) for r in rows):  # a ragged table: the checks below raise
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()

@@ -12,6 +12,7 @@ and neither ``case_timeout`` nor ``memory`` holds it (a warning says so, once pe
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 import shlex
@@ -22,6 +23,13 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from engine.base.arguments import (
+    bad,
+    optional_callable,
+    optional_event,
+    optional_string,
+    whole_number,
+)
 from engine.base.dtypes import to_dtype
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import escaped, shown
@@ -168,15 +176,15 @@ def target_spec(fn: Any, cmd: str | None, path: str | None,
     return ("python", *named, sys_path), f"{named[0]}:{named[1]}"
 
 
-def _count(name: str, value: Any, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise InvalidArgumentError(f"{name} must be a whole number in {lo}..{hi}, got "
-                                   f"{shown(value)}", name)
-    return value
-
-
 def dtype_list(dtype: str | list[str] | tuple[str, ...]) -> list[str]:
-    names = dtype.split(",") if isinstance(dtype, str) else list(dtype)
+    """The dtype names of ``dtype``: one name, a comma list or a list (tuple) of names."""
+    if isinstance(dtype, str):
+        names = dtype.split(",")
+    elif isinstance(dtype, (list, tuple)):
+        names = list(dtype)
+    else:
+        raise bad("dtype", "a dtype name such as 'float32', a comma list of them or a list of "
+                  "them", dtype)
     for n in names:
         to_dtype(n)
     if not names:
@@ -200,19 +208,21 @@ def verify(fn: Any = None, op: str = "", convention: str = "tf", *,
     run in this process finishes its running case), stops its worker processes and raises
     :class:`engine.base.cancel.Cancelled`."""
     usage(convention, op)
+    dtypes = dtype_list(dtype)
+    whole_number("cases", cases, 1, MAX_CASES)
+    whole_number("seed", seed, 0, 2**63 - 1)
+    whole_number("jobs", jobs, 1, MAX_JOBS)
+    if max_failures is not None:
+        whole_number("max_failures", max_failures, 1, MAX_CASES)
+    optional_string("support", support, "a SPEC string (e.g. 'strides<=2 padding=SAME,VALID')")
+    optional_callable("progress", progress, "a callable progress(done, total)")
+    optional_event("cancel", cancel)
     if isinstance(fn, str) and fn in FRAMEWORKS:  # a framework: its adapter for op
         fn, support = resolve(fn, op, convention, support)
-    dtypes = dtype_list(dtype)
-    _count("cases", cases, 1, MAX_CASES)
-    _count("seed", seed, 0, 2**63 - 1)
-    _count("jobs", jobs, 1, MAX_JOBS)
-    if max_failures is not None:
-        _count("max_failures", max_failures, 1, MAX_CASES)
     if isinstance(case_timeout, bool) or not isinstance(case_timeout, (int, float)) or not (
             math.isfinite(case_timeout) and case_timeout > 0):
-        raise InvalidArgumentError(f"case_timeout must be a positive number of seconds, got "
-                                   f"{shown(case_timeout)}", "case_timeout")
-    memory_mb = default_memory_mb() if memory is None else _count(
+        raise bad("case_timeout", "a positive number of seconds", case_timeout)
+    memory_mb = default_memory_mb() if memory is None else whole_number(
         "memory", memory, MIN_MEMORY_MB, 2**40)
     spec = parse_support(support)
     dtypes_run = spec.dtypes(dtypes)
@@ -237,6 +247,11 @@ def assert_conformant(fn: Any = None, op: str = "", convention: str = "tf",
                       **options: Any) -> VerifyReport:
     """:func:`verify`, raising ``AssertionError`` (the diagnosis and the minimal case) when a
     case fails; returns the report when every case passes."""
+    known = list(inspect.signature(verify).parameters)[3:]
+    for name in options:
+        if name not in known:
+            raise InvalidArgumentError(f"{shown(name)}: assert_conformant has no such option (its "
+                                       f"options: {', '.join(known)})", name)
     report = verify(fn, op, convention, **options)
     if not report.ok:
         m = report.minimal_failures[0]

@@ -12,7 +12,7 @@ import zlib
 import numpy as np
 
 from engine.base.memory_limit import gib
-from engine.base.names import shown
+from engine.base.names import escaped, shown
 from engine.io import strict_json
 from engine.io.models import hdf5_guard
 from engine.io.models.keras_layers import _found
@@ -56,9 +56,9 @@ def _member(z: zipfile.ZipFile, name: str, limit: int, why: str, path: str) -> b
     try:
         info = z.getinfo(name)
     except KeyError:
-        raise ModelImportError(f"{path}: a .keras zip without {name}") from None
+        raise ModelImportError(f"{escaped(path)}: a .keras zip without {name}") from None
     if info.file_size > limit:
-        raise ModelImportError(f"{path}: {name} is {gib(info.file_size)} uncompressed, "
+        raise ModelImportError(f"{escaped(path)}: {name} is {gib(info.file_size)} uncompressed, "
                                f"more than {why} ({gib(limit)}): not read")
     return z.read(info)
 
@@ -73,13 +73,13 @@ def _open_zip(path: str, h5py, limit: int) -> tuple[dict, object, int]:
     except ModelImportError:
         raise
     except ZIP_ERRORS as err:
-        raise ModelImportError(f"{path}: not a readable .keras zip ({type(err).__name__}: "
+        raise ModelImportError(f"{escaped(path)}: not a readable .keras zip ({type(err).__name__}: "
                                f"{err})") from None
-    config = _parse_config(raw, f"{path}: {CONFIG_MEMBER}")
+    config = _parse_config(raw, f"{escaped(path)}: {CONFIG_MEMBER}")
     try:
         h5 = h5py.File(io.BytesIO(data), "r")
     except hdf5_guard.H5_ERRORS as err:
-        raise ModelImportError(f"{path}: {WEIGHTS_MEMBER} is not a readable HDF5 file "
+        raise ModelImportError(f"{escaped(path)}: {WEIGHTS_MEMBER} is not a readable HDF5 file "
                                f"({type(err).__name__}: {err})") from None
     return config, h5, len(data)
 
@@ -88,20 +88,20 @@ def _legacy_config(h5, path: str) -> dict:
     try:
         raw = h5.attrs.get("model_config")
     except hdf5_guard.H5_ERRORS as err:
-        raise ModelImportError(f"{path}: the model_config attribute cannot be read "
+        raise ModelImportError(f"{escaped(path)}: the model_config attribute cannot be read "
                                f"({type(err).__name__}: {err})") from None
     if raw is None:
-        raise ModelImportError(f"{path}: an HDF5 file without a model_config attribute "
+        raise ModelImportError(f"{escaped(path)}: an HDF5 file without a model_config attribute "
                                "(a weights-only file has no layer attributes)")
     if isinstance(raw, np.ndarray) and raw.shape == () or isinstance(raw, np.bytes_):
         raw = raw.item() if isinstance(raw, np.ndarray) else bytes(raw)
     if not isinstance(raw, str | bytes):
-        raise ModelImportError(f"{path}: the model_config attribute is {shown(raw, 60)}, "
+        raise ModelImportError(f"{escaped(path)}: the model_config attribute is {shown(raw, 60)}, "
                                "expected a JSON string")
     if len(raw) > MAX_CONFIG_BYTES:
-        raise ModelImportError(f"{path}: the model_config attribute has {gib(len(raw))}, "
+        raise ModelImportError(f"{escaped(path)}: the model_config attribute has {gib(len(raw))}, "
                                f"more than a config may have ({gib(MAX_CONFIG_BYTES)})")
-    return _parse_config(raw, f"{path}: the model_config attribute")
+    return _parse_config(raw, f"{escaped(path)}: the model_config attribute")
 
 
 def open_keras(path: str, h5py, limit: int) -> tuple[dict, object, str, int, bool]:
@@ -112,19 +112,19 @@ def open_keras(path: str, h5py, limit: int) -> tuple[dict, object, str, int, boo
         is_zip = not hdf5 and zipfile.is_zipfile(path)
         size = os.path.getsize(path)
     except OSError as err:
-        raise ModelImportError(f"{path}: cannot read the file ({err.strerror or err})") from None
+        raise ModelImportError(f"{escaped(path)}: cannot read the file ({err.strerror or err})") from None
     if is_zip:
         config, h5, size = _open_zip(path, h5py, limit)
-        source = f"{path}: {WEIGHTS_MEMBER}"
+        source = f"{escaped(path)}: {WEIGHTS_MEMBER}"
     elif hdf5:
         try:
             h5 = h5py.File(path, "r")
         except hdf5_guard.H5_ERRORS as err:
-            raise ModelImportError(f"{path}: not a readable HDF5 file ({type(err).__name__}: "
+            raise ModelImportError(f"{escaped(path)}: not a readable HDF5 file ({type(err).__name__}: "
                                    f"{err})") from None
         source, config = path, None
     else:
-        raise ModelImportError(f"{path}: not a Keras model (neither a .keras zip nor an HDF5 "
+        raise ModelImportError(f"{escaped(path)}: not a Keras model (neither a .keras zip nor an HDF5 "
                                "file)")
     try:
         hdf5_guard.check_file(h5, source)

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.base.memory_limit import DEFAULT_MEMORY_LIMIT
-from engine.base.names import article, shown
+from engine.base.names import article, escaped, shown
 from engine.io.models import hdf5_guard, keras_graph
 from engine.io.models.keras_layers import (
     _MISSING,
@@ -170,7 +170,7 @@ class _Reader:
     _index_problems: dict[str, str] = field(default_factory=dict)
 
     def fail(self, message: str) -> ModelImportError:
-        return ModelImportError(f"{self.path}: {message}")
+        return ModelImportError(f"{escaped(self.path)}: {message}")
 
     # -- the config -------------------------------------------------------------------------
 
@@ -432,14 +432,14 @@ def read_keras(path: str, memory_limit: int = DEFAULT_MEMORY_LIMIT) -> ModelLaye
                     found_layers.layers += reader.conv_layers(
                         name, entry, wpath, shapes.get(id(entry), "the walk did not reach it"))
                 except _LayerProblem as err:
-                    found_layers.refused[name] = f"{said}: {err} (in {path})"
+                    found_layers.refused[name] = f"{said}: {err} (in {escaped(path)})"
                 except ModelImportError as err:  # a dataset's problem names the file already
                     text = str(err)
-                    found_layers.refused[name] = (f"{said}: {text}" if text.startswith(path)
-                                                  else f"{text} (in {path})")
+                    found_layers.refused[name] = (f"{said}: {text}" if text.startswith(escaped(path))
+                                                  else f"{text} (in {escaped(path)})")
             elif kind in OTHER_CONV_CLASSES:
                 found_layers.refused[name] = (f"{said}: {kind} cannot be imported, only "
-                                              f"{', '.join(CONV_CLASSES)} (in {path})")
+                                              f"{', '.join(CONV_CLASSES)} (in {escaped(path)})")
             else:
                 shown_kind = kind if re.fullmatch(r"[\w.]{1,80}", kind, re.ASCII) else shown(kind)
                 found_layers.others[name] = f"{said}: {shown_kind} is not a conv layer"

@@ -57,13 +57,13 @@ def _file_bytes(path: str) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as err:
-        raise ModelImportError(f"{path}: cannot read the model ({err.strerror})") from None
+        raise ModelImportError(f"{escaped(path)}: cannot read the model ({err.strerror})") from None
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
-            raise ModelImportError(f"{path}: not a regular file")
+            raise ModelImportError(f"{escaped(path)}: not a regular file")
         if st.st_size > MAX_MODEL_BYTES:
-            raise ModelImportError(f"{path}: not a readable ONNX model ({st.st_size} bytes, "
+            raise ModelImportError(f"{escaped(path)}: not a readable ONNX model ({st.st_size} bytes, "
                                    f"more than protobuf's limit of {MAX_MODEL_BYTES})")
         return f.read(MAX_MODEL_BYTES + 1)
 
@@ -76,10 +76,10 @@ def _load(path: str):
         model = onnx.load_model_from_string(data)
     except Exception as err:  # noqa: BLE001 - protobuf decode errors have no common base
         detail = str(err).splitlines()[0] if str(err) else "no detail"
-        raise ModelImportError(f"{path}: not a readable ONNX model ({type(err).__name__}: "
+        raise ModelImportError(f"{escaped(path)}: not a readable ONNX model ({type(err).__name__}: "
                                f"{escaped(detail, 200)})") from None
     if not model.graph.node:
-        raise ModelImportError(f"{path}: not a readable ONNX model (no graph nodes)")
+        raise ModelImportError(f"{escaped(path)}: not a readable ONNX model (no graph nodes)")
     try:
         return onnx, onnx.shape_inference.infer_shapes(model), len(data)
     except Exception:  # noqa: BLE001 - shapes are a convenience: --input-size gives them

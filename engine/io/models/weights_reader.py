@@ -34,7 +34,7 @@ import numpy as np
 
 from engine.base.errors import InvalidArgumentError
 from engine.base.memory_limit import DEFAULT_MEMORY_LIMIT, gib
-from engine.base.names import shown
+from engine.base.names import escaped, shown
 from engine.io import npy, strict_json
 from engine.io.models.model_import import (
     ConvLayer,
@@ -66,7 +66,7 @@ def parse_attrs(text: str) -> dict:
                                        ) from None
             n = {"strides": 2, "dilations": 2, "pads": 4, "groups": 1}[key]
             if len(nums) != n or min(nums) < (0 if key == "pads" else 1):
-                raise ModelImportError(f"--attrs: {key}={value} needs {n} "
+                raise ModelImportError(f"--attrs: {key}={escaped(value)} needs {n} "
                                        f"{'non-negative' if key == 'pads' else 'positive'} "
                                        "integer(s)")
             out[key] = nums[0] if key == "groups" else nums
@@ -75,7 +75,7 @@ def parse_attrs(text: str) -> dict:
             choices = {"padding": ("SAME", "VALID", "EXPLICIT"), "weights": ("OIHW", "HWIO"),
                        "data_format": ("NCHW", "NHWC")}[key]
             if value not in choices:
-                raise ModelImportError(f"--attrs: {key}={value} is not one of "
+                raise ModelImportError(f"--attrs: {key}={escaped(value)} is not one of "
                                        f"{', '.join(choices)}")
             out[key] = value
     if out.get("padding") == "EXPLICIT" and "pads" not in out:
@@ -114,13 +114,13 @@ def _safetensors(path: str, stack: ExitStack) -> dict[str, _Tensor]:
         with open(path, "rb") as f:
             head, size = f.read(8), os.fstat(f.fileno()).st_size
     except OSError as err:
-        raise ModelImportError(f"{path}: cannot read the file ({err.strerror or err})") from None
+        raise ModelImportError(f"{escaped(path)}: cannot read the file ({err.strerror or err})") from None
     if len(head) < 8:
-        raise ModelImportError(f"{path}: not a .safetensors file ({size} bytes, shorter than "
+        raise ModelImportError(f"{escaped(path)}: not a .safetensors file ({size} bytes, shorter than "
                                "its 8-byte header length)")
     length = int.from_bytes(head, "little")
     if length > size - 8:
-        raise ModelImportError(f"{path}: the safetensors header claims {length} bytes but the "
+        raise ModelImportError(f"{escaped(path)}: the safetensors header claims {length} bytes but the "
                                f"file has {size - 8} after the header length")
     try:
         f = stack.enter_context(st.safe_open(path, framework="numpy"))
@@ -128,7 +128,7 @@ def _safetensors(path: str, stack: ExitStack) -> dict[str, _Tensor]:
         entries = {key: (f.get_slice(key).get_dtype(), tuple(f.get_slice(key).get_shape()))
                    for key in keys}
     except Exception as err:  # noqa: BLE001 - safetensors raises its own SafetensorError
-        raise ModelImportError(f"{path}: not a readable .safetensors file ({err})") from None
+        raise ModelImportError(f"{escaped(path)}: not a readable .safetensors file ({err})") from None
     out = {}
     for key, (dtype, shape) in entries.items():
         numpy_dtype = SAFETENSORS_DTYPES.get(dtype)
@@ -158,7 +158,7 @@ def _widened(path: str, header_length: int, key: str, dtype: str, shape: tuple[i
 
         kind = np.dtype(getattr(ml_dtypes, SAFETENSORS_WIDENED[dtype]))
         if end - begin != math.prod(shape) * kind.itemsize:
-            raise ModelImportError(f"{path}: tensor {shown(key)}: its data offsets do not fit "
+            raise ModelImportError(f"{escaped(path)}: tensor {shown(key)}: its data offsets do not fit "
                                    f"its shape {list(shape)} and dtype {dtype}")
         f.seek(8 + header_length + begin)
         data = f.read(end - begin)
@@ -177,7 +177,7 @@ def _npz(path: str, stack: ExitStack, limit: int) -> dict[str, _Tensor]:
         z = stack.enter_context(zipfile.ZipFile(path))
         infos = z.infolist()
     except ZIP_ERRORS as err:
-        raise ModelImportError(f"{path}: not a readable .npz file ({type(err).__name__}: "
+        raise ModelImportError(f"{escaped(path)}: not a readable .npz file ({type(err).__name__}: "
                                f"{err})") from None
     out: dict[str, _Tensor] = {}
     for info in infos:
@@ -185,7 +185,7 @@ def _npz(path: str, stack: ExitStack, limit: int) -> dict[str, _Tensor]:
         key = name.removesuffix(".npy")
         label = f"member {shown(name)}"
         if key in out:
-            raise ModelImportError(f"{path}: {label} appears twice")
+            raise ModelImportError(f"{escaped(path)}: {label} appears twice")
         if not name.endswith(".npy"):
             out[key] = _Tensor(None, 0, f"{label} is not a .npy array (an .npz holds .npy "
                                         "arrays only)")
@@ -264,7 +264,7 @@ def read_weights(path: str, attrs: dict, memory_limit: int = DEFAULT_MEMORY_LIMI
                 found.others.setdefault(name, (
                     f"tensor {shown(key)} has shape {list(tensor.shape)}, expected 4 dimensions "
                     f"({LAYOUT_DIMS[layout]} with weights={layout}): not conv weights "
-                    f"(in {path})"))
+                    f"(in {escaped(path)})"))
                 continue
             try:
                 found.layers.append(_layer(name, key, tensor, tensors, reading, attrs, layout,
@@ -272,7 +272,7 @@ def read_weights(path: str, attrs: dict, memory_limit: int = DEFAULT_MEMORY_LIMI
             except ModelImportError as err:
                 text = str(err)
                 said = text if text.startswith("layer ") else f"layer {shown(name)}: {text}"
-                found.refused[name] = f"{said} (in {path})"
+                found.refused[name] = f"{said} (in {escaped(path)})"
     return found
 
 
