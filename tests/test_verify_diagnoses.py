@@ -161,8 +161,10 @@ def test_tensorflow_depthwise_backprops_with_a_dilation_at_same(op, kw):
 @pytest.mark.parametrize("op", [DWF, DWI])
 @pytest.mark.parametrize("padding", ["VALID", "EXPLICIT"])
 def test_tensorflow_depthwise_backprops_refuse_a_dilation_at_valid(op, padding):
-    """There TF checks out_backprop against the undilated filter and refuses a valid case:
-    refused_valid_case, its message quoted; two such refusals differing in sizes share a key."""
+    """There TF refuses a valid case: refused_valid_case, its message quoted; two such
+    refusals differing in sizes share a key. Which refusal depends on TF's kernels: its Eigen
+    kernels check out_backprop against the undilated filter; where TF turns oneDNN on by itself
+    (AVX-512 VNNI CPUs), oneDNN finds no primitive for the case."""
     tf = pytest.importorskip("tensorflow")
     messages = []
     for h in (7, 8):
@@ -171,14 +173,17 @@ def test_tensorflow_depthwise_backprops_refuse_a_dilation_at_valid(op, padding):
         reference(op, args)  # a valid case: the exact kernels accept it
         try:
             getattr(tf.raw_ops, op)(**_tf_args(op, args))
-        except tf.errors.InvalidArgumentError as err:
-            messages.append(str(err))
+        except tf.errors.OpError as err:
+            messages.append(f"{type(err).__name__}: {err}")
         else:
             pytest.skip("this TensorFlow accepts dilated VALID depthwise backprops")
     d = diagnose_refusal(messages[0])
     assert d.id == "refused_valid_case"
-    assert "Number of rows of out_backprop doesn't match computed" in d.text
-    assert messages[0] != messages[1] and refusal_key(messages[0]) == refusal_key(messages[1])
+    eigen = "Number of rows of out_backprop doesn't match computed" in d.text
+    assert eigen or "could not create a primitive descriptor" in d.text, d.text
+    assert refusal_key(messages[0]) == refusal_key(messages[1])
+    if eigen:
+        assert messages[0] != messages[1]  # the sizes differ, the key does not
 
 
 # -- empty outputs and wrong shapes -------------------------------------------------------------
