@@ -1,4 +1,5 @@
-"""The six convolution blocks, each mirroring one ``tf.raw_ops`` op of :mod:`engine.kernels`.
+"""The convolution blocks, one per row of the op table (:mod:`engine.shapes.ops`), each
+mirroring one ``tf.raw_ops`` op of :mod:`engine.kernels`.
 
 They differ only in data: the op, its ports, whether it is depthwise, and which shape rule of
 :mod:`engine.shapes.conv` gives its output. Inference and run share :func:`_conv_args`, so the
@@ -33,6 +34,7 @@ from engine.shapes.conv import (
     explicit_pads,
     window_attr,
 )
+from engine.shapes.ops import CONV_OPS, KINDS, SIZE_PORTS, ConvOp
 
 _ALL4 = [1, 1, 1, 1]
 
@@ -64,7 +66,6 @@ CUDNN = AttrSpec("use_cudnn_on_gpu", "bool", True,
 
 FILTER_AXES = ("kh", "kw", "in", "out")
 DEPTHWISE_FILTER_AXES = ("kh", "kw", "in", "multiplier")
-SIZE_PORTS = ("filter_sizes", "input_sizes")
 
 
 def activation_axes(data_format: str) -> tuple[str, ...]:
@@ -179,15 +180,14 @@ def _same_dtype(a: tuple[str, TensorSpec], b: tuple[str, TensorSpec]) -> str:
     return a[1].dtype
 
 
-def _conv_block(type_id: str, op: str, title: str, category: str, doc: str, kind: str,
-                depthwise: bool, kernel: Callable, cudnn: bool) -> BlockSpec:
-    """A conv block: ``kind`` is forward (input, filter), filter (input, filter_sizes,
-    out_backprop) or input (input_sizes, filter, out_backprop)."""
-    ports = {
-        "forward": ("input", "filter"),
-        "filter": ("input", "filter_sizes", "out_backprop"),
-        "input": ("input_sizes", "filter", "out_backprop"),
-    }[kind]
+def _conv_block(row: ConvOp) -> BlockSpec:
+    """The block of the op table's ``row``: its ports are the op's tensor arguments (forward:
+    input, filter; filter: input, filter_sizes, out_backprop; input: input_sizes, filter,
+    out_backprop) and its kernel is ``engine.kernels.<row.kernel>``."""
+    type_id, op, kind, depthwise, cudnn = (row.block_type, row.name, row.kind, row.depthwise,
+                                          row.cudnn)
+    kernel: Callable = getattr(kernels, row.kernel)
+    ports = row.ports
     port_docs = {
         "input": "4-D input tensor in data_format.",
         "filter": "4-D filter [height, width, in_channels, "
@@ -264,8 +264,7 @@ def _conv_block(type_id: str, op: str, title: str, category: str, doc: str, kind
         dtype = _same_dtype(("filter", w), ("out_backprop", dy))
         return backprop_input_geometry(sizes, w.shape, dy.shape, **kw), dtype
 
-    operands = {"forward": ("input", "filter"), "filter": ("input", "out_backprop"),
-                "input": ("filter", "out_backprop")}[kind]
+    operands = row.operands
 
     def infer(attrs: dict, inputs: dict[str, TensorSpec]) -> dict[str, TensorSpec]:
         g, dtype = geometry(attrs, inputs)
@@ -306,7 +305,7 @@ def _conv_block(type_id: str, op: str, title: str, category: str, doc: str, kind
     attrs = CONV_ATTRS + ((CUDNN,) if cudnn else ())
     names = {a.name for a in attrs} | set(ports)
     return BlockSpec(
-        type_id=type_id, title=title, category=category, op=op, doc=doc,
+        type_id=type_id, title=row.title, category=row.category, op=op, doc=row.doc,
         inputs=tuple(PortSpec(p, port_docs[p], port_axes.get(p),
                               kind="int_vector" if p in SIZE_PORTS else "float")
                      for p in ports),
@@ -316,41 +315,6 @@ def _conv_block(type_id: str, op: str, title: str, category: str, doc: str, kind
     )
 
 
-SPECS = (
-    _conv_block(
-        "Conv2DBackpropFilter", "Conv2DBackpropFilter", "Conv2D backprop filter", "Gradients",
-        "tf.raw_ops.Conv2DBackpropFilter: the gradient of Conv2D w.r.t. its filter, "
-        "dw[i,j,q,o] = sum over n, r, c of input_pad[n, r*sr + i*dr, c*sc + j*dc, q] * "
-        "out_backprop[n, r, c, o]. Output shape: filter_sizes.",
-        "filter", False, kernels.conv2d_backprop_filter, True),
-    _conv_block(
-        "Conv2DBackpropInput", "Conv2DBackpropInput", "Conv2D backprop input", "Gradients",
-        "tf.raw_ops.Conv2DBackpropInput: the gradient of Conv2D w.r.t. its input (a "
-        "transposed convolution of out_backprop with the filter). Output shape: input_sizes.",
-        "input", False, kernels.conv2d_backprop_input, True),
-    _conv_block(
-        "DepthwiseBackpropFilter", "DepthwiseConv2dNativeBackpropFilter",
-        "Depthwise backprop filter", "Gradients",
-        "tf.raw_ops.DepthwiseConv2dNativeBackpropFilter: the gradient of a depthwise "
-        "convolution w.r.t. its filter, dw[i,j,k,m] = sum over n, r, c of "
-        "input_pad[n, r*sr + i*dr, c*sc + j*dc, k] * out_backprop[n, r, c, k*M + m]. "
-        "Dilations are honoured (TensorFlow's CPU kernel ignores them).",
-        "filter", True, kernels.depthwise_conv2d_native_backprop_filter, False),
-    _conv_block(
-        "DepthwiseBackpropInput", "DepthwiseConv2dNativeBackpropInput",
-        "Depthwise backprop input", "Gradients",
-        "tf.raw_ops.DepthwiseConv2dNativeBackpropInput: the gradient of a depthwise "
-        "convolution w.r.t. its input. Output shape: input_sizes.",
-        "input", True, kernels.depthwise_conv2d_native_backprop_input, False),
-    _conv_block(
-        "Conv2D", "Conv2D", "Conv2D", "Convolution",
-        "tf.raw_ops.Conv2D: out[n,r,c,o] = sum over i, j, q of input_pad[n, r*sr + i*dr, "
-        "c*sc + j*dc, q] * filter[i,j,q,o]; grouped when input depth is a multiple of the "
-        "filter's in_channels.",
-        "forward", False, kernels.conv2d, True),
-    _conv_block(
-        "DepthwiseConv2D", "DepthwiseConv2dNative", "Depthwise Conv2D", "Convolution",
-        "tf.raw_ops.DepthwiseConv2dNative: each input channel k convolved with its own "
-        "filter[:, :, k, :], giving in_channels * channel_multiplier output channels.",
-        "forward", True, kernels.depthwise_conv2d_native, False),
-)
+#: One block per row of the op table: the gradients first, then the forward ops.
+SPECS = tuple(_conv_block(row) for row in sorted(
+    CONV_OPS, key=lambda o: (o.kind == "forward", o.depthwise, KINDS.index(o.kind))))

@@ -168,7 +168,7 @@ def test_ops_table_agrees_with_the_conv_blocks():
     assert set(OPS) == {s.type_id for s in SPECS}
     for spec in SPECS:
         form = OPS[spec.type_id]
-        assert form.op == spec.op
+        assert form.name == spec.op
         ports = spec.input_names()
         assert set(form.operands) <= set(ports)
         assert sorted(form.operands, key=ports.index) == list(form.operands)

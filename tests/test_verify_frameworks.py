@@ -172,17 +172,32 @@ def test_the_jax_adapter_gives_the_kernels_result_for_all_six_ops(attrs):
 
 
 def test_the_tensorflow_adapter_turns_tfs_own_refusals_into_not_implemented():
-    pytest.importorskip("tensorflow")
+    """TF's Eigen CPU kernels refuse NCHW and unequal depthwise strides; where TF runs oneDNN
+    (its default on AVX-512 VNNI CPUs) both are computed, and the adapter returns TF's
+    result."""
+    tf = pytest.importorskip("tensorflow")
     from engine.verify.frameworks import tensorflow_ops as tfo
 
-    x = np.ones((1, 3, 5, 5), np.float32)
-    with pytest.raises(NotImplementedError, match="only supports the NHWC tensor format"):
-        tfo.Conv2D(input=x, filter=np.ones((2, 2, 3, 1), np.float32), strides=[1, 1, 1, 1],
-                   padding="VALID", data_format="NCHW")
-    with pytest.raises(NotImplementedError, match="equal length strides"):
-        tfo.DepthwiseConv2dNative(input=x.transpose(0, 2, 3, 1),
-                                  filter=np.ones((2, 2, 3, 1), np.float32),
-                                  strides=[1, 1, 2, 1], padding="VALID")
+    x, w = np.ones((1, 3, 5, 5), np.float32), np.ones((2, 2, 3, 1), np.float32)
+    nchw = {"strides": [1, 1, 1, 1], "padding": "VALID", "data_format": "NCHW"}
+    try:
+        tf.raw_ops.Conv2D(input=x, filter=w, **nchw)
+    except tf.errors.OpError:
+        with pytest.raises(NotImplementedError, match="only supports the NHWC tensor format"):
+            tfo.Conv2D(input=x, filter=w, **nchw)
+    else:
+        np.testing.assert_allclose(tfo.Conv2D(input=x, filter=w, **nchw),
+                                   kernels.conv2d(x, w, **nchw), rtol=1e-6)
+    unequal = {"input": x.transpose(0, 2, 3, 1), "filter": w, "strides": [1, 1, 2, 1],
+               "padding": "VALID"}
+    try:
+        tf.raw_ops.DepthwiseConv2dNative(**unequal)
+    except tf.errors.OpError:
+        with pytest.raises(NotImplementedError, match="equal length strides"):
+            tfo.DepthwiseConv2dNative(**unequal)
+    else:  # oneDNN computes unequal strides too
+        np.testing.assert_allclose(tfo.DepthwiseConv2dNative(**unequal),
+                                   kernels.depthwise_conv2d_native(**unequal), rtol=1e-6)
     got = tfo.Conv2D(input=X.astype(np.float32), filter=W.astype(np.float32), **ATTRS[0])
     np.testing.assert_allclose(got, kernels.conv2d(input=X.astype(np.float32).astype(float),
                                                    filter=W.astype(np.float32).astype(float),

@@ -18,7 +18,6 @@ import numpy as np
 from engine.base.errors import InvalidArgumentError
 from engine.explain.terms import (
     OPS,
-    OpForm,
     _activation,
     _geometry,
     _layout_free,
@@ -26,6 +25,7 @@ from engine.explain.terms import (
     check_index,
 )
 from engine.shapes.conv import ConvGeometry
+from engine.shapes.ops import ConvOp
 
 
 def _shaped(shape: Sequence[int]) -> np.ndarray:
@@ -34,7 +34,7 @@ def _shaped(shape: Sequence[int]) -> np.ndarray:
 
 
 def geometry_of(type_id: str, attrs: Mapping[str, object],
-                input_shapes: Mapping[str, Sequence[int]]) -> tuple[OpForm, ConvGeometry]:
+                input_shapes: Mapping[str, Sequence[int]]) -> tuple[ConvOp, ConvGeometry]:
     """The op form and geometry of a ``type_id`` block from its inputs' shapes (the size-vector
     ports ``filter_sizes`` / ``input_sizes`` give the sizes they hold)."""
     form = OPS.get(type_id)
@@ -46,7 +46,7 @@ def geometry_of(type_id: str, attrs: Mapping[str, object],
     return form, _geometry(form, attrs, inputs)
 
 
-def _operand_shape(form: OpForm, g: ConvGeometry, port: str) -> tuple[int, ...]:
+def _operand_shape(form: ConvOp, g: ConvGeometry, port: str) -> tuple[int, ...]:
     return {"input": g.input_shape, "filter": g.filter_shape,
             "out_backprop": g.output_shape}[port]
 

@@ -55,31 +55,11 @@ from engine.shapes.conv import (
     backprop_input_geometry,
     conv2d_geometry,
 )
+from engine.shapes.ops import CONV_OPS, ConvOp
 
-
-@dataclass(frozen=True)
-class OpForm:
-    """What explain needs of a conv block type: which op it is and its array operands."""
-
-    op: str  # the tf.raw_ops name
-    kind: str  # "forward", "filter" (filter gradient) or "input" (input gradient)
-    depthwise: bool
-    operands: tuple[str, str]  # the two array input ports, in the block's port order
-
-
-#: The six conv block types by type id (blocks/conv.py; tests/test_explain.py checks they agree).
-OPS: dict[str, OpForm] = {
-    "Conv2D": OpForm("Conv2D", "forward", False, ("input", "filter")),
-    "DepthwiseConv2D": OpForm("DepthwiseConv2dNative", "forward", True, ("input", "filter")),
-    "Conv2DBackpropFilter": OpForm("Conv2DBackpropFilter", "filter", False,
-                                   ("input", "out_backprop")),
-    "DepthwiseBackpropFilter": OpForm("DepthwiseConv2dNativeBackpropFilter", "filter", True,
-                                      ("input", "out_backprop")),
-    "Conv2DBackpropInput": OpForm("Conv2DBackpropInput", "input", False,
-                                  ("filter", "out_backprop")),
-    "DepthwiseBackpropInput": OpForm("DepthwiseConv2dNativeBackpropInput", "input", True,
-                                     ("filter", "out_backprop")),
-}
+#: The conv block types by type id: their rows of the op table (each names its tf.raw_ops op
+#: ``name``, its ``kind``, ``depthwise`` and its two array ``operands``).
+OPS: dict[str, ConvOp] = {op.block_type: op for op in CONV_OPS}
 
 #: How a formula names the output of each kind of op.
 OUTPUT_NAMES = {"forward": "output", "filter": "dw", "input": "dx"}
@@ -206,7 +186,7 @@ def check_index(index: Sequence[object], shape: Sequence[int]) -> tuple[int, ...
     return idx
 
 
-def _geometry(form: OpForm, attrs: Mapping[str, object],
+def _geometry(form: ConvOp, attrs: Mapping[str, object],
               inputs: Mapping[str, np.ndarray]) -> ConvGeometry:
     padding = attrs.get("padding", "VALID")
     kw = {
@@ -226,7 +206,7 @@ def _geometry(form: OpForm, attrs: Mapping[str, object],
                                    inputs["out_backprop"].shape, **kw)
 
 
-def _output_shape(form: OpForm, g: ConvGeometry) -> tuple[int, ...]:
+def _output_shape(form: ConvOp, g: ConvGeometry) -> tuple[int, ...]:
     return {"forward": g.output_shape, "filter": g.filter_shape, "input": g.input_shape}[form.kind]
 
 
@@ -335,7 +315,7 @@ def explain_element(type_id: str, attrs: Mapping[str, object],
                        domain)
 
 
-def _forward(g: ConvGeometry, idx: tuple[int, ...], form: OpForm,
+def _forward(g: ConvGeometry, idx: tuple[int, ...], form: ConvOp,
              max_terms: int | None = None):
     """Conv2D / depthwise: terms over taps (i, j) and, for Conv2D, the group's channels q."""
     fmt = g.data_format
@@ -367,7 +347,7 @@ def _forward(g: ConvGeometry, idx: tuple[int, ...], form: OpForm,
     return x_idx, w_idx, padded_taps * q_in, formula, domain
 
 
-def _filter_grad(g: ConvGeometry, idx: tuple[int, ...], form: OpForm,
+def _filter_grad(g: ConvGeometry, idx: tuple[int, ...], form: ConvOp,
                  max_terms: int | None = None):
     """The filter gradients: terms over batch n and output positions (r, c)."""
     fmt = g.data_format
@@ -392,7 +372,7 @@ def _filter_grad(g: ConvGeometry, idx: tuple[int, ...], form: OpForm,
     return x_idx, dy_idx, padding_terms, formula, domain
 
 
-def _input_grad(g: ConvGeometry, idx: tuple[int, ...], form: OpForm,
+def _input_grad(g: ConvGeometry, idx: tuple[int, ...], form: ConvOp,
                 max_terms: int | None = None):
     """The input gradients: terms over the taps (i, j) that some output position (r, c) pairs
     with this input element, and the output channels this input channel feeds."""

@@ -21,19 +21,13 @@ from typing import Any
 
 from blocks.conv import kernel_attrs
 from engine.shapes.conv import conv2d_geometry
+from engine.shapes.ops import CONV_OPS as TABLE
 
-#: raw op name -> (what it computes, depthwise).
-CONV_OPS: dict[str, tuple[str, bool]] = {
-    "Conv2D": ("forward", False),
-    "Conv2DBackpropFilter": ("filter", False),
-    "Conv2DBackpropInput": ("input", False),
-    "DepthwiseConv2dNative": ("forward", True),
-    "DepthwiseConv2dNativeBackpropFilter": ("filter", True),
-    "DepthwiseConv2dNativeBackpropInput": ("input", True),
-}
+#: raw op name -> (what it computes, depthwise): the op table's.
+CONV_OPS: dict[str, tuple[str, bool]] = {op.name: (op.kind, op.depthwise) for op in TABLE}
 
 #: The forward op a check block names (its ``op`` attribute) -> depthwise.
-CHECK_OPS = {"Conv2D": False, "DepthwiseConv2dNative": True}
+CHECK_OPS = {op.name: op.depthwise for op in TABLE if op.kind == "forward"}
 
 
 def geometry(op: str, depthwise: bool, attrs: dict, input_shape: tuple[int, ...],

@@ -31,24 +31,14 @@ from engine import kernels
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import article
 from engine.shapes.conv import ConvGeometry, conv2d_geometry
-from engine.verify.defaults import CONVENTIONS, OPS, TF_OP_NAMES, TORCH_OPS
+from engine.shapes.ops import CONV_OPS
+from engine.verify.defaults import CONVENTIONS, OPS, TORCH_OPS
 
-#: tf.raw_ops name -> (kernel, the arrays it takes, whether depthwise, the result's role).
+#: tf.raw_ops name -> (kernel, the arrays it takes, whether depthwise, the result's role):
+#: the op table's rows.
 TF_OPS: dict[str, tuple[Callable[..., np.ndarray], tuple[str, ...], bool, str]] = {
-    "Conv2D": (kernels.conv2d, ("input", "filter"), False, "output"),
-    "Conv2DBackpropFilter": (kernels.conv2d_backprop_filter, ("input", "out_backprop"), False,
-                             "filter"),
-    "Conv2DBackpropInput": (kernels.conv2d_backprop_input, ("filter", "out_backprop"), False,
-                            "input"),
-    "DepthwiseConv2dNative": (kernels.depthwise_conv2d_native, ("input", "filter"), True,
-                              "output"),
-    "DepthwiseConv2dNativeBackpropFilter": (kernels.depthwise_conv2d_native_backprop_filter,
-                                            ("input", "out_backprop"), True, "filter"),
-    "DepthwiseConv2dNativeBackpropInput": (kernels.depthwise_conv2d_native_backprop_input,
-                                           ("filter", "out_backprop"), True, "input"),
-}
-
-assert tuple(TF_OPS) == TF_OP_NAMES  # one list of names (engine.verify.defaults)
+    op.name: (getattr(kernels, op.kernel), op.operands, op.depthwise, op.result)
+    for op in CONV_OPS}
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,15 @@
 """The facts the command line and the app's dialog show before a sweep starts, in a module that
-imports nothing (so ``gradblocks --help`` and ``check`` do not load the reference kernels): the
+imports nothing but the op table (so ``gradblocks --help`` and ``check`` do not load the reference kernels): the
 conventions, the op names of each, and the sweep's defaults and limits."""
 
 from __future__ import annotations
 
+from engine.shapes.ops import CONV_OPS
+
 CONVENTIONS = ("tf", "torch")
-#: The tf.raw_ops ops a sweep checks (their kernels: :data:`engine.verify.conventions.TF_OPS`).
-TF_OP_NAMES = ("Conv2D", "Conv2DBackpropFilter", "Conv2DBackpropInput", "DepthwiseConv2dNative",
-               "DepthwiseConv2dNativeBackpropFilter", "DepthwiseConv2dNativeBackpropInput")
+#: The tf.raw_ops ops a sweep checks: every op of the op table (their kernels:
+#: :data:`engine.verify.conventions.TF_OPS`).
+TF_OP_NAMES = tuple(op.name for op in CONV_OPS)
 #: torch op -> (its canonical tf.raw_ops op, the arrays it takes, the result's role).
 TORCH_OPS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "conv2d": ("Conv2D", ("input", "weight"), "output"),

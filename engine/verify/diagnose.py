@@ -40,14 +40,15 @@ from engine.base.dtypes import RTOL, to_dtype
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import escaped
 from engine.base.tolerance import relative, verdict
-from engine.explain.terms import OPS, Explanation, TooManyTerms, explain_element
+from engine.explain.terms import Explanation, TooManyTerms, explain_element
 from engine.shapes.conv import conv2d_geometry
+from engine.shapes.ops import CONV_OPS
 from engine.verify import mistakes as mk
 from engine.verify.conventions import TF_OPS
 from engine.verify.mistakes import ALL_MISTAKES, MISTAKES, OTHER_FORMAT, Call
 
-#: explain's block type id of each tf.raw_ops name.
-TYPE_IDS: dict[str, str] = {form.op: type_id for type_id, form in OPS.items()}
+#: explain's block type id of each tf.raw_ops name (the op table's).
+TYPE_IDS: dict[str, str] = {op.name: op.block_type for op in CONV_OPS}
 #: Most terms of the worst element that are listed and analysed.
 MAX_TERMS = 4096
 #: Most nonzero terms of the worst element searched subset by subset for the value given.

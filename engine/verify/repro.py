@@ -27,17 +27,14 @@ from engine.base.dtypes import RTOL
 from engine.base.names import escaped
 from engine.graph.canvas import Canvas, dumps
 from engine.graph.layer_canvas import check_imported
+from engine.shapes.ops import CONV_OPS, SIZE_PORTS
 from engine.verify.conventions import bound, from_tf_layout, reference, to_tf_layout
 from engine.verify.report import Minimal, VerifyReport
 from engine.verify.sweep import RERUNS
 
 #: The canvas block type of each tf.raw_ops op.
-BLOCK_TYPES = {"Conv2D": "Conv2D", "Conv2DBackpropFilter": "Conv2DBackpropFilter",
-               "Conv2DBackpropInput": "Conv2DBackpropInput",
-               "DepthwiseConv2dNative": "DepthwiseConv2D",
-               "DepthwiseConv2dNativeBackpropFilter": "DepthwiseBackpropFilter",
-               "DepthwiseConv2dNativeBackpropInput": "DepthwiseBackpropInput"}
-SIZE_ARGS = ("filter_sizes", "input_sizes")
+#: The block type of each tf.raw_ops op (the op table's).
+BLOCK_TYPES = {op.name: op.block_type for op in CONV_OPS}
 ATTRS = ("strides", "padding", "explicit_paddings", "data_format", "dilations")
 
 
@@ -66,11 +63,11 @@ def build_canvas(m: Minimal, stem: str) -> tuple[Canvas, dict[str, bytes], dict[
     c.add_node(BLOCK_TYPES[call.tf_op], (420, 120), attrs, id=op_id,
                title=f"reference {call.tf_op}")
     y = 0
-    for name in ("input", "filter", "out_backprop", *SIZE_ARGS):
+    for name in ("input", "filter", "out_backprop", *SIZE_PORTS):
         if name not in call.tf_args:
             continue
         value = call.tf_args[name]
-        if name in SIZE_ARGS:
+        if name in SIZE_PORTS:
             c.add_node("IntVector", (0, y), {"values": [int(v) for v in value]}, id=name,
                        title=name)
         else:

@@ -63,9 +63,7 @@ def arrays(case: Case) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def call(case: Case) -> Call:
     """The user's call and the canonical TF call of ``case``."""
     x, w, dy = arrays(case)
-    if case.values == "structured" and case.op in ("Conv2DBackpropInput",
-                                                   "DepthwiseConv2dNativeBackpropInput",
-                                                   "conv2d_input", "conv_transpose2d"):
+    if case.values == "structured" and TF_OPS[tf_op_of(case.op, case.convention)][3] == "input":
         dy = _exact(np.arange(1, dy.size + 1, dtype=np.float64).reshape(dy.shape),
                     to_dtype(case.dtype))
     return make_call(case.op, case.convention, case.geometry, x, w, dy, to_dtype(case.dtype))
