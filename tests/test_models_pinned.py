@@ -336,3 +336,25 @@ def test_a_canvas_with_a_zero_in_channel_filter_reports_the_node_and_port():
     assert [(e.node_id, e.attr, e.message) for e in plan.errors["conv"]] == [
         ("conv", "filter", ("filter [3, 3, 0, 4]: filter height, width and in_channels must be "
                            "> 0 and out_channels >= 0"))]
+
+
+def test_a_negative_output_padding_is_refused(tmp_path):
+    """Mutant ``min(value) < -1`` in ``_pair``: output_padding -1 (cropping) was imported."""
+    path = transpose_model(tmp_path / "m.onnx", (1, 2, 3, 4), np.ones((2, 3, 3, 3), np.float32),
+                           strides=[2, 2], output_padding=[-1, 0])
+    assert refusal(path, "t") == ("layer 't': negative output_padding [-1, 0] cannot be "
+                                  "imported")
+
+
+def test_a_layer_with_no_output_channels_is_refused():
+    """Mutant ``count < 0`` in ``check_layer``: weights [3, 3, 2, 0] were imported as a layer
+    with nothing to compute."""
+    from engine.io.models.model_import import ConvLayer, check_layer
+    layer = ConvLayer(name="c", kernel=(3, 3), strides=(1, 1), dilations=(1, 1),
+                      padding="VALID", pads=(0, 0, 0, 0), groups=1, in_channels=2,
+                      out_channels=0, data_format="NCHW",
+                      weights=np.zeros((3, 3, 2, 0), np.float32))
+    with pytest.raises(ModelImportError) as err:
+        check_layer(layer)
+    assert str(err.value) == ("layer 'c': 0 output channels (weights of shape [3, 3, 2, 0]): "
+                              "nothing to compute")
