@@ -16,7 +16,11 @@ from __future__ import annotations
 import argparse
 
 from engine.base.names import escaped
-from engine.cli.commands import _err, _path, _say
+from engine.cli.common import _err, _path, _say
+
+#: The subcommand this module adds, and what it is doing (for the line that says memory ran
+#: out).
+COMMANDS = {"import": "importing"}
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -67,6 +71,10 @@ def add_parser(sub) -> None:
     p.add_argument("--attrs", metavar="'strides=2,2 padding=SAME ...'",
                    help="attributes for .safetensors/.npz weights: strides, dilations, "
                         "padding, pads=T,B,L,R, groups, weights=OIHW|HWIO, data_format")
+
+
+def run(opts: argparse.Namespace, _executor) -> int:
+    return cmd_import(opts)
 
 
 def cmd_import(opts) -> int:
