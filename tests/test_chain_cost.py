@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from engine.base.dtypes import DTYPES, dtype_name
 from engine.base.names import text_problem
-from engine.cli import commands
+from engine.cli import commands, common
 from engine.graph import canvas as canvas_module
 from engine.graph import report
 from engine.graph.canvas import CanvasError, load_canvas, save_canvas
@@ -224,7 +224,7 @@ def test_the_command_line_loads_and_compiles_without_collecting(monkeypatch, tmp
     path = tmp_path / "chain.gbc.json"
     save_canvas(chain_canvas(500), path)
     collections: list[str] = []
-    load_and_compile = commands._load_and_compile
+    load_and_compile = common._load_and_compile
 
     def counted(*args):
         def seen(phase, info):
@@ -241,7 +241,7 @@ def test_the_command_line_loads_and_compiles_without_collecting(monkeypatch, tmp
         finally:
             gc.callbacks.remove(seen)
 
-    monkeypatch.setattr(commands, "_load_and_compile", counted)
+    monkeypatch.setattr(common, "_load_and_compile", counted)
     was_on = gc.isenabled()  # off after an app test in this process (app/gc_guard.py)
     gc.enable()
     try:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from engine.base import atomic
-from engine.cli import commands
+from engine.cli import canvas_commands, commands, common
 from engine.graph.budget import gib_to_bytes
 from engine.graph.canvas import Canvas, save_canvas
 
@@ -76,7 +76,7 @@ def test_interrupted_or_failed_results_write_keeps_the_previous_file(tmp_path, m
     canvas, out = _canvas(tmp_path), tmp_path / "results.npz"
     before = _previous(out)
     if stage == "write":
-        monkeypatch.setattr(commands, "write_npz", _fail_mid_write(exc))
+        monkeypatch.setattr(canvas_commands, "write_npz", _fail_mid_write(exc))
     else:
         def fail(*args):
             raise exc
@@ -190,7 +190,7 @@ def test_unusable_output_paths_are_one_line_usage_errors(tmp_path, capsys, kind,
     proc = gradblocks(*args) if kind == "long" else in_process(capsys, *args)
     assert proc.returncode == 2
     lines = err_lines(proc)
-    assert len(lines) == 1 and message in lines[0] and len(lines[0]) <= commands.MAX_LINE
+    assert len(lines) == 1 and message in lines[0] and len(lines[0]) <= common.MAX_LINE
     assert sorted(os.listdir(tmp_path)) == before and proc.stdout == b""
 
 
@@ -244,7 +244,7 @@ def test_many_problems_are_capped_at_20_lines_of_at_most_300_characters(tmp_path
     lines = err_lines(proc)
     assert len(lines) == 1 + 20 + 1 and lines[-1] == "  ... and 40 more"
     assert lines[0].endswith("xxx.gbc.json: 60 problem(s):") and "..." in lines[0]
-    assert all(len(line) <= commands.MAX_LINE for line in lines)
+    assert all(len(line) <= common.MAX_LINE for line in lines)
 
 
 def test_a_huge_value_is_never_echoed(tmp_path):

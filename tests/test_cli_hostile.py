@@ -28,7 +28,7 @@ from engine import kernels
 from engine.base import literal as literal_module
 from engine.base.errors import InvalidArgumentError
 from engine.base.literal import PACK_ABOVE, literal
-from engine.cli import commands, explain
+from engine.cli import commands, common, explain
 from engine.explain.terms import check_index, explain_element
 from engine.export.to_numpy import export_script
 from engine.export.to_tf import PRELUDE
@@ -100,7 +100,7 @@ def test_odd_but_valid_indices_are_read(index, expected):
 ])
 def test_a_hostile_explain_node_is_one_line_and_exit_2(node, message):
     line = one_line(gradblocks("explain", EXAMPLE, node, "0,0,0,0"), 2)
-    assert message in line and len(line) <= commands.MAX_LINE
+    assert message in line and len(line) <= common.MAX_LINE
 
 
 @pytest.mark.parametrize("value, message", [
@@ -269,10 +269,10 @@ def test_running_out_of_memory_is_one_line_and_exit_1(tmp_path):
 
 
 @pytest.mark.parametrize("argv, module, name, doing", [
-    (["check", "c.gbc.json"], "engine.cli.commands", "cmd_check", "checking 'c.gbc.json'"),
-    (["run", "c.gbc.json", "--out", "o.npz"], "engine.cli.commands", "cmd_run",
+    (["check", "c.gbc.json"], "engine.cli.canvas_commands", "cmd_check", "checking 'c.gbc.json'"),
+    (["run", "c.gbc.json", "--out", "o.npz"], "engine.cli.canvas_commands", "cmd_run",
      "running 'c.gbc.json' (files being written are left as they were)"),
-    (["export", "c.gbc.json", "-o", "s.py"], "engine.cli.commands", "cmd_export",
+    (["export", "c.gbc.json", "-o", "s.py"], "engine.cli.canvas_commands", "cmd_export",
      "exporting 'c.gbc.json' (files being written are left as they were)"),
     (["explain", "c.gbc.json", "n", "0,0,0,0"], "engine.cli.explain", "cmd_explain",
      "explaining 'c.gbc.json'"),
@@ -394,9 +394,10 @@ def test_a_script_with_packed_values_reproduces_the_run_bit_for_bit(tmp_path):
 
 _PROJECT = tuple(str(ROOT / d) + os.sep for d in ("engine", "app", "blocks"))
 #: What runs before engine/cli/commands.py's first line: the engine package and its process
-#: settings.
+#: settings, and the console script's app.launch (with the app package, which imports engine).
 _BEFORE_CLI = tuple(str(ROOT / "engine" / f) for f in ("__init__.py", "base/__init__.py",
-                                                       "base/runtime.py", "cli/__init__.py"))
+                                                       "base/runtime.py", "cli/__init__.py")) \
+    + tuple(str(ROOT / "app" / f) for f in ("__init__.py", "__main__.py", "launch.py"))
 
 
 def _before_gradblocks(err: str) -> bool:
@@ -482,7 +483,7 @@ def _app_env(tmp_path: Path) -> dict:
 def test_ctrl_c_while_the_app_starts_is_one_line(tmp_path, args):
     """``gradblocks [CANVAS]``: interrupted while Qt, the window and the canvas load."""
     pytest.importorskip("PySide6")
-    command = [sys.executable, "-m", "engine.cli", str(EXAMPLE), *args]
+    command = [sys.executable, "-m", "app", str(EXAMPLE), *args]
     env = _app_env(tmp_path)
     # the app alone never ends: spread over the screenshot's time
     delays = _spread([*command[:4], "--run", "--screenshot", "shot.png"], env, tmp_path, 8, 6.0)
@@ -493,7 +494,7 @@ def test_ctrl_c_while_the_app_starts_is_one_line(tmp_path, args):
 
 _SPY = """
 import contextlib, sys
-import app.startup, engine.cli
+import app.launch, app.startup
 ctrl_c_closes = app.startup.ctrl_c_closes
 
 @contextlib.contextmanager
@@ -503,7 +504,7 @@ def announced(window):
         yield interrupted
 
 app.startup.ctrl_c_closes = announced
-sys.exit(engine.cli.main(sys.argv[1:]))
+sys.exit(app.launch.main(sys.argv[1:]))
 """
 
 

@@ -110,28 +110,105 @@ def test_the_engine_below_the_graph_imports_no_block_module():
     assert all(i.startswith("engine.export.") for i in contract["ignore_imports"])
 
 
-@pytest.mark.parametrize("module", ["engine/verify/verdicts.py", "engine/base/tolerance.py"])
-def test_lint_imports_fails_on_an_engine_import_of_blocks(module, tmp_path):
-    """The contract bites: a copy of the sources with ``import blocks.check_support`` added to
-    an engine.verify or engine.base module fails lint-imports, naming that import."""
+class LintedCopy:
+    """A copy of the sources (app, blocks, engine, pyproject.toml) that ``lint-imports`` checks:
+    :meth:`injected` adds an import to one module, runs it and puts the module back."""
+
+    def __init__(self, root: Path, lint: str):
+        self.root, self.lint = root, lint
+        for name in ("app", "blocks", "engine"):
+            shutil.copytree(ROOT / name, root / name,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+        shutil.copy(ROOT / "pyproject.toml", root)
+
+    def run(self) -> subprocess.CompletedProcess:
+        env = {**os.environ, "PYTHONPATH": str(self.root)}
+        return subprocess.run([self.lint, "--no-cache"], check=False, capture_output=True,
+                              text=True, cwd=self.root, env=env, timeout=300)
+
+    def injected(self, module: str, imported: str) -> subprocess.CompletedProcess:
+        target = self.root / module
+        source = target.read_text(encoding="utf-8")
+        target.write_text(f"{source}\nimport {imported}\n", encoding="utf-8")
+        try:
+            return self.run()
+        finally:
+            target.write_text(source, encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def linted_copy(tmp_path_factory) -> LintedCopy:
+    """One copy for the injection tests below; lint-imports passes on it as it is."""
     lint = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
     if lint is None:
         pytest.skip("lint-imports is not installed next to this python")
-    for name in ("app", "blocks", "engine"):
-        shutil.copytree(ROOT / name, tmp_path / name,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.so"))
-    shutil.copy(ROOT / "pyproject.toml", tmp_path)
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    copy = LintedCopy(tmp_path_factory.mktemp("linted"), lint)
+    proc = copy.run()
+    assert proc.returncode == 0, proc.stdout
+    return copy
 
-    def run() -> subprocess.CompletedProcess:
-        return subprocess.run([lint, "--no-cache"], check=False, capture_output=True, text=True,
-                              cwd=tmp_path, env=env, timeout=300)
 
-    assert run().returncode == 0
-    target = tmp_path / module
-    target.write_text(target.read_text(encoding="utf-8") + "\nimport blocks.check_support\n",
-                      encoding="utf-8")
-    proc = run()
-    dotted = module.removesuffix(".py").replace("/", ".")
+def contract_broken(report: str, name: str) -> bool:
+    """Whether lint-imports' ``report`` lists the contract named ``name...`` as broken (its
+    names are short enough to fit on one line)."""
+    return any(line.startswith(name) and " BROKEN" in line for line in report.splitlines())
+
+
+def _dotted(module: str) -> str:
+    return module.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+
+
+@pytest.mark.parametrize("module", ["engine/verify/verdicts.py", "engine/base/tolerance.py"])
+def test_lint_imports_fails_on_an_engine_import_of_blocks(module, linted_copy):
+    """The contract bites: a copy of the sources with ``import blocks.check_support`` added to
+    an engine.verify or engine.base module fails lint-imports, naming that import."""
+    proc = linted_copy.injected(module, "blocks.check_support")
     assert proc.returncode != 0
-    assert f"{dotted} -> blocks.check_support" in proc.stdout
+    assert f"{_dotted(module)} -> blocks.check_support" in proc.stdout
+
+
+#: Imports each contract inside a package forbids: (the module given the import, the module it
+#: imports, the contract that breaks). The first: the circle engine.cli had (issue 32, point 3).
+CIRCLES = [
+    ("engine/cli/geometry.py", "engine.cli.commands", "cli: "),
+    ("engine/cli/import_model.py", "engine.cli.commands", "cli: "),
+    ("engine/cli/geometry.py", "engine.cli.explain", "cli: "),  # siblings are independent
+    ("engine/cli/common.py", "engine.cli.canvas_commands", "cli: "),
+    ("engine/verify/report.py", "engine.verify.sweep", "verify: "),
+    ("engine/verify/serve.py", "engine.verify.runner", "verify: "),
+    ("engine/io/models/onnx_reader.py", "engine.io.models.keras_reader", "models: "),
+    ("engine/io/models/model_import.py", "engine.io.models.onnx_tensors", "models: "),
+    ("app/document.py", "app.main_window", "app: "),
+    ("app/viewer/image.py", "app.startup", "app: "),
+]
+
+
+@pytest.mark.parametrize("module, imported, contract", CIRCLES,
+                         ids=[f"{m}->{i}" for m, i, _c in CIRCLES])
+def test_lint_imports_fails_on_an_import_up_a_package(module, imported, contract, linted_copy):
+    """The contracts inside engine.cli, engine.verify, engine.io.models and app bite: an import
+    from a lower module up (or across independent siblings) fails lint-imports, naming it."""
+    proc = linted_copy.injected(module, imported)
+    assert proc.returncode != 0
+    assert f"{_dotted(module)} -> {imported}" in proc.stdout
+    assert contract_broken(proc.stdout, contract), proc.stdout
+
+
+@pytest.mark.parametrize("module", ["engine/cli/commands.py", "engine/graph/report.py",
+                                    "engine/__init__.py"])
+def test_lint_imports_fails_on_an_engine_import_of_the_app(module, linted_copy):
+    """Nothing in the engine imports the app, the command line included: the console script is
+    app.launch, which hands the app's start-up to engine.cli (no ignored import any more)."""
+    proc = linted_copy.injected(module, "app.startup")
+    assert proc.returncode != 0
+    assert f"{_dotted(module)} -> app.startup" in proc.stdout
+    assert contract_broken(proc.stdout, "nothing outside app imports app or Qt"), proc.stdout
+
+
+def test_no_contract_excuses_an_engine_import_of_the_app():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    for contract in config["tool"]["importlinter"]["contracts"]:
+        assert not [i for i in contract.get("ignore_imports", [])
+                    if i.split(" -> ")[0].split(".")[0] == "engine"
+                    and i.split(" -> ")[1].split(".")[0] == "app"]
+    assert config["project"]["scripts"]["gradblocks"] == "app.launch:main"

@@ -1,6 +1,6 @@
 """A new user's walkthrough under a real X server, driven only by X events (issue 24, point 6).
 
-Xvfb on a free display, the app as ``python -m engine.cli`` (no subcommand) with
+Xvfb on a free display, the app as ``python -m app`` (``gradblocks`` with no subcommand) with
 QT_QPA_PLATFORM=xcb and a temporary HOME, driven by ``xdotool`` key, type, mouse-move and click
 events only: from an empty canvas, Tab search adds a Conv2DBackpropFilter; wires dragged from its
 three input ports onto empty canvas add, through the wire-drop search, Tensor x [1, 5, 5, 2],
@@ -119,10 +119,10 @@ class Desktop:
             check=False).returncode == 0, self)
 
     def start_app(self) -> float:
-        """Start ``python -m engine.cli`` (the app); returns its start time (monotonic)."""
+        """Start ``python -m app`` (the app); returns its start time (monotonic)."""
         started = time.monotonic()
         with open(self.app_log, "wb") as log:
-            self.app = subprocess.Popen([sys.executable, "-m", "engine.cli"], cwd=self.work,
+            self.app = subprocess.Popen([sys.executable, "-m", "app"], cwd=self.work,
                                         env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                         start_new_session=True)
         return started

@@ -19,9 +19,9 @@ EXAMPLES = ROOT / "assets" / "examples"
 COMPILED = ("llvmlite", "engine.kernels._compiled.numba_depthwise",
             "engine.kernels._compiled.conv_tiles_jit", "engine.kernels._compiled.winograd_jit",
             "engine.kernels._compiled.numba_simd")
-#: Runs ``engine.cli`` as ``gradblocks`` does, with numba not importable.
+#: Runs ``gradblocks`` (``python -m app``: :mod:`app.launch`), with numba not importable.
 NO_NUMBA = ("import sys, runpy; sys.modules['numba'] = None; sys.argv[0] = 'gradblocks'; "
-            "runpy.run_module('engine.cli', run_name='__main__')")
+            "runpy.run_module('app', run_name='__main__')")
 
 
 def run_without_numba(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess, set]:

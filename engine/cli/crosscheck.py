@@ -29,7 +29,7 @@ import shutil
 from fractions import Fraction
 from pathlib import Path
 
-from engine.cli.commands import _compile, _err, _limit, _path, _say
+from engine.cli.common import _compile, _err, _limit, _path, _say
 from engine.export.crosscheck import (
     FRAMEWORKS,
     Report,
@@ -40,6 +40,10 @@ from engine.export.crosscheck import (
 )
 from engine.graph.compiler import DEFAULT_MEMORY_LIMIT, place
 from engine.graph.executor import Executor
+
+#: The subcommand this module adds, and what it is doing (for the line that says memory ran
+#: out).
+COMMANDS = {"crosscheck": "cross-checking"}
 
 
 def _frameworks(text: str) -> list[str]:
@@ -76,6 +80,10 @@ def add_parser(sub) -> None:
     p.add_argument("--memory-limit-gib", dest="memory_limit", type=_limit, metavar="GIB",
                    default=str(Fraction(DEFAULT_MEMORY_LIMIT, 2**30)),
                    help="GradBlocks's own run's memory limit (default 2)")
+
+
+def run(opts: argparse.Namespace, executor: Executor) -> int:
+    return cmd_crosscheck(opts, executor)
 
 
 def _number(v: float | None) -> float | str | None:

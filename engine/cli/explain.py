@@ -16,10 +16,11 @@ is written as it is built, :data:`engine.explain.terms.CHUNK_TERMS` terms at a t
 0.9 GB of JSON, never held in memory at once).
 
 NODE is a node id, or a block title naming exactly one block. Exit status: 0; 2 for an invalid
-canvas, a bad node, port or index (an index entry of more than :data:`MAX_INDEX_DIGITS` digits
-included), a ``--limit`` above :data:`MAX_LIMIT`, an element whose terms would take more memory
-to list than ``--memory-limit-gib`` (:data:`engine.explain.terms.TERM_BYTES` each), or a block that
-is not one of the six conv blocks; 1 when the block fails at run time.
+canvas, a bad node, port or index (an index entry of more than
+:data:`~engine.cli.common.MAX_INDEX_DIGITS` digits included), a ``--limit`` above
+:data:`MAX_LIMIT`, an element whose terms would take more memory to list than
+``--memory-limit-gib`` (:data:`engine.explain.terms.TERM_BYTES` each), or a block that is not one
+of the six conv blocks; 1 when the block fails at run time.
 """
 
 from __future__ import annotations
@@ -39,7 +40,18 @@ import numpy as np
 from blocks.registry import get_spec
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import article, shown
-from engine.cli.commands import _compile, _err, _limit, _path, _say, _table
+from engine.cli.common import (
+    UsageError,
+    _compile,
+    _count,
+    _err,
+    _limit,
+    _path,
+    _say,
+    _table,
+    _whole,
+    resolve_node,
+)
 from engine.explain.terms import (
     CHUNK_TERMS,
     OPS,
@@ -50,7 +62,6 @@ from engine.explain.terms import (
     explain_element,
 )
 from engine.graph.budget import gib
-from engine.graph.canvas import Canvas
 from engine.graph.compiler import DEFAULT_MEMORY_LIMIT, Plan, place
 from engine.graph.executor import Executor
 
@@ -58,15 +69,9 @@ from engine.graph.executor import Executor
 #: row takes about 0.6 KB while it is built; --json lists every term).
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100_000
-#: Digits of a whole-number argument (an index entry, --limit, --frame): no array dimension
-#: reaches 2**63 (19 digits), and Python refuses to read an int of more than 4300 digits.
-MAX_INDEX_DIGITS = 19
-
-
-class UsageError(Exception):
-    """A bad node, port or index: one line, exit 2."""
-
-
+#: The subcommand this module adds, and what it is doing (for the line that says memory ran
+#: out).
+COMMANDS = {"explain": "explaining"}
 def add_parser(sub) -> None:
     """Add the ``explain`` subcommand to ``gradblocks``' subparsers."""
     p = sub.add_parser(
@@ -87,34 +92,16 @@ def add_parser(sub) -> None:
                    help="refuse a run that would need more memory than this (default 2)")
 
 
+def run(opts: argparse.Namespace, executor: Executor) -> int:
+    return cmd_explain(opts, executor)
+
+
 def protect_index(argv: list[str]) -> list[str]:
     """``explain`` arguments with a leading space before a word starting ``-<digit>``, so that
     argparse takes a negative index (``-1,2,0,3``) as the positional it is and the index parser
     reports it, instead of calling it an unknown option (argparse itself treats words
     containing a space as positionals)."""
     return [f" {a}" if re.fullmatch(r"-\d[\d\s,+-]*", a) else a for a in argv]
-
-
-def _whole(text: str) -> int | str:
-    """``text`` (ASCII digits, an optional sign) as an int, or why it is not one."""
-    match = re.fullmatch(r"([+-]?)0*([0-9]+)", text.strip())
-    if not match:
-        return f"{shown(text, 40)} is not a whole number"
-    sign, digits = match.groups()
-    if len(digits) > MAX_INDEX_DIGITS:
-        return (f"{shown(text, 40)} has {len(digits)} digits, too many for any array index "
-                f"or count (at most {MAX_INDEX_DIGITS})")
-    return int(sign + digits)
-
-
-def _count(text: str) -> int:
-    """A whole number >= 0 of at most :data:`MAX_INDEX_DIGITS` digits (argparse type)."""
-    value = _whole(text)
-    if isinstance(value, str):
-        raise argparse.ArgumentTypeError(value)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative")
-    return value
 
 
 def _table_limit(text: str) -> int:
@@ -129,7 +116,8 @@ def _table_limit(text: str) -> int:
 
 def parse_index(words: list[str]) -> tuple[int, ...]:
     """``I,J,K,L`` (one or more words; commas and spaces separate) as a tuple of ints >= 0,
-    each of at most :data:`MAX_INDEX_DIGITS` digits; :class:`UsageError` saying what is wrong."""
+    each of at most :data:`~engine.cli.common.MAX_INDEX_DIGITS` digits;
+    :class:`~engine.cli.common.UsageError` saying what is wrong."""
     text = " ".join(words).strip()
     parts = [p for p in re.split(r"\s*,\s*|\s+", text)]
     where = f"index {shown(text, 60)}"
@@ -147,32 +135,6 @@ def parse_index(words: list[str]) -> tuple[int, ...]:
             raise UsageError(f"{where}: entry {k} is out of range: {value}")
         out.append(value)
     return tuple(out)
-
-
-def _by_title(canvas: Canvas, title: str) -> str | None:
-    """The one node titled ``title``; UsageError when several are."""
-    ids = [n for n, node in canvas.nodes.items() if node.title.strip() == title.strip()]
-    if len(ids) > 1:
-        raise UsageError(f"block title {shown(title, 60)} is shared by {', '.join(ids)}: name "
-                         "the block by its id")
-    return ids[0] if ids else None
-
-
-def resolve_node(canvas: Canvas, text: str) -> tuple[str, str | None]:
-    """``(node_id, port or None)`` from ``NODE[.PORT]``, NODE an id or a unique title."""
-    if text in canvas.nodes:
-        return text, None
-    found = _by_title(canvas, text)
-    if found is not None:
-        return found, None
-    if "." in text:
-        head, port = text.rsplit(".", 1)
-        node_id = head if head in canvas.nodes else _by_title(canvas, head)
-        if node_id is not None:
-            return node_id, port
-    convs = [f"{n} ({node.type})" for n, node in canvas.nodes.items() if node.type in OPS]
-    hint = f"; its conv blocks: {', '.join(convs)}" if convs else "; it has no conv blocks"
-    raise UsageError(f"no block {shown(text, 60)} in the canvas (by id or title){hint}")
 
 
 def _ancestors(plan: Plan, node_id: str) -> Plan:

@@ -7,7 +7,7 @@ only) and draws what a conv block's attributes mean on its shapes (:mod:`engine.
 (forward and input-gradient ops) or filter taps (filter-gradient ops), at most
 :data:`engine.explain.geometry.MAX_FRAMES` frames spread evenly. The file is written atomically,
 never over the canvas, a file the canvas reads (an image of a Tensor block) or a file that is not a
-regular file (:func:`engine.cli.commands._check_target`).
+regular file (:func:`engine.cli.common._check_target`).
 
 NODE is a node id, or a block title naming exactly one block. Exit status: 0; 2 for an invalid
 canvas, an unknown node, a block that is not a conv block, a bad extension, frame or output
@@ -20,8 +20,16 @@ import argparse
 from pathlib import Path
 
 from engine.base.names import article, escaped
-from engine.cli.commands import _check_target, _compile, _err, _say, _write
-from engine.cli.explain import UsageError, _count, resolve_node
+from engine.cli.common import (
+    UsageError,
+    _check_target,
+    _compile,
+    _count,
+    _err,
+    _say,
+    _write,
+    resolve_node,
+)
 from engine.explain.terms import OPS
 from engine.graph.compiler import place
 from engine.graph.executor import Executor
@@ -29,6 +37,9 @@ from engine.graph.executor import Executor
 EXTENSIONS = (".png", ".gif")
 #: The executor's memory limit: the canvas is compiled, never run, so any size may be drawn.
 NO_RUN_LIMIT = 2**62
+#: The subcommand this module adds, and what it is doing (for the line that says memory ran
+#: out).
+COMMANDS = {"geometry": "drawing the geometry of"}
 
 
 def add_parser(sub) -> None:
@@ -48,6 +59,10 @@ def add_parser(sub) -> None:
                    help="draw the overlap-count map instead (.png only)")
     # nothing runs: no memory budget applies to a canvas that is only checked
     p.set_defaults(memory_limit=NO_RUN_LIMIT)
+
+
+def run(opts: argparse.Namespace, executor: Executor) -> int:
+    return cmd_geometry(opts, executor)
 
 
 def _options_problem(opts: argparse.Namespace) -> str | None:

@@ -16,7 +16,11 @@ from __future__ import annotations
 import argparse
 
 from engine.base.names import escaped
-from engine.cli.commands import _err, _path, _say
+from engine.cli.common import _err, _path, _say
+
+#: The subcommand this module adds, and what it is doing (for the line that says memory ran
+#: out).
+COMMANDS = {"import": "importing"}
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -69,45 +73,44 @@ def add_parser(sub) -> None:
                         "padding, pads=T,B,L,R, groups, weights=OIHW|HWIO, data_format")
 
 
-def cmd_import(opts) -> int:
+def run(opts: argparse.Namespace, _executor) -> int:
+    return cmd_import(opts)
+
+
+def _given(opts: argparse.Namespace, *names: str) -> bool:
+    """Whether any of the options ``names`` (``output``, ``input``, ...) is given."""
+    return any(getattr(opts, name) for name in names)
+
+
+def _options_problem(opts: argparse.Namespace) -> str | None:
+    """The first usage problem among the options, before the model is read; None if none."""
     if opts.layer is not None and not opts.output:
-        _err("import --layer needs -o CANVAS.gbc.json (the canvas to write)")
-        return 2
-    if opts.all and (not opts.output or opts.input or opts.input_size):
-        _err("import --all needs -o DIR and takes no --input or --input-size (each layer's "
-             "input size is the model's)")
-        return 2
-    if opts.list and (opts.output or opts.input or opts.input_size or opts.batch):
-        _err("import --list takes no -o, --input, --input-size or --batch")
-        return 2
+        return "import --layer needs -o CANVAS.gbc.json (the canvas to write)"
+    if opts.all and (not opts.output or _given(opts, "input", "input_size")):
+        return ("import --all needs -o DIR and takes no --input or --input-size (each layer's "
+                "input size is the model's)")
+    if opts.list and _given(opts, "output", "input", "input_size", "batch"):
+        return "import --list takes no -o, --input, --input-size or --batch"
     if opts.input and opts.batch:
-        _err("import: --batch is for the random input; with --input the array gives the batch")
+        return "import: --batch is for the random input; with --input the array gives the batch"
+    return None
+
+
+def cmd_import(opts: argparse.Namespace) -> int:
+    problem = _options_problem(opts)
+    if problem:
+        _err(problem)
         return 2
     # the model readers: loaded for an import only (not by every gradblocks command's parser)
     from engine.graph.layer_canvas import read_model, write_layer_canvas
-    from engine.graph.model_canvases import list_lines, plan_model, write_model_canvases
-    from engine.graph.report import text_table
     from engine.io.models.model_import import ModelImportError
 
     try:
         found = read_model(opts.model, opts.attrs, opts.weights)
         if opts.list:
-            rows, refused = list_lines(plan_model(found, 1, opts.layout))
-            _say(text_table(rows) if len(rows) > 1 else
-                 f"{escaped(opts.model)}: no importable conv layers")
-            for reason in refused:
-                _say(f"cannot import: {reason}")
-            return 0
+            return _list_layers(opts, found)
         if opts.all:
-            index = write_model_canvases(found, opts.output, batch=opts.batch or 1,
-                                         layout=opts.layout, protected=(opts.model,))
-            written = sum("canvas" in item for item in index)
-            for item in index:
-                if "skipped" in item:
-                    _say(f"skipped: {escaped(item['skipped'])}")
-            _say(f"wrote {written} canvases and {escaped(opts.output)}/index.json "
-                 f"({len(index) - written} conv layers skipped)")
-            return 0
+            return _import_all(opts, found)
         layer = found.find(opts.layer, _path(opts.model))
         done = write_layer_canvas(layer, opts.output, input_hw=opts.input_size,
                                   batch=opts.batch or 1, layout=opts.layout, input_path=opts.input,
@@ -119,29 +122,80 @@ def cmd_import(opts) -> int:
         _err(f"cannot write {_path(repr(opts.output))}: {err.strerror or err} (the previous "
              "files, if any, are unchanged)")
         return 1
-    conv = done.conv
-    _say(f"layer {escaped(layer.name)}: {layer.op}, {conv.op} {conv.attrs['data_format']} "
-         f"padding {conv.attrs['padding']}"
-         + (f" {conv.attrs['explicit_paddings']}" if conv.attrs["padding"] == "EXPLICIT" else "")
-         + f", input {list(conv.input_shape)} -> output {list(done.output_shape)}")
-    if layer.batch is None and opts.batch is None and opts.input is None:
-        _say("batch 1: the model does not fix its batch (a symbolic or unknown size); "
-             "--batch N sets it")
-    last = "pointwise_forward" if layer.pointwise is not None else "forward"
-    if layer.pointwise is not None:
-        _say("separable: the depthwise conv (forward) feeds the 1x1 pointwise conv "
-             "(pointwise_forward); grad_input and grad_filter are the whole layer's gradients")
-    if layer.conv1d:
-        _say(f"1-D conv: imported as a 2-D conv of height 1 (kernel {'x'.join(map(str, layer.kernel))}"
-             f", strides {','.join(map(str, layer.strides))}, dilations "
-             f"{','.join(map(str, layer.dilations))}; a note on the canvas says so)")
-    if layer.final.bias is not None:
-        _say(f"bias [{layer.final.bias.shape[0]}]: saved as the Tensor block 'bias' (TensorFlow's "
-             f"conv op has no bias; add it after {last} yourself)")
-    if layer.final.activation:
-        _say(f"activation {escaped(layer.final.activation, 60)}: the model applies it after the "
-             "conv (and the bias); the canvas computes the conv alone (a note on the canvas "
-             "says so)")
+    _say(_layer_line(layer, done))
+    for line in _layer_notes(opts, layer):
+        _say(line)
     for path in done.files:
         _say(f"wrote {escaped(path)}")
     return 0
+
+
+def _list_layers(opts: argparse.Namespace, found) -> int:
+    """``--list``: the table of the model's conv layers, then why each other one is refused."""
+    from engine.graph.model_canvases import list_lines, plan_model
+    from engine.graph.report import text_table
+
+    rows, refused = list_lines(plan_model(found, 1, opts.layout))
+    _say(text_table(rows) if len(rows) > 1 else
+         f"{escaped(opts.model)}: no importable conv layers")
+    for reason in refused:
+        _say(f"cannot import: {reason}")
+    return 0
+
+
+def _import_all(opts: argparse.Namespace, found) -> int:
+    """``--all``: a canvas per conv layer and ``index.json`` in the ``-o`` folder."""
+    from engine.graph.model_canvases import write_model_canvases
+
+    index = write_model_canvases(found, opts.output, batch=opts.batch or 1,
+                                 layout=opts.layout, protected=(opts.model,))
+    written = sum("canvas" in item for item in index)
+    for item in index:
+        if "skipped" in item:
+            _say(f"skipped: {escaped(item['skipped'])}")
+    _say(f"wrote {written} canvases and {escaped(opts.output)}/index.json "
+         f"({len(index) - written} conv layers skipped)")
+    return 0
+
+
+def _layer_line(layer, done) -> str:
+    """The imported layer as the canvas computes it: op, layout, padding, shapes."""
+    conv = done.conv
+    return (f"layer {escaped(layer.name)}: {layer.op}, {conv.op} {conv.attrs['data_format']} "
+            f"padding {conv.attrs['padding']}"
+            + (f" {conv.attrs['explicit_paddings']}" if conv.attrs["padding"] == "EXPLICIT"
+               else "")
+            + f", input {list(conv.input_shape)} -> output {list(done.output_shape)}")
+
+
+def _layer_notes(opts: argparse.Namespace, layer) -> list[str]:
+    """What the canvas of ``layer`` does not say by itself: the batch it chose, a separable or
+    1-D layer's translation, and the bias and activation it leaves out."""
+    notes = []
+    if layer.batch is None and opts.batch is None and opts.input is None:
+        notes.append("batch 1: the model does not fix its batch (a symbolic or unknown size); "
+                     "--batch N sets it")
+    if layer.pointwise is not None:
+        notes.append("separable: the depthwise conv (forward) feeds the 1x1 pointwise conv "
+                     "(pointwise_forward); grad_input and grad_filter are the whole layer's "
+                     "gradients")
+    if layer.conv1d:
+        notes.append(f"1-D conv: imported as a 2-D conv of height 1 (kernel "
+                     f"{'x'.join(map(str, layer.kernel))}, strides "
+                     f"{','.join(map(str, layer.strides))}, dilations "
+                     f"{','.join(map(str, layer.dilations))}; a note on the canvas says so)")
+    return notes + _final_notes(layer)
+
+
+def _final_notes(layer) -> list[str]:
+    """The bias and activation the model applies after the conv, which the canvas leaves out."""
+    notes = []
+    last = "pointwise_forward" if layer.pointwise is not None else "forward"
+    if layer.final.bias is not None:
+        notes.append(f"bias [{layer.final.bias.shape[0]}]: saved as the Tensor block 'bias' "
+                     f"(TensorFlow's conv op has no bias; add it after {last} yourself)")
+    if layer.final.activation:
+        notes.append(f"activation {escaped(layer.final.activation, 60)}: the model applies it "
+                     "after the conv (and the bias); the canvas computes the conv alone (a note "
+                     "on the canvas says so)")
+    return notes

@@ -20,8 +20,12 @@ import sys
 from engine.base.atomic import write_atomically
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import article
-from engine.cli.commands import _err, _path, _say
+from engine.cli.common import _err, _path, _say
 from engine.verify.defaults import CONVENTIONS, DEFAULT_CASES, DEFAULT_TIMEOUT, OPS
+
+#: The subcommand this module adds, and what it is doing (for the line that says memory ran
+#: out).
+COMMANDS = {"verify": "verifying"}
 
 
 def _positive_int(text: str) -> int:
@@ -100,6 +104,10 @@ def add_parser(sub) -> None:
     p.add_argument("--support", metavar="SPEC",
                    help='what the implementation supports, e.g. "strides<=2 dilations=1 '
                         'groups=1 layouts=NHWC dtypes=float32 padding=SAME,VALID"')
+
+
+def run(opts: argparse.Namespace, _executor) -> int:
+    return cmd_verify(opts)
 
 
 def _progress(done: int, total: int) -> None:
