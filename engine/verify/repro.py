@@ -218,7 +218,7 @@ def write_repro(report: VerifyReport, folder: str) -> list[str]:
             files[f"test_{stem}.py"] = test_text(report, m).encode("utf-8")
             tests = [str(Path(folder) / f"test_{stem}.py")]
         text = dumps(canvas).encode("utf-8")
-        members = [Member(name, lambda fh, d=data: fh.write(d)) for name, data in files.items()]
+        members = [Member.of_bytes(name, data) for name, data in files.items()]
         target = str(Path(folder) / f"{stem}.gbc.json")
 
         def check(temps, canvas=canvas, paths=paths, target=target) -> None:
