@@ -264,7 +264,7 @@ def write_atomically(path: str | os.PathLike, write: Callable[[BinaryIO], object
 
 def write_bytes_atomically(path: str | os.PathLike, data: bytes) -> None:
     """:func:`write_atomically` of ``data``."""
-    write_atomically(path, lambda f: f.write(data))
+    write_atomically(path, bytes_writer(data))
 
 
 @dataclass(frozen=True)
@@ -278,7 +278,12 @@ class Member:
     @staticmethod
     def of_bytes(name: str, data: bytes) -> Member:
         """The member whose content is ``data``."""
-        return Member(name, lambda f: f.write(data))
+        return Member(name, bytes_writer(data))
+
+
+def bytes_writer(data: bytes) -> Callable[[BinaryIO], object]:
+    """The writer (for :func:`write_atomically`, :func:`write_file_set`) of ``data``."""
+    return lambda f: f.write(data)
 
 
 def _stepper() -> Callable[[], None]:
