@@ -8,6 +8,7 @@ dtype (as a user runs them), the inner products in float64.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -87,8 +88,8 @@ def _emit(attrs: dict, inputs: dict[str, str], outputs: dict[str, str]) -> list[
 
 
 def _run(attrs: dict, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return adjoint_check(**{p: inputs[p] for p in PORTS}, op=attrs["op"],
-                         **conv_kwargs(attrs))
+    ports: dict[str, Any] = {p: inputs[p] for p in PORTS}
+    return adjoint_check(**ports, op=attrs["op"], **conv_kwargs(attrs))
 
 
 ADJOINT_CHECK = BlockSpec(

@@ -25,6 +25,7 @@ when :func:`estimated_seconds` passes :data:`SLOW_CHECK_SECONDS` (:func:`cost_wa
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -68,7 +69,7 @@ class _Loss:
     def __init__(self, g: ConvGeometry, x: np.ndarray, w: np.ndarray, dy: np.ndarray):
         self.g, self.x, self.w, self.dy = g, x, w, dy
         self.kernel = (kernels.depthwise_conv2d_native if g.depthwise else kernels.conv2d)
-        self.kw = {"strides": [1, g.stride_rows, g.stride_cols, 1], "padding": "VALID",
+        self.kw: dict[str, Any] = {"strides": [1, g.stride_rows, g.stride_cols, 1], "padding": "VALID",
                    "data_format": "NHWC",
                    "dilations": [1, g.dilation_rows, g.dilation_cols, 1]}
         self.span_rows = (g.filter_rows - 1) * g.dilation_rows + 1
@@ -197,7 +198,8 @@ def grad_check(input: np.ndarray, filter: np.ndarray, out_backprop: np.ndarray,
         if empty:
             continue  # L is the empty sum: no element changes it
         if wrt == "filter":
-            numbers[k] = loss.filter_element(*map(int, index), epsilon)
+            i, j, q, o = map(int, index)
+            numbers[k] = loss.filter_element(i, j, q, o, epsilon)
         else:
             n, a, b, c = map(int, index)
             nhwc = (n, a, b, c) if data_format == "NHWC" else (n, b, c, a)
@@ -338,7 +340,8 @@ def _emit(attrs: dict, inputs: dict[str, str], outputs: dict[str, str]) -> list[
 
 
 def _run(attrs: dict, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return grad_check(**{p: inputs[p] for p in PORTS}, op=attrs["op"], wrt=attrs["wrt"],
+    ports: dict[str, Any] = {p: inputs[p] for p in PORTS}
+    return grad_check(**ports, op=attrs["op"], wrt=attrs["wrt"],
                       **conv_kwargs(attrs), epsilon=attrs["epsilon"],
                       samples=attrs["samples"], seed=attrs["seed"])
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -346,7 +347,7 @@ class BlockSpec:
         return out, problems
 
 
-def resolve_paths(spec: BlockSpec, attrs: dict[str, Any], base_dir: str | Path | None) -> dict:
+def resolve_paths(spec: BlockSpec, attrs: dict[str, Any], base_dir: str | os.PathLike | None) -> dict:
     """``path`` attributes made absolute against the canvas file's folder."""
     if base_dir is None:
         return attrs

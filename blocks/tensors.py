@@ -107,8 +107,8 @@ def _tensor_emit(attrs: dict, inputs: dict[str, str], outputs: dict[str, str]) -
     """``sources.generate`` as the run calls it (inactive attributes, which it ignores, left
     out); an image is read by ``image_source.read_image`` as the run reads it."""
     if attrs["fill"] == "image":
-        args = ", ".join(literal(a) for a in _image_args(attrs))
-        return [f"{outputs['output']} = image_source.read_image({args})"]
+        image_args = ", ".join(literal(a) for a in _image_args(attrs))
+        return [f"{outputs['output']} = image_source.read_image({image_args})"]
     args = [f"{k}={literal(attrs[k])}" for k in ("fill", "shape", "dtype")]
     args += [f"{k}={literal(attrs[k])}" for k in ("seed", "values", "path")
              if TENSOR.attr(k).is_active(attrs)]

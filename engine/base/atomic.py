@@ -242,7 +242,7 @@ def _copy_owner_and_mode(tmp: Path, old: Path) -> None:
     os.chmod(tmp, stat.S_IMODE(st.st_mode))
 
 
-def write_atomically(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> None:
+def write_atomically(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -> None:
     """Write ``path`` through ``write(binary_file)`` atomically (see the module docstring)."""
     shown, path = path, resolve_target(path)
     _refuse_special(path, shown)
@@ -264,7 +264,7 @@ def write_atomically(path: str | os.PathLike, write: Callable[[BinaryIO], None])
 
 def write_bytes_atomically(path: str | os.PathLike, data: bytes) -> None:
     """:func:`write_atomically` of ``data``."""
-    write_atomically(path, lambda f: f.write(data))
+    write_atomically(path, bytes_writer(data))
 
 
 @dataclass(frozen=True)
@@ -273,7 +273,17 @@ class Member:
     write it."""
 
     name: str
-    write: Callable[[BinaryIO], None]
+    write: Callable[[BinaryIO], object]
+
+    @staticmethod
+    def of_bytes(name: str, data: bytes) -> Member:
+        """The member whose content is ``data``."""
+        return Member(name, bytes_writer(data))
+
+
+def bytes_writer(data: bytes) -> Callable[[BinaryIO], object]:
+    """The writer (for :func:`write_atomically`, :func:`write_file_set`) of ``data``."""
+    return lambda f: f.write(data)
 
 
 def _stepper() -> Callable[[], None]:
@@ -288,7 +298,7 @@ def _stepper() -> Callable[[], None]:
     return step
 
 
-def _write_temp(folder: Path, name: str, write: Callable[[BinaryIO], None],
+def _write_temp(folder: Path, name: str, write: Callable[[BinaryIO], object],
                 made: list[Path]) -> Path:
     """A temporary file beside ``name`` holding what ``write`` writes, flushed and fsynced."""
     fd, tmp = _create_temp(folder, name, made)
@@ -315,7 +325,7 @@ def _plain_name(name: str) -> bool:
         os.altsep is None or os.altsep not in name) and "\x00" not in name
 
 
-def write_file_set(main: str | os.PathLike, write_main: Callable[[BinaryIO], None],
+def write_file_set(main: str | os.PathLike, write_main: Callable[[BinaryIO], object],
                    members: Sequence[Member],
                    owned_before: Callable[[Path], Iterable[str]] = lambda _main: (),
                    keep: Iterable[str | os.PathLike] = (),

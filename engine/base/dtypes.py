@@ -21,8 +21,9 @@ from engine.base.errors import InvalidArgumentError
 #: The supported float dtypes, TensorFlow's names, in the order messages list them.
 NAMES = ("float16", "bfloat16", "float32", "float64")
 #: Those NumPy itself provides.
-_NUMPY = {"float16": np.dtype(np.float16), "float32": np.dtype(np.float32),
-          "float64": np.dtype(np.float64)}
+_NUMPY: dict[str, np.dtype] = {"float16": np.dtype(np.float16),
+                               "float32": np.dtype(np.float32),
+                               "float64": np.dtype(np.float64)}
 
 
 @functools.cache

@@ -124,7 +124,7 @@ WARM_S = 0.1
 #: The gain over the NumPy path a compiled path needs on at least one case (issue 21).
 MIN_GAIN = 1.5
 
-OURS = {
+OURS: dict[str, Callable[..., np.ndarray]] = {
     "Conv2D": kernels.conv2d,
     "Conv2DBackpropFilter": kernels.conv2d_backprop_filter,
     "Conv2DBackpropInput": kernels.conv2d_backprop_input,
@@ -352,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             ms = median_ms(ours, repeat)
         mem = extra_memory_mib(ours)
-        path = kernels.last_path()
+        path = kernels.last_path() or "none"  # set by the calls above
         latency = cancel_latency_ms(ours, ms / 2)
         gf = case.gflop()
         line = (f"{case.name:36} {gf:6.2f} {ms:8.2f} {gf / ms * 1e3:8.1f} "

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -224,7 +225,7 @@ def conv_geometry_model(
     (``filter_sizes`` or ``input_sizes``). Raises InvalidArgumentError as the shape rule does,
     KeyError for a type that is not a conv block."""
     form = OPS[type_id]
-    kw = {k: attrs[k] for k in ("strides", "padding", "data_format", "dilations")}
+    kw: dict[str, Any] = {k: attrs[k] for k in ("strides", "padding", "data_format", "dilations")}
     kw["explicit_paddings"] = attrs["explicit_paddings"] if attrs["padding"] == "EXPLICIT" else []
     sizes = sizes or {}
     if form.kind == "forward":

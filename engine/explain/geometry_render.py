@@ -140,6 +140,7 @@ def _input_panel(model: GeometryModel, frame: Frame | None, counts: np.ndarray |
         shown = counts[rs.start - r0: rs.stop - r0, cs.start - c0: cs.stop - c0]
         colours[rs, cs] = table[np.rint(shown / top * 255).astype(int)]
     else:
+        assert frame is not None  # the panel shows a frame's cells or the overlap counts
         colours[rs, cs] = INPUT
         _mark(colours, frame.input_cells + shift, rw, cw, TOUCHED)
         _mark(colours, frame.pad_cells + shift, rw, cw, TOUCHED_PAD)

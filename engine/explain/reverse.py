@@ -146,8 +146,8 @@ def _feeds(type_id: str, attrs: Mapping[str, object],
             cs = _reached(w, kw, sc, dc, pl, g.out_cols)
             chans = (np.arange(ch * M, ch * M + M, dtype=np.int64) if form.depthwise
                      else _group_outputs(g, ch))
-            a, b, o = _cross(rs, cs, chans)
-            return _activation(n, a, b, o, fmt)
+            a, b, outs = _cross(rs, cs, chans)
+            return _activation(n, a, b, outs, fmt)
         i, j, q, o = idx
         rs = _positions(i, g.out_rows, sr, dr, pt, g.in_rows)
         cs = _positions(j, g.out_cols, sc, dc, pl, g.in_cols)
@@ -160,17 +160,17 @@ def _feeds(type_id: str, attrs: Mapping[str, object],
             ti = _taps_of(h, kh, sr, dr, pt, g.out_rows)
             tj = _taps_of(w, kw, sc, dc, pl, g.out_cols)
             if form.depthwise:
-                q, outs = np.array([ch]), np.arange(M, dtype=np.int64)
+                qs, outs = np.array([ch]), np.arange(M, dtype=np.int64)
             else:
-                q, outs = np.array([ch % g.filter_in_depth]), _group_outputs(g, ch)
+                qs, outs = np.array([ch % g.filter_in_depth]), _group_outputs(g, ch)
         else:  # out_backprop[n, r, c, ch]
             ti = _real_taps(h, kh, sr, dr, pt, g.in_rows)
             tj = _real_taps(w, kw, sc, dc, pl, g.in_cols)
             if form.depthwise:
-                q, outs = np.array([ch // M]), np.array([ch % M])
+                qs, outs = np.array([ch // M]), np.array([ch % M])
             else:
-                q, outs = np.arange(g.filter_in_depth, dtype=np.int64), np.array([ch])
-        a, b, qq, oo = _cross(ti, tj, q, outs)
+                qs, outs = np.arange(g.filter_in_depth, dtype=np.int64), np.array([ch])
+        a, b, qq, oo = _cross(ti, tj, qs, outs)
         return np.stack([a, b, qq, oo], axis=1).reshape(-1, 4)
     # input gradient: output dx[n, h, w, ch]
     if port == "filter":

@@ -43,6 +43,7 @@ import itertools
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -189,7 +190,7 @@ def check_index(index: Sequence[object], shape: Sequence[int]) -> tuple[int, ...
 def _geometry(form: ConvOp, attrs: Mapping[str, object],
               inputs: Mapping[str, np.ndarray]) -> ConvGeometry:
     padding = attrs.get("padding", "VALID")
-    kw = {
+    kw: dict[str, Any] = {
         "strides": attrs.get("strides", [1, 1, 1, 1]),
         "padding": padding,
         "explicit_paddings": attrs.get("explicit_paddings", []) if padding == "EXPLICIT" else [],

@@ -271,7 +271,9 @@ def export_framework_script(plan: Plan, target: str, source: str = "canvas",
         inputs, outputs = step_variables(step, ctx.var)
         blocks.append(block_entry(step, titles))
         body += ["", f"# step {index + 1} of {len(plan.steps)}"]
-        body += _emitter(step.spec)(ctx, step, inputs, outputs)
+        emit = _emitter(step.spec)
+        assert emit is not None  # refusal(plan, target) found every step's
+        body += emit(ctx, step, inputs, outputs)
     results = result_entries(plan, ctx.var)
     companion = companion_name(script_name, sources_digest(ctx.sources))
     script = "\n".join([

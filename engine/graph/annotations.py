@@ -165,7 +165,7 @@ def parse_item(kind: str, raw: Any, path: str, taken: set[str],
     elif item_id in taken:
         problems.append((f"{path}.id", (f"duplicate id {item_id!r} (ids are unique across "
                                         "blocks, frames and notes)")))
-    values = {}
+    values: dict[str, Any] = {}
     for name, (check, default) in fields.items():
         if name not in raw and default is None:
             problems.append((f"{path}.{name}", "missing"))
@@ -176,4 +176,5 @@ def parse_item(kind: str, raw: Any, path: str, taken: set[str],
             problems.append((f"{path}.{name}", str(err)))
     if len(problems) > before:
         return None
+    assert isinstance(item_id, str)  # id_problem found none
     return cls(item_id, **values)

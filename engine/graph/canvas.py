@@ -33,6 +33,7 @@ import json
 import os
 import re
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,7 +41,7 @@ from blocks.registry import REGISTRY, get_spec
 from engine.base.atomic import write_bytes_atomically
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import MAX_TITLE, id_problem, shown, text_problem
-from engine.graph import annotations
+from engine.graph import annotations as items  # `annotations` is the __future__ feature
 from engine.graph.annotations import Frame, Note
 from engine.io import strict_json
 
@@ -253,24 +254,24 @@ class Canvas:
         self._node(node_id).pos = _position(pos)
 
     # -- frames and notes ------------------------------------------------------------------
-    def add_frame(self, pos: tuple[float, float], size: tuple[float, float] = annotations.
-                  FRAME_SIZE, title: str = "Frame", colour: str = annotations.FRAME_COLOUR,
+    def add_frame(self, pos: tuple[float, float], size: tuple[float, float] = items.FRAME_SIZE,
+                  title: str = "Frame", colour: str = items.FRAME_COLOUR,
                   id: str | None = None) -> Frame:
         """Add a frame (all fields validated; a fresh ``frame_<k>`` id unless given)."""
-        frame = Frame(self._fresh(id, "frame"), annotations.title(title),
-                      annotations.colour(colour), annotations.position(pos),
-                      annotations.size(size))
+        frame = Frame(self._fresh(id, "frame"), items.title(title),
+                      items.colour(colour), items.position(pos),
+                      items.size(size))
         self.frames[frame.id] = frame
         return frame
 
     def add_note(self, pos: tuple[float, float], text: str = "",
-                 size: tuple[float, float] = annotations.NOTE_SIZE,
-                 colour: str = annotations.NOTE_COLOUR, id: str | None = None) -> Note:
+                 size: tuple[float, float] = items.NOTE_SIZE,
+                 colour: str = items.NOTE_COLOUR, id: str | None = None) -> Note:
         """Add a note of plain ``text`` (all fields validated; a fresh ``note_<k>`` id unless
         given)."""
-        note = Note(self._fresh(id, "note"), annotations.note_text(text),
-                    annotations.colour(colour), annotations.position(pos),
-                    annotations.size(size))
+        note = Note(self._fresh(id, "note"), items.note_text(text),
+                    items.colour(colour), items.position(pos),
+                    items.size(size))
         self.notes[note.id] = note
         return note
 
@@ -282,27 +283,27 @@ class Canvas:
 
     def move_item(self, item_id: str, pos: tuple[float, float]) -> None:
         """Put a frame or note's top-left corner at ``pos``."""
-        self._item(item_id).pos = annotations.position(pos)
+        self._item(item_id).pos = items.position(pos)
 
     def resize_item(self, item_id: str, size: tuple[float, float]) -> None:
         """Give a frame or note ``size`` [width, height]."""
-        self._item(item_id).size = annotations.size(size)
+        self._item(item_id).size = items.size(size)
 
     def recolour_item(self, item_id: str, colour: str) -> None:
         """Give a frame or note a ``#rrggbb`` colour."""
-        self._item(item_id).colour = annotations.colour(colour)
+        self._item(item_id).colour = items.colour(colour)
 
     def retitle_frame(self, frame_id: str, title: str) -> None:
         """Rename a frame (the title rule of blocks)."""
         if frame_id not in self.frames:
             raise InvalidArgumentError(f"no frame {shown(frame_id)} on the canvas")
-        self.frames[frame_id].title = annotations.title(title)
+        self.frames[frame_id].title = items.title(title)
 
     def set_note_text(self, note_id: str, text: str) -> None:
         """Replace a note's plain text (:func:`engine.graph.annotations.note_text_problem`)."""
         if note_id not in self.notes:
             raise InvalidArgumentError(f"no note {shown(note_id)} on the canvas")
-        self.notes[note_id].text = annotations.note_text(text)
+        self.notes[note_id].text = items.note_text(text)
 
     def _item(self, item_id: str) -> Frame | Note:
         item = (self.frames.get(item_id) or self.notes.get(item_id)
@@ -352,8 +353,9 @@ class Canvas:
         part = parse_fragment(fragment, source)
         dx, dy = _position(offset)
         problems, spots = [], {}
-        for key, table in (("nodes", part.nodes), ("frames", part.frames),
-                           ("notes", part.notes)):
+        tables: tuple[tuple[str, Mapping[str, Node | Frame | Note]], ...] = (
+            ("nodes", part.nodes), ("frames", part.frames), ("notes", part.notes))
+        for key, table in tables:
             for i, item in enumerate(table.values()):
                 try:
                     spots[item.id] = _position((item.pos[0] + dx, item.pos[1] + dy))
@@ -441,8 +443,8 @@ class Canvas:
             "nodes": [{"id": n.id, "type": n.type, "title": n.title, "pos": list(n.pos),
                        "attrs": copy.deepcopy(n.attrs)} for n in self.nodes.values()],
             "edges": [{"src": list(e.src), "dst": list(e.dst)} for e in self.edges],
-            "frames": [annotations.frame_json(f) for f in self.frames.values()],
-            "notes": [annotations.note_json(n) for n in self.notes.values()],
+            "frames": [items.frame_json(f) for f in self.frames.values()],
+            "notes": [items.note_json(n) for n in self.notes.values()],
         }
 
     @classmethod
@@ -461,7 +463,9 @@ def _attr_places(data: Any, canvas: Canvas) -> dict[str, tuple[str, str]]:
     places = {}
     for i, raw in enumerate(nodes if isinstance(nodes, list) else ()):
         node_id = raw.get("id") if isinstance(raw, dict) else None
-        attrs = raw.get("attrs") if isinstance(node_id, str) and node_id in canvas.nodes else None
+        if not isinstance(node_id, str) or node_id not in canvas.nodes:
+            continue
+        attrs = raw.get("attrs")
         for key in attrs if isinstance(attrs, dict) else ():
             places[strict_json.key_path(f"$.nodes[{i}].attrs", str(key))] = (node_id, str(key))
     return places
@@ -474,7 +478,7 @@ def _position(pos: Any) -> tuple[float, float]:
         if type(x) is float and type(y) is float and -MAX_COORD <= x <= MAX_COORD \
                 and -MAX_COORD <= y <= MAX_COORD:
             return x, y
-    if isinstance(pos, (list, tuple)) and len(pos) == 2 and all(map(annotations.is_finite, pos)):
+    if isinstance(pos, (list, tuple)) and len(pos) == 2 and all(map(items.is_finite, pos)):
         x, y = float(pos[0]), float(pos[1])
         if abs(x) <= MAX_COORD and abs(y) <= MAX_COORD:
             return x, y
@@ -530,14 +534,16 @@ def _parse(data: Any, problems: list[tuple[str, str]]) -> Canvas:
 def _parse_items(canvas: Canvas, data: dict, problems: list) -> None:
     """The frames and notes of a version 2 document (both lists optional)."""
     taken = set(canvas.nodes)
-    for key, kind, table in (("frames", "frame", canvas.frames),
-                             ("notes", "note", canvas.notes)):
+    # each table takes the kind parse_item returns for it
+    tables: tuple[tuple[str, str, dict[str, Any]], ...] = (
+        ("frames", "frame", canvas.frames), ("notes", "note", canvas.notes))
+    for key, kind, table in tables:
         raw_items = data.get(key, [])
         if not isinstance(raw_items, list):
             problems.append((f"$.{key}", "expected a list"))
             continue
         for i, raw in enumerate(raw_items):
-            item = annotations.parse_item(kind, raw, f"$.{key}[{i}]", taken, problems)
+            item = items.parse_item(kind, raw, f"$.{key}[{i}]", taken, problems)
             if isinstance(raw, dict) and isinstance(raw.get("id"), str):
                 taken.add(raw["id"])
             if item is not None:
@@ -610,11 +616,14 @@ def _parse_node(canvas: Canvas, raw: Any, path: str, problems: list) -> None:
         attrs = {}
     if not ok:
         return
+    # all three checked above (a bad title was replaced by the id)
+    assert isinstance(node_id, str) and isinstance(type_id, str) and isinstance(title, str)
     spec = REGISTRY[type_id]
     resolved, attr_problems = spec.resolve_attrs(attrs)
-    for err in attr_problems:
-        problems.append((strict_json.key_path(f"{path}.attrs", str(err.attr)), err.message))
-    bad = {err.attr for err in attr_problems}
+    for attr_err in attr_problems:
+        problems.append((strict_json.key_path(f"{path}.attrs", str(attr_err.attr)),
+                         attr_err.message))
+    bad = {attr_err.attr for attr_err in attr_problems}
     # kept (without its bad values) so that later duplicates and edges are checked against it
     canvas.nodes[node_id] = Node(node_id, type_id, title, pos,
                                  {k: resolved[k] for k in attrs if k not in bad})
@@ -721,7 +730,7 @@ def load_canvas(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES) -> Can
     return Canvas.from_json(data, source)
 
 
-def _read_regular(path: str | os.PathLike, max_bytes: int, source: str) -> bytes:
+def _read_regular(path: str | os.PathLike[str], max_bytes: int, source: str) -> bytes:
     """The bytes of a regular file of at most ``max_bytes`` bytes, or a CanvasError."""
     def refuse(message: str) -> CanvasError:
         return CanvasError([("$", message)], source)

@@ -132,17 +132,16 @@ def plan_layer(layer: ConvLayer, input_hw: tuple[int, int] | None = None, batch:
         why = f" ({layer.input_unknown})" if layer.input_unknown else ""
         raise ModelImportError(f"layer {layer.name!r}: the model does not say its input "
                                f"size{why}: give --input-size H,W or --input FILE.npy")
-    conv = translate(layer, tuple(int(v) for v in input_hw), int(batch), fmt)
+    hw = (int(input_hw[0]), int(input_hw[1]))
+    conv = translate(layer, hw, int(batch), fmt)
     where = f"layer {layer.name!r} on input {list(conv.input_shape)}"
-    for what, size in (("batch", int(batch)), ("height", int(input_hw[0])),
-                       ("width", int(input_hw[1]))):
+    for what, size in (("batch", int(batch)), ("height", hw[0]), ("width", hw[1])):
         if size < 1:
             raise ModelImportError(f"{where}: the input {what} is {size}, so the input is empty "
                                    "(it must be at least 1)")
     try:
         if layer.transposed:  # the forward conv of which it is the input gradient, on Y
-            output_shape = _transposed_output(layer, conv, int(batch),
-                                              tuple(map(int, input_hw)), where)
+            output_shape = _transposed_output(layer, conv, int(batch), hw, where)
         else:
             output_shape = conv_output(layer, conv)
             if layer.pointwise is not None:
@@ -408,7 +407,7 @@ def write_layer_canvas(layer: ConvLayer, canvas_path: str, *, input_hw=None, bat
             raise ModelImportError(f"{_where(real.parent / name)} {problem}")
     canvas = build_canvas(layer, conv, output_shape, named)
     text = dumps(canvas).encode("utf-8")
-    members = [Member(named[k], lambda f, d=d: f.write(d)) for k, d in data.items()]
+    members = [Member.of_bytes(named[k], d) for k, d in data.items()]
     files = write_file_set(
         canvas_path, lambda f: f.write(text), members, owned_arrays, keep=list(keep),
         check=lambda temps: check_imported(canvas, {k: temps[n] for k, n in named.items()},

@@ -226,7 +226,7 @@ def write_merged_canvas(layers: Sequence[ConvLayer], canvas_path: str, *, batch:
     except InvalidArgumentError as err:
         raise ModelImportError(f"{layer_canvas._where(canvas_path)}: {err}") from None
     text = dumps(canvas).encode("utf-8")
-    members = [Member(name, lambda f, d=d: f.write(d)) for name, d in data.items()]
+    members = [Member.of_bytes(name, d) for name, d in data.items()]
     files = write_file_set(
         canvas_path, lambda f: f.write(text), members, owned_arrays, keep=list(keep),
         check=lambda temps: check_imported(canvas, {k: temps[n] for k, n in node_files.items()},

@@ -101,8 +101,10 @@ def list_lines(plans: list[Planned]) -> tuple[list[list[str]], list[str]]:
     """``--list``: the table of the layers that import (:func:`engine.io.models.model_import.
     list_rows`; a layer whose model states no input size is listed: it imports with
     ``--input-size``) and one ``cannot import:`` reason per other conv layer."""
-    rows = list_rows([p.layer for p in plans if importable(p)])  # type: ignore[misc]
-    return rows, [escaped(p.skipped) for p in plans if not importable(p)]
+    # an importable plan has its layer; the others have their reason (``skipped``)
+    rows = list_rows([p.layer for p in plans if importable(p) and p.layer is not None])
+    return rows, [escaped(p.skipped) for p in plans
+                  if not importable(p) and p.skipped is not None]
 
 
 def canvas_names(plans: list[Planned]) -> dict[int, str]:
@@ -195,12 +197,14 @@ def _stepper() -> Callable[[], None]:
 def _build(plans: list[Planned], names: dict[int, str], build: Path, step: Callable[[], None],
            batch: int, layout: str | None, protected: tuple[str, ...]) -> list[dict]:
     """Write every canvas (and its arrays) and index.json into the empty folder ``build``."""
-    index = []
+    index: list[dict] = []
     for i, p in enumerate(plans):
         if p.skipped is not None:
             index.append({"layer": p.name, "op": p.op, "skipped": p.skipped})
             continue
-        write_layer_canvas(p.layer, str(build / names[i]), batch=batch,  # type: ignore
+        # a plan not skipped is complete (plan_model)
+        assert p.layer is not None and p.input_shape is not None and p.output_shape is not None
+        write_layer_canvas(p.layer, str(build / names[i]), batch=batch,
                            layout=layout, protected=protected)
         step()
         index.append({"layer": p.name, "op": p.op, "input_shape": list(p.input_shape),

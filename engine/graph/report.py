@@ -43,7 +43,8 @@ def _stats(a: np.ndarray, seen: dict[tuple[np.dtype, bytes], tuple[str, str, str
     key = (a.dtype, a.tobytes()) if a.size <= SMALL_TENSOR else None
     text = seen.get(key) if key is not None else None
     if text is None:
-        text = tuple(map(format_value, min_max_mean(a)))
+        lo, hi, mean = min_max_mean(a)
+        text = (format_value(lo), format_value(hi), format_value(mean))
         if key is not None:
             seen[key] = text
     return text
@@ -93,7 +94,7 @@ def canvas_error_lines(err: CanvasError, plan: Plan | None = None) -> list[str]:
     lines, bad = [], set()
     for path, message in err.problems:
         where = err.places.get(path)
-        if where is None:
+        if where is None or err.canvas is None:  # places come with the canvas they point in
             lines.append(f"{path}: {message}" if path else message)
         else:
             node_id, attr = where

@@ -22,7 +22,7 @@ import os
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import IO, Literal
 
 import numpy as np
 
@@ -201,7 +201,7 @@ def _data(label: str, readinto: Callable[[memoryview], int | None],
           header: NpyHeader) -> np.ndarray:
     """The header's data, flat in file order, read exactly (no more than its length)."""
     data = np.empty(math.prod(header.shape), header.dtype)
-    view = memoryview(data).cast("B")
+    view = data.data.cast("B")
     got = 0
     while got < len(view):
         n = readinto(view[got:])
@@ -227,7 +227,7 @@ def read_array(path: str, dtype: str) -> np.ndarray:
         os.close(fd)
     if header.dtype.kind in "iu":
         _check_exact(label, data, header, target)
-    order = "F" if header.fortran_order else "C"
+    order: Literal["C", "F"] = "F" if header.fortran_order else "C"
     values = data.reshape(header.shape, order=order)
     if values.dtype == target and values.flags.c_contiguous:
         return values
@@ -237,13 +237,13 @@ def read_array(path: str, dtype: str) -> np.ndarray:
     return out
 
 
-def read_stream_header(label: str, f: BinaryIO, size: int) -> NpyHeader:
+def read_stream_header(label: str, f: IO[bytes], size: int) -> NpyHeader:
     """The validated header of a .npy stream of ``size`` bytes (an .npz member), read from
     ``f``'s current position; problems start with ``label``."""
     return _header(label, _reader(f), size)
 
 
-def read_stream(label: str, f: BinaryIO, size: int, limit: int) -> np.ndarray:
+def read_stream(label: str, f: IO[bytes], size: int, limit: int) -> np.ndarray:
     """The array of a .npy stream of ``size`` bytes (an .npz member), as stored (dtype and
     shape; a 0-d array is shape ``[1]``), its header checked as :func:`read_header` checks a
     file's and its data at most ``limit`` bytes before anything is allocated. Problems start
@@ -253,11 +253,13 @@ def read_stream(label: str, f: BinaryIO, size: int, limit: int) -> np.ndarray:
         raise _fail(label, f"{list(header.shape)} {header.dtype} needs "
                            f"{gib(header.data_bytes)}, more than the memory limit leaves "
                            f"({gib(limit)}): not read")
-    data = _data(label, f.readinto, header)
+    # a zip member (ZipExtFile, a BufferedIOBase) has readinto; typeshed's ZipFile.open
+    # returns IO[bytes], which does not declare it
+    data = _data(label, f.readinto, header)  # type: ignore[attr-defined]
     return data.reshape(header.shape, order="F" if header.fortran_order else "C")
 
 
-def _reader(f: BinaryIO) -> Callable[[int], bytes]:
+def _reader(f: IO[bytes]) -> Callable[[int], bytes]:
     """``read(count)`` of ``f`` returning fewer bytes only at its end."""
     def read(count: int) -> bytes:
         chunks, got = [], 0

@@ -225,6 +225,7 @@ def conv2d_backprop_input(lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype
             e = lay.embed_output(dy[sl], ctype).reshape(-1, co)
             e = e[: e.shape[0] - lay.max_offset]
         if gathered:  # the products of the image's pixels straight into the result
+            assert src is not None  # gathered implies gather
             _backprop_input_gather_pixels(lay, src, wt, out[sl])
             continue
         into = out[sl].reshape(1, 1, -1, ci) if direct else None

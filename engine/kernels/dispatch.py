@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
@@ -144,7 +145,8 @@ def from_nhwc(y: np.ndarray, data_format: str, dtype: np.dtype) -> np.ndarray:
     (:mod:`engine.kernels._compiled.transpose`: both cores, 8x8 vector blocks; NumPy's strided
     copy runs on one core at a third of its speed), else by NumPy."""
     if data_format == "NCHW":
-        path = PATHS.get(path_record.last())
+        last = path_record.last()
+        path = PATHS.get(last) if last is not None else None
         if path is not None and path.compiled and y.dtype == dtype and y.flags.c_contiguous:
             from engine.kernels._compiled import transpose
 
@@ -182,6 +184,14 @@ def _winograd_ran() -> None:
 ResultBuffer = Callable[[bool], tuple[np.ndarray, np.ndarray]]
 
 
+def _numba() -> ModuleType:
+    """The compiled depthwise kernels, once :func:`compiled` said a call runs them (so they
+    loaded)."""
+    module = accel.compiled()
+    assert module is not None
+    return module
+
+
 def _conv(kind: str, g: ConvGeometry, a: np.ndarray, b: np.ndarray, ctype: np.dtype,
           out: ResultBuffer | None = None) -> tuple[np.ndarray, bool]:
     """Forward (``a`` x, ``b`` w), filter (x, dy) or input gradient (dy, w) of a conv call
@@ -201,6 +211,7 @@ def _conv(kind: str, g: ConvGeometry, a: np.ndarray, b: np.ndarray, ctype: np.dt
         return y, False
     lay = PhaseLayout.of(g)
     if kind == "input":
+        assert out is not None  # conv2d_backprop_input passes its buffer
         result, view = out(False)  # each group's call zeroes what it does not write
         col2im = tiled.col2im_in_place(view[..., :g.filter_in_depth], ctype, g.filter_in_depth)
         mod = tiled if _record(_conv_path(g, kind, on, col2im, lay)).compiled else compute
@@ -240,7 +251,7 @@ def depthwise_conv2d(g: ConvGeometry, x: np.ndarray, w: np.ndarray,
         return sparse.depthwise_conv2d(g, *sp, x, w, ctype)
     if compiled(g, ctype):
         _record(NUMBA)  # before the call: the compiled kernel may vouch for its result
-        return accel.compiled().depthwise_conv2d(g, x, w, ctype, accel.CHUNK_BYTES)
+        return _numba().depthwise_conv2d(g, x, w, ctype, accel.CHUNK_BYTES)
     _record(NUMPY_TILES)
     return compute.depthwise_conv2d(PhaseLayout.of(g), x, w, ctype)
 
@@ -253,8 +264,7 @@ def depthwise_conv2d_backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndar
         return sparse.depthwise_conv2d_backprop_filter(g, *sp, x, dy, ctype)
     if compiled(g, ctype):
         _record(NUMBA)
-        return accel.compiled().depthwise_conv2d_backprop_filter(g, x, dy, ctype,
-                                                                 accel.CHUNK_BYTES)
+        return _numba().depthwise_conv2d_backprop_filter(g, x, dy, ctype, accel.CHUNK_BYTES)
     _record(NUMPY_TILES)
     return compute.depthwise_conv2d_backprop_filter(PhaseLayout.of(g), x, dy, ctype)
 
@@ -269,8 +279,7 @@ def depthwise_conv2d_backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarr
     if compiled(g, ctype):
         _record(NUMBA)
         result, view = out(False)  # every element is written
-        accel.compiled().depthwise_conv2d_backprop_input(g, dy, w, ctype, view,
-                                                         accel.CHUNK_BYTES)
+        _numba().depthwise_conv2d_backprop_input(g, dy, w, ctype, view, accel.CHUNK_BYTES)
         return result, True
     _record(NUMPY_TILES)
     result, view = out(True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,8 +33,8 @@ _SYMBOLS = (("scipy_cblas_", "64_", ctypes.c_int64), ("cblas_", "64_", ctypes.c_
 @dataclass(frozen=True)
 class _Cblas:
     path: str
-    sgemm: object
-    dgemm: object
+    sgemm: Callable[..., None]  # the library's cblas_sgemm and cblas_dgemm (ctypes)
+    dgemm: Callable[..., None]
     int_type: type
 
 
@@ -115,13 +116,13 @@ def gemm_acc(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
     if c.size == 0 or a.shape[1] == 0:
         return
     lib = _cblas()
-    ops = None
-    if lib is not None and c.dtype in (np.float32, np.float64) and a.dtype == b.dtype == c.dtype:
-        ops = (_operand(a), _operand(b), _operand(c))
-    if ops is None or None in ops or ops[2][0] != _NO_TRANS or not c.flags.writeable:
+    fits = lib is not None and c.dtype in (np.float32, np.float64) and a.dtype == b.dtype == c.dtype
+    oa, ob, oc = (_operand(a), _operand(b), _operand(c)) if fits else (None, None, None)
+    if (lib is None or oa is None or ob is None or oc is None or oc[0] != _NO_TRANS
+            or not c.flags.writeable):
         c += a @ b
         return
-    (ta, lda), (tb, ldb), (_, ldc) = ops
+    (ta, lda), (tb, ldb), (_, ldc) = oa, ob, oc
     fn = lib.sgemm if c.dtype == np.float32 else lib.dgemm
     m, k = a.shape
     fn(_ROW_MAJOR, ta, tb, m, c.shape[1], k, 1.0, a.ctypes.data, lda, b.ctypes.data, ldb,

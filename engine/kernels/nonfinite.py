@@ -48,7 +48,7 @@ from engine.kernels import path_record
 F = TypeVar("F", bound=Callable[..., np.ndarray])
 
 #: Exponent bits of each float dtype, by name: all of them set means Inf or NaN.
-_EXPONENT = {
+_EXPONENT: dict[str, tuple[type[np.unsignedinteger], int]] = {
     "float16": (np.uint16, 0x7C00),
     "bfloat16": (np.uint16, 0x7F80),
     "float32": (np.uint32, 0x7F800000),

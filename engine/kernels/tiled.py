@@ -75,8 +75,9 @@ def conv2d_backprop_input(lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype
     if compute.few_channels(ci):  # col2im (col2im_in_place holds): writes every element
         wc = np.ascontiguousarray(w, ctype)
         for sl in compute.chunks(n, g.out_rows * g.out_cols * co * ctype.itemsize):
-            conv_tiles.backprop_input_col2im(g, contiguous(dy[sl], ctype), wc,
-                                             out[sl], conv_tiles.flat_nhwc(out[sl]))
+            flat = conv_tiles.flat_nhwc(out[sl])
+            assert flat is not None  # col2im_in_place(out), which the dispatch checked
+            conv_tiles.backprop_input_col2im(g, contiguous(dy[sl], ctype), wc, out[sl], flat)
         return False
     wc = np.ascontiguousarray(w, ctype)
     if out.dtype == ctype and (planes := conv_tiles.transposes().nchw_target(out)) is not None:
@@ -123,7 +124,8 @@ def _input_via_nhwc(lay: PhaseLayout, dy: np.ndarray, wc: np.ndarray, ctype: np.
         nb = sl.stop - sl.start
         buf = (np.empty if overwrite else zeroed)((nb, g.in_rows, g.in_cols, ci), ctype)
         e = _embedded(lay, dy[sl], ctype)
-        finite &= conv_tiles.backprop_input_into(lay, e, wc, buf, conv_tiles.flat_nhwc(buf),
-                                                 overwrite)
+        flat = conv_tiles.flat_nhwc(buf)
+        assert flat is not None  # buf is C-contiguous
+        finite &= conv_tiles.backprop_input_into(lay, e, wc, buf, flat, overwrite)
         conv_tiles.transposes().to_nchw(buf, planes[sl])
     return finite

@@ -142,12 +142,12 @@ def canonical(tf_op: str, tf_args: Mapping[str, Any]) -> Call:
     """The layout-free view of a canonical call; :class:`InvalidArgumentError` if TF refuses it."""
     if tf_op not in TF_OPS:
         raise InvalidArgumentError(f"op {tf_op!r} is not one of {', '.join(TF_OPS)}", "op")
-    kernel, operands, depthwise, kind = TF_OPS[tf_op]
+    kernel, operand_names, depthwise, kind = TF_OPS[tf_op]
     fmt = tf_args.get("data_format", "NHWC")
     attrs = {"strides": tf_args["strides"], "padding": tf_args["padding"],
              "explicit_paddings": tf_args.get("explicit_paddings", ()), "data_format": fmt,
              "dilations": tf_args.get("dilations", (1, 1, 1, 1)), "depthwise": depthwise}
-    arrays = {k: np.asarray(tf_args[k], np.float64) for k in operands}
+    arrays = {k: np.asarray(tf_args[k], np.float64) for k in operand_names}
     if kind == "output":
         g = conv2d_geometry(arrays["input"].shape, arrays["filter"].shape, **attrs)
     elif kind == "filter":
@@ -224,7 +224,7 @@ class Candidate(NamedTuple):
     dims: tuple[Dim, Dim] | None = None
 
 
-def _pair(dims: tuple[Dim, Dim], field: str) -> str:
+def _pair(dims: Sequence[Dim], field: str) -> str:
     return f"({getattr(dims[0], field)}, {getattr(dims[1], field)})"
 
 
@@ -238,6 +238,11 @@ def _with(call: Call, **changed: Callable[[np.ndarray], np.ndarray]):
     """The reference on operands changed by the given functions."""
     return lambda ops: reference(call, {k: changed.get(k, lambda a: a)(v)
                                         for k, v in ops.items()})
+
+
+def _take(index: slice) -> Callable[[np.ndarray], np.ndarray]:
+    """The function taking ``a[index]``."""
+    return lambda a: a[index]
 
 
 def _after(call: Call, post: Callable[[np.ndarray], np.ndarray]):
@@ -338,8 +343,7 @@ def _channel_mistakes(call: Call) -> Iterator[Candidate]:
                         _after(call, lambda dw: dw / g.batch))
         for which, image in (("first", slice(None, 1)), ("last", slice(-1, None))):
             yield Candidate("batch_not_accumulated", f"the {which} of {g.batch} images only",
-                            _with(call, input=lambda a, i=image: a[i],
-                                  out_backprop=lambda a, i=image: a[i]))
+                            _with(call, input=_take(image), out_backprop=_take(image)))
     positions = g.batch * g.out_rows * g.out_cols
     if call.kind == "filter" and g.out_rows * g.out_cols > 1:
         yield Candidate("positions_averaged", f"every element 1/{positions} of the reference "

@@ -17,6 +17,7 @@ passed). A case holds every argument under the convention's names (arrays as
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import math
@@ -190,9 +191,10 @@ class VerifyReport:
                 os.makedirs(where, exist_ok=True)
                 for name, value in members.items():
                     write_atomically(os.path.join(where, f"{name}.npy"),
-                                     lambda fh, v=value: np.save(fh, v, allow_pickle=False))
+                                     functools.partial(np.save, arr=value, allow_pickle=False))
             else:
-                write_atomically(where, lambda fh, a=members: np.savez(fh, **a))
+                arrays: dict[str, Any] = members  # Any: np.savez's ** takes arrays
+                write_atomically(where, functools.partial(np.savez, **arrays))
             written.append(where)
         return written
 

@@ -19,10 +19,11 @@ import io
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from engine.base.atomic import Member, write_file_set
+from engine.base.atomic import Member, bytes_writer, write_file_set
 from engine.base.dtypes import RTOL
 from engine.base.names import escaped
 from engine.graph.canvas import Canvas, dumps
@@ -44,7 +45,7 @@ def _npy(a: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def _npz(arrays: dict[str, np.ndarray]) -> bytes:
+def _npz(arrays: dict[str, Any]) -> bytes:
     buf = io.BytesIO()
     np.savez(buf, **arrays)
     return buf.getvalue()
@@ -215,13 +216,13 @@ def write_repro(report: VerifyReport, folder: str) -> list[str]:
             files[f"test_{stem}.py"] = test_text(report, m).encode("utf-8")
             tests = [str(Path(folder) / f"test_{stem}.py")]
         text = dumps(canvas).encode("utf-8")
-        members = [Member(name, lambda fh, d=data: fh.write(d)) for name, data in files.items()]
+        members = [Member.of_bytes(name, data) for name, data in files.items()]
         target = str(Path(folder) / f"{stem}.gbc.json")
 
         def check(temps, canvas=canvas, paths=paths, target=target) -> None:
             check_imported(canvas, {k: temps[n] for k, n in paths.items()},
                            Path(folder).resolve(), target)
 
-        write_file_set(target, lambda fh, t=text: fh.write(t), members, check=check)
+        write_file_set(target, bytes_writer(text), members, check=check)
         written += [target, *tests]
     return written

@@ -394,10 +394,13 @@ class Pool:
             if not busy:
                 return
             cancel.checkpoint()  # Cancelled: the sweep's `with Pool` kills the busy workers
-            wait_for = max(0.0, min(w.job[1] for w in busy) - time.monotonic())
+            wait_for = max(0.0, min(w.job[1] for w in busy if w.job is not None)
+                           - time.monotonic())
             ready = wait([w.conn for w in busy], min(wait_for, CANCEL_POLL_S))
             for w in busy:
-                seq_w = w.job[0]
+                job = w.job
+                assert job is not None  # busy
+                seq_w = job[0]
                 if w.conn in ready:
                     try:
                         kind, first, second = _reply(w.conn, seq_w)
@@ -416,7 +419,7 @@ class Pool:
                         continue
                     w.job = None
                     yield keys.pop(seq_w), Outcome(kind, first, second)
-                elif time.monotonic() >= w.job[1]:
+                elif time.monotonic() >= job[1]:
                     w.job = None
                     self._replace(w)
                     yield keys.pop(seq_w), Outcome(

@@ -134,7 +134,7 @@ def sweep(spec: tuple, op: str, convention: str, dtypes: list[str], total: int, 
     scope = cancelling.scope(cancel) if cancel is not None else contextlib.nullcontext()
     with scope, Pool(spec, jobs, timeout, memory) as pool:  # Cancelled stops the workers first
         ev = Evaluator(pool)
-        plan = ((c, c.edge != "random" or i % RECHECK_EVERY == 0)
+        plan: Iterator[tuple[Case, bool]] = ((c, c.edge != "random" or i % RECHECK_EVERY == 0)
                 for i, c in enumerate(case_gen.generate(op, convention, dtypes, total, seed,
                                                         support)))
         if max_failures is not None:
@@ -155,9 +155,9 @@ def sweep(spec: tuple, op: str, convention: str, dtypes: list[str], total: int, 
                                                 -m.count, key_of(m.failure.case)))
     seen: dict[str, int] = {}
     for m in report.minimal_failures:
-        v = m.failure.verdict.verdict
-        seen[v] = seen.get(v, 0) + 1
-        m.stem = f"minimal_{v}" + (f"_{seen[v]}" if seen[v] > 1 else "")
+        name = m.failure.verdict.verdict
+        seen[name] = seen.get(name, 0) + 1
+        m.stem = f"minimal_{name}" + (f"_{seen[name]}" if seen[name] > 1 else "")
     report.seconds = time.monotonic() - start
     return report
 
@@ -192,7 +192,7 @@ def _groups(report: VerifyReport) -> dict[tuple[str, str],
             picked = _sample(failures)
             if len(picked) < len(failures):
                 report.diagnosed[verdict] = len(picked)
-            found = [(f, _diagnosis(f)) for f in picked]
+            found: list[tuple[Failure, Diagnosis | None]] = [(f, _diagnosis(f)) for f in picked]
         else:
             found = [(f, None) for f in failures]
         votes: dict[str, int] = {}
@@ -201,7 +201,8 @@ def _groups(report: VerifyReport) -> dict[tuple[str, str],
                 votes[c] = votes.get(c, 0) + 1
         for f, d in found:
             if d is not None and d.id:  # the mistake most failures it matches were named
-                d = replace(d, id=max(_candidates(d), key=lambda c: (votes[c], c == d.id)))
+                named = d.id
+                d = replace(d, id=max(_candidates(d), key=lambda c: (votes[c], c == named)))
             groups.setdefault(group_key(f, d), []).append((f, d))
     return groups
 

@@ -87,7 +87,7 @@ def judge(kind: str, first, second, ref: np.ndarray, bound: np.ndarray,
                            "the same inputs twice gave different outputs")
         return Verdict("pass", max_abs, rel)
     worst = np.unravel_index(int(np.argmax(np.abs(got - ref))), ref.shape)
-    idx = [int(i) for i in worst]
+    at = [int(i) for i in worst]
     return Verdict("wrong_values", max_abs, rel,
                    f"max abs error {max_abs:.3g} (relative {rel:.3g}, tolerance "
-                   f"{RTOL[dtype]:g}) at {idx}: got {got[worst]:.6g}, expected {ref[worst]:.6g}")
+                   f"{RTOL[dtype]:g}) at {at}: got {got[worst]:.6g}, expected {ref[worst]:.6g}")

@@ -139,7 +139,8 @@ def call_command(argv: list[str], kwargs: dict[str, Any], meta: dict[str, str],
     results = []
     with tempfile.TemporaryDirectory(prefix="gradblocks-verify-") as tmp:
         src = os.path.join(tmp, "in.npz")
-        np.savez(src, **npz_arguments(kwargs, meta))
+        members: dict[str, Any] = npz_arguments(kwargs, meta)  # Any: np.savez's ** takes arrays
+        np.savez(src, **members)
         for k in range(2 if repeat else 1):
             dst = os.path.join(tmp, f"out{k}.npz")
             try:

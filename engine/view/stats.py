@@ -90,13 +90,13 @@ def tensor_stats(a: np.ndarray) -> TensorStats:
             n_good = total
         else:  # one chunk gives exactly NumPy's mean and std
             n_good, mean, m2 = k, mean_k, m2_k
-    if n_good:
-        stats = (lo, hi, mean, float(np.sqrt(m2 / n_good)))
-    else:
-        stats = (None, None, None, None)
     zero = zeros / flat.size if flat.size else None
-    return TensorStats(tuple(a.shape), dtype_name(a.dtype), int(a.size), *stats, nan_count,
-                       flat.size - n_good - nan_count, zero)
+    if not n_good:
+        return TensorStats(tuple(a.shape), dtype_name(a.dtype), int(a.size), None, None, None,
+                           None, nan_count, flat.size - n_good - nan_count, zero)
+    return TensorStats(tuple(a.shape), dtype_name(a.dtype), int(a.size), lo, hi, mean,
+                       float(np.sqrt(m2 / n_good)), nan_count, flat.size - n_good - nan_count,
+                       zero)
 
 
 #: Up to this many elements, :func:`min_max_mean` computes in Python (a run of many small

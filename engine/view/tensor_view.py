@@ -207,15 +207,14 @@ class ViewState:
     def pictures(self) -> list[Picture]:
         """The image (one tensor) or the three images (left, right, difference) to draw. Left
         and right share their levels, so equal colours mean equal values."""
-        a = self.array
+        a, b, d = self.array, self.other, self.difference
         if a is None:
             return []
         ta, tb = self.titles
         boolean = self.boolean
         if self.montage_mode:
-            if not self.comparing:
+            if b is None or d is None:  # not comparing (compare sets both)
                 return [Picture(montage(a, self.scale), (-1.0, 1.0), True, False, "")]
-            b, d = self.other, self.difference
             vmax = None
             if self.scale == "global":  # one scale for both
                 rng = finite_range(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
@@ -226,11 +225,11 @@ class ViewState:
                     Picture(montage(d, self.scale, vmax), (-1.0, 1.0), True, False,
                             f"{ta} − {tb}")]
         div = self._diverging
-        if not self.comparing:
+        if b is None or d is None:
             view = self.slice(a)
             levels = (0.0, 1.0) if boolean else colour_levels(div, view)
             return [Picture(view, levels, div, boolean, "")]
-        va, vb, vd = self.slice(a), self.slice(self.other), self.slice(self.difference)
+        va, vb, vd = self.slice(a), self.slice(b), self.slice(d)
         levels = (0.0, 1.0) if boolean else colour_levels(div, va, vb)
         return [Picture(va, levels, div, boolean, ta), Picture(vb, levels, div, boolean, tb),
                 Picture(vd, colour_levels(True, vd), True, False, f"{ta} − {tb}")]
@@ -322,12 +321,13 @@ class ViewState:
     def describe_pixel(self, row: int, col: int) -> str:
         """``[H 3, W 5] = value`` (``= a vs b  (a − b = d)`` when comparing), 7 digits."""
         idx = self.pixel_index(row, col)
-        if idx is None:
+        a, other, d = self.array, self.other, self.difference
+        if idx is None or a is None:  # pixel_index is None without a tensor
             return ""
         where = ", ".join(f"{n} {i}" for n, i in zip(self.axes, idx, strict=True))
         b = self.boolean
-        va = value_text(float(self.array[idx]), b)
-        if not self.comparing:
+        va = value_text(float(a[idx]), b)
+        if other is None or d is None:
             return f"[{where}] = {va}"
-        return (f"[{where}] = {va} vs {value_text(float(self.other[idx]), b)}  "
-                f"(a − b = {float(self.difference[idx]):.7g})")
+        return (f"[{where}] = {va} vs {value_text(float(other[idx]), b)}  "
+                f"(a − b = {float(d[idx]):.7g})")

@@ -82,7 +82,7 @@ def _tensors(value: object, depth: int = 0) -> list[_Tensor] | None:
     if isinstance(value, dict) and value.get("class_name") == "__keras_tensor__":
         config = value.get("config")
         history = config.get("keras_history") if isinstance(config, dict) else None
-        if (not isinstance(history, list) or len(history) != 3 or not isinstance(history[0], str)
+        if (not isinstance(config, dict) or not isinstance(history, list) or len(history) != 3 or not isinstance(history[0], str)
                 or type(history[1]) is not int or history[1] < 0 or history[2] != 0):
             return None
         return [_Tensor(history[0], history[1], as_shape(config.get("shape")))]
@@ -145,7 +145,8 @@ class _Walk:
             return self._inner[id(entry)]
         config = entry.get("config")
         layers = config.get("layers") if isinstance(config, dict) else None
-        if not isinstance(layers, list) or self.depth >= MAX_MODEL_DEPTH:
+        if (not isinstance(config, dict) or not isinstance(layers, list)
+                or self.depth >= MAX_MODEL_DEPTH):
             return None
         inner = _Walk(layers, self.depth + 1)
         self._inner[id(entry)] = inner
@@ -231,10 +232,10 @@ class _Walk:
             return f"layer {shown(name)} has no call {node} the walk can trace"
         shapes = []
         for t in tensors:
-            shape = t.shape if t.shape is not None else self._out[(t.layer, t.node)]
-            if isinstance(shape, str):
-                return shape
-            shapes.append(shape)
+            in_shape = t.shape if t.shape is not None else self._out[(t.layer, t.node)]
+            if isinstance(in_shape, str):
+                return in_shape
+            shapes.append(in_shape)
         if node == 0:
             self.inputs.setdefault(id(entry), shapes[0] if len(shapes) == 1 else SEVERAL)
         return self._apply(entry, shapes)
@@ -271,7 +272,7 @@ def layer_inputs(model_config: dict) -> dict[int, Shape | str]:
     of the models nested in it."""
     config = model_config.get("config")
     layers = config.get("layers") if isinstance(config, dict) else None
-    if not isinstance(layers, list):
+    if not isinstance(config, dict) or not isinstance(layers, list):
         return {}
     walk = _Walk(layers)
     walk.run(config)

@@ -149,8 +149,9 @@ def separable_layer(name: str, c: dict, weights: list[np.ndarray],
     bias = float_weights(name, "bias", weights[2]) if use_bias else None
     mid = None
     if input_hw is not None:
-        mid = tuple(conv_length(n, k, s, d, padding.lower()) for n, k, s, d in zip(
+        rows, cols = (conv_length(n, k, s, d, padding.lower()) for n, k, s, d in zip(
             input_hw, kernel, strides, dilations, strict=True))
+        mid = (rows, cols)
     pointwise = ConvLayer(name=name, kernel=(1, 1), strides=(1, 1),
                           dilations=(1, 1), padding="VALID", pads=(0, 0, 0, 0), groups=1,
                           in_channels=cin * multiplier, out_channels=filters, data_format=fmt,

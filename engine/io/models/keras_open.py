@@ -8,6 +8,7 @@ import io
 import os
 import zipfile
 import zlib
+from typing import Any
 
 import numpy as np
 
@@ -63,7 +64,7 @@ def _member(z: zipfile.ZipFile, name: str, limit: int, why: str, path: str) -> b
     return z.read(info)
 
 
-def _open_zip(path: str, h5py, limit: int) -> tuple[dict, object, int]:
+def _open_zip(path: str, h5py, limit: int) -> tuple[dict, Any, int]:
     """config.json and model.weights.h5 of a .keras zip, read into memory (nothing is
     extracted) after checking their declared sizes."""
     try:
@@ -104,9 +105,10 @@ def _legacy_config(h5, path: str) -> dict:
     return _parse_config(raw, f"{escaped(path)}: the model_config attribute")
 
 
-def open_keras(path: str, h5py, limit: int) -> tuple[dict, object, str, int, bool]:
+def open_keras(path: str, h5py, limit: int) -> tuple[dict, Any, str, int, bool]:
     """The file's config, its open HDF5 weights (checked), their name for messages, their size
-    and whether the file is a legacy .h5."""
+    and whether the file is a legacy .h5 (the weights: an ``h5py.File``, Any as h5py has no
+    type hints)."""
     try:
         hdf5 = h5py.is_hdf5(path)
         is_zip = not hdf5 and zipfile.is_zipfile(path)

@@ -37,6 +37,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -158,7 +159,7 @@ class _Reader:
     weights read so far take."""
 
     path: str
-    h5: object
+    h5: Any  # an h5py.File (h5py has no type hints)
     source: str  # the HDF5 file as messages name it (the path, or "m.keras: model.weights.h5")
     file_size: int
     limit: int

@@ -10,9 +10,16 @@ layer's name) for a layer type it does not know or a config it cannot read; the 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import overload
 
 Shape = tuple[int | None, ...]
+
+
+def _known(sizes: Sequence[int | None]) -> list[int] | None:
+    """``sizes`` when all are known, else None."""
+    known = [n for n in sizes if n is not None]
+    return known if len(known) == len(sizes) else None
 
 
 class ShapeStop(Exception):
@@ -38,6 +45,10 @@ def _spatial(config: dict, rank: int) -> tuple[int, int, int]:
     return 1, 2, 3
 
 
+@overload
+def conv_length(size: int, k: int, s: int, d: int, padding: str) -> int: ...
+@overload
+def conv_length(size: int | None, k: int, s: int, d: int, padding: str) -> int | None: ...
 def conv_length(size: int | None, k: int, s: int, d: int, padding: str) -> int | None:
     """A conv's output length: same = ceil(size / s); valid = floor((size - (k-1)d - 1) / s) + 1."""
     if size is None:
@@ -47,6 +58,12 @@ def conv_length(size: int | None, k: int, s: int, d: int, padding: str) -> int |
     return max(0, (size - (k - 1) * d - 1) // s + 1)
 
 
+@overload
+def transpose_length(size: int, k: int, s: int, d: int, padding: str,
+                     output_padding: int | None) -> int: ...
+@overload
+def transpose_length(size: int | None, k: int, s: int, d: int, padding: str,
+                     output_padding: int | None) -> int | None: ...
 def transpose_length(size: int | None, k: int, s: int, d: int, padding: str,
                      output_padding: int | None) -> int | None:
     """A Keras transposed conv's output length (keras backend_utils
@@ -88,9 +105,10 @@ def _conv(config: dict, shapes: list[Shape], channels: Callable[[int], int],
     else:
         for i, axis in enumerate((r, c)):
             out[axis] = conv_length(x[axis], k[i], s[i], d[i], padding)
-    if x[ch] is None:
+    in_channels = x[ch]
+    if in_channels is None:
         raise ShapeStop("its input's channel count is unknown")
-    out[ch] = channels(x[ch])
+    out[ch] = channels(in_channels)
     return tuple(out)
 
 
@@ -134,9 +152,10 @@ def _conv1d(config: dict, shapes: list[Shape], channels: Callable[[int], int]) -
     out[w] = conv_length(x[w], _one(config.get("kernel_size"), "kernel_size"),
                          _one(config.get("strides", 1), "strides"),
                          _one(config.get("dilation_rate", 1), "dilation_rate"), padding)
-    if x[ch] is None:
+    in_channels = x[ch]
+    if in_channels is None:
         raise ShapeStop("its input's channel count is unknown")
-    out[ch] = channels(x[ch])
+    out[ch] = channels(in_channels)
     return tuple(out)
 
 
@@ -181,10 +200,12 @@ def _resize(config: dict, shapes: list[Shape], key: str, sign: int) -> Shape:
     amounts = _two_sided(config.get(key), key)
     out = list(x)
     for axis, (before, after) in zip((r, c), amounts, strict=True):
-        if x[axis] is not None:
-            out[axis] = x[axis] + sign * (before + after)
-            if out[axis] < 0:
+        size = x[axis]
+        if size is not None:
+            size += sign * (before + after)
+            if size < 0:
                 raise ShapeStop(f"{key} {amounts} leaves a negative size")
+            out[axis] = size
     return tuple(out)
 
 
@@ -202,7 +223,8 @@ def up_sampling2d(config: dict, shapes: list[Shape]) -> Shape:
     size = _pair(config.get("size"), "size", 2)
     out = list(x)
     for axis, k in zip((r, c), size, strict=True):
-        out[axis] = None if x[axis] is None else x[axis] * k
+        n = x[axis]
+        out[axis] = None if n is None else n * k
     return tuple(out)
 
 
@@ -232,8 +254,8 @@ def concatenate(config: dict, shapes: list[Shape]) -> Shape:
         raise ShapeStop(f"axis {axis!r} does not fit its inputs {[list(s) for s in shapes]}")
     axis %= rank
     out = list(shapes[0])
-    sizes = [s[axis] for s in shapes]
-    out[axis] = None if None in sizes else sum(sizes)
+    sizes = _known([s[axis] for s in shapes])
+    out[axis] = None if sizes is None else sum(sizes)
     return tuple(out)
 
 
@@ -244,10 +266,11 @@ def reshape(config: dict, shapes: list[Shape]) -> Shape:
             type(n) is int and (n >= 1 or n == -1) for n in target) or list(target).count(-1) > 1:
         raise ShapeStop(f"target_shape is {target!r}, expected sizes (one may be -1)")
     if -1 in target:
-        if None in x[1:]:
+        rest = _known(x[1:])
+        if rest is None:
             return (x[0], *(None if n == -1 else n for n in target))
         known = math.prod(n for n in target if n != -1)
-        total = math.prod(x[1:])
+        total = math.prod(rest)
         if known == 0 or total % known:
             raise ShapeStop(f"target_shape {list(target)} does not fit an input of {list(x)}")
         target = [total // known if n == -1 else n for n in target]
@@ -256,7 +279,8 @@ def reshape(config: dict, shapes: list[Shape]) -> Shape:
 
 def flatten(config: dict, shapes: list[Shape]) -> Shape:
     (x,) = shapes
-    return (x[0], None if None in x[1:] else math.prod(x[1:]))
+    rest = _known(x[1:])
+    return (x[0], None if rest is None else math.prod(rest))
 
 
 def dense(config: dict, shapes: list[Shape]) -> Shape:

@@ -214,7 +214,7 @@ def transposed_output_hw(layer: ConvLayer, input_hw: tuple[int, int]) -> tuple[i
     Conv2DTranspose)."""
     layer = at_input_size(layer, input_hw)
     t, b, left, r = layer.pads if layer.padding == "EXPLICIT" else (0, 0, 0, 0)
-    return tuple(  # type: ignore[return-value]
+    return tuple(
         (size - 1) * s + (k - 1) * d + 1 - p0 - p1 + extra
         for size, s, k, d, (p0, p1), extra in zip(
             input_hw, layer.strides, layer.kernel, layer.dilations, ((t, b), (left, r)),

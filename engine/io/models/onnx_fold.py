@@ -24,6 +24,7 @@ refused before it runs.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,6 +32,9 @@ from engine.base.memory_limit import DEFAULT_MEMORY_LIMIT, gib
 from engine.base.names import escaped
 from engine.io.models.model_import import ModelImportError
 from engine.io.models.onnx_tensors import NUMBER_TYPES, tensor_array, text, type_name
+
+if TYPE_CHECKING:  # onnx is imported by the reader, only when a model is read
+    from onnx import NodeProto
 
 #: Ops a constant subgraph may hold: no side effects, no randomness, no subgraphs, and work
 #: linear in the sizes of their inputs and outputs (no MatMul, Conv, ...).
@@ -63,7 +67,7 @@ class Constants:
         graph = model.graph
         self.inits = {t.name: t for t in graph.initializer}
         self.inputs = {i.name for i in graph.input}
-        self.producers: dict[str, object] = {}
+        self.producers: dict[str, NodeProto] = {}
         for node in graph.node:
             for out in node.output:
                 if out:
@@ -76,7 +80,9 @@ class Constants:
     def runtime_inputs(self, name: str) -> list[str]:
         """The graph inputs without initializer (and not supplied) that ``name`` depends on,
         through the nodes computing it (empty when it is constant)."""
-        found, seen, todo = [], set(), [name]
+        found: list[str] = []
+        seen: set[str] = set()
+        todo = [name]
         while todo and len(seen) <= MAX_FOLD_NODES:
             t = todo.pop()
             if not t or t in seen:

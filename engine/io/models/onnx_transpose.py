@@ -47,7 +47,7 @@ def _pair(name: str, what: str, value, default: tuple[int, int]) -> tuple[int, i
     if min(value) < 0:
         raise ModelImportError(f"layer {name!r}: negative {what} {list(value)} cannot be "
                                "imported")
-    return value  # type: ignore[return-value]
+    return value
 
 
 def transposed_layer(name: str, a: dict, auto_pad: str, w: np.ndarray, bias, group: int,

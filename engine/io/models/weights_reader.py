@@ -123,9 +123,10 @@ def _safetensors(path: str, stack: ExitStack) -> dict[str, _Tensor]:
         raise ModelImportError(f"{escaped(path)}: the safetensors header claims {length} bytes but the "
                                f"file has {size - 8} after the header length")
     try:
-        f = stack.enter_context(st.safe_open(path, framework="numpy"))
-        keys = f.keys()
-        entries = {key: (f.get_slice(key).get_dtype(), tuple(f.get_slice(key).get_shape()))
+        tensors = stack.enter_context(st.safe_open(path, framework="numpy"))
+        keys = tensors.keys()
+        entries = {key: (tensors.get_slice(key).get_dtype(),
+                         tuple(tensors.get_slice(key).get_shape()))
                    for key in keys}
     except Exception as err:  # noqa: BLE001 - safetensors raises its own SafetensorError
         raise ModelImportError(f"{escaped(path)}: not a readable .safetensors file ({err})") from None
@@ -142,7 +143,7 @@ def _safetensors(path: str, stack: ExitStack) -> dict[str, _Tensor]:
                                          "F8_E4M3 or F8_E5M2")
         else:
             out[key] = _Tensor(shape, math.prod(shape) * np.dtype(numpy_dtype).itemsize, None,
-                               partial(f.get_tensor, key))
+                               partial(tensors.get_tensor, key))
     return out
 
 
@@ -295,7 +296,7 @@ def _layer(name: str, key: str, tensor: _Tensor, tensors: dict[str, _Tensor],
         in_channels = w.shape[2] if depthwise else w.shape[2] * groups
         out = w.shape[2] * w.shape[3] if depthwise else w.shape[3]
         tf_w, kernel = w, w.shape[:2]
-    layer = ConvLayer(name=name, kernel=tuple(int(k) for k in kernel),
+    layer = ConvLayer(name=name, kernel=(int(kernel[0]), int(kernel[1])),
                       strides=attrs.get("strides", (1, 1)),
                       dilations=attrs.get("dilations", (1, 1)), padding=padding,
                       pads=pads, groups=groups, in_channels=int(in_channels),

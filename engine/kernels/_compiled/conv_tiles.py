@@ -440,7 +440,7 @@ def conv2d(lay: PhaseLayout, pf: np.ndarray, wc: np.ndarray) -> np.ndarray:
     return acc
 
 
-def warm(dtypes: tuple[type, ...] = (np.float32, np.float64)) -> None:
+def warm(dtypes: tuple[type[np.floating], ...] = (np.float32, np.float64)) -> None:
     """Compile (or load from numba's disk cache) the loops for ``dtypes``."""
     jit = _jit()
     one = np.ones(1, np.int64)

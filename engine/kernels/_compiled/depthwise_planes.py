@@ -236,7 +236,7 @@ def backprop_input(g: ConvGeometry, dyp: np.ndarray, w: np.ndarray, ctype: np.dt
                  lambda lo, hi: _input_grad(dr, wc, outp, *_attrs(g), lo, hi))
 
 
-def warm(dtypes: tuple[type, ...] = (np.float32, np.float64)) -> None:
+def warm(dtypes: tuple[type[np.floating], ...] = (np.float32, np.float64)) -> None:
     """Compile (or load from numba's disk cache) the loops for ``dtypes``."""
     for dt in dtypes:
         x = readonly(np.ones((1, 2, 2), dt))

@@ -274,7 +274,7 @@ def _repeat_channels(x, out):  # pragma: no cover - compiled
                     dst[c * m + j] = src[c]
 
 
-def warm(dtypes: tuple[type, ...] = (np.float32, np.float64)) -> None:
+def warm(dtypes: tuple[type[np.floating], ...] = (np.float32, np.float64)) -> None:
     """Compile (or load) the helpers the tiny problems of :func:`engine.kernels.accel.warm_up`
     do not reach (the channel repeat of ``M > 1``)."""
     for dt in dtypes:

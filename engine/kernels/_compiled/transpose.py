@@ -143,7 +143,7 @@ def to_nchw(src: np.ndarray, dst: np.ndarray) -> None:
     _copy(src, dst, src.shape[1] * src.shape[2], src.shape[3])
 
 
-def warm(dtypes: tuple[type, ...] = (np.float32, np.float64)) -> None:
+def warm(dtypes: tuple[type[np.floating], ...] = (np.float32, np.float64)) -> None:
     """Compile (or load from numba's disk cache) the loops for ``dtypes``."""
     for dt in dtypes:
         a = readonly(np.zeros(64, dt))

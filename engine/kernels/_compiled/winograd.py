@@ -309,7 +309,7 @@ def try_backprop_input(g, dy, w, ctype, take: bool) -> np.ndarray | None:
     return _finite_or_none(backprop_input(g, dy, w, ctype)) if _take(take) else None
 
 
-def warm(dtypes: tuple[type, ...] = (np.float32, np.float64)) -> None:
+def warm(dtypes: tuple[type[np.floating], ...] = (np.float32, np.float64)) -> None:
     """Compile (or load from numba's on-disk cache) the transforms and the per-point products
     for ``dtypes`` (:func:`engine.kernels.accel.warm_up` does, in a background thread at start-up),
     so the first Winograd call does not wait for the JIT."""

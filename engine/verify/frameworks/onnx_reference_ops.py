@@ -16,7 +16,9 @@ def _run(op: str, kwargs: dict[str, Any]) -> np.ndarray:
     attrs = model_attrs(kwargs)
     evaluator = ReferenceEvaluator(model(onnx_op, x.shape, w.shape, str(x.dtype), attrs, group,
                                          out_hw))
-    return evaluator.run(None, {"X": x, "W": w})[0]
+    outputs = evaluator.run(None, {"X": x, "W": w})
+    assert isinstance(outputs, list)  # a dict only with intermediate=True
+    return outputs[0]
 
 
 def Conv2D(**kwargs: Any) -> np.ndarray:
