@@ -82,7 +82,7 @@ def test_file_open_recent_and_drop_of_bad_canvases_show_a_dialog_and_keep_the_ca
 @pytest.mark.parametrize("name", ["type_list", "deep", "bigint"])
 def test_start_up_on_a_bad_canvas_says_why_and_exits_2(tmp_path, name):
     path = hostile_files(tmp_path)[name]
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", str(path), "--screenshot",
+    proc = subprocess.run([sys.executable, "-m", "app", str(path), "--screenshot",
                            str(tmp_path / "shot.png")], capture_output=True, text=True,
                           env={**__import__("os").environ, "QT_QPA_PLATFORM": "offscreen"},
                           timeout=120, check=False)
@@ -198,7 +198,7 @@ def exec_(self=None):  # instead of the event loop: report what the window shows
 
 QtWidgets.QMessageBox.critical = staticmethod(critical)
 QtWidgets.QApplication.exec = exec_
-from engine.cli import main
+from app.launch import main
 extra, paths = sys.argv[1].split(), sys.argv[2:]
 for path in paths:  # one start-up after the other, as `gradblocks PATH EXTRA...` would do
     print("=== " + path, flush=True)
@@ -208,7 +208,7 @@ for path in paths:  # one start-up after the other, as `gradblocks PATH EXTRA...
 
 
 def _start_ups(tmp_path: Path, extra: str, paths: list[Path]) -> dict[str, tuple[str, str]]:
-    """Run the app's start-up (engine.cli.main, as the console script does) on each path in one
+    """Run the app's start-up (app.launch.main, the console script) on each path in one
     offscreen process with dialogs printed; {path: (stdout, stderr)} of each start-up."""
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
