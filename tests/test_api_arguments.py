@@ -15,6 +15,7 @@ import pytest
 import engine
 from engine import api, kernels
 from engine.base.errors import InvalidArgumentError
+from tests.test_api_hostile import small
 
 CALLS: list[object] = []
 
@@ -136,14 +137,6 @@ def test_verify_calls_a_progress_callable_and_reads_an_event_like_cancel():
         report = api.verify(lambda **kw: kernels.conv2d(**kw), op="Conv2D", cases=2,
                             progress=lambda d, t: seen.append((d, t)), cancel=Flag())
     assert report.cases == 2 and seen[-1] == (2, 2)
-
-
-def small() -> api.NotebookCanvas:
-    c = engine.new_canvas()
-    c.add("Tensor", id="x", shape=[2, 3], fill="arange")
-    c.add("Transpose", id="t", perm=[1, 0])
-    c.connect("x", "t")
-    return c
 
 
 # (what, call on small(), the argument, words of the message)
