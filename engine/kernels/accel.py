@@ -109,11 +109,6 @@ def may_run_compiled() -> bool:
         return False  # the kernel call itself reports the bad setting
 
 
-def ready(ctype: np.dtype) -> bool:
-    """True when ``ctype``'s compiled code is loaded (by :func:`warm_up`)."""
-    return np.dtype(ctype).name in _ready
-
-
 def warm_up(dtypes: tuple[str, ...] = COMPUTE_DTYPES) -> None:
     """Compile (or load from the disk cache) the compiled kernels for ``dtypes`` by running
     each on a tiny problem; a dtype is marked ready when its three depthwise kernels,
