@@ -279,7 +279,7 @@ def test_missing_extra_names_it(models, tmp_path, module, fmt):
             f"raise SystemExit(main(['import', {str(path)!r}, '--list']))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=ROOT, timeout=300, check=False)
-    one_error(proc, f"'{module}' package", "pip install 'gradblocks[models]'")
+    one_error(proc, f"'{module}' package", f"pip install {module}")
 
 
 def _cells(line: str, drop_ms: bool) -> list[object]:

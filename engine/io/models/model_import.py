@@ -26,7 +26,6 @@ from engine.base.names import escaped
 
 #: How the layer pads: TensorFlow's SAME / VALID, ONNX's SAME_LOWER, or explicit pads.
 PADDINGS = ("SAME", "VALID", "SAME_LOWER", "EXPLICIT")
-MODELS_EXTRA = "pip install 'gradblocks[models]'"
 
 
 class ModelImportError(InvalidArgumentError):
@@ -34,12 +33,14 @@ class ModelImportError(InvalidArgumentError):
 
 
 def need_module(name: str, what: str) -> ModuleType:
-    """Import ``name`` (onnx, h5py, safetensors) or say which extra installs it."""
+    """Import ``name`` (onnx, h5py, safetensors: dependencies of the project, so missing only
+    from a broken install) or say which package to install."""
+    package = name.split(".")[0]
     try:
         return importlib.import_module(name)
     except ImportError:
         raise ModelImportError(
-            f"reading {what} needs the '{name.split('.')[0]}' package: {MODELS_EXTRA}"
+            f"reading {what} needs the '{package}' package: pip install {package}"
         ) from None
 
 
