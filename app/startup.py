@@ -22,6 +22,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
+from app import platform_check
 from app.files import internal_error_text, load_error_line
 from app.main_window import APP_NAME, MainWindow
 from app.theme import apply_dark_theme
@@ -75,7 +76,13 @@ def main(argv: list[str] | None = None) -> int:
         args = parse_args(argv)
     except SystemExit as exc:  # argparse printed the usage
         return 0 if not exc.code else 2
-    qapp = QtWidgets.QApplication.instance() or QtWidgets.QApplication([sys.argv[0]])
+    qapp = QtWidgets.QApplication.instance()
+    if qapp is None:
+        why = platform_check.problem()
+        if why:  # Qt would abort with a core dump
+            print(f"gradblocks: {why}", file=sys.stderr)
+            return 2
+        qapp = QtWidgets.QApplication([sys.argv[0]])
     qapp.setApplicationName(APP_NAME)
     qapp.setOrganizationName(APP_NAME)
     apply_dark_theme(qapp)
