@@ -97,6 +97,8 @@ class GuideWindow(QtWidgets.QMainWindow):
         self.browser = GuideBrowser()
         self.browser.setObjectName("guide_browser")
         self.browser.setOpenLinks(False)  # followed by follow(): pages here, the web outside
+        # a long code line or path breaks anywhere rather than running past the right edge
+        self.browser.setWordWrapMode(QtGui.QTextOption.WrapAtWordBoundaryOrAnywhere)
         self.browser.anchorClicked.connect(self.follow)
         self.browser.sourceChanged.connect(self._on_source_changed)
         self.pages.currentItemChanged.connect(self._on_page_picked)
@@ -106,6 +108,8 @@ class GuideWindow(QtWidgets.QMainWindow):
         splitter.setStretchFactor(1, 1)
         self.setCentralWidget(splitter)
         self._build_toolbar()
+        for keys in (QtGui.QKeySequence(QtCore.Qt.Key_Escape), QtGui.QKeySequence.Close):
+            QtGui.QShortcut(keys, self, self.close, context=QtCore.Qt.WindowShortcut)
         self.resize(1100, 800)
         splitter.setSizes([290, 810])
         self.open_topic(guide.INDEX)
@@ -153,6 +157,7 @@ class GuideWindow(QtWidgets.QMainWindow):
             self.statusBar().showMessage(f"No such page: {url.toString()}", 5000)
 
     def _on_source_changed(self, url: QtCore.QUrl) -> None:
+        wrap_code_blocks(self.browser.document())
         topic = topic_of(url)
         self.setWindowTitle("GradBlocks User Guide" if topic == guide.INDEX
                             else f"GradBlocks User Guide: {self._title_of(topic)}")
@@ -196,6 +201,22 @@ class GuideWindow(QtWidgets.QMainWindow):
     def _on_page_picked(self, item: QtWidgets.QListWidgetItem | None) -> None:
         if item is not None:
             self.open_topic(item.data(QtCore.Qt.UserRole))
+
+
+def wrap_code_blocks(document: QtGui.QTextDocument) -> None:
+    """Let the page's code blocks (Qt's Markdown makes them non-breaking) wrap at the page's
+    width, as the prose does."""
+    cursor = QtGui.QTextCursor(document)
+    block = document.begin()
+    cursor.beginEditBlock()
+    while block.isValid():
+        if block.blockFormat().nonBreakableLines():
+            fmt = block.blockFormat()
+            fmt.setNonBreakableLines(False)
+            cursor.setPosition(block.position())
+            cursor.setBlockFormat(fmt)
+        block = block.next()
+    cursor.endEditBlock()
 
 
 def show_guide(parent: QtWidgets.QWidget, topic: str | None = None) -> GuideWindow:

@@ -32,6 +32,9 @@ from engine.graph.canvas import CanvasError, load_canvas
 from engine.kernels import accel
 
 SCREENSHOT_SIZE = (1600, 1000)
+#: Qt's warnings that say only that a screenless platform plugin lacks a window-manager
+#: feature (offscreen docks call it); screenshot mode drops them, and prints every other one.
+PLATFORM_NOISE = ("This plugin does not support propagateSizeHints()",)
 
 
 def default_recovery_dir() -> Path:
@@ -153,8 +156,14 @@ def _drain(sock: socket.socket) -> None:
         sock.recv(256)
 
 
+def _print_qt_message(_kind, _context, message: str) -> None:
+    if message not in PLATFORM_NOISE:
+        print(message, file=sys.stderr)
+
+
 def _screenshot(args: argparse.Namespace) -> int:
     """Open, optionally run and select, save the window as PNG; no dialogs, no saved state."""
+    QtCore.qInstallMessageHandler(_print_qt_message)
     settings = QtCore.QSettings(QtCore.QSettings.IniFormat, QtCore.QSettings.UserScope,
                                 APP_NAME, "screenshot")
     settings.clear()

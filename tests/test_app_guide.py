@@ -131,3 +131,29 @@ def test_pictures_are_scaled_to_the_page(qtbot, window):
     assert isinstance(image, QtGui.QImage)
     assert image.width() == min(900, gw.browser.viewport().width() - 30)  # 1600 wide on disk
     assert image.width() < 1600
+
+
+def test_code_lines_wrap_inside_the_page(qtbot, window):
+    """The command-line page's long code lines wrap: nothing runs past the right edge."""
+    gw = open_guide(qtbot, window)
+    gw.resize(900, 700)
+    for topic in ("cli", "verify", "import"):
+        gw.open_topic(topic)
+        qtbot.wait(10)
+        bar = gw.browser.horizontalScrollBar()
+        assert bar.maximum() == 0, (topic, bar.maximum())
+        width = gw.browser.viewport().width()
+        assert gw.browser.document().size().width() <= width + 1, topic
+
+
+def test_escape_and_ctrl_w_close_the_guide(qtbot, window):
+    for key, modifier in ((QtCore.Qt.Key_Escape, QtCore.Qt.NoModifier),
+                          (QtCore.Qt.Key_W, QtCore.Qt.ControlModifier)):
+        gw = open_guide(qtbot, window)
+        assert gw.isVisible()
+        gw.activateWindow()
+        qtbot.waitUntil(lambda gw=gw: QtWidgets.QApplication.activeWindow() is gw)
+        gw.browser.setFocus()
+        qtbot.keyClick(gw.browser, key, modifier)
+        qtbot.waitUntil(lambda gw=gw: not gw.isVisible(), timeout=2000)
+    assert window.isVisible()  # the main window stays

@@ -61,6 +61,7 @@ def test_screenshot_from_a_fresh_process_offscreen(tmp_path):
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert out.stat().st_size > 10_000
+    assert proc.stderr == ""  # not Qt's "does not support propagateSizeHints()" noise
 
 
 def test_gradblocks_canvas_opens_the_window_and_runs(qapp, tmp_path, monkeypatch):
