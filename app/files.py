@@ -27,7 +27,7 @@ from engine.base.dtypes import DTYPES, dtype_name
 from engine.base.errors import InvalidArgumentError
 from engine.base.file_stamp import FileStamp
 from engine.graph.canvas import Canvas, CanvasError, load_canvas, save_canvas
-from engine.graph.report import canvas_error_lines
+from engine.graph.report import canvas_error_lines, counted, file_problem
 from engine.io import image_source
 
 CANVAS_SUFFIX = ".gbc.json"
@@ -62,9 +62,12 @@ def load_error_text(path: Path, exc: Exception) -> tuple[str, str]:
     """(summary, details) for a canvas that failed to load: every problem, a block attribute's
     named as the compiler names it, the others by JSON path (as ``gradblocks check``)."""
     problems = getattr(exc, "problems", None)
+    whole = file_problem(exc) if isinstance(exc, CanvasError) else None
+    if whole is not None:
+        return f"Cannot open {path.name}: {whole}", whole
     if problems:
         lines = _problem_lines(exc)
-        summary = f"{path.name} has {len(lines)} problem{'s' if len(lines) > 1 else ''}:"
+        summary = f"{path.name} has {counted(len(lines), 'problem')}:"
         return summary + "\n" + "\n".join(lines[:12]), "\n".join(lines)
     if isinstance(exc, OSError):
         return f"Cannot read {path}: {exc.strerror or exc}", str(exc)
@@ -74,7 +77,7 @@ def load_error_text(path: Path, exc: Exception) -> tuple[str, str]:
 def load_error_line(path: Path, exc: Exception, shown: int = 3) -> str:
     """One line for a canvas that failed to load: its first problems, and how to see the rest."""
     problems = getattr(exc, "problems", None)
-    if not problems:
+    if not problems or (isinstance(exc, CanvasError) and file_problem(exc) is not None):
         return " ".join(load_error_text(path, exc)[0].split())
     parts = _problem_lines(exc)
     line = f"{path.name}: " + "; ".join(" ".join(p.split()) for p in parts[:shown])
@@ -277,8 +280,9 @@ class FileController(QtCore.QObject):
             return self.save()
         return answer == QtWidgets.QMessageBox.Discard
 
-    def _error(self, title: str, text: str, details: str = "") -> None:
-        self.message.emit(text, "error")
+    def _error(self, title: str, text: str, details: str = "", log: str = "") -> None:
+        """A message box, and the log entry ``log`` (default: ``text``)."""
+        self.message.emit(log or text, "error")
         box = QtWidgets.QMessageBox
         box.critical(self.window, title, text if not details or details in text
                      else text + "\n\n" + details)
@@ -312,7 +316,9 @@ class FileController(QtCore.QObject):
             stamp = FileStamp.of(path)
         except (CanvasError, InvalidArgumentError, OSError, ValueError) as exc:
             summary, details = load_error_text(path, exc)
-            self._error("Cannot open canvas", summary, details)
+            # the log's entry is one line: the problems themselves, not only their count
+            self._error("Cannot open canvas", summary, details,
+                        log=load_error_line(path, exc))
             return False
         except Exception as exc:  # noqa: BLE001 - a loader bug must not cost the open canvas
             self._error("Cannot open canvas", internal_error_text(path, exc))

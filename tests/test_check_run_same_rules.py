@@ -102,7 +102,7 @@ def test_check_and_run_refuse_alike_in_one_line(tmp_path, name):
         assert proc.returncode == 2, (command, proc.stdout, proc.stderr)
         assert "Traceback" not in proc.stderr and "bug in GradBlocks" not in proc.stderr
         lines = proc.stderr.strip().splitlines()
-        assert len(lines) == 2 and lines[0].endswith("1 problem(s):"), (command, lines)
+        assert len(lines) == 2 and lines[0].endswith("1 problem:"), (command, lines)
         assert HOSTILE[name] in lines[1], (command, lines)
 
 

@@ -122,8 +122,10 @@ def test_block_failing_at_run_time_exits_1(tmp_path, capsys):
 
 def test_usage_errors_exit_2(capsys):
     assert main(["run"]) == 2
+    capsys.readouterr()
     assert main(["check", "/nonexistent/x.gbc.json"]) == 2
-    assert "no such file" in capsys.readouterr().err
+    assert capsys.readouterr().err == ("gradblocks: cannot open /nonexistent/x.gbc.json: "
+                                       "no such file\n")
 
 
 def test_console_script_entry_point_runs_headless(tmp_path):

@@ -227,7 +227,8 @@ def test_odd_bytes_in_paths_never_break_the_output(tmp_path):
     missing = os.fsencode(tmp_path) + b"/\xff\xe9\xa0\x80.gbc.json"
     proc = gradblocks(b"check", missing, env={"PYTHONIOENCODING": "ascii"})
     assert proc.returncode == 2
-    assert len(err_lines(proc)) == 2 and b"no such file" in proc.stderr
+    assert len(err_lines(proc)) == 1 and b"cannot open " in proc.stderr
+    assert proc.stderr.rstrip().endswith(b".gbc.json: no such file")
     assert b"Traceback" not in proc.stderr
 
 
@@ -243,7 +244,7 @@ def test_many_problems_are_capped_at_20_lines_of_at_most_300_characters(tmp_path
     assert proc.returncode == 2
     lines = err_lines(proc)
     assert len(lines) == 1 + 20 + 1 and lines[-1] == "  ... and 40 more"
-    assert lines[0].endswith("xxx.gbc.json: 60 problem(s):") and "..." in lines[0]
+    assert lines[0].endswith("xxx.gbc.json: 60 problems:") and "..." in lines[0]
     assert all(len(line) <= common.MAX_LINE for line in lines)
 
 

@@ -34,7 +34,7 @@ def test_every_problem_of_a_file_is_listed_and_blocks_are_named_by_title(tmp_pat
     proc = check(edited(tmp_path, edit))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     lines = proc.stderr.splitlines()
-    assert lines[0].endswith("bad.gbc.json: 3 problem(s) in the canvas:"), lines
+    assert lines[0].endswith("bad.gbc.json: 3 problems in the canvas:"), lines
     assert lines[1] == ("  x 4x12x12x3.colour: Tensor has no attribute 'colour' (it has "
                         "shape, dtype, fill, seed, values, path, color, scale, data_format)")
     assert lines[2] == "  dW (NHWC).padding: padding 'VALIDX' is not one of SAME, VALID, EXPLICIT"

@@ -27,6 +27,8 @@ from engine.graph.executor import Executor
 from engine.graph.report import (
     attribute_problems_only,
     canvas_error_lines,
+    counted,
+    file_problem,
     problem_lines,
     text_table,
 )
@@ -97,13 +99,17 @@ def _load_and_compile(path: str, executor: Executor) -> tuple[Canvas, Plan] | No
         plan = None
         if attribute_problems_only(err):  # the rest of the file is sound: list its problems too
             plan = executor.compile(err.canvas, Path(path).resolve().parent)
+        whole = file_problem(err)
+        if whole is not None:
+            _err(f"cannot open {_path(path)}: {whole}")
+            return None
         lines = canvas_error_lines(err, plan)
-        _err(f"{_path(path)}: {len(lines)} problem(s) in the canvas:", lines)
+        _err(f"{_path(path)}: {counted(len(lines), 'problem')} in the canvas:", lines)
         return None
     plan = executor.compile(canvas, Path(path).resolve().parent)
     if plan.errors:
         errors = problem_lines(plan)
-        _err(f"{_path(path)}: {len(errors)} problem(s):", errors)
+        _err(f"{_path(path)}: {counted(len(errors), 'problem')}:", errors)
         return None
     return canvas, plan
 

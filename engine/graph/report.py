@@ -108,6 +108,20 @@ def canvas_error_lines(err: CanvasError, plan: Plan | None = None) -> list[str]:
     return lines
 
 
+def file_problem(err: CanvasError) -> str | None:
+    """The one problem of a file that could not be read as a canvas at all (missing, a folder,
+    too large, not UTF-8, not JSON: the whole document, ``$``), said as ``cannot open FILE:
+    ...`` rather than as a list of the canvas's problems; None for any other error."""
+    if len(err.problems) == 1 and err.problems[0][0] == "$":
+        return err.problems[0][1]
+    return None
+
+
+def counted(count: int, noun: str) -> str:
+    """``1 problem``, ``2 problems``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def attribute_problems_only(err: CanvasError) -> bool:
     """True when every problem of ``err`` is a block attribute's: the canvas read is whole
     (every block, every wire) but for those values, so compiling it finds the other problems."""

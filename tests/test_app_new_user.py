@@ -1,0 +1,34 @@
+"""Defects found when the app was tried as a new user would (issue 34 part 2), each driven as
+that user: the menus, the keys, the files they open."""
+
+from __future__ import annotations
+
+from PySide6 import QtWidgets
+
+
+def _log_lines(window) -> list[str]:
+    """What the log shows (its rows' text, without the time stamp)."""
+    rows = window.log.list
+    return [rows.item(i).text().split("  ", 1)[1] for i in range(rows.count())]
+
+
+def test_a_missing_file_says_cannot_open_it(window, tmp_path, monkeypatch):
+    shown = []
+    monkeypatch.setattr(QtWidgets.QMessageBox, "critical",
+                        staticmethod(lambda _parent, title, text: shown.append((title, text))))
+    missing = tmp_path / "nope.gbc.json"
+    assert not window.files.open_path(missing, ask=False)
+    assert shown == [("Cannot open canvas", "Cannot open nope.gbc.json: no such file")]
+    assert _log_lines(window)[-1] == "Cannot open nope.gbc.json: no such file"
+
+
+def test_the_log_shows_the_problems_of_a_canvas_that_fails_to_load(window, tmp_path,
+                                                                   monkeypatch):
+    monkeypatch.setattr(QtWidgets.QMessageBox, "critical", staticmethod(lambda *_a: None))
+    bad = tmp_path / "bad.gbc.json"
+    bad.write_text('{"format": "gradblocks-canvas", "version": 1, "nodes": [{"id": "a", '
+                   '"type": "NoSuchBlock"}, {"id": "b", "type": "AlsoNone"}], "edges": []}')
+    assert not window.files.open_path(bad, ask=False)
+    line = _log_lines(window)[-1]
+    assert line.startswith("bad.gbc.json: ")
+    assert "NoSuchBlock" in line and "AlsoNone" in line  # the problems, not only a header
