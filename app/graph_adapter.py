@@ -23,6 +23,7 @@ from PySide6 import QtCore, QtWidgets
 from app import annotation_items, view_zoom, visible_placement
 from app.document import Document
 from app.key_state import ModifierReset
+from app.new_blocks import new_block_attrs
 from app.ngqt_private import release_view_handlers
 from app.node_classes import node_class, node_type
 from app.placement import free_offset
@@ -444,7 +445,8 @@ class GraphAdapter(QtCore.QObject):
             created.clear()
             for i, type_id in enumerate(type_ids):
                 p = (pos[0] + 40.0 * i, pos[1] + 40.0 * i)
-                created.append(canvas.add_node(type_id, pos=p, attrs=attrs).id)
+                created.append(canvas.add_node(
+                    type_id, pos=p, attrs=new_block_attrs(canvas, type_id, attrs)).id)
 
         label = f"Add {type_ids[0]}" if len(type_ids) == 1 else f"Add {len(type_ids)} blocks"
         if self._try_edit(label, mutate):
@@ -462,7 +464,8 @@ class GraphAdapter(QtCore.QObject):
         pos = self.free_position([type_id], pos, visible=True)
 
         def mutate(canvas):
-            created[:] = [canvas.add_node(type_id, pos=pos).id]
+            created[:] = [canvas.add_node(type_id, pos=pos,
+                                          attrs=new_block_attrs(canvas, type_id)).id]
             if src is not None:
                 canvas.connect(src, (created[0], port))
             else:

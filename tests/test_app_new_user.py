@@ -3,7 +3,11 @@ that user: the menus, the keys, the files they open."""
 
 from __future__ import annotations
 
-from PySide6 import QtWidgets
+import numpy as np
+from PySide6 import QtTest, QtWidgets
+from PySide6.QtCore import Qt
+
+from tests.app_support import wait_run
 
 
 def _log_lines(window) -> list[str]:
@@ -32,3 +36,22 @@ def test_the_log_shows_the_problems_of_a_canvas_that_fails_to_load(window, tmp_p
     line = _log_lines(window)[-1]
     assert line.startswith("bad.gbc.json: ")
     assert "NoSuchBlock" in line and "AlsoNone" in line  # the problems, not only a header
+
+
+def test_each_new_tensor_block_gets_its_own_seed(qtbot, window):
+    """Two Tensor blocks double-clicked from the palette (an input and an out_backprop, say)
+    hold different random values; the seeds are the smallest unused."""
+    palette = window.palette
+    first = palette.tree.visualItemRect(palette.items["Tensor"]).center()
+    QtTest.QTest.mouseClick(palette.tree.viewport(), Qt.LeftButton, Qt.NoModifier, first)
+    qtbot.wait(QtWidgets.QApplication.doubleClickInterval() + 50)
+    for _ in range(3):
+        rect = palette.tree.visualItemRect(palette.items["Tensor"])
+        QtTest.QTest.mouseDClick(palette.tree.viewport(), Qt.LeftButton, Qt.NoModifier,
+                                 rect.center())
+        qtbot.wait(QtWidgets.QApplication.doubleClickInterval() + 50)
+    nodes = [n for n in window.doc.canvas.nodes.values() if n.type == "Tensor"]
+    assert sorted(n.attrs.get("seed", 0) for n in nodes) == [0, 1, 2]
+    wait_run(qtbot, window)
+    values = [window.session.outputs[(n.id, "output")] for n in nodes]
+    assert not np.array_equal(values[0], values[1]) and not np.array_equal(values[1], values[2])
