@@ -285,3 +285,18 @@ def depthwise_conv2d_backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarr
     result, view = out(True)
     compute.depthwise_conv2d_backprop_input(PhaseLayout.of(g), dy, w, ctype, view)
     return result, True
+
+
+_KERNELS: dict[tuple[str, bool], Callable[..., object]] = {
+    ("forward", False): conv2d, ("filter", False): conv2d_backprop_filter,
+    ("input", False): conv2d_backprop_input, ("forward", True): depthwise_conv2d,
+    ("filter", True): depthwise_conv2d_backprop_filter,
+    ("input", True): depthwise_conv2d_backprop_input,
+}
+
+
+def kernel(kind: str, depthwise: bool) -> Callable[..., object]:
+    """The dispatch function of a ``kind`` op (:data:`KINDS`), depthwise or not: forward
+    ``(g, x, w, ctype)``, filter gradient ``(g, x, dy, ctype)``, input gradient
+    ``(g, dy, w, ctype, out)`` (NHWC arrays)."""
+    return _KERNELS[kind, depthwise]
