@@ -30,8 +30,7 @@ import numpy as np
 
 from engine.base.dtypes import compute_dtype, float_array, same_dtype
 from engine.base.errors import InvalidArgumentError
-from engine.kernels import accel, dispatch, gemm, path_record
-from engine.kernels.buffers import zeroed
+from engine.kernels import path_record
 from engine.kernels.nonfinite import all_finite, nonfinite_safe
 from engine.shapes.conv import (
     ConvGeometry,
@@ -85,6 +84,8 @@ def _vouching(a: np.ndarray, b: np.ndarray) -> bool:
     :func:`_vouch_finite_result`), so :func:`~engine.kernels.nonfinite.nonfinite_safe` runs it
     before (and usually instead of) scanning both inputs for NaN/Inf: a scan costs about as much as
     a depthwise kernel, and 5-25% of a conv gradient."""
+    from engine.kernels import accel, gemm
+
     return gemm.propagates_nonfinite() or (  # the work is not known yet: a guess
         a.dtype == b.dtype and accel.may_run_compiled())
 
@@ -98,6 +99,8 @@ def _vouch_finite_result(kernel: F) -> F:
     compiled depthwise loops vouch by themselves while computing (no extra pass)."""
     @functools.wraps(kernel)
     def vouching(*args, **kwargs):
+        from engine.kernels import dispatch, gemm
+
         out = kernel(*args, **kwargs)
         decided = path_record.vouched_finite() or path_record.last() == dispatch.NUMBA.name
         if (not decided and gemm.propagates_nonfinite()
@@ -115,6 +118,8 @@ def _nhwc(a: np.ndarray, data_format: str) -> np.ndarray:
 def _empty(g: ConvGeometry) -> bool:
     """True when the sum over output positions has no terms (or no channels to sum into);
     the call then runs no kernel (:func:`last_path` says ``empty``)."""
+    from engine.kernels import dispatch
+
     if dispatch.empty(g):
         path_record.record(dispatch.EMPTY.name)
         return True
@@ -125,6 +130,8 @@ def _input_grad_buffer(g: ConvGeometry, dtype: np.dtype):
     """The input gradient's result maker for the dispatch: ``out(zero)`` gives the result in
     ``g.data_format`` and ``dtype`` and its NHWC view, zeroed unless the kernel writes every
     element itself (``zero=False``)."""
+    from engine.kernels.buffers import zeroed
+
     def out(zero: bool) -> tuple[np.ndarray, np.ndarray]:
         res = zeroed(g.input_shape, dtype) if zero else np.empty(g.input_shape, dtype)
         return res, _nhwc(res, g.data_format)
@@ -134,6 +141,8 @@ def _input_grad_buffer(g: ConvGeometry, dtype: np.dtype):
 def _input_result(done: tuple[np.ndarray, bool], g: ConvGeometry, dtype: np.dtype) -> np.ndarray:
     """The dispatch's input gradient as the op's result (NHWC in the compute dtype unless
     already the result buffer)."""
+    from engine.kernels import dispatch
+
     dx, final = done
     return dx if final else dispatch.from_nhwc(dx, g.data_format, dtype)
 
@@ -193,6 +202,8 @@ def _finish(kind: str, run: Callable, g: ConvGeometry, a: np.ndarray, b: np.ndar
             dtype: np.dtype) -> np.ndarray:
     """The dispatch ``run`` of a ``kind`` call on its operands ``a``, ``b`` (in argument
     order), as the op's result in ``g.data_format`` and ``dtype``."""
+    from engine.kernels import dispatch
+
     ctype = compute_dtype(dtype)
     if kind == "forward":  # a input, b filter
         return dispatch.from_nhwc(run(g, _nhwc(a, g.data_format), b, ctype), g.data_format,
@@ -235,6 +246,8 @@ def _conv_op(name: str, shape: type, doc: str) -> Any:
                      *(given[p] for p in attrs), depthwise=op.depthwise)
         if _empty(g):
             return np.zeros(getattr(g, f"{op.result}_shape"), dtype)
+        from engine.kernels import dispatch  # the paths load on the first call
+
         return _finish(op.kind, dispatch.kernel(op.kind, op.depthwise), g, a, b, dtype)
 
     kernel.__name__ = kernel.__qualname__ = op.kernel
