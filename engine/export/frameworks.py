@@ -330,3 +330,10 @@ def known_defects(plan: Plan, target: str) -> dict[str, str]:
         if defect is not None:
             found[step.node_id] = defect
     return found
+
+
+def __getattr__(name: str) -> str:
+    """``COMMON``: :data:`engine.export.script_common.COMMON`, made on first use."""
+    if name == "COMMON":
+        return script_common.COMMON
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
