@@ -38,7 +38,7 @@ from types import ModuleType
 
 import numpy as np
 
-from engine.kernels import accel, compute, path_record, sparse, workspace
+from engine.kernels import accel, compute, depthwise_tiles, path_record, sparse, workspace
 from engine.kernels._compiled import winograd
 from engine.kernels.layout import PhaseLayout
 from engine.kernels.nonfinite import exact_required
@@ -262,7 +262,7 @@ def depthwise_conv2d(g: ConvGeometry, x: np.ndarray, w: np.ndarray,
         _record(NUMBA)  # before the call: the compiled kernel may vouch for its result
         return _numba().depthwise_conv2d(g, x, w, ctype, accel.CHUNK_BYTES)
     _record(NUMPY_TILES)
-    return compute.depthwise_conv2d(PhaseLayout.of(g), x, w, ctype)
+    return depthwise_tiles.depthwise_conv2d(PhaseLayout.of(g), x, w, ctype)
 
 
 def depthwise_conv2d_backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndarray,
@@ -275,7 +275,7 @@ def depthwise_conv2d_backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndar
         _record(NUMBA)
         return _numba().depthwise_conv2d_backprop_filter(g, x, dy, ctype, accel.CHUNK_BYTES)
     _record(NUMPY_TILES)
-    return compute.depthwise_conv2d_backprop_filter(PhaseLayout.of(g), x, dy, ctype)
+    return depthwise_tiles.depthwise_conv2d_backprop_filter(PhaseLayout.of(g), x, dy, ctype)
 
 
 def depthwise_conv2d_backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarray,
@@ -292,7 +292,7 @@ def depthwise_conv2d_backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarr
         return result, True
     _record(NUMPY_TILES)
     result, view = out(True)
-    compute.depthwise_conv2d_backprop_input(PhaseLayout.of(g), dy, w, ctype, view)
+    depthwise_tiles.depthwise_conv2d_backprop_input(PhaseLayout.of(g), dy, w, ctype, view)
     return result, True
 
 
