@@ -43,9 +43,8 @@ from pathlib import Path
 import numpy as np
 
 from engine.base.literal import literal
-from engine.export import to_jax, to_tf, to_torch
+from engine.export import script_common, to_jax, to_tf, to_torch
 from engine.export.conv import CONV_OPS, check_step_geometry, conv_step_geometry
-from engine.export.script_common import COMMON
 from engine.export.to_numpy import block_entry, result_entries, step_variables
 from engine.graph.compiler import Plan
 from engine.io.npz import npz_safe
@@ -288,7 +287,7 @@ def export_framework_script(plan: Plan, target: str, source: str = "canvas",
         "name (without Output blocks: every output under its block's title), as `gradblocks",
         "run --out` stores them. Run: python script.py [results.npz]",
         '"""',
-        COMMON,
+        script_common.COMMON,
         module.PRELUDE,
         f"SOURCE = {literal(source)}",
         f"{SOURCES_LINE}{literal(companion)}",
@@ -331,3 +330,10 @@ def known_defects(plan: Plan, target: str) -> dict[str, str]:
         if defect is not None:
             found[step.node_id] = defect
     return found
+
+
+def __getattr__(name: str) -> str:
+    """``COMMON``: :data:`engine.export.script_common.COMMON`, made on first use."""
+    if name == "COMMON":
+        return script_common.COMMON
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

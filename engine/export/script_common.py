@@ -1,7 +1,7 @@
 """The fixed text every framework script carries (:mod:`engine.export.frameworks`): the results
 writer, the source loader, and the check blocks' helpers with the blocks' own code.
 
-:data:`CHECK_CODE` is made, at import, from the one definition of each fact: the tolerance
+:data:`CHECK_CODE` is made, on first use, from the one definition of each fact: the tolerance
 tables as literals of :data:`engine.base.dtypes.RTOL` and
 :data:`~engine.base.dtypes.CHECK_TOLERANCE`, and the source text (:func:`inspect.getsource`)
 of the functions the Compare, GradCheck and AdjointCheck blocks' runs call
@@ -14,6 +14,7 @@ verdicts are the blocks' by construction (``tests/test_tolerance_once.py``).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import textwrap
 
@@ -29,20 +30,21 @@ def _source(functions) -> str:
     return "\n\n".join(textwrap.dedent(inspect.getsource(f)) for f in functions)
 
 
-#: The check blocks' own code as a script carries it: the tolerance tables as literals made from
-#: :mod:`engine.base.dtypes` and the source of the functions the blocks' runs call
-#: (:data:`blocks.checks.COMPARE_CODE`, :data:`blocks.check_support.VERDICT_CODE`,
-#: :func:`blocks.gradcheck.sample_indices`): a script's verdicts are the blocks', by construction.
-CHECK_CODE = "\n".join([
-    "# The tolerance tables (engine.base.dtypes) and the check blocks' own functions",
-    "# (blocks.checks, engine.base.tolerance, blocks.check_support, blocks.gradcheck), copied",
-    "# by the exporter.",
-    f"RTOL = {literal(RTOL)}",
-    f"CHECK_TOLERANCE = {literal(CHECK_TOLERANCE)}",
-    "",
-    "",
-    _source((*COMPARE_CODE, *VERDICT_CODE, sample_indices)),
-])
+@functools.cache
+def _check_code() -> str:
+    """:data:`CHECK_CODE` (made on first use: reading the functions' source takes longer than
+    the rest of a ``gradblocks check``)."""
+    return "\n".join([
+        "# The tolerance tables (engine.base.dtypes) and the check blocks' own functions",
+        "# (blocks.checks, engine.base.tolerance, blocks.check_support, blocks.gradcheck), copied",
+        "# by the exporter.",
+        f"RTOL = {literal(RTOL)}",
+        f"CHECK_TOLERANCE = {literal(CHECK_TOLERANCE)}",
+        "",
+        "",
+        _source((*COMPARE_CODE, *VERDICT_CODE, sample_indices)),
+    ])
+
 
 _COMMON_HEAD = '''
 import os
@@ -109,6 +111,18 @@ def _adjoint_check(x, w, dy, g, dtype):
     return adjoint_errors(forward, via_input, via_filter, check_tolerance(dtype))
 '''
 
-#: What a script needs besides its target's prelude: NumPy, the results writer and the checks
-#: (:data:`CHECK_CODE` and the helpers calling it with the framework's values).
-COMMON = _COMMON_HEAD + CHECK_CODE + "\n\n" + _COMMON_CHECKS
+
+
+def __getattr__(name: str) -> str:
+    """``CHECK_CODE``: the check blocks' own code as a script carries it, the tolerance tables as
+    literals made from :mod:`engine.base.dtypes` and the source of the functions the blocks'
+    runs call (:data:`blocks.checks.COMPARE_CODE`, :data:`blocks.check_support.VERDICT_CODE`,
+    :func:`blocks.gradcheck.sample_indices`): a script's verdicts are the blocks', by
+    construction. ``COMMON``: what a script needs besides its target's prelude: NumPy, the
+    results writer and the checks (``CHECK_CODE`` and the helpers calling it with the
+    framework's values)."""
+    if name == "CHECK_CODE":
+        return _check_code()
+    if name == "COMMON":
+        return _COMMON_HEAD + _check_code() + "\n\n" + _COMMON_CHECKS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,7 +6,8 @@ its parts (layers, top first; ``lint-imports`` checks them):
 - ``ops`` (the six ops: checks, layouts, dtypes) | ``memory`` (workspace estimates);
 - ``dispatch``: the one decision per call (NumPy or compiled) and the table of paths (names,
   workspace bounds);
-- ``tiled`` (the compiled per-tap conv ops around ``_compiled.conv_tiles``) | ``workspace``;
+- ``tiled`` (the compiled per-tap conv ops around ``_compiled.conv_tiles``) | ``workspace`` |
+  ``depthwise_tiles`` (the NumPy depthwise path);
 - ``compute`` | ``sparse``: the NumPy reference paths (nothing compiled imported);
 - ``accel``: whether a call may run compiled (``GRADBLOCKS_KERNELS``, readiness, loading);
 - ``_compiled``: the numba paths (private: nothing outside engine.kernels imports them);

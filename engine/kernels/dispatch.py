@@ -38,7 +38,7 @@ from types import ModuleType
 
 import numpy as np
 
-from engine.kernels import accel, compute, path_record, sparse, tiled, workspace
+from engine.kernels import accel, compute, depthwise_tiles, path_record, sparse, workspace
 from engine.kernels._compiled import winograd
 from engine.kernels.layout import PhaseLayout
 from engine.kernels.nonfinite import exact_required
@@ -192,6 +192,14 @@ def _numba() -> ModuleType:
     return module
 
 
+def _tiled() -> ModuleType:
+    """The compiled per-tap conv ops (:mod:`engine.kernels.tiled`, over
+    :mod:`engine.kernels._compiled.conv_tiles`), loaded by the first call that runs them."""
+    from engine.kernels import tiled
+
+    return tiled
+
+
 def _conv(kind: str, g: ConvGeometry, a: np.ndarray, b: np.ndarray, ctype: np.dtype,
           out: ResultBuffer | None = None) -> tuple[np.ndarray, bool]:
     """Forward (``a`` x, ``b`` w), filter (x, dy) or input gradient (dy, w) of a conv call
@@ -213,14 +221,15 @@ def _conv(kind: str, g: ConvGeometry, a: np.ndarray, b: np.ndarray, ctype: np.dt
     if kind == "input":
         assert out is not None  # conv2d_backprop_input passes its buffer
         result, view = out(False)  # each group's call zeroes what it does not write
-        col2im = tiled.col2im_in_place(view[..., :g.filter_in_depth], ctype, g.filter_in_depth)
-        mod = tiled if _record(_conv_path(g, kind, on, col2im, lay)).compiled else compute
+        col2im = on and _tiled().col2im_in_place(view[..., :g.filter_in_depth], ctype,
+                                                 g.filter_in_depth)
+        mod = _tiled() if _record(_conv_path(g, kind, on, col2im, lay)).compiled else compute
         finite = [mod.conv2d_backprop_input(lay, a[..., so], b[..., so], ctype, view[..., si],
                                             False) for si, so in _group_slices(g)]
-        if mod is tiled and all(finite):  # every product computed, every row found finite
+        if mod is not compute and all(finite):  # every product computed, every row finite
             path_record.vouch_finite()
         return result, True
-    mod = tiled if _record(_conv_path(g, kind, on, False, lay)).compiled else compute
+    mod = _tiled() if _record(_conv_path(g, kind, on, False, lay)).compiled else compute
     op = mod.conv2d if kind == "forward" else mod.conv2d_backprop_filter
     parts = [op(lay, a[..., si], b[..., so], ctype) for si, so in _group_slices(g)]
     return (parts[0] if len(parts) == 1 else np.concatenate(parts, axis=3)), False
@@ -253,7 +262,7 @@ def depthwise_conv2d(g: ConvGeometry, x: np.ndarray, w: np.ndarray,
         _record(NUMBA)  # before the call: the compiled kernel may vouch for its result
         return _numba().depthwise_conv2d(g, x, w, ctype, accel.CHUNK_BYTES)
     _record(NUMPY_TILES)
-    return compute.depthwise_conv2d(PhaseLayout.of(g), x, w, ctype)
+    return depthwise_tiles.depthwise_conv2d(PhaseLayout.of(g), x, w, ctype)
 
 
 def depthwise_conv2d_backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndarray,
@@ -266,7 +275,7 @@ def depthwise_conv2d_backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndar
         _record(NUMBA)
         return _numba().depthwise_conv2d_backprop_filter(g, x, dy, ctype, accel.CHUNK_BYTES)
     _record(NUMPY_TILES)
-    return compute.depthwise_conv2d_backprop_filter(PhaseLayout.of(g), x, dy, ctype)
+    return depthwise_tiles.depthwise_conv2d_backprop_filter(PhaseLayout.of(g), x, dy, ctype)
 
 
 def depthwise_conv2d_backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarray,
@@ -283,5 +292,20 @@ def depthwise_conv2d_backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarr
         return result, True
     _record(NUMPY_TILES)
     result, view = out(True)
-    compute.depthwise_conv2d_backprop_input(PhaseLayout.of(g), dy, w, ctype, view)
+    depthwise_tiles.depthwise_conv2d_backprop_input(PhaseLayout.of(g), dy, w, ctype, view)
     return result, True
+
+
+_KERNELS: dict[tuple[str, bool], Callable[..., object]] = {
+    ("forward", False): conv2d, ("filter", False): conv2d_backprop_filter,
+    ("input", False): conv2d_backprop_input, ("forward", True): depthwise_conv2d,
+    ("filter", True): depthwise_conv2d_backprop_filter,
+    ("input", True): depthwise_conv2d_backprop_input,
+}
+
+
+def kernel(kind: str, depthwise: bool) -> Callable[..., object]:
+    """The dispatch function of a ``kind`` op (:data:`KINDS`), depthwise or not: forward
+    ``(g, x, w, ctype)``, filter gradient ``(g, x, dy, ctype)``, input gradient
+    ``(g, dy, w, ctype, out)`` (NHWC arrays)."""
+    return _KERNELS[kind, depthwise]
