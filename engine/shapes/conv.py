@@ -127,10 +127,12 @@ class ConvGeometry:
     def from_nd(cls, g: ConvGeometryNd) -> ConvGeometry:
         """The 2-D view of an N-d geometry with two spatial dimensions."""
         assert g.rank == 2, g.rank
+        (rows, cols), (frows, fcols) = g.in_spatial, g.filter_spatial
+        (srows, scols), (drows, dcols), (orows, ocols) = g.strides, g.dilations, g.out_spatial
         (top, bottom), (left, right) = g.pads
-        return cls(g.data_format, g.padding, g.depthwise, g.batch, *g.in_spatial, g.in_depth,
-                   *g.filter_spatial, g.filter_in_depth, g.filter_out, *g.strides,
-                   *g.dilations, *g.out_spatial, top, bottom, left, right)
+        return cls(g.data_format, g.padding, g.depthwise, g.batch, rows, cols, g.in_depth,
+                   frows, fcols, g.filter_in_depth, g.filter_out, srows, scols, drows, dcols,
+                   orows, ocols, top, bottom, left, right)
 
     @property
     def nd(self) -> ConvGeometryNd:
