@@ -75,6 +75,13 @@ def _groups(g: Geo):
         yield slice(k * g.q, (k + 1) * g.q), slice(k * og, (k + 1) * og)
 
 
+def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` as a plain sum of products (IEEE NaN/Inf rules, no BLAS)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return (a[:, :, None] * b[None, :, :]).sum(axis=1)
+
+
+@np.errstate(invalid="ignore", over="ignore")  # NaN/Inf terms are the answer
 def forward(x: np.ndarray, w: np.ndarray, g: Geo) -> tuple[np.ndarray, np.ndarray]:
     """``out[n, p, o] = sum_{t, q} x[n, p*s + t*d - before, g(o)*Q + q] * w[t, q, o]``."""
     x, w = x.astype(np.float64), w.astype(np.float64)
@@ -82,11 +89,12 @@ def forward(x: np.ndarray, w: np.ndarray, g: Geo) -> tuple[np.ndarray, np.ndarra
     for p, idx, t in _terms(g):
         for ci, co in _groups(g):
             a, b = x[(slice(None), *idx, ci)], w[(*t, slice(None), co)]
-            out[(slice(None), *p, co)] += a @ b
-            bound[(slice(None), *p, co)] += abs(a) @ abs(b)
+            out[(slice(None), *p, co)] += _mm(a, b)
+            bound[(slice(None), *p, co)] += _mm(abs(a), abs(b))
     return out, bound
 
 
+@np.errstate(invalid="ignore", over="ignore")  # NaN/Inf terms are the answer
 def backprop_filter(x: np.ndarray, dy: np.ndarray, g: Geo) -> tuple[np.ndarray, np.ndarray]:
     """``dw[t, q, o] = sum_{n, p} x[n, p*s + t*d - before, g(o)*Q + q] * dy[n, p, o]``."""
     x, dy = x.astype(np.float64), dy.astype(np.float64)
@@ -94,11 +102,12 @@ def backprop_filter(x: np.ndarray, dy: np.ndarray, g: Geo) -> tuple[np.ndarray, 
     for p, idx, t in _terms(g):
         for ci, co in _groups(g):
             a, b = x[(slice(None), *idx, ci)], dy[(slice(None), *p, co)]
-            dw[(*t, slice(None), co)] += a.T @ b
-            bound[(*t, slice(None), co)] += abs(a).T @ abs(b)
+            dw[(*t, slice(None), co)] += _mm(a.T, b)
+            bound[(*t, slice(None), co)] += _mm(abs(a).T, abs(b))
     return dw, bound
 
 
+@np.errstate(invalid="ignore", over="ignore")  # NaN/Inf terms are the answer
 def backprop_input(w: np.ndarray, dy: np.ndarray, g: Geo) -> tuple[np.ndarray, np.ndarray]:
     """``dx[n, h, g*Q + q] = sum over terms reading h of sum_{o in g} dy[n, p, o] w[t, q, o]``."""
     w, dy = w.astype(np.float64), dy.astype(np.float64)
@@ -106,8 +115,8 @@ def backprop_input(w: np.ndarray, dy: np.ndarray, g: Geo) -> tuple[np.ndarray, n
     for p, idx, t in _terms(g):
         for ci, co in _groups(g):
             a, b = dy[(slice(None), *p, co)], w[(*t, slice(None), co)]
-            dx[(slice(None), *idx, ci)] += a @ b.T
-            bound[(slice(None), *idx, ci)] += abs(a) @ abs(b).T
+            dx[(slice(None), *idx, ci)] += _mm(a, b.T)
+            bound[(slice(None), *idx, ci)] += _mm(abs(a), abs(b).T)
     return dx, bound
 
 
