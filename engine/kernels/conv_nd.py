@@ -23,6 +23,7 @@ import itertools
 from collections.abc import Iterator
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from engine.shapes.conv import ConvGeometryNd
 
@@ -85,13 +86,21 @@ def tap_window(g: ConvGeometryNd, t: tuple[int, ...], n0: int, n1: int, r0: int,
 
 
 def _columns(g: ConvGeometryNd, xp: np.ndarray, block: tuple[int, int, int, int]) -> np.ndarray:
-    """``cols[n, p..., t, c]`` of one block."""
+    """``cols[n, p..., t, c]`` of one block. The taps of the last spatial dim are copied
+    together, through a read-only strided view (``kw * C`` elements in a run when the last
+    dilation is 1), the others one by one."""
     n0, n1, r0, r1 = block
-    tt = taps(g)
-    cols = np.empty((n1 - n0, r1 - r0, *g.out_spatial[1:], len(tt), g.in_depth), xp.dtype)
-    for i, t in enumerate(tt):
-        cols[..., i, :] = xp[tap_window(g, t, n0, n1, r0, r1)]
-    return cols
+    *lead, last = g.filter_spatial
+    outer = list(itertools.product(*(range(k) for k in lead)))
+    cols = np.empty((n1 - n0, r1 - r0, *g.out_spatial[1:], len(outer), last, g.in_depth),
+                    xp.dtype)
+    step = g.dilations[-1] * xp.strides[-2]
+    for i, t in enumerate(outer):
+        win = xp[tap_window(g, (*t, 0), n0, n1, r0, r1)]
+        view = as_strided(win, (*win.shape[:-1], last, g.in_depth),
+                          (*win.strides[:-1], step, xp.strides[-1]), writeable=False)
+        cols[..., i, :, :] = view
+    return cols.reshape(*cols.shape[:-3], len(outer) * last, g.in_depth)
 
 
 def _out_block(block: tuple[int, int, int, int]) -> Index:
