@@ -8,8 +8,8 @@ position, the columns of a block are ``cols[p, t, c] = in_pad[n, p*s + t*d, c]``
 
 - forward: ``out[p, o] = sum_{t, q} cols[p, t, g(o)*Q + q] * w[t, q, o]``;
 - filter gradient: ``dw[t, q, o] = sum_p cols[p, t, g(o)*Q + q] * dy[p, o]``;
-- input gradient: ``dcols[p, t, g*Q + q] = sum_{o in g} dy[p, o] * w[t, q, o]``, added into
-  ``dx_pad[n, p*s + t*d]`` tap by tap.
+- input gradient: ``dcols[t, g*Q + q, p] = sum_{o in g} w[t, q, o] * dy[p, o]``, added into
+  ``dx_pad[g*Q + q, n, p*s + t*d]`` (channels first) tap by tap.
 
 The padding zeros multiply real terms: :func:`engine.kernels.nonfinite.nonfinite_safe` (around
 the ops) keeps NaN/Inf to the terms that exist. A block's columns take at most
@@ -152,20 +152,23 @@ def backprop_filter(g: ConvGeometryNd, x: np.ndarray, dy: np.ndarray,
 def backprop_input(g: ConvGeometryNd, dy: np.ndarray, w: np.ndarray,
                    ctype: np.dtype) -> np.ndarray:
     """The input gradient (channels last, ``g``'s input sizes) of channels-last ``dy`` and
-    ``w``, in ``ctype``."""
+    ``w``, in ``ctype``. The columns are computed channels first (``dcols[t, q, p]``) and
+    added into a channels-first padded gradient, so each tap's addition runs along the
+    output positions, not along a few channels."""
     e, wc = dy.astype(ctype, copy=False), w.astype(ctype, copy=False)
     tt = taps(g)
     t, q, groups = len(tt), g.filter_in_depth, g.groups
     og = g.out_depth // groups
-    dxp = np.zeros(padded_shape(g), ctype)
+    shape = padded_shape(g)
+    dxp = np.zeros((shape[-1], *shape[:-1]), ctype)  # channels first
     for block in blocks(g, ctype.itemsize):
         n0, n1, r0, r1 = block
         eb = e[_out_block(block)].reshape(-1, g.out_depth)
-        dcols = np.empty((eb.shape[0], t, groups, q), ctype)
         for k in range(groups):
             wk = wc[..., k * og:(k + 1) * og].reshape(t * q, og)
-            dcols[:, :, k, :] = (eb[:, k * og:(k + 1) * og] @ wk.T).reshape(-1, t, q)
-        dc = dcols.reshape(n1 - n0, r1 - r0, *g.out_spatial[1:], t, g.in_depth)
-        for i, tap in enumerate(tt):
-            dxp[tap_window(g, tap, n0, n1, r0, r1)] += dc[..., i, :]
-    return dxp[unpadded(g)]
+            dcols = (wk @ eb[:, k * og:(k + 1) * og].T).reshape(
+                t, q, n1 - n0, r1 - r0, *g.out_spatial[1:])
+            for i, tap in enumerate(tt):
+                where = tap_window(g, tap, n0, n1, r0, r1)[:-1]
+                dxp[(slice(k * q, (k + 1) * q), *where)] += dcols[i]
+    return np.moveaxis(dxp, 0, -1)[unpadded(g)]
