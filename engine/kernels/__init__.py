@@ -33,3 +33,12 @@ __all__ = [
     "depthwise_conv2d_native_backprop_input",
     "last_path",
 ]
+
+# The Conv3D family (engine.kernels.conv3d over the N-d NumPy core engine.kernels.conv_nd).
+from engine.kernels.conv3d import (
+    conv3d,
+    conv3d_backprop_filter,
+    conv3d_backprop_input,
+)
+
+__all__ += ["conv3d", "conv3d_backprop_filter", "conv3d_backprop_input"]

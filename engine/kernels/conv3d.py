@@ -1,0 +1,142 @@
+"""TensorFlow's Conv3D family, exact to ``tf.raw_ops`` semantics, in vectorized NumPy.
+
+Argument names, order and meaning are TensorFlow's (``Conv3D``, ``Conv3DBackpropFilterV2``,
+``Conv3DBackpropInputV2``): filter ``[kd, kh, kw, in, out]``, strides and dilations of 5 in
+``data_format`` order (NDHWC or NCDHW), padding SAME or VALID. With ``in_pad`` the input
+zero-padded per ``padding`` and NDHWC indices::
+
+    Conv3D: out[n,p,r,c,o] = sum_{a,i,j,q} in_pad[n, p*sp + a*dp, r*sr + i*dr, c*sc + j*dc,
+                                                  g(o)*Q + q] * w[a,i,j,q,o]
+
+with ``Q`` the filter's in_channels and ``g(o)`` the group of output channel ``o``; the
+gradients are its adjoints (``d<out, dy>/dw`` shaped ``filter_sizes``, ``d<out, dy>/d input``
+shaped ``input_sizes``). Shapes and every refusal come from the N-d rule
+(:func:`engine.shapes.conv.conv3d_geometry` and its twins); the arithmetic is
+:mod:`engine.kernels.conv_nd`.
+
+dtypes: float16, bfloat16, float32, float64; the result has the operands' dtype and half types
+accumulate in float32 (:func:`engine.base.dtypes.compute_dtype`), as the 2-D ops do. NaN and Inf:
+padding contributes nothing (:mod:`engine.kernels.nonfinite`).
+
+Where TensorFlow 2.21's CPU kernels refuse what the math defines, these ops follow the math (as
+the depthwise ops do for dilations): dilations > 1 (with any strides), NCDHW, grouped filters
+(input depth a multiple of the filter's in_channels), and NaN/Inf next to padding (TF's CPU
+multiplies padding zeros: an Inf filter gives NaN on the border). TensorFlow's GPU kernels
+accept the first three. Zero-sized filters are refused, as TensorFlow refuses them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from engine.base.dtypes import compute_dtype, float_array, same_dtype
+from engine.kernels import conv_nd, path_record
+from engine.kernels.nonfinite import nonfinite_safe
+from engine.kernels.ops import _memory_guard
+from engine.shapes.conv import (
+    UNIT_5,
+    ConvGeometryNd,
+    channels_last,
+    conv3d_backprop_filter_geometry,
+    conv3d_backprop_input_geometry,
+    conv3d_geometry,
+)
+
+IntSeq = Sequence[int] | np.ndarray
+
+#: What :func:`engine.kernels.last_path` says after a 3-D call.
+PATH = "numpy nd"
+#: ... and after one with no terms (an empty result or an empty sum).
+EMPTY = "empty"
+
+__all__ = ["conv3d", "conv3d_backprop_filter", "conv3d_backprop_input"]
+
+
+def _to_last(a: np.ndarray, data_format: str) -> np.ndarray:
+    """A channels-last view of ``a``."""
+    return a if channels_last(data_format) else np.moveaxis(a, 1, -1)
+
+
+def _from_last(a: np.ndarray, data_format: str, dtype: np.dtype) -> np.ndarray:
+    """A channels-last result in ``data_format`` and ``dtype`` (C-contiguous)."""
+    a = a if channels_last(data_format) else np.moveaxis(a, -1, 1)
+    return np.ascontiguousarray(a, dtype=dtype)
+
+
+def _empty(g: ConvGeometryNd) -> bool:
+    """No terms: some size is 0 (batch, output, channels); recorded as :data:`EMPTY`."""
+    if min(g.batch, g.in_depth, g.out_depth, *g.out_spatial) == 0:
+        path_record.record(EMPTY)
+        return True
+    path_record.record(PATH)
+    return False
+
+
+@_memory_guard
+@nonfinite_safe("input", "filter")
+def conv3d(
+    input: np.ndarray,
+    filter: np.ndarray,
+    strides: IntSeq,
+    padding: str,
+    data_format: str = "NDHWC",
+    dilations: IntSeq = UNIT_5,
+) -> np.ndarray:
+    """tf.raw_ops.Conv3D: ``out[n,p,o] = sum_{t,q} in_pad[n, p*s + t*d, g(o)*Q+q] w[t,q,o]``
+    (``p``, ``t`` index triples)."""
+    x, w = float_array("input", input), float_array("filter", filter)
+    dtype = same_dtype(input=x, filter=w)
+    g = conv3d_geometry(x.shape, w.shape, strides, padding, data_format, dilations)
+    if _empty(g):
+        return np.zeros(g.output_shape, dtype)
+    y = conv_nd.conv(g, _to_last(x, data_format), w, compute_dtype(dtype))
+    return _from_last(y, data_format, dtype)
+
+
+@_memory_guard
+@nonfinite_safe("input", "out_backprop")
+def conv3d_backprop_filter(
+    input: np.ndarray,
+    filter_sizes: IntSeq,
+    out_backprop: np.ndarray,
+    strides: IntSeq,
+    padding: str,
+    data_format: str = "NDHWC",
+    dilations: IntSeq = UNIT_5,
+) -> np.ndarray:
+    """tf.raw_ops.Conv3DBackpropFilterV2: ``dw[t,q,o] = sum_{n,p} in_pad[n, p*s + t*d,
+    g(o)*Q+q] * dy[n,p,o]``, shaped ``filter_sizes``."""
+    x, dy = float_array("input", input), float_array("out_backprop", out_backprop)
+    dtype = same_dtype(input=x, out_backprop=dy)
+    g = conv3d_backprop_filter_geometry(x.shape, filter_sizes, dy.shape, strides, padding,
+                                        data_format, dilations)
+    if _empty(g):
+        return np.zeros(g.filter_shape, dtype)
+    dw = conv_nd.backprop_filter(g, _to_last(x, data_format), _to_last(dy, data_format),
+                                 compute_dtype(dtype))
+    return dw.astype(dtype, copy=False)
+
+
+@_memory_guard
+@nonfinite_safe("filter", "out_backprop")
+def conv3d_backprop_input(
+    input_sizes: IntSeq,
+    filter: np.ndarray,
+    out_backprop: np.ndarray,
+    strides: IntSeq,
+    padding: str,
+    data_format: str = "NDHWC",
+    dilations: IntSeq = UNIT_5,
+) -> np.ndarray:
+    """tf.raw_ops.Conv3DBackpropInputV2: ``dx[n,h,g*Q+q] = sum over (p,t) with p*s + t*d -
+    pad_before = h of sum_{o in g} dy[n,p,o] w[t,q,o]``, shaped ``input_sizes``."""
+    w, dy = float_array("filter", filter), float_array("out_backprop", out_backprop)
+    dtype = same_dtype(filter=w, out_backprop=dy)
+    g = conv3d_backprop_input_geometry(input_sizes, w.shape, dy.shape, strides, padding,
+                                       data_format, dilations)
+    if _empty(g):
+        return np.zeros(g.input_shape, dtype)
+    dx = conv_nd.backprop_input(g, _to_last(dy, data_format), w, compute_dtype(dtype))
+    return _from_last(dx, data_format, dtype)
