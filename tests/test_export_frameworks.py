@@ -123,3 +123,20 @@ def test_the_scripts_compare_gives_inf_minus_inf_as_nan_quietly():
         warnings.simplefilter("error")
         got = namespace["_compare"](a, a, "float32", "float32")
     assert np.isnan(got["output"][0]) and got["output"][1] == 0 and not got["agree"]
+
+
+def test_every_script_prints_its_result_names_the_same_way(tmp_path):
+    """The NumPy and the framework scripts print ``name shape dtype`` alike: names unquoted,
+    escaped where not printable (issue 34 2.8: the TF/JAX scripts quoted them)."""
+    jax = pytest.importorskip("jax")  # noqa: F841 - the framework script runs
+    canvas = conventions_canvas(tmp_path / "conv.gbc.json")
+    names = {}
+    for target in ("numpy", "jax"):
+        script = tmp_path / f"by_{target}.py"  # not numpy.py: it would shadow NumPy
+        assert _export(canvas, script, "--to", target).returncode == 0
+        proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                              cwd=REPO, check=False, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        names[target] = [line.split()[0] for line in proc.stdout.splitlines() if line.strip()]
+    assert names["numpy"] == names["jax"]
+    assert names["numpy"] and not any(n[0] in "'\"" for n in names["numpy"])

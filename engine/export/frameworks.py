@@ -59,8 +59,8 @@ if __name__ == "__main__":
     if len(sys.argv) > 1:  # written at exactly that path; bfloat16 stored as float32
         _write_npz(sys.argv[1], arrays)
     for name, value in arrays.items():
-        print(ascii(name), list(np.shape(value)), value.dtype)
-'''
+        print(SHOWN_NAME, list(np.shape(value)), value.dtype)
+'''.replace("SHOWN_NAME", script_common.SHOWN_NAME)
 
 
 class ExportRefused(ValueError):

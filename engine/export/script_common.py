@@ -24,6 +24,10 @@ from blocks.gradcheck import sample_indices
 from engine.base.dtypes import CHECK_TOLERANCE, RTOL
 from engine.base.literal import literal
 
+#: How every exported script prints a result's name: unquoted, control and non-ASCII
+#: characters escaped (a name never writes to the terminal raw).
+SHOWN_NAME = "ascii(name)[1:-1]"
+
 
 def _source(functions) -> str:
     """The source text of ``functions``, as their modules define them."""

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from datetime import date
 
 from engine.base.literal import literal
+from engine.export.script_common import SHOWN_NAME
 from engine.graph.compiler import Plan
 from engine.graph.result_names import result_keys
 
@@ -36,7 +37,7 @@ _MAIN = [
     "        with open(sys.argv[1], 'wb') as f:",
     "            write_npz(f, results)",
     "    for name, value in results.items():",
-    "        print(name, list(np.shape(value)), np.asarray(value).dtype)",
+    f"        print({SHOWN_NAME}, list(np.shape(value)), np.asarray(value).dtype)",
 ]
 
 
