@@ -2,10 +2,15 @@
 step of a 40-layer import (the test hook model_canvases.SIGNAL_AFTER_STEP_ENV: the process
 signals itself after its K-th step, so no timing is involved) or a full disk (ENOSPC injected
 into the writer) leaves DIR as it was; the same command afterwards exits 0 and DIR then holds
-exactly the files, byte for byte, of an uninterrupted run."""
+exactly the files, byte for byte, of an uninterrupted run.
+
+Only the interrupted runs need a process of their own (and the reference run, the command as a
+user types it); the reruns, the earlier results and the full disk run the same ``main`` in this
+process (``cli_main``), which is where the time went: one start-up per run."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
@@ -16,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from engine.base import atomic
+from engine.cli import commands
 from engine.graph.model_canvases import SIGNAL_AFTER_STEP_ENV
 from tests.test_file_names import write_convs
 
@@ -25,29 +31,21 @@ LAYERS = [f"l{i:02d}" for i in range(40)]
 #: Into a DIR of files, the moves follow: 60 arrays (40 filters, 20 biases), 40 canvases,
 #: index.json (142, the commit).
 BUILT, ARRAYS = 41, 60
-#: Runs the CLI with atomic._write_temp failing with ENOSPC from its K-th call on.
-_FULL_DISK = ("import errno, runpy, sys\n"
-              "from engine.base import atomic\n"
-              "k, calls, write = int(sys.argv.pop(1)), [], atomic._write_temp\n"
-              "def full(*args):\n"
-              "    calls.append(1)\n"
-              "    if len(calls) >= k:\n"
-              "        raise OSError(errno.ENOSPC, 'No space left on device')\n"
-              "    return write(*args)\n"
-              "atomic._write_temp = full\n"
-              "sys.argv = ['gradblocks', *sys.argv[1:]]\n"
-              "runpy.run_module('engine.cli', run_name='__main__')\n")
-
-
-def gb(model: Path, out: Path, hook: str | None = None,
-       full_disk_at: int | None = None) -> subprocess.CompletedProcess:
+def gb(model: Path, out: Path, hook: str | None = None) -> subprocess.CompletedProcess:
+    """``gradblocks import MODEL --all -o OUT`` in a process of its own (signalled by itself at
+    the step ``hook`` names)."""
     env = {k: v for k, v in os.environ.items() if k != SIGNAL_AFTER_STEP_ENV}
     if hook:
         env[SIGNAL_AFTER_STEP_ENV] = hook
-    head = ["-c", _FULL_DISK, str(full_disk_at)] if full_disk_at else ["-m", "engine.cli"]
-    return subprocess.run([sys.executable, *head, "import", str(model), "--all", "-o", str(out)],
-                          capture_output=True, text=True, cwd=ROOT, env=env, check=False,
-                          timeout=600)
+    return subprocess.run([sys.executable, "-m", "engine.cli", "import", str(model), "--all",
+                           "-o", str(out)], capture_output=True, text=True, cwd=ROOT, env=env,
+                          check=False, timeout=600)
+
+
+def cli_main(model: Path, out: Path) -> int:
+    """The same command through ``engine.cli``'s ``main`` in this process (no hook set)."""
+    assert SIGNAL_AFTER_STEP_ENV not in os.environ
+    return commands.main(["import", str(model), "--all", "-o", str(out)])
 
 
 def tree(folder: Path) -> dict[str, bytes]:
@@ -74,11 +72,12 @@ def case(tmp_path_factory) -> dict:
     model = write_convs(folder / "m.onnx", LAYERS, seed=1)
     earlier_model = write_convs(folder / "earlier.onnx", LAYERS[:30], seed=2)
     earlier = folder / "earlier"
-    assert gb(earlier_model, earlier).returncode == 0
+    assert cli_main(earlier_model, earlier) == 0
     new, over = folder / "new", folder / "over"
-    assert gb(model, new).returncode == 0
+    done = gb(model, new)  # the reference: the command in a process of its own
+    assert done.returncode == 0, done.stderr
     shutil.copytree(earlier, over)
-    assert gb(model, over).returncode == 0
+    assert cli_main(model, over) == 0
     assert len(tree(new)) == 40 + ARRAYS + 1 and tree(over) == tree(new)
     return {"model": model, "earlier": earlier, "new": tree(new), "earlier_tree": tree(earlier)}
 
@@ -97,8 +96,7 @@ def test_an_interrupted_run_into_a_new_folder_writes_nothing_and_the_rerun_compl
     assert not out.exists()  # all or nothing
     left = [p.name for p in tmp_path.iterdir()]
     assert all(atomic.temp_pid(n) for n in left) and len(left) == (sig == "SIGKILL")
-    again = gb(case["model"], out)
-    assert again.returncode == 0, again.stderr
+    assert cli_main(case["model"], out) == 0
     assert tree(out) == case["new"]
     assert len(swept(tmp_path)) == len(left) and [p.name for p in tmp_path.iterdir()] == ["out"]
 
@@ -115,8 +113,7 @@ def test_an_interrupted_run_over_an_earlier_result_is_completed_by_the_rerun(
     assert stopped.returncode == EXPECTED_STATUS[sig], stopped.stderr
     if step <= BUILT:  # nothing moved yet: DIR is as it was
         assert tree(out) == case["earlier_tree"]
-    again = gb(case["model"], out)
-    assert again.returncode == 0, again.stderr
+    assert cli_main(case["model"], out) == 0
     assert tree(out) == case["new"]
     left = [p.name for p in out.iterdir() if atomic.temp_pid(p.name)]
     assert len(left) == (sig == "SIGKILL")  # its build folder, swept once old
@@ -127,16 +124,29 @@ def test_an_interrupted_run_over_an_earlier_result_is_completed_by_the_rerun(
 @pytest.mark.parametrize("earlier", [False, True])
 @pytest.mark.parametrize("at", [1, 50])
 def test_a_full_disk_leaves_the_folder_as_it_was_and_the_rerun_completes(
-        case, tmp_path, earlier, at):
+        case, tmp_path, monkeypatch, capsys, earlier, at):
+    """The writer's ``_write_temp`` fails with ENOSPC from its ``at``-th call on."""
     out = tmp_path / "out"
     if earlier:
         shutil.copytree(case["earlier"], out)
-    full = gb(case["model"], out, full_disk_at=at)
-    assert full.returncode == 1 and full.stdout == "", full.stderr
-    assert full.stderr.count("\n") == 1 and "No space left on device" in full.stderr
+    calls, write = [], atomic._write_temp
+
+    def full(*args):
+        calls.append(1)
+        if len(calls) >= at:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write(*args)
+
+    with monkeypatch.context() as m:
+        m.setattr(atomic, "_write_temp", full)
+        capsys.readouterr()
+        status = cli_main(case["model"], out)
+        printed = capsys.readouterr()
+    assert len(calls) >= at  # the disk did fill
+    assert status == 1 and printed.out == "", printed.err
+    assert printed.err.count("\n") == 1 and "No space left on device" in printed.err
     assert (tree(out) == case["earlier_tree"]) if earlier else not out.exists()
     assert [p.name for p in (out if earlier else tmp_path).iterdir()
             if atomic.temp_pid(p.name)] == []
-    again = gb(case["model"], out)
-    assert again.returncode == 0, again.stderr
+    assert cli_main(case["model"], out) == 0
     assert tree(out) == case["new"]
