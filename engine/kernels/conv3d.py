@@ -34,7 +34,7 @@ import numpy as np
 from engine.base.dtypes import compute_dtype, float_array, same_dtype
 from engine.kernels import conv_nd, path_record
 from engine.kernels.nonfinite import nonfinite_safe
-from engine.kernels.ops import _memory_guard
+from engine.kernels.ops import memory_guard
 from engine.shapes.conv import (
     UNIT_5,
     ConvGeometryNd,
@@ -74,7 +74,7 @@ def _empty(g: ConvGeometryNd) -> bool:
     return False
 
 
-@_memory_guard
+@memory_guard
 @nonfinite_safe("input", "filter")
 def conv3d(
     input: np.ndarray,
@@ -95,7 +95,7 @@ def conv3d(
     return _from_last(y, data_format, dtype)
 
 
-@_memory_guard
+@memory_guard
 @nonfinite_safe("input", "out_backprop")
 def conv3d_backprop_filter(
     input: np.ndarray,
@@ -119,7 +119,7 @@ def conv3d_backprop_filter(
     return dw.astype(dtype, copy=False)
 
 
-@_memory_guard
+@memory_guard
 @nonfinite_safe("filter", "out_backprop")
 def conv3d_backprop_input(
     input_sizes: IntSeq,

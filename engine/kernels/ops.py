@@ -58,7 +58,7 @@ __all__ = [
 
 F = TypeVar("F", bound=Callable[..., np.ndarray])
 
-def _memory_guard(kernel: F) -> F:
+def memory_guard(kernel: F) -> F:
     """A result or workspace too large for this machine is an :class:`InvalidArgumentError`
     saying how large (NumPy's MemoryError, or its "array is too big" ValueError for sizes
     beyond the address space), never a bare NumPy error."""
@@ -255,7 +255,7 @@ def _conv_op(name: str, shape: type, doc: str) -> Any:
     kernel.__module__ = __name__
     kernel.__signature__ = signature  # type: ignore[attr-defined]
     safe = nonfinite_safe(a_name, b_name, vouching=_vouching)(_vouch_finite_result(kernel))
-    return _memory_guard(safe)  # typed by the name's annotation: ``shape``
+    return memory_guard(safe)  # typed by the name's annotation: ``shape``
 
 
 _DEPTHWISE_DILATIONS = """
