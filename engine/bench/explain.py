@@ -12,8 +12,10 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from typing import TextIO
 
 import numpy as np
 
@@ -71,7 +73,8 @@ def rows(batch: int, repeat: int, size: int = 56, depth: int = 64) -> list[list[
     return [header] + [row(t, batch, repeat, size, depth) for t in OPS]
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
+    """Print the table to ``out`` (standard output if None)."""
     ap = argparse.ArgumentParser(prog="python -m engine.bench.explain", description=__doc__)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=5)
@@ -80,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     for r in table:
         print("  ".join(c.rjust(w) if i else c.ljust(w)
-                        for i, (c, w) in enumerate(zip(r, widths, strict=True))))
+                        for i, (c, w) in enumerate(zip(r, widths, strict=True))),
+              file=out or sys.stdout)
     return 0
 
 
