@@ -91,6 +91,8 @@ CASES = [
     Case("input  224x224x3 7x7x64 s2 SAME", "Conv2DBackpropInput", (4, 224, 224, 3), (7, 7, 3, 64), 2, "SAME"),
     Case("filter 28x28x256 1x1x128 VALID", "Conv2DBackpropFilter", (16, 28, 28, 256), (1, 1, 256, 128), 1, "VALID"),
     Case("input  28x28x256 1x1x128 VALID", "Conv2DBackpropInput", (16, 28, 28, 256), (1, 1, 256, 128), 1, "VALID"),
+    Case("filter 28x28x192 3x3x192 VALID", "Conv2DBackpropFilter", (4, 28, 28, 192), (3, 3, 192, 192), 1, "VALID"),
+    Case("input  28x28x192 3x3x192 VALID", "Conv2DBackpropInput", (4, 28, 28, 192), (3, 3, 192, 192), 1, "VALID"),
     Case("dw filter 56x56x128 3x3 s1 SAME", "DepthwiseConv2dNativeBackpropFilter", (8, 56, 56, 128), (3, 3, 128, 1), 1, "SAME", group="depthwise"),
     Case("dw filter 112x112x64 3x3 s2 SAME", "DepthwiseConv2dNativeBackpropFilter", (8, 112, 112, 64), (3, 3, 64, 1), 2, "SAME", group="depthwise"),
     Case("dw filter 32x32x32 5x5 m2 VALID", "DepthwiseConv2dNativeBackpropFilter", (4, 32, 32, 32), (5, 5, 32, 2), 1, "VALID", group="depthwise"),
@@ -99,7 +101,7 @@ CASES = [
     Case("filter N=32 56x56x64 (memory)", "Conv2DBackpropFilter", (32, 56, 56, 64), (3, 3, 64, 64), 1, "SAME", group="extra"),
     *[Case(f"{kind} NCHW {n}x{n}x{c} 3x3x{c} s{s}", op, (8, n, n, c), (3, 3, c, c), s, "SAME",
            data_format="NCHW", group="conv NCHW")
-      for n, c, s in ((56, 64, 1), (56, 128, 2))
+      for n, c, s in ((56, 64, 1), (56, 128, 2), (14, 256, 1))
       for kind, op in (("filter", "Conv2DBackpropFilter"), ("input ", "Conv2DBackpropInput"))],
     *[Case(f"dw {kind} NCHW 56x56x128 3x3 s{s} SAME", op, (8, 56, 56, 128), (3, 3, 128, 1), s,
            "SAME", data_format="NCHW", group="dw NCHW")
@@ -265,6 +267,20 @@ def cancel_latency_ms(fn: Callable[[], object], after_ms: float) -> float:
     return 1e3 * (time.perf_counter() - t0)
 
 
+def cpu_lines() -> list[str]:
+    """The CPU the figures come from: its model, cores, the vector width and register tile the
+    compiled kernels chose for it, and the cache sizes their blocks follow."""
+    from engine.kernels import cpu
+    from engine.kernels._compiled import numba_simd
+
+    info = cpu.host()
+    rows, vectors = numba_simd.tile_shape()
+    return [f"CPU: {info.model}, {os.cpu_count()} logical cores, L1d {info.l1d // 1024} KiB, "
+            f"L2 {info.l2 // 1024} KiB per core",
+            f"compiled kernels: {numba_simd.VECTOR_BYTES * 8}-bit vectors, register tile "
+            f"{rows}x{vectors} (rows x vectors)"]
+
+
 def blas_lines() -> list[str]:
     """What the timings depend on: each BLAS library loaded (threadpoolctl), the core type
     override when set, and how the kernels call BLAS."""
@@ -323,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     opts = ap.parse_args(argv)
     repeat = max(5, opts.repeat)
     peak = matmul_peak(repeat)
-    for line in blas_lines():
+    for line in cpu_lines() + blas_lines():
         print(line)
     print(f"NumPy float32 matmul peak (2048^3): {peak:.1f} GFLOP/s")
     compare = opts.compare and tensorflow_available()
