@@ -219,9 +219,11 @@ def test_winograd_is_cancelled_between_chunks(monkeypatch):
     x, w, dy, attrs = _case(batch=6)
     monkeypatch.setattr(winograd, "CHUNK_BYTES", 1)  # one tile per chunk
     monkeypatch.setattr(winograd, "MIN_CHUNK_TILES", 1)
+    monkeypatch.setattr(winograd, "CALL_CHUNKS", 1)  # one chunk per compiled call
     event = threading.Event()
     calls = []
-    real = winograd._input_tiles
+    jit = winograd._jit()
+    real = jit.filter_chunks
 
     def counting(*args):
         calls.append(1)
@@ -229,7 +231,7 @@ def test_winograd_is_cancelled_between_chunks(monkeypatch):
             event.set()
         real(*args)
 
-    monkeypatch.setattr(winograd, "_input_tiles", counting)
+    monkeypatch.setattr(jit, "filter_chunks", counting)
     with cancel.scope(event), pytest.raises(cancel.Cancelled):
         kernels.conv2d_backprop_filter(x, w.shape, dy, **attrs)
     assert winograd.used() == "winograd"

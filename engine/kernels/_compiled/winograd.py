@@ -40,6 +40,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import threading
+from typing import NamedTuple
 
 import numpy as np
 
@@ -69,6 +70,10 @@ SUM_BLOCK = 32
 #: A chunk holds at least this many tiles (BLAS needs rows to be efficient), whatever the
 #: channel count.
 MIN_CHUNK_TILES = 128
+#: Chunks per compiled call (a cancel checkpoint between calls): each return from compiled
+#: code takes the GIL, and when the other core's thread holds it the wait is a sleep and a
+#: wake-up, which on two cores cost more than the chunks' Python glue.
+CALL_CHUNKS = 8
 _G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 _last = threading.local()
 
@@ -166,13 +171,19 @@ def _tiles(rows: int, cols: int) -> tuple[int, int]:
     return -(-rows // 2), -(-cols // 2)
 
 
+def _chunk_tiles(channels: int, itemsize: int) -> int:
+    """Tiles per chunk: their buffers (16 points of ``channels`` values per tile) fit
+    :data:`CHUNK_BYTES`, and at least :data:`MIN_CHUNK_TILES`."""
+    return max(MIN_CHUNK_TILES, CHUNK_BYTES // max(1, 16 * channels * itemsize))
+
+
 def _chunked(tiles: int, channels: int, itemsize: int, work, state=lambda: None) -> list:
-    """Run ``work(t0, t1, st)`` on chunks of the tiles ``[0, tiles)`` whose buffers (16 points
-    of ``channels`` values per tile) fit :data:`CHUNK_BYTES`: each core walks its own contiguous
-    range chunk by chunk (a cancel checkpoint before each, BLAS on one thread) with its own
-    ``st = state()``, so a chunk's transformed tiles are multiplied while they are still in
-    cache. Returns each core's ``st``."""
-    step = max(MIN_CHUNK_TILES, CHUNK_BYTES // max(1, 16 * channels * itemsize))
+    """Run ``work(t0, t1, st)`` on ranges of the tiles ``[0, tiles)`` of at most
+    :data:`CALL_CHUNKS` chunks (:func:`_chunk_tiles`): each core walks its own contiguous
+    range (a cancel checkpoint before each call, BLAS on one thread) with its own
+    ``st = state()``; ``work`` takes its range chunk by chunk, so a chunk's transformed tiles
+    are multiplied while they are still in cache. Returns each core's ``st``."""
+    step = _chunk_tiles(channels, itemsize) * CALL_CHUNKS
 
     def walk(lo: int, hi: int):
         st = state()
@@ -227,19 +238,25 @@ def _forward(src: np.ndarray, u: np.ndarray, row0: int, col0: int, out_rows: int
     th, tw = _tiles(out_rows, out_cols)
 
     simd = _simd_columns(co, ctype)
+    step = min(n * th * tw, _chunk_tiles(ci + co, ctype.itemsize))
+    src_r = readonly(src)
 
-    def work(t0: int, t1: int, _) -> None:
-        t = t1 - t0
-        v, pv = _points_buffer(t, ci, ctype)
-        _input_tiles(src, row0, col0, th, tw, t0, t1, v, pv)
+    def work(t0: int, t1: int, st) -> None:
+        (v, pv), (m, pm) = st
         if simd:
-            m, pm = _points_buffer(t, co, ctype)
-            jit.point_products(v, pv, u, m, pm, t)
-        else:
-            m, pm = np.matmul(_points(v, pv, t, ci), u).reshape(-1), t * co
-        jit.output_tiles(m, pm, th, tw, t0, t1, y)
+            jit.forward_chunks(src_r, row0, col0, th, tw, t0, t1, step, v, pv, u, m, pm, y)
+            return
+        for c0 in range(t0, t1, step):
+            c1 = min(t1, c0 + step)
+            _input_tiles(src, row0, col0, th, tw, c0, c1, v, pv)
+            mm = np.matmul(_points(v, pv, c1 - c0, ci), u).reshape(-1)
+            jit.output_tiles(mm, (c1 - c0) * co, th, tw, c0, c1, y)
 
-    _chunked(n * th * tw, ci + co, ctype.itemsize, work)
+    def state():
+        """Per core: its chunk buffers, reused chunk after chunk."""
+        return _points_buffer(step, ci, ctype), _points_buffer(step if simd else 1, co, ctype)
+
+    _chunked(n * th * tw, ci + co, ctype.itemsize, work, state)
     return y
 
 
@@ -266,33 +283,50 @@ def backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndarray,
     simd = _simd_columns(co, ctype)
     jit = _jit()
 
-    def work(t0: int, t1: int, st: tuple[np.ndarray, np.ndarray | None]) -> None:
-        acc, tmp = st
-        t = t1 - t0
-        v, pv = _points_buffer(t, ci, ctype)
-        _input_tiles(xs, g.pad_top, g.pad_left, th, tw, t0, t1, v, pv)
-        e, pe = _points_buffer(t, co, ctype)
-        _grad_tiles(es, th, tw, t0, t1, e, pe)
-        if simd:
-            jit.point_products_t(v, pv, e, pe, acc, t, SUM_BLOCK)
-            return
-        vt, et = _points(v, pv, t, ci).transpose(0, 2, 1), _points(e, pe, t, co)
-        for b in range(0, t, SUM_BLOCK):
-            acc += np.matmul(vt[:, :, b:b + SUM_BLOCK], et[:, b:b + SUM_BLOCK], out=tmp)
+    step = min(n * th * tw, _chunk_tiles(ci + co, ctype.itemsize))
+    xs_r, es_r = readonly(xs), readonly(es)
 
-    def state() -> tuple[np.ndarray, np.ndarray | None]:
-        """Per core: its partial sum, and a buffer for BLAS's product (the tiles add in place)."""
-        return np.zeros((16, ci, co), ctype), None if simd else np.empty((16, ci, co), ctype)
+    def work(t0: int, t1: int, st: _FilterState) -> None:
+        (v, pv), (e, pe) = st.v, st.e
+        if simd:
+            jit.filter_chunks(xs_r, es_r, g.pad_top, g.pad_left, th, tw, t0, t1, step, v, pv,
+                              e, pe, st.acc, SUM_BLOCK)
+            return
+        for c0 in range(t0, t1, step):
+            c1 = min(t1, c0 + step)
+            t = c1 - c0
+            _input_tiles(xs, g.pad_top, g.pad_left, th, tw, c0, c1, v, pv)
+            _grad_tiles(es, th, tw, c0, c1, e, pe)
+            vt, et = _points(v, pv, t, ci).transpose(0, 2, 1), _points(e, pe, t, co)
+            for b in range(0, t, SUM_BLOCK):
+                np.add(st.acc, np.matmul(vt[:, :, b:b + SUM_BLOCK], et[:, b:b + SUM_BLOCK],
+                                         out=st.tmp), out=st.acc)
+
+    def state() -> _FilterState:
+        """Per core: its partial sum, its chunk buffers (reused chunk after chunk) and a buffer
+        for BLAS's product (the tiles add in place)."""
+        return _FilterState(np.zeros((16, ci, co), ctype), _points_buffer(step, ci, ctype),
+                            _points_buffer(step, co, ctype),
+                            None if simd else np.empty((16, ci, co), ctype))
 
     parts = _chunked(n * th * tw, ci + co, ctype.itemsize, work, state)
-    acc = parts[0][0]
-    for part, _ in parts[1:]:
-        acc += part
+    acc = parts[0].acc
+    for part in parts[1:]:
+        acc += part.acc
     dw = _sandwich(np.ascontiguousarray(_G.T.astype(ctype)), acc.reshape(4, 4, ci, co))
     # taps that read only padding (tiny images) have no terms: exactly 0, not rounding
     dw[~_taps_meeting_data(g.in_rows, g.out_rows, g.pad_top)] = 0
     dw[:, ~_taps_meeting_data(g.in_cols, g.out_cols, g.pad_left)] = 0
     return dw
+
+
+class _FilterState(NamedTuple):
+    """One core's state in :func:`backprop_filter`."""
+
+    acc: np.ndarray
+    v: tuple[np.ndarray, int]
+    e: tuple[np.ndarray, int]
+    tmp: np.ndarray | None
 
 
 def _taps_meeting_data(size: int, out: int, pad: int) -> np.ndarray:
@@ -331,6 +365,11 @@ def warm(dtypes: tuple[type[np.floating], ...] = (np.float32, np.float64)) -> No
         jit.output_tiles(out, plane, 1, 1, 0, 1, np.zeros((1, 2, 2, 1), dt))
         jit.point_products(out, plane, np.zeros((16, 1, 1), dt), out, plane, 1)
         jit.point_products_t(out, plane, out, plane, np.zeros((16, 1, 1), dt), 1, SUM_BLOCK)
+        r = readonly(src)
+        jit.forward_chunks(r, 0, 0, 1, 1, 0, 1, 1, out, plane, np.zeros((16, 1, 1), dt), out,
+                           plane, np.zeros((1, 2, 2, 1), dt))
+        jit.filter_chunks(r, r, 0, 0, 1, 1, 0, 1, 1, out, plane, out, plane,
+                          np.zeros((16, 1, 1), dt), SUM_BLOCK)
 
 
 def workspace_bytes(g: ConvGeometry, kind: str, ct: int) -> int:
@@ -342,7 +381,7 @@ def workspace_bytes(g: ConvGeometry, kind: str, ct: int) -> int:
     rows, cols = (g.in_rows, g.in_cols) if kind == "input" else (g.out_rows, g.out_cols)
     th, tw = _tiles(rows, cols)
     tiles = g.batch * th * tw
-    chunk = min(tiles, max(MIN_CHUNK_TILES, CHUNK_BYTES // (16 * (ci + co) * ct)))
+    chunk = min(tiles, _chunk_tiles(ci + co, ct))
     padding = 2 * (16 * 2 + 1) * LINE_BYTES  # per buffer: 16 planes' lines, the alignment
     per_core = 16 * chunk * (ci + co) * ct + padding + 2 * 16 * ci * co * ct
     x = g.batch * g.in_rows * g.in_cols * ci

@@ -117,3 +117,31 @@ def point_products_t(v, pv, e, pe, acc, t, block):  # pragma: no cover
         for b in range(0, t, block):
             gemm_acc(af, v, e, p * c * k, p * pv + b * c, p * pe + b * k, c, k,
                      min(block, t - b), k, 1, c, k)
+
+
+@njit(nogil=True, cache=True)
+def forward_chunks(src, row0, col0, tiles_h, tiles_w, t_lo, t_hi, step, v, pv, u, m, pm,
+                   dst):  # pragma: no cover
+    """The forward Winograd of the tiles ``[t_lo, t_hi)`` in chunks of ``step`` tiles, each
+    transformed (:func:`patch_tiles` into ``v``), multiplied (:func:`point_products` into
+    ``m``) and written back (:func:`output_tiles`) before the next: one call for many chunks,
+    so the threads of a split meet the GIL once per call, not three times per chunk."""
+    for t0 in range(t_lo, t_hi, step):
+        t1 = min(t_hi, t0 + step)
+        patch_tiles(src, 4, row0, col0, tiles_h, tiles_w, t0, t1, v, pv)
+        point_products(v, pv, u, m, pm, t1 - t0)
+        output_tiles(m, pm, tiles_h, tiles_w, t0, t1, dst)
+
+
+@njit(nogil=True, cache=True)
+def filter_chunks(xs, es, row0, col0, tiles_h, tiles_w, t_lo, t_hi, step, v, pv, e, pe, acc,
+                  block):  # pragma: no cover
+    """The filter-gradient Winograd of the tiles ``[t_lo, t_hi)`` in chunks of ``step``
+    tiles: input and output-gradient tiles transformed (:func:`patch_tiles`) and their
+    products summed into ``acc`` (:func:`point_products_t`), chunk by chunk in order (one
+    call for many chunks, as :func:`forward_chunks`)."""
+    for t0 in range(t_lo, t_hi, step):
+        t1 = min(t_hi, t0 + step)
+        patch_tiles(xs, 4, row0, col0, tiles_h, tiles_w, t0, t1, v, pv)
+        patch_tiles(es, 2, 0, 0, tiles_h, tiles_w, t0, t1, e, pe)
+        point_products_t(v, pv, e, pe, acc, t1 - t0, block)
