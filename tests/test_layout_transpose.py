@@ -94,3 +94,28 @@ def test_nchw_results_of_compiled_calls_are_the_nhwc_results_moved_by_the_compil
     dx_nhwc = kernels.conv2d_backprop_input(y_nhwc.shape[:1] + x.shape[2:] + x.shape[1:2], w,
                                             y_nhwc, **nhwc)
     np.testing.assert_array_equal(dx, dx_nhwc.transpose(to_nchw))
+
+
+@pytest.mark.parametrize("tile", [8, 16, None])
+@pytest.mark.parametrize("shape", [(2, 72, 9, 11), (1, 21, 30, 31), (1, 130, 8, 8)], ids=str)
+def test_layout_copies_across_many_tiles_move_every_value_exactly(monkeypatch, tile, shape):
+    """Images larger than one tile (the CPU's own tile size, and small ones that leave partial
+    tiles and edges on both axes) are moved whole, both ways."""
+    if tile is not None:
+        monkeypatch.setattr(transpose, "transpose_tile", lambda: tile)
+    x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    view = x.transpose(0, 2, 3, 1)
+    got = transpose.nchw_operand(view, np.dtype(np.float32))
+    np.testing.assert_array_equal(got, view)
+    back = np.full(shape, np.nan, np.float32)
+    transpose.to_nchw(got, back)
+    np.testing.assert_array_equal(back, x)
+
+
+def test_the_tile_fits_half_the_l1_data_cache(monkeypatch):
+    from engine.kernels import cpu
+
+    for l1d, side in ((32 * 1024, 40), (48 * 1024, 48), (1024, 8)):
+        monkeypatch.setattr(cpu, "host", lambda l1d=l1d: cpu.Host("test CPU", l1d, 2**20))
+        assert transpose.transpose_tile() == side
+        assert 2 * 4 * side * side <= max(l1d // 2, 2 * 4 * 64)

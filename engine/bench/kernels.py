@@ -275,10 +275,11 @@ def cpu_lines() -> list[str]:
 
     info = cpu.host()
     rows, vectors = numba_simd.tile_shape()
-    return [f"CPU: {info.model}, {os.cpu_count()} logical cores, L1d {info.l1d // 1024} KiB, "
-            f"L2 {info.l2 // 1024} KiB per core",
-            f"compiled kernels: {numba_simd.VECTOR_BYTES * 8}-bit vectors, register tile "
-            f"{rows}x{vectors} (rows x vectors)"]
+    cpu_line = (f"CPU: {info.model}, {os.cpu_count()} logical cores, L1d {info.l1d // 1024} "
+                f"KiB, L2 {info.l2 // 1024} KiB per core")
+    tile_line = (f"compiled kernels: {numba_simd.VECTOR_BYTES * 8}-bit vectors, register tile "
+                 f"{rows}x{vectors} (rows x vectors)")
+    return [cpu_line, tile_line]
 
 
 def blas_lines() -> list[str]:

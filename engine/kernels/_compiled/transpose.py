@@ -75,17 +75,21 @@ def _rest(src, dst, base, nr, nc, full_r, full_c):  # pragma: no cover - compile
 
 
 @numba.njit(nogil=True, cache=True)
-def _transpose_f32(src, dst, lo, hi, rows, cols):  # pragma: no cover - compiled
+def _transpose_f32(src, dst, lo, hi, rows, cols, tile):  # pragma: no cover - compiled
     """``dst[n, c, r] = src[n, r, c]`` (flat float32, ``r < rows``, ``c < cols``) for images
-    ``lo <= n < hi``, in 8x8 blocks (:func:`_block8`)."""
+    ``lo <= n < hi``, in 8x8 blocks (:func:`_block8`) walked ``tile x tile`` values at a time
+    (``tile`` a multiple of 8): the blocks of a tile read and write whole cache lines of a few
+    rows, not 32 bytes of every row of the image (each such row another page)."""
     u = np.uint64
-    nr, nc = u(rows), u(cols)
+    nr, nc, t = u(rows), u(cols), u(tile)
     full_r, full_c = nr - nr % u(8), nc - nc % u(8)
     for n in range(u(lo), u(hi)):
         base = n * nr * nc
-        for r0 in range(u(0), full_r, u(8)):
-            for c0 in range(u(0), full_c, u(8)):
-                _block8(dst, src, base + c0 * nr + r0, nr, base + r0 * nc + c0, nc)
+        for rt in range(u(0), full_r, t):
+            for ct in range(u(0), full_c, t):
+                for r0 in range(rt, min(rt + t, full_r), u(8)):
+                    for c0 in range(ct, min(ct + t, full_c), u(8)):
+                        _block8(dst, src, base + c0 * nr + r0, nr, base + r0 * nc + c0, nc)
         _rest(src, dst, base, nr, nc, full_r, full_c)
 
 
@@ -98,15 +102,27 @@ def _transpose(src, dst, lo, hi, rows, cols):  # pragma: no cover - compiled
         _rest(src, dst, n * nr * nc, nr, nc, u(0), u(0))
 
 
+def transpose_tile() -> int:
+    """Values per side of :func:`_transpose_f32`'s tiles: a multiple of 8 whose float32 source
+    and destination tiles together fill at most half this CPU's L1 data cache."""
+    from engine.kernels import cpu
+
+    side = int((cpu.host().l1d // 2 // (2 * 4)) ** 0.5)
+    return max(8, side // 8 * 8)
+
+
 def _copy(src: np.ndarray, dst: np.ndarray, rows: int, cols: int) -> None:
     """Per image ``dst (rows x cols)^T = src``: both C-contiguous, same dtype, images first."""
-    loop = _transpose_f32 if src.dtype == np.float32 else _transpose
     s, d = readonly(src.reshape(-1)), dst.reshape(-1)
+    tile = transpose_tile()
 
     def part(lo: int, hi: int) -> None:
         for n in range(lo, hi):
             checkpoint()
-            loop(s, d, n, n + 1, rows, cols)
+            if src.dtype == np.float32:
+                _transpose_f32(s, d, n, n + 1, rows, cols, tile)
+            else:
+                _transpose(s, d, n, n + 1, rows, cols)
 
     copy_ranges(part, src.shape[0], src[:1].nbytes)
 
@@ -147,4 +163,7 @@ def warm(dtypes: tuple[type[np.floating], ...] = (np.float32, np.float64)) -> No
     """Compile (or load from numba's disk cache) the loops for ``dtypes``."""
     for dt in dtypes:
         a = readonly(np.zeros(64, dt))
-        (_transpose_f32 if dt == np.float32 else _transpose)(a, np.zeros(64, dt), 0, 1, 8, 8)
+        if dt == np.float32:
+            _transpose_f32(a, np.zeros(64, dt), 0, 1, 8, 8, 8)
+        else:
+            _transpose(a, np.zeros(64, dt), 0, 1, 8, 8)
