@@ -96,6 +96,18 @@ def test_blas_lines_name_the_library_threads_core_type_and_coretype(monkeypatch)
     assert "OPENBLAS_CORETYPE not set" in bench.blas_lines()
 
 
+def test_cpu_lines_name_the_cpu_its_caches_and_the_kernels_vector_width(monkeypatch):
+    from engine.kernels import cpu
+    from engine.kernels._compiled import numba_simd
+
+    monkeypatch.setattr(cpu, "host", lambda: cpu.Host("Test CPU 9000", 48 * 1024, 2 * 2**20))
+    monkeypatch.setattr(numba_simd, "VECTOR_BYTES", 64)
+    lines = bench.cpu_lines()
+    assert lines[0].startswith("CPU: Test CPU 9000, ")
+    assert lines[0].endswith("L1d 48 KiB, L2 2048 KiB per core")
+    assert lines[1] == "compiled kernels: 512-bit vectors, register tile 6x4 (rows x vectors)"
+
+
 def test_cancel_latency_cancels_a_call_that_would_never_end():
     """The call only ends when its checkpoint raises: a wrong scope would hang this test."""
     seen = []
