@@ -92,13 +92,43 @@ def segment_products(c, a, b, c_bases, q_starts, length, ldc, s_lo, s_hi, shifts
     """:func:`shifted_products` on row segments written where they belong:
     ``c[c_bases[s] + r*ldc + j] (+)= sum_t sum_l a[a_bases[t] + (q + shifts[t])*lda + l] *
     B_t[l, j]`` with ``q = q_starts[s] + r`` for the segments ``s_lo <= s < s_hi``,
-    ``r < length``, ``j < n`` (``b`` in panels as there; ``overwrite`` as there). Returns True
-    when every segment written is finite."""
+    ``r < length``, ``j < n`` (``b`` in panels as there; ``overwrite`` as there). Each tap's
+    column panel is applied to every segment of the range before the next panel, so it is read
+    from L1 once per range, not once per (often short) segment; each element still sums its
+    taps in tap order. Returns True when every segment written is finite."""
+    panels = (n + nr - 1) // nr
+    for t in range(shifts.shape[0]):
+        s = shifts[t]
+        for pj in range(panels):
+            b0 = (t * panels + pj) * k * nr
+            width = min(nr, n - pj * nr)
+            for seg in range(s_lo, s_hi):
+                q0 = q_starts[seg]
+                q1 = q0 + length
+                s0, s1 = max(q0 + s, 0), min(q1 + s, a_rows)
+                first = overwrite and t == 0
+                if first and (s1 <= s0 or s0 - s > q0 or s1 - s < q1):
+                    if pj == 0:  # the first tap misses rows: zero the segment, then add
+                        for q in range(length):
+                            row = c_bases[seg] + q * ldc
+                            c[row : row + n] = 0
+                    first = False
+                if s1 <= s0:
+                    continue
+                c0 = c_bases[seg] + (s0 - s - q0) * ldc + pj * nr
+                if first:
+                    gemm_set(c, a, b, c0, a_bases[t] + s0 * lda, b0, s1 - s0, width, k, ldc,
+                             lda, 1, nr)
+                else:
+                    gemm_acc(c, a, b, c0, a_bases[t] + s0 * lda, b0, s1 - s0, width, k, ldc,
+                             lda, 1, nr)
     ok = True
     for seg in range(s_lo, s_hi):
-        q0 = q_starts[seg]
-        ok &= _rows(c, a, b, c_bases[seg], q0, q0 + length, shifts, a_bases, a_rows, lda, ldc,
-                    k, n, nr, overwrite)
+        for q in range(length):
+            row = c_bases[seg] + q * ldc
+            for j in range(n):
+                v = c[row + j]
+                ok &= (v - v) == 0
     return ok
 
 
