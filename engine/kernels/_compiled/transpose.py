@@ -127,6 +127,15 @@ def _copy(src: np.ndarray, dst: np.ndarray, rows: int, cols: int) -> None:
     copy_ranges(part, src.shape[0], src[:1].nbytes)
 
 
+def transposed_planes(a: np.ndarray) -> np.ndarray:
+    """``a`` ``(P, R, C)`` as ``(P, C, R)`` C-contiguous: each plane's matrix transposed by
+    the compiled copy (split over cores)."""
+    src = np.ascontiguousarray(a)
+    out = np.empty((a.shape[0], a.shape[2], a.shape[1]), a.dtype)
+    _copy(src, out, a.shape[1], a.shape[2])
+    return out
+
+
 def nchw_operand(a: np.ndarray, ctype: np.dtype) -> np.ndarray | None:
     """A C-contiguous NHWC copy of the NHWC view ``a`` when it views C-contiguous NCHW data in
     ``ctype`` (:func:`nchw_target`); else None."""

@@ -213,19 +213,27 @@ def _nhwc_operand(a: np.ndarray, ctype: np.dtype) -> np.ndarray:
 
 def _sandwich(m: np.ndarray, a: np.ndarray) -> np.ndarray:
     """``m a m^T`` over the first two axes of ``a`` ``(p, p, ...)``: ``(q, q, ...)`` for ``m``
-    ``(q, p)``, as two products over the flattened rest (BLAS; a three-operand einsum walks
-    every index combination, 10 ms at 256x256 channels)."""
+    ``(q, p)``, in ``a``'s dtype, as two products over the flattened rest (BLAS; a three-operand
+    einsum walks every index combination, 10 ms at 256x256 channels)."""
     q, p = m.shape
     rest = a.shape[2:]
+    m = np.ascontiguousarray(m, a.dtype)
     t = np.matmul(m, a.reshape(p, -1)).reshape(q, p, -1)  # (u, j, rest)
     t = np.matmul(m, t.transpose(1, 0, 2).reshape(p, -1)).reshape(q, q, -1)  # (v, u, rest)
     return np.ascontiguousarray(t.transpose(1, 0, 2)).reshape(q, q, *rest)
 
 
-def _filter_transform(w: np.ndarray, ctype: np.dtype) -> np.ndarray:
-    """``U[u*4+v] = (G w G^T)[u, v]``: ``(16, C, K)`` of a ``(3, 3, C, K)`` filter."""
-    u = _sandwich(_G.astype(ctype), np.ascontiguousarray(w, dtype=ctype))
-    return u.reshape(16, *w.shape[2:])
+def _filter_transform(w: np.ndarray, ctype: np.dtype, flipped: bool = False) -> np.ndarray:
+    """``U[u*4+v] = (G w G^T)[u, v]``: ``(16, C, K)`` of a ``(3, 3, C, K)`` filter; with
+    ``flipped``, of the input gradient's filter ``w[2-i, 2-j].T`` ``(16, K, C)``: ``G``'s
+    columns reversed, then each point's matrix transposed (the compiled layout copy)."""
+    g = _G[:, ::-1] if flipped else _G
+    u = _sandwich(g, np.ascontiguousarray(w, dtype=ctype)).reshape(16, *w.shape[2:])
+    if not flipped:
+        return u
+    from engine.kernels._compiled import transpose
+
+    return transpose.transposed_planes(u)
 
 
 def _forward(src: np.ndarray, u: np.ndarray, row0: int, col0: int, out_rows: int,
@@ -268,8 +276,7 @@ def conv2d(g: ConvGeometry, x: np.ndarray, w: np.ndarray, ctype: np.dtype) -> np
 
 def backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarray, ctype: np.dtype) -> np.ndarray:
     """Input gradient ``(N, H, W, C)`` in ``ctype`` of NHWC ``dy`` (:func:`applies` holds)."""
-    wf = w[::-1, ::-1].transpose(0, 1, 3, 2)
-    return _forward(_nhwc_operand(dy, ctype), _filter_transform(wf, ctype), 2 - g.pad_top,
+    return _forward(_nhwc_operand(dy, ctype), _filter_transform(w, ctype, True), 2 - g.pad_top,
                     2 - g.pad_left, g.in_rows, g.in_cols, ctype)
 
 
@@ -313,7 +320,7 @@ def backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndarray,
     acc = parts[0].acc
     for part in parts[1:]:
         acc += part.acc
-    dw = _sandwich(np.ascontiguousarray(_G.T.astype(ctype)), acc.reshape(4, 4, ci, co))
+    dw = _sandwich(_G.T, acc.reshape(4, 4, ci, co))
     # taps that read only padding (tiny images) have no terms: exactly 0, not rounding
     dw[~_taps_meeting_data(g.in_rows, g.out_rows, g.pad_top)] = 0
     dw[:, ~_taps_meeting_data(g.in_cols, g.out_cols, g.pad_left)] = 0
