@@ -52,3 +52,19 @@ def test_the_default_example_is_a_shipped_canvas():
 
     assert startup.DEFAULT_EXAMPLE.is_file()
     assert startup.DEFAULT_EXAMPLE.parent == EXAMPLE.parent
+
+
+def test_the_bytecode_line_says_whether_sources_are_compiled_at_each_start(tmp_path,
+                                                                           monkeypatch):
+    from engine.bench import startup
+
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    pkg = tmp_path / "engine"
+    pkg.mkdir()
+    assert startup.bytecode_line(pkg) == "bytecode of engine/: not cached"
+    (pkg / "__pycache__").mkdir()
+    (pkg / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"")
+    assert startup.bytecode_line(pkg) == "bytecode of engine/: cached"
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    assert startup.bytecode_line(pkg).endswith("(PYTHONDONTWRITEBYTECODE is set: no new "
+                                               "bytecode is written)")

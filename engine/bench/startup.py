@@ -99,6 +99,20 @@ def imports_scipy(args: list[str]) -> bool:
     return out.stderr.strip().endswith("True")
 
 
+def bytecode_line(package: Path | None = None) -> str:
+    """Whether the figures include compiling the project's sources: Python reads cached
+    bytecode (``__pycache__``) unless ``PYTHONDONTWRITEBYTECODE`` kept it from being written
+    (see the guide's performance page for what that costs)."""
+    import engine
+
+    package = package or Path(engine.__file__).parent
+    cached = any(package.glob("__pycache__/*.pyc"))
+    off = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
+    state = "cached" if cached else "not cached"
+    return f"bytecode of {package.name}/: {state}" + (
+        " (PYTHONDONTWRITEBYTECODE is set: no new bytecode is written)" if off else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m engine.bench.startup", description=__doc__)
     ap.add_argument("example", nargs="?", default=str(DEFAULT_EXAMPLE), help="canvas to check")
@@ -110,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     commands[f"gradblocks check {Path(opts.example).name}"] = (
         ["-m", "engine.cli", "check", opts.example], CHECK_TARGET_S)
     print(f"start-up, wall seconds over {opts.runs} fresh processes ({sys.executable})")
+    print(bytecode_line())
     print(f"{'command':48} {'median':>7} {'min':>7} {'max':>7} {'target':>7}")
     for name, (args, target) in commands.items():
         try:
