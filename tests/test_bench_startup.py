@@ -13,14 +13,15 @@ def test_bench_startup_prints_each_command_with_its_target_and_no_scipy():
                           str(EXAMPLE)], capture_output=True, text=True, check=True).stdout
     lines = out.splitlines()
     assert lines[0].startswith("start-up, wall seconds over 1 fresh processes")
-    rows = {line[:48].strip(): line[48:].split() for line in lines[2:5]}
+    assert lines[1].startswith("bytecode of engine/: ")
+    rows = {line[:48].strip(): line[48:].split() for line in lines[3:6]}
     assert set(rows) == {"python -c 'import numpy'", "python -c 'import engine.kernels'",
                          "gradblocks check conv2d_backprop_filter.gbc.json"}
     assert len(rows["python -c 'import numpy'"]) == 3  # median, min, max; no target
     assert rows["python -c 'import engine.kernels'"][3] == "0.15"
     assert rows["gradblocks check conv2d_backprop_filter.gbc.json"][3] == "0.25"
     assert all(float(v) > 0 for r in rows.values() for v in r[:3])
-    assert lines[5] == "scipy imported by the check: no"
+    assert lines[6] == "scipy imported by the check: no"
 
 
 def test_a_failing_check_fails_the_benchmark_loudly(tmp_path):
