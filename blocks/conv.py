@@ -156,7 +156,8 @@ def kernel_attrs(attrs: dict, cudnn: bool) -> dict:
     return out
 
 
-def _float_port(inputs: dict[str, TensorSpec], port: str) -> TensorSpec:
+def float_port(inputs: dict[str, TensorSpec], port: str) -> TensorSpec:
+    """The spec of ``port``, a float tensor of one of :data:`DTYPES`; AttrError otherwise."""
     spec = inputs[port]
     if spec.dtype not in DTYPES:
         raise AttrError(port, f"{port} dtype {spec.dtype} is not one of {', '.join(DTYPES)}")
@@ -173,7 +174,8 @@ def _size_port(inputs: dict[str, TensorSpec], port: str) -> np.ndarray:
     return spec.value
 
 
-def _same_dtype(a: tuple[str, TensorSpec], b: tuple[str, TensorSpec]) -> str:
+def shared_dtype(a: tuple[str, TensorSpec], b: tuple[str, TensorSpec]) -> str:
+    """The dtype two ``(port, spec)`` operands share; AttrError on the second when they differ."""
     if a[1].dtype != b[1].dtype:
         raise AttrError(b[0], f"{b[0]} dtype {b[1].dtype} does not match {a[0]} dtype "
                               f"{a[1].dtype}")
@@ -252,16 +254,16 @@ def _conv_block(row: ConvOp) -> BlockSpec:
         kw = kernel_attrs(attrs, cudnn=False)
         kw["depthwise"] = depthwise
         if kind == "forward":
-            x, w = _float_port(inputs, "input"), _float_port(inputs, "filter")
-            dtype = _same_dtype(("input", x), ("filter", w))
+            x, w = float_port(inputs, "input"), float_port(inputs, "filter")
+            dtype = shared_dtype(("input", x), ("filter", w))
             return conv2d_geometry(x.shape, w.shape, **kw), dtype
-        dy = _float_port(inputs, "out_backprop")
+        dy = float_port(inputs, "out_backprop")
         if kind == "filter":
-            x, sizes = _float_port(inputs, "input"), _size_port(inputs, "filter_sizes")
-            dtype = _same_dtype(("input", x), ("out_backprop", dy))
+            x, sizes = float_port(inputs, "input"), _size_port(inputs, "filter_sizes")
+            dtype = shared_dtype(("input", x), ("out_backprop", dy))
             return backprop_filter_geometry(x.shape, sizes, dy.shape, **kw), dtype
-        w, sizes = _float_port(inputs, "filter"), _size_port(inputs, "input_sizes")
-        dtype = _same_dtype(("filter", w), ("out_backprop", dy))
+        w, sizes = float_port(inputs, "filter"), _size_port(inputs, "input_sizes")
+        dtype = shared_dtype(("filter", w), ("out_backprop", dy))
         return backprop_input_geometry(sizes, w.shape, dy.shape, **kw), dtype
 
     operands = row.operands

@@ -8,7 +8,7 @@ import os
 import sys
 from typing import NoReturn
 
-from engine.cli.common import _err, _path, _say
+from engine.cli.common import print_error, say, shown_path
 from engine.graph.executor import Executor
 
 #: The subcommand this module adds, and what it is doing (for the line that says memory ran
@@ -57,10 +57,12 @@ def cmd_guide(topic: str | None) -> int:
     try:
         pages = {name: guide.page_path(name).read_text(encoding="utf-8") for name in names}
     except OSError as err:
-        _err(f"cannot read the User Guide: {err.strerror or err} ({_path(str(guide.GUIDE_DIR))})")
+        print_error(f"cannot read the User Guide: {err.strerror or err} "
+                    f"({shown_path(str(guide.GUIDE_DIR))})")
         return 1
     if not pages:
-        _err(f"the User Guide is not installed (no pages in {_path(str(guide.GUIDE_DIR))})")
+        print_error("the User Guide is not installed (no pages in "
+                    f"{shown_path(str(guide.GUIDE_DIR))})")
         return 1
     if topic:
         text = pages[topic].rstrip("\n")
@@ -71,12 +73,12 @@ def cmd_guide(topic: str | None) -> int:
                     "User Guide.")
         text = "\n".join(rows)
     try:
-        _say(text)
+        say(text)
         sys.stdout.flush()
     except OSError as err:  # a full disk: one line, no traceback; a closed pipe (| head): quiet
         with contextlib.suppress(OSError, ValueError):  # nothing left to flush at exit
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         if not isinstance(err, BrokenPipeError):
-            _err(f"cannot write the guide: {err.strerror or err}")
+            print_error(f"cannot write the guide: {err.strerror or err}")
         return 1
     return 0

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 
 from engine.base.names import escaped
-from engine.cli.common import _err, _path, _say
+from engine.cli.common import print_error, say, shown_path
 
 #: The subcommand this module adds, and what it is doing (for the line that says memory ran
 #: out).
@@ -99,7 +99,7 @@ def _options_problem(opts: argparse.Namespace) -> str | None:
 def cmd_import(opts: argparse.Namespace) -> int:
     problem = _options_problem(opts)
     if problem:
-        _err(problem)
+        print_error(problem)
         return 2
     # the model readers: loaded for an import only (not by every gradblocks command's parser)
     from engine.graph.layer_canvas import read_model, write_layer_canvas
@@ -111,22 +111,22 @@ def cmd_import(opts: argparse.Namespace) -> int:
             return _list_layers(opts, found)
         if opts.all:
             return _import_all(opts, found)
-        layer = found.find(opts.layer, _path(opts.model))
+        layer = found.find(opts.layer, shown_path(opts.model))
         done = write_layer_canvas(layer, opts.output, input_hw=opts.input_size,
                                   batch=opts.batch or 1, layout=opts.layout, input_path=opts.input,
                                   protected=(opts.model,))
     except ModelImportError as err:
-        _err(str(err))
+        print_error(str(err))
         return 2
     except OSError as err:
-        _err(f"cannot write {_path(repr(opts.output))}: {err.strerror or err} (the previous "
-             "files, if any, are unchanged)")
+        print_error(f"cannot write {shown_path(repr(opts.output))}: {err.strerror or err} (the "
+                    "previous files, if any, are unchanged)")
         return 1
-    _say(_layer_line(layer, done))
+    say(_layer_line(layer, done))
     for line in _layer_notes(opts, layer):
-        _say(line)
+        say(line)
     for path in done.files:
-        _say(f"wrote {escaped(path)}")
+        say(f"wrote {escaped(path)}")
     return 0
 
 
@@ -136,10 +136,10 @@ def _list_layers(opts: argparse.Namespace, found) -> int:
     from engine.graph.report import text_table
 
     rows, refused = list_lines(plan_model(found, 1, opts.layout))
-    _say(text_table(rows) if len(rows) > 1 else
-         f"{escaped(opts.model)}: no importable conv layers")
+    say(text_table(rows) if len(rows) > 1 else
+        f"{escaped(opts.model)}: no importable conv layers")
     for reason in refused:
-        _say(f"cannot import: {reason}")
+        say(f"cannot import: {reason}")
     return 0
 
 
@@ -152,9 +152,9 @@ def _import_all(opts: argparse.Namespace, found) -> int:
     written = sum("canvas" in item for item in index)
     for item in index:
         if "skipped" in item:
-            _say(f"skipped: {escaped(item['skipped'])}")
-    _say(f"wrote {written} canvases and {escaped(opts.output)}/index.json "
-         f"({len(index) - written} conv layers skipped)")
+            say(f"skipped: {escaped(item['skipped'])}")
+    say(f"wrote {written} canvases and {escaped(opts.output)}/index.json "
+        f"({len(index) - written} conv layers skipped)")
     return 0
 
 

@@ -20,7 +20,7 @@ import sys
 from engine.base.atomic import write_atomically
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import article
-from engine.cli.common import _err, _path, _say
+from engine.cli.common import print_error, say, shown_path
 from engine.verify.defaults import CONVENTIONS, DEFAULT_CASES, DEFAULT_TIMEOUT, OPS
 
 #: The subcommand this module adds, and what it is doing (for the line that says memory ran
@@ -121,20 +121,21 @@ def _progress(done: int, total: int) -> None:
 def cmd_verify(opts: argparse.Namespace) -> int:
     """The ``verify`` subcommand; returns the exit status."""
     if [opts.target, opts.cmd, opts.cmd_serve].count(None) != 2:
-        _err("verify: give one of a TARGET (MODULE:FUNCTION), --cmd \"COMMAND ARGS\" or "
-             "--cmd-serve \"COMMAND ARGS\"")
+        print_error("verify: give one of a TARGET (MODULE:FUNCTION), --cmd \"COMMAND ARGS\" or "
+                    "--cmd-serve \"COMMAND ARGS\"")
         return 2
     if opts.convention is None:
         from engine.verify.frameworks.registry import FRAMEWORKS
 
         if opts.target not in FRAMEWORKS:
-            _err("verify: --convention is required (tf or torch) unless TARGET is a framework")
+            print_error("verify: --convention is required (tf or torch) unless TARGET is a "
+                        "framework")
             return 2
         opts.convention = "tf"
     if opts.convention == "torch" and opts.op not in OPS["torch"] or \
             opts.convention == "tf" and opts.op not in OPS["tf"]:
-        _err(f"verify: --op {opts.op} is not {article(opts.convention)} op (one of "
-             f"{', '.join(OPS[opts.convention])})")
+        print_error(f"verify: --op {opts.op} is not {article(opts.convention)} op (one of "
+                    f"{', '.join(OPS[opts.convention])})")
         return 2
     # the reference kernels: loaded for a sweep only
     from engine.verify.api import output_path, verify
@@ -150,7 +151,7 @@ def cmd_verify(opts: argparse.Namespace) -> int:
                         cmd=opts.cmd, cmd_serve=opts.cmd_serve, memory=opts.memory,
                         progress=_progress, max_failures=opts.max_failures)
     except InvalidArgumentError as err:
-        _err(f"verify: {err}")
+        print_error(f"verify: {err}")
         return 2
     status = 0 if report.ok else 1
     if report.spec_kind == "cmd" and not report.ok and opts.repro:
@@ -162,17 +163,17 @@ def cmd_verify(opts: argparse.Namespace) -> int:
             os.makedirs(folder, exist_ok=True)
             report.write_inputs(folder)
         except (OSError, ValueError) as err:
-            _err(f"{_path(folder)}: cannot write the inputs: "
-                 f"{getattr(err, 'strerror', None) or err}")
+            print_error(f"{shown_path(folder)}: cannot write the inputs: "
+                        f"{getattr(err, 'strerror', None) or err}")
             status = 1
-    _say(str(report))
+    say(str(report))
     if opts.json:
         text = report.json_text().encode("utf-8")
         try:
             write_atomically(opts.json, lambda f: f.write(text))
         except (OSError, ValueError) as err:
-            _err(f"{_path(opts.json)}: cannot write the report: "
-                 f"{getattr(err, 'strerror', None) or err}")
+            print_error(f"{shown_path(opts.json)}: cannot write the report: "
+                        f"{getattr(err, 'strerror', None) or err}")
             status = 1
     if opts.repro and report.minimal_failures:
         from engine.verify.repro import write_repro
@@ -180,8 +181,8 @@ def cmd_verify(opts: argparse.Namespace) -> int:
         try:
             files = write_repro(report, opts.repro)
         except (OSError, ValueError) as err:
-            _err(f"{_path(opts.repro)}: cannot write the reproduction: "
-                 f"{getattr(err, 'strerror', None) or err}")
+            print_error(f"{shown_path(opts.repro)}: cannot write the reproduction: "
+                        f"{getattr(err, 'strerror', None) or err}")
             return 1
-        _say("reproduction: " + ", ".join(files))
+        say("reproduction: " + ", ".join(files))
     return status

@@ -16,14 +16,14 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from engine.base.errors import InvalidArgumentError
-from engine.explain.terms import (
-    OPS,
-    _activation,
-    _geometry,
-    _layout_free,
-    _output_shape,
+from engine.explain.element_index import (
+    activation_indices,
     check_index,
+    layout_free,
+    op_geometry,
+    result_shape,
 )
+from engine.explain.terms import OPS
 from engine.shapes.conv import ConvGeometry
 from engine.shapes.ops import ConvOp
 
@@ -43,7 +43,7 @@ def geometry_of(type_id: str, attrs: Mapping[str, object],
             f"{type_id} is not a conv block: explain takes {', '.join(OPS)}", "type")
     inputs = {p: (np.asarray(s, dtype=np.int64) if p.endswith("_sizes") else _shaped(s))
               for p, s in input_shapes.items()}
-    return form, _geometry(form, attrs, inputs)
+    return form, op_geometry(form, attrs, inputs)
 
 
 def _operand_shape(form: ConvOp, g: ConvGeometry, port: str) -> tuple[int, ...]:
@@ -141,21 +141,21 @@ def _feeds(type_id: str, attrs: Mapping[str, object],
     M = g.filter_out
     if form.kind == "forward":
         if port == "input":
-            n, h, w, ch = _layout_free(idx, fmt)
+            n, h, w, ch = layout_free(idx, fmt)
             rs = _reached(h, kh, sr, dr, pt, g.out_rows)
             cs = _reached(w, kw, sc, dc, pl, g.out_cols)
             chans = (np.arange(ch * M, ch * M + M, dtype=np.int64) if form.depthwise
                      else _group_outputs(g, ch))
             a, b, outs = _cross(rs, cs, chans)
-            return _activation(n, a, b, outs, fmt)
+            return activation_indices(n, a, b, outs, fmt)
         i, j, q, o = idx
         rs = _positions(i, g.out_rows, sr, dr, pt, g.in_rows)
         cs = _positions(j, g.out_cols, sc, dc, pl, g.in_cols)
         ch = q * M + o if form.depthwise else o
         nn, a, b = _cross(np.arange(g.batch, dtype=np.int64), rs, cs)
-        return _activation(nn, a, b, ch, fmt)
+        return activation_indices(nn, a, b, ch, fmt)
     if form.kind == "filter":  # output dw[i, j, q, o] (HWIO)
-        n, h, w, ch = _layout_free(idx, fmt)
+        n, h, w, ch = layout_free(idx, fmt)
         if port == "input":
             ti = _taps_of(h, kh, sr, dr, pt, g.out_rows)
             tj = _taps_of(w, kw, sc, dc, pl, g.out_cols)
@@ -179,8 +179,8 @@ def _feeds(type_id: str, attrs: Mapping[str, object],
         ws = g.stride_cols * _positions(j, g.out_cols, sc, dc, pl, g.in_cols) + j * dc - pl
         ch = q if form.depthwise else (o // (M // g.groups)) * g.filter_in_depth + q
         nn, a, b = _cross(np.arange(g.batch, dtype=np.int64), hs, ws)
-        return _activation(nn, a, b, ch, fmt)
-    n, r, c, ch = _layout_free(idx, fmt)  # out_backprop
+        return activation_indices(nn, a, b, ch, fmt)
+    n, r, c, ch = layout_free(idx, fmt)  # out_backprop
     hs = _read(r, kh, sr, dr, pt, g.in_rows)
     ws = _read(c, kw, sc, dc, pl, g.in_cols)
     if form.depthwise:
@@ -189,11 +189,11 @@ def _feeds(type_id: str, attrs: Mapping[str, object],
         first = (ch // (M // g.groups)) * g.filter_in_depth
         chans = np.arange(first, first + g.filter_in_depth, dtype=np.int64)
     a, b, k = _cross(hs, ws, chans)
-    return _activation(n, a, b, k, fmt)
+    return activation_indices(n, a, b, k, fmt)
 
 
 def output_shape(type_id: str, attrs: Mapping[str, object],
                  input_shapes: Mapping[str, Sequence[int]]) -> tuple[int, ...]:
     """The shape of the block's output (as :func:`feeds` indexes it)."""
     form, g = geometry_of(type_id, attrs, input_shapes)
-    return _output_shape(form, g)
+    return result_shape(form, g)

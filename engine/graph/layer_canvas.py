@@ -96,7 +96,8 @@ class Imported:
     files: list[str]  # every file written, the canvas last
 
 
-def _stem(canvas_path: str) -> str:
+def canvas_stem(canvas_path: str) -> str:
+    """The canvas file's name without ``.gbc.json`` (or its last suffix): its arrays' prefix."""
     name = Path(canvas_path).name
     return name[: -len(CANVAS_SUFFIX)] if name.endswith(CANVAS_SUFFIX) else Path(name).stem
 
@@ -311,7 +312,8 @@ def _conv_blocks(c: Canvas, conv: TfConv, name: str, upstream: str = "out_backpr
         c.connect((src, "output"), (node, port))
 
 
-def _npy_bytes(array: np.ndarray) -> bytes:
+def npy_bytes(array: np.ndarray) -> bytes:
+    """``array`` as the bytes of a C-order .npy file (no pickles)."""
     buf = io.BytesIO()
     np.save(buf, np.ascontiguousarray(array), allow_pickle=False)
     return buf.getvalue()
@@ -339,7 +341,7 @@ def owned_arrays(canvas_path: Path) -> list[str]:
         canvas = load_canvas(canvas_path)
     except (InvalidArgumentError, OSError):
         return []
-    stem = re.escape(_stem(Path(canvas_path).name))
+    stem = re.escape(canvas_stem(Path(canvas_path).name))
     owned = []
     for node_id in ARRAY_IDS:
         node = canvas.nodes.get(node_id)
@@ -352,7 +354,7 @@ def owned_arrays(canvas_path: Path) -> list[str]:
     return owned
 
 
-def _where(path: str | Path) -> str:
+def shown_place(path: str | Path) -> str:
     """A path for a message: quoted, escaped and cut (:data:`PATH_CHARS`), so the reason after it
     stays on the line."""
     return names.shown(str(path), PATH_CHARS)
@@ -369,15 +371,15 @@ def check_imported(canvas: Canvas, arrays: dict[str, Path], base_dir: Path, show
         trial = Canvas.from_json(data, shown)
     except CanvasError as err:
         where, message = err.problems[0]
-        raise ModelImportError(f"{_where(shown)}: the canvas would not load: {where}: {message}") \
-            from None
+        raise ModelImportError(f"{shown_place(shown)}: the canvas would not load: {where}: "
+                               f"{message}") from None
     for node_id, path in arrays.items():
         trial.set_attr(node_id, "path", os.path.abspath(path))  # not relative to base_dir
     lines = problem_lines(compile_canvas(trial, base_dir, DEFAULT_MEMORY_LIMIT))
     if lines:
         more = f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""
-        raise ModelImportError(f"{_where(shown)}: the canvas would not pass `gradblocks check`: "
-                               f"{lines[0]}{more}")
+        raise ModelImportError(f"{shown_place(shown)}: the canvas would not pass `gradblocks "
+                               f"check`: {lines[0]}{more}")
 
 
 def write_layer_canvas(layer: ConvLayer, canvas_path: str, *, input_hw=None, batch: int = 1,
@@ -396,15 +398,15 @@ def write_layer_canvas(layer: ConvLayer, canvas_path: str, *, input_hw=None, bat
             **({input_path: "the --input file"} if input_path else {})}
     problem = target_problem(canvas_path, keep)
     if problem:
-        raise ModelImportError(f"{_where(canvas_path)} {problem}")
+        raise ModelImportError(f"{shown_place(canvas_path)} {problem}")
     real = resolve_target(canvas_path)  # the arrays go beside the real canvas file
-    stem = _stem(real.name)
-    data = {k: _npy_bytes(a) for k, a in arrays.items()}
+    stem = canvas_stem(real.name)
+    data = {k: npy_bytes(a) for k, a in arrays.items()}
     named = {k: array_name(stem, k, d) for k, d in data.items()}
     for name in named.values():
         problem = target_problem(str(real.parent / name), keep)
         if problem:
-            raise ModelImportError(f"{_where(real.parent / name)} {problem}")
+            raise ModelImportError(f"{shown_place(real.parent / name)} {problem}")
     canvas = build_canvas(layer, conv, output_shape, named)
     text = dumps(canvas).encode("utf-8")
     members = [Member.of_bytes(named[k], d) for k, d in data.items()]

@@ -173,7 +173,7 @@ def owned_arrays(canvas_path: Path) -> list[str]:
         canvas = load_canvas(canvas_path)
     except (InvalidArgumentError, OSError):
         return owned
-    stem = re.escape(layer_canvas._stem(Path(canvas_path).name))
+    stem = re.escape(layer_canvas.canvas_stem(Path(canvas_path).name))
     roles = "|".join(ARRAY_IDS)
     for node in canvas.nodes.values():
         path = node.attrs.get("path")
@@ -202,9 +202,9 @@ def write_merged_canvas(layers: Sequence[ConvLayer], canvas_path: str, *, batch:
     keep = dict.fromkeys(protected, "the model being read")
     problem = target_problem(canvas_path, keep)
     if problem:
-        raise ModelImportError(f"{layer_canvas._where(canvas_path)} {problem}")
+        raise ModelImportError(f"{layer_canvas.shown_place(canvas_path)} {problem}")
     real = resolve_target(canvas_path)  # the arrays go beside the real canvas file
-    stem = layer_canvas._stem(real.name)
+    stem = layer_canvas.canvas_stem(real.name)
     prefixes = id_prefixes([layer.name for layer in layers])
     data: dict[str, bytes] = {}  # file name -> .npy bytes
     paths: list[dict[str, str]] = []
@@ -213,18 +213,18 @@ def write_merged_canvas(layers: Sequence[ConvLayer], canvas_path: str, *, batch:
         named = {}
         for import_id, array in _arrays(layer).items():
             merged_id = block_id(prefix, import_id)
-            blob = layer_canvas._npy_bytes(array)
+            blob = layer_canvas.npy_bytes(array)
             named[import_id] = node_files[merged_id] = array_name(stem, merged_id, blob)
             data[named[import_id]] = blob
         paths.append(named)
     for name in data:
         problem = target_problem(str(real.parent / name), keep)
         if problem:
-            raise ModelImportError(f"{layer_canvas._where(real.parent / name)} {problem}")
+            raise ModelImportError(f"{layer_canvas.shown_place(real.parent / name)} {problem}")
     try:
         canvas, merged = build_merged(planned, paths)
     except InvalidArgumentError as err:
-        raise ModelImportError(f"{layer_canvas._where(canvas_path)}: {err}") from None
+        raise ModelImportError(f"{layer_canvas.shown_place(canvas_path)}: {err}") from None
     text = dumps(canvas).encode("utf-8")
     members = [Member.of_bytes(name, d) for name, d in data.items()]
     files = write_file_set(

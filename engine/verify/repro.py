@@ -191,7 +191,7 @@ def write_repro(report: VerifyReport, folder: str) -> list[str]:
     """Write every group's canvas set into ``folder`` (made if missing); returns the canvas and
     test file paths. A callable run in this process (no module a test can import) gets the
     canvas alone."""
-    from engine.verify.worker import npz_arguments
+    from engine.verify.case_io import npz_arguments
 
     os.makedirs(folder, exist_ok=True)
     written = []

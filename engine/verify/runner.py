@@ -47,7 +47,7 @@ import numpy as np
 from engine.base import cancel
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import escaped
-from engine.verify import sandbox, worker
+from engine.verify import case_io, sandbox, worker
 from engine.verify.defaults import DEFAULT_TIMEOUT
 
 #: Seconds a worker may take to start and import the target.
@@ -415,7 +415,7 @@ class Pool:
                         self._replace(w)
                         yield keys.pop(seq_w), Outcome(
                             "crashed", escaped(f"the worker sent a malformed reply: {err}",
-                                               worker.MESSAGE_CHARS))
+                                               case_io.MESSAGE_CHARS))
                         continue
                     w.job = None
                     yield keys.pop(seq_w), Outcome(kind, first, second)

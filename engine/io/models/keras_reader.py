@@ -45,15 +45,15 @@ from engine.base.memory_limit import DEFAULT_MEMORY_LIMIT
 from engine.base.names import article, escaped, shown
 from engine.io.models import hdf5_guard, keras_graph
 from engine.io.models.keras_layers import (
-    _MISSING,
-    _count,
-    _found,
-    _ints,
-    _LayerProblem,
-    _positive,
+    MISSING,
+    LayerProblem,
     activation_of,
     as_2d,
     common,
+    found_text,
+    int_pair,
+    is_count,
+    positive_int,
     separable_layer,
     transposed_layer,
 )
@@ -102,13 +102,13 @@ def _input_hw(shape: object, config: dict) -> tuple[tuple[int, int] | None, str 
         return None, shape
     if isinstance(shape, tuple) and len(shape) == 3:  # a 1-D conv's [N, W, C]: height 1
         w = shape[2] if config.get("data_format") == "channels_first" else shape[1]
-        if not _count(w):
+        if not is_count(w):
             return None, f"its input shape {list(shape)} leaves the size open"
         return (1, w), None
     if not isinstance(shape, tuple) or len(shape) != 4:
         return None, f"its input shape is {shown(shape, 60)}, expected 4 dimensions"
     hw = shape[2:4] if config.get("data_format") == "channels_first" else shape[1:3]
-    if not all(_count(v) for v in hw):
+    if not all(is_count(v) for v in hw):
         return None, f"its input shape {list(shape)} leaves the size open"
     return (hw[0], hw[1]), None
 
@@ -122,16 +122,16 @@ def _weight_names(value: object) -> list[str]:
     if array.size == 0:
         return []
     if array.ndim > 1 or array.dtype.kind not in "OSU":
-        raise _LayerProblem(f"weight_names is {article(f'{array.ndim}-D')} {array.dtype} attribute "
-                            f"{shown(value, 60)}, expected a list of names")
+        raise LayerProblem(f"weight_names is {article(f'{array.ndim}-D')} {array.dtype} attribute "
+                           f"{shown(value, 60)}, expected a list of names")
     names = []
     for item in array.reshape(-1):
         text = _text(item)
         if text is None and isinstance(item, bytes | str):
             raw = item if isinstance(item, bytes) else item.encode("utf-8", "surrogateescape")
-            raise _LayerProblem(f"weight_names holds {shown(raw, 60)}, not UTF-8 text")
+            raise LayerProblem(f"weight_names holds {shown(raw, 60)}, not UTF-8 text")
         if text is None:
-            raise _LayerProblem(f"weight_names holds {_found(item)}, expected names")
+            raise LayerProblem(f"weight_names holds {found_text(item)}, expected names")
         names.append(text)
     return names
 
@@ -190,25 +190,25 @@ class _Reader:
         for i, entry in enumerate(layers):
             at = f"{where}[{i}]"
             if not isinstance(entry, dict):
-                raise self.fail(f"the layer at {at} is {_found(entry)}, expected an object")
-            kind = entry.get("class_name", _MISSING)
+                raise self.fail(f"the layer at {at} is {found_text(entry)}, expected an object")
+            kind = entry.get("class_name", MISSING)
             if not isinstance(kind, str):
-                raise self.fail(f"the layer at {at} has class_name {_found(kind)}, expected a "
+                raise self.fail(f"the layer at {at} has class_name {found_text(kind)}, expected a "
                                 "string")
-            config = entry.get("config", _MISSING)
-            name = config.get("name", _MISSING) if isinstance(config, dict) else _MISSING
-            name = entry.get("name", _MISSING) if name is _MISSING else name
+            config = entry.get("config", MISSING)
+            name = config.get("name", MISSING) if isinstance(config, dict) else MISSING
+            name = entry.get("name", MISSING) if name is MISSING else name
             if not isinstance(name, str):
-                raise self.fail(f"the {shown(kind)} layer at {at} has name {_found(name)}, "
+                raise self.fail(f"the {shown(kind)} layer at {at} has name {found_text(name)}, "
                                 "expected a string")
             snake = snake_case(kind)
             used[snake] = used.get(snake, -1) + 1
             path = f"{prefix}/{snake}" + (f"_{used[snake]}" if used[snake] else "")
             if kind in MODEL_CLASSES:
-                inner = config.get("layers", _MISSING) if isinstance(config, dict) else config
+                inner = config.get("layers", MISSING) if isinstance(config, dict) else config
                 if not isinstance(inner, list):
                     raise self.fail(f"model {shown(name)} at {at}: its layers are "
-                                    f"{_found(inner)}, expected a list")
+                                    f"{found_text(inner)}, expected a list")
                 yield from self.walk(inner, f"{path}/layers", f"{at}.config.layers")
             else:
                 yield path, name, entry, previous
@@ -219,9 +219,9 @@ class _Reader:
         """The conv layer of this config entry, attributes checked before weights are read;
         ``shape`` is its input shape from the walk (:mod:`engine.io.models.keras_graph`) or why
         it is unknown."""
-        kind, c = entry["class_name"], entry.get("config", _MISSING)
+        kind, c = entry["class_name"], entry.get("config", MISSING)
         if not isinstance(c, dict):
-            raise _LayerProblem(f"its config is {_found(c)}, expected an object")
+            raise LayerProblem(f"its config is {found_text(c)}, expected an object")
         hw, unknown = _input_hw(shape, c)
         if kind in CONV_1D:
             c2, causal = as_2d(c)
@@ -243,50 +243,50 @@ class _Reader:
                    causal: tuple[int, int, int, int] | None = None) -> ConvLayer:
         """A Conv2D or DepthwiseConv2D layer (``causal``: a 1-D conv's config made 2-D, with
         these explicit pads when its padding is causal)."""
-        kernel = _ints(c, "kernel_size")
-        strides = _ints(c, "strides", 1)
-        dilations = _ints(c, "dilation_rate", 1)
+        kernel = int_pair(c, "kernel_size")
+        strides = int_pair(c, "strides", 1)
+        dilations = int_pair(c, "dilation_rate", 1)
         padding = c.get("padding", "valid")
         if not isinstance(padding, str) or padding.lower() not in ("same", "valid"):
-            raise _LayerProblem(f"padding is {_found(padding)}, expected 'same' or 'valid'")
+            raise LayerProblem(f"padding is {found_text(padding)}, expected 'same' or 'valid'")
         data_format = c.get("data_format")
         fmt = DATA_FORMATS.get(data_format) if isinstance(data_format, str | None) else None
         if fmt is None:
-            raise _LayerProblem(f"data_format is {_found(data_format)}, expected "
-                                "'channels_last' or 'channels_first'")
+            raise LayerProblem(f"data_format is {found_text(data_format)}, expected "
+                               "'channels_last' or 'channels_first'")
         use_bias = c.get("use_bias", True)
         if not isinstance(use_bias, bool):
-            raise _LayerProblem(f"use_bias is {_found(use_bias)}, expected true or false")
+            raise LayerProblem(f"use_bias is {found_text(use_bias)}, expected true or false")
         depthwise = kind == "DepthwiseConv2D"
         if depthwise:
-            multiplier, groups, filters = _positive(c, "depth_multiplier", 1), 1, None
+            multiplier, groups, filters = positive_int(c, "depth_multiplier", 1), 1, None
         else:
-            multiplier, groups = None, _positive(c, "groups", 1)
-            filters = _positive(c, "filters") if "filters" in c else None
+            multiplier, groups = None, positive_int(c, "groups", 1)
+            filters = positive_int(c, "filters") if "filters" in c else None
         weights = self.read_legacy(name, use_bias) if self.legacy else self.read_v3(
             wpath, name, use_bias)
         w = float_weights(name, "kernel", weights[0])
         if one_d and w.ndim == 3:  # [k, in, out]: [1, k, in, out]
             w = w.reshape(1, *w.shape)
         if w.ndim != 4:
-            raise _LayerProblem(f"the kernel has shape {list(w.shape)}, expected 4 dimensions "
-                                f"(H, W, in, {'multiplier' if depthwise else 'out'})")
+            raise LayerProblem(f"the kernel has shape {list(w.shape)}, expected 4 dimensions "
+                               f"(H, W, in, {'multiplier' if depthwise else 'out'})")
         kh, kw, cin, cout = (int(n) for n in w.shape)
         if (kh, kw) != kernel:
-            raise _LayerProblem(f"kernel_size is {list(kernel)} but the kernel has shape "
-                                f"{list(w.shape)}")
+            raise LayerProblem(f"kernel_size is {list(kernel)} but the kernel has shape "
+                               f"{list(w.shape)}")
         if depthwise:
             if cout != multiplier:
-                raise _LayerProblem(f"depth_multiplier is {multiplier} but the kernel has shape "
-                                    f"{list(w.shape)}")
+                raise LayerProblem(f"depth_multiplier is {multiplier} but the kernel has shape "
+                                   f"{list(w.shape)}")
             groups, in_channels, out = cin, cin, cin * cout
         else:
             if filters is not None and cout != filters:
-                raise _LayerProblem(f"filters is {filters} but the kernel has shape "
-                                    f"{list(w.shape)}")
+                raise LayerProblem(f"filters is {filters} but the kernel has shape "
+                                   f"{list(w.shape)}")
             if cout % groups:
-                raise _LayerProblem(f"groups {groups} does not divide the kernel's {cout} "
-                                    "output channels")
+                raise LayerProblem(f"groups {groups} does not divide the kernel's {cout} "
+                                   "output channels")
             in_channels, out = cin * groups, cout
             if groups > 1 and cin == 1:  # one input channel per group: TF's depthwise layout
                 w = w.reshape(kh, kw, groups, cout // groups)
@@ -317,30 +317,30 @@ class _Reader:
             where = wpath.replace("layers", "_layer_checkpoint_dependencies") + "/vars"
             group = hdf5_guard.get_group(self.h5, where, self.source, "the variables")
         if group is None:
-            raise _LayerProblem(f"{WEIGHTS_MEMBER} has no variables at "
-                                f"{shown(wpath + '/vars')}")
+            raise LayerProblem(f"{WEIGHTS_MEMBER} has no variables at "
+                               f"{shown(wpath + '/vars')}")
         try:
             owner = _text(group.attrs.get("name"))  # Keras 3.15 writes the layer name
         except hdf5_guard.H5_ERRORS:
             owner = None
         if owner is not None and owner != name:
-            raise _LayerProblem(f"the variables at {shown(where)} belong to layer "
-                                f"{shown(owner)}, says the file")
+            raise LayerProblem(f"the variables at {shown(where)} belong to layer "
+                               f"{shown(owner)}, says the file")
         out = [self.dataset(f"{where}/0", "the kernel")]
         return out + [self.dataset(f"{where}/1", "the bias")] if use_bias else out
 
     def _listed_weights(self, name: str) -> tuple[str, list]:
         """``(group, weight_names)`` listing layer ``name`` (its own group, else the first group
-        naming it); a :class:`_LayerProblem` when no group lists it."""
+        naming it); a :class:`LayerProblem` when no group lists it."""
         if self._index is None:
             self._index = self._build_index()
         groups = self._index.get(name, {})
         key = name if name in groups else next(iter(groups), None)
         if key is None:
             problem = self._index_problems.get(name)
-            raise _LayerProblem(f"group {shown(name)}: {problem}" if problem else
-                                "the file lists no weights for this layer (in any group's "
-                                "weight_names)")
+            raise LayerProblem(f"group {shown(name)}: {problem}" if problem else
+                               "the file lists no weights for this layer (in any group's "
+                               "weight_names)")
         return key, groups[key]
 
     def _build_index(self) -> dict[str, dict[str, list[str]]]:
@@ -358,7 +358,7 @@ class _Reader:
                 if not isinstance(obj, h5py.h5g.GroupID):
                     continue
                 names = _weight_names(h5py.Group(obj).attrs.get("weight_names"))
-            except _LayerProblem as err:
+            except LayerProblem as err:
                 self._index_problems[key] = str(err)
                 continue
             except hdf5_guard.H5_ERRORS as err:
@@ -380,13 +380,13 @@ class _Reader:
         kernels = [n for n, t in zip(mine, tails, strict=True) if "kernel" in t]
         biases = [n for n, t in zip(mine, tails, strict=True) if "bias" in t]
         if not kernels:
-            raise _LayerProblem(f"its weight_names {shown(mine, 60)} name no kernel")
+            raise LayerProblem(f"its weight_names {shown(mine, 60)} name no kernel")
         out = [self.dataset(f"{prefix}{key}/{kernels[0]}", "the kernel")]
         if not use_bias:
             return out
         if not biases:
-            raise _LayerProblem(f"use_bias is true but its weight_names {shown(mine, 60)} name "
-                                "no bias")
+            raise LayerProblem(f"use_bias is true but its weight_names {shown(mine, 60)} name "
+                               "no bias")
         return out + [self.dataset(f"{prefix}{key}/{biases[0]}", "the bias")]
 
     def read_roles(self, wpath: str, name: str, roles: tuple[str, ...]) -> list[np.ndarray]:
@@ -395,23 +395,23 @@ class _Reader:
         if not self.legacy:
             where = f"{wpath}/vars"
             if hdf5_guard.get_group(self.h5, where, self.source, "the variables") is None:
-                raise _LayerProblem(f"{WEIGHTS_MEMBER} has no variables at {shown(where)}")
+                raise LayerProblem(f"{WEIGHTS_MEMBER} has no variables at {shown(where)}")
             return [self.dataset(f"{where}/{i}", f"the {role}") for i, role in enumerate(roles)]
         key, listed = self._listed_weights(name)
         tails = {n.rsplit("/", 1)[-1].split(":")[0]: n for n in listed}
         missing = [r for r in roles if r not in tails]
         if missing:
-            raise _LayerProblem(f"its weight_names {shown(listed, 80)} name no {missing[0]}")
+            raise LayerProblem(f"its weight_names {shown(listed, 80)} name no {missing[0]}")
         return [self.dataset(f"{self._prefix}{key}/{tails[r]}", f"the {r}") for r in roles]
 
 
 def _layer_list(reader: _Reader) -> list:
-    top = reader.config.get("config", _MISSING)
+    top = reader.config.get("config", MISSING)
     if not isinstance(top, dict):
-        raise reader.fail(f"the model config's \"config\" is {_found(top)}, expected an object")
-    layers = top.get("layers", _MISSING)
+        raise reader.fail(f"the model config's \"config\" is {found_text(top)}, expected an object")
+    layers = top.get("layers", MISSING)
     if not isinstance(layers, list):
-        raise reader.fail(f"the model config's \"layers\" are {_found(layers)}, expected a list")
+        raise reader.fail(f"the model config's \"layers\" are {found_text(layers)}, expected a list")
     return layers
 
 
@@ -432,7 +432,7 @@ def read_keras(path: str, memory_limit: int = DEFAULT_MEMORY_LIMIT) -> ModelLaye
                 try:
                     found_layers.layers += reader.conv_layers(
                         name, entry, wpath, shapes.get(id(entry), "the walk did not reach it"))
-                except _LayerProblem as err:
+                except LayerProblem as err:
                     found_layers.refused[name] = f"{said}: {err} (in {escaped(path)})"
                 except ModelImportError as err:  # a dataset's problem names the file already
                     text = str(err)
