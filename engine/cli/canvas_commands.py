@@ -14,10 +14,12 @@ import os
 import sys
 from fractions import Fraction
 from pathlib import Path
+from typing import TextIO
 
 from engine.base.atomic import Member
 from engine.base.names import escaped
 from engine.cli.common import (
+    Subparsers,
     check_target,
     compile_file,
     memory_limit_argument,
@@ -44,7 +46,7 @@ EXPORT_TARGETS = ("numpy", "tensorflow", "pytorch", "jax")
 COMMANDS = {"check": "checking", "run": "running", "export": "exporting"}
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     """Add ``check``, ``run`` and ``export`` to ``gradblocks``' subparsers."""
     for name, help_text in (("check", "validate and print every output's shape and dtype"),
                             ("run", "run the canvas and print a table of results"),
@@ -100,7 +102,8 @@ def _warn(path: str, plan: Plan) -> None:
         print_error(f"{shown_path(path)}: {len(warnings)} warning(s):", [str(w) for w in warnings])
 
 
-def _isatty(stream) -> bool:
+def _isatty(stream: TextIO) -> bool:
+    """Whether ``stream`` is a terminal (False when it was replaced or is closed)."""
     try:
         return bool(stream.isatty())
     except (AttributeError, OSError, ValueError):  # replaced, or closed

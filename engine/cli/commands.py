@@ -49,7 +49,7 @@ EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 
 
-def _quit_now(_signum, _frame) -> None:
+def _quit_now(_signum: int, _frame: object) -> None:
     """SIGINT where nothing is being written (gradblocks starting, or its work done): one line
     and exit 130 at once. A KeyboardInterrupt raised while modules load can land in the import
     machinery's callbacks, which print it as "Exception ignored" with a traceback and go on."""
@@ -59,7 +59,7 @@ def _quit_now(_signum, _frame) -> None:
         os._exit(EXIT_INTERRUPTED)
 
 
-def _set_sigint(handler):
+def _set_sigint(handler: object) -> object:
     """Make ``handler`` SIGINT's and return the previous handler (None: there was none set from
     Python); nothing is changed, and "unchanged" returned, outside the main thread or where
     SIGINT is ignored (``nohup``, a background job)."""
@@ -71,7 +71,7 @@ def _set_sigint(handler):
         return "unchanged"
 
 
-def _restore_sigint(previous) -> None:
+def _restore_sigint(previous: object) -> None:
     """Undo :func:`_set_sigint` (which returned ``previous``)."""
     if previous != "unchanged":
         _signal.signal(_signal.SIGINT, _signal.SIG_DFL if previous is None else previous)
@@ -202,14 +202,14 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the program is so that files being written are cleaned up."""
 
 
-def _raise_interrupted(_signum, _frame) -> NoReturn:
+def _raise_interrupted(_signum: int, _frame: object) -> NoReturn:
     """SIGINT during a subcommand: a KeyboardInterrupt where the program is, so that files being
     written are cleaned up."""
     sys.unraisablehook = _after_signal
     raise KeyboardInterrupt
 
 
-def _raise_terminated(_signum, _frame) -> NoReturn:
+def _raise_terminated(_signum: int, _frame: object) -> NoReturn:
     # The signal can land inside a constructor (a ZipFile being opened for --out): the
     # half-built object's __del__ then fails while the program unwinds, and Python would print
     # its traceback. The program is ending and says so in one line; such messages are noise.
@@ -221,7 +221,7 @@ def _raise_terminated(_signum, _frame) -> NoReturn:
 REDELIVER_AFTER = 0.01
 
 
-def _after_signal(unraisable) -> None:
+def _after_signal(unraisable: sys.UnraisableHookArgs) -> None:
     """The ``unraisablehook`` once SIGINT or SIGTERM has arrived: it prints nothing. An interrupt
     that landed in a ``__del__`` or a callback (the import machinery's, as a subcommand loads a
     module), which Python reports and drops, is delivered again a moment later, once this hook

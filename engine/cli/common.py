@@ -13,9 +13,9 @@ import argparse
 import gc
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
 from engine.base.atomic import Member, write_atomically, write_file_set
 from engine.base.names import escaped, shown
@@ -32,6 +32,9 @@ from engine.graph.report import (
     problem_lines,
 )
 from engine.graph.targets import canvas_protected, target_problem
+
+#: What ``add_subparsers()`` returns: each subcommand module's ``add_parser`` adds to it.
+Subparsers = argparse._SubParsersAction
 
 #: Problems listed per error message, and characters per line.
 MAX_PROBLEMS = 20
@@ -123,7 +126,9 @@ def check_target(target: str, canvas_path: str, canvas: Canvas | None = None) ->
     return not problem
 
 
-def write_target(target: str, write, members: Sequence[Member] = (), owned_before=None,
+def write_target(target: str, write: Callable[[BinaryIO], object],
+                 members: Sequence[Member] = (),
+                 owned_before: Callable[[Path], Iterable[str]] | None = None,
                  keep: Sequence[str] = ()) -> bool:
     """Write ``target`` atomically, with its ``members`` all or nothing
     (:func:`engine.base.atomic.write_file_set`); print why not and return False when that fails."""

@@ -30,6 +30,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from engine.cli.common import (
+    Subparsers,
     compile_file,
     memory_limit_argument,
     print_error,
@@ -70,7 +71,7 @@ def _python(text: str) -> tuple[str | None, str]:
     return framework, path
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     """Add the ``crosscheck`` subcommand to ``gradblocks``' subparsers."""
     p = sub.add_parser("crosscheck", help="compare every output with TensorFlow, PyTorch and "
                                           "JAX running the exported scripts")

@@ -33,7 +33,7 @@ import re
 import sys
 from dataclasses import replace
 from fractions import Fraction
-from typing import TextIO
+from typing import SupportsFloat, TextIO
 
 import numpy as np
 
@@ -41,6 +41,7 @@ from blocks.registry import get_spec
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import article, shown
 from engine.cli.common import (
+    Subparsers,
     UsageError,
     compile_file,
     count_argument,
@@ -72,7 +73,7 @@ MAX_LIMIT = 100_000
 #: The subcommand this module adds, and what it is doing (for the line that says memory ran
 #: out).
 COMMANDS = {"explain": "explaining"}
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     """Add the ``explain`` subcommand to ``gradblocks``' subparsers."""
     p = sub.add_parser(
         "explain", help="list the terms of the sum that defines one element of a conv "
@@ -194,12 +195,13 @@ def write_json(out: TextIO, node_id: str, port: str, value: float, e: Explanatio
     out.write("]}\n")
 
 
-def _scalar(v) -> str:
+def _scalar(v: object) -> str:
     """An array element as its dtype prints it (shortest text that reads back the same)."""
     return str(v) if not isinstance(v, float) else repr(v)
 
 
-def as_text(label: str, node_id: str, port: str, value, e: Explanation, limit: int) -> str:
+def as_text(label: str, node_id: str, port: str, value: SupportsFloat, e: Explanation,
+            limit: int) -> str:
     """The human-readable explanation (see the module docstring)."""
     a, b = e.factors
     lines = [

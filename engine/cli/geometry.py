@@ -21,6 +21,7 @@ from pathlib import Path
 
 from engine.base.names import article, escaped
 from engine.cli.common import (
+    Subparsers,
     UsageError,
     check_target,
     compile_file,
@@ -42,7 +43,7 @@ NO_RUN_LIMIT = 2**62
 COMMANDS = {"geometry": "drawing the geometry of"}
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     """Add the ``geometry`` subcommand to ``gradblocks``' subparsers."""
     p = sub.add_parser(
         "geometry", help="draw a conv block's padding, dilated filter, strides and output "

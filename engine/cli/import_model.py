@@ -14,9 +14,15 @@ be translated exactly (one line naming the layer); 1 when a file cannot be writt
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from engine.base.names import escaped
-from engine.cli.common import print_error, say, shown_path
+from engine.cli.common import Subparsers, print_error, say, shown_path
+
+if TYPE_CHECKING:  # the readers load for an import only (see cmd_import)
+    from engine.graph.executor import Executor
+    from engine.graph.layer_canvas import Imported
+    from engine.io.models.model_import import ConvLayer, ModelLayers
 
 #: The subcommand this module adds, and what it is doing (for the line that says memory ran
 #: out).
@@ -43,7 +49,7 @@ def _batch(text: str) -> int:
     return n
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     """Add the ``import`` subcommand to ``gradblocks``' subparsers."""
     p = sub.add_parser("import", help="list a model's conv layers, or write a canvas of one "
                                       "(ONNX, Keras .keras/.h5, .safetensors/.npz weights)")
@@ -73,7 +79,7 @@ def add_parser(sub) -> None:
                         "padding, pads=T,B,L,R, groups, weights=OIHW|HWIO, data_format")
 
 
-def run(opts: argparse.Namespace, _executor) -> int:
+def run(opts: argparse.Namespace, _executor: Executor) -> int:
     return cmd_import(opts)
 
 
@@ -130,7 +136,7 @@ def cmd_import(opts: argparse.Namespace) -> int:
     return 0
 
 
-def _list_layers(opts: argparse.Namespace, found) -> int:
+def _list_layers(opts: argparse.Namespace, found: ModelLayers) -> int:
     """``--list``: the table of the model's conv layers, then why each other one is refused."""
     from engine.graph.model_canvases import list_lines, plan_model
     from engine.graph.report import text_table
@@ -143,7 +149,7 @@ def _list_layers(opts: argparse.Namespace, found) -> int:
     return 0
 
 
-def _import_all(opts: argparse.Namespace, found) -> int:
+def _import_all(opts: argparse.Namespace, found: ModelLayers) -> int:
     """``--all``: a canvas per conv layer and ``index.json`` in the ``-o`` folder."""
     from engine.graph.model_canvases import write_model_canvases
 
@@ -158,7 +164,7 @@ def _import_all(opts: argparse.Namespace, found) -> int:
     return 0
 
 
-def _layer_line(layer, done) -> str:
+def _layer_line(layer: ConvLayer, done: Imported) -> str:
     """The imported layer as the canvas computes it: op, layout, padding, shapes."""
     conv = done.conv
     return (f"layer {escaped(layer.name)}: {layer.op}, {conv.op} {conv.attrs['data_format']} "
@@ -168,7 +174,7 @@ def _layer_line(layer, done) -> str:
             + f", input {list(conv.input_shape)} -> output {list(done.output_shape)}")
 
 
-def _layer_notes(opts: argparse.Namespace, layer) -> list[str]:
+def _layer_notes(opts: argparse.Namespace, layer: ConvLayer) -> list[str]:
     """What the canvas of ``layer`` does not say by itself: the batch it chose, a separable or
     1-D layer's translation, and the bias and activation it leaves out."""
     notes = []
@@ -187,7 +193,7 @@ def _layer_notes(opts: argparse.Namespace, layer) -> list[str]:
     return notes + _final_notes(layer)
 
 
-def _final_notes(layer) -> list[str]:
+def _final_notes(layer: ConvLayer) -> list[str]:
     """The bias and activation the model applies after the conv, which the canvas leaves out."""
     notes = []
     last = "pointwise_forward" if layer.pointwise is not None else "forward"

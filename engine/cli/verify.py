@@ -16,12 +16,16 @@ import argparse
 import math
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from engine.base.atomic import write_atomically
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import article
-from engine.cli.common import print_error, say, shown_path
+from engine.cli.common import Subparsers, print_error, say, shown_path
 from engine.verify.defaults import CONVENTIONS, DEFAULT_CASES, DEFAULT_TIMEOUT, OPS
+
+if TYPE_CHECKING:  # the verifier runs no canvas: the executor run() is given goes unused
+    from engine.graph.executor import Executor
 
 #: The subcommand this module adds, and what it is doing (for the line that says memory ran
 #: out).
@@ -58,7 +62,7 @@ def _seconds(text: str) -> float:
     return value
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     """Add the ``verify`` subcommand to ``gradblocks``' subparsers."""
     ops = sorted({op for group in OPS.values() for op in group})
     p = sub.add_parser(
@@ -106,7 +110,7 @@ def add_parser(sub) -> None:
                         'groups=1 layouts=NHWC dtypes=float32 padding=SAME,VALID"')
 
 
-def run(opts: argparse.Namespace, _executor) -> int:
+def run(opts: argparse.Namespace, _executor: Executor) -> int:
     return cmd_verify(opts)
 
 
