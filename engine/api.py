@@ -51,7 +51,8 @@ from engine.base.arguments import bad, string
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import id_problem
 from engine.graph.budget import limit_bytes
-from engine.graph.canvas import Canvas, load_canvas, save_canvas
+from engine.graph.canvas import Canvas
+from engine.graph.canvas_file import load_canvas, save_canvas
 from engine.graph.compiler import DEFAULT_MEMORY_LIMIT, Plan, place
 from engine.graph.executor import Executor, RunResult
 from engine.graph.report import check_rows, html_table, problem_lines, run_rows, text_table

@@ -182,6 +182,9 @@ CIRCLES = [
     ("engine/verify/case_io.py", "engine.verify.serve", "verify: "),
     ("engine/explain/element_index.py", "engine.explain.terms", "explain: "),
     ("engine/explain/terms.py", "engine.explain.reverse", "explain: "),
+    # the canvas split by job: the file format's reading below the model, the files above
+    ("engine/graph/canvas_document.py", "engine.graph.canvas", "graph: "),
+    ("engine/graph/canvas.py", "engine.graph.canvas_file", "graph: "),
     ("engine/io/models/onnx_reader.py", "engine.io.models.keras_reader", "models: "),
     ("engine/io/models/model_import.py", "engine.io.models.onnx_tensors", "models: "),
     ("app/document.py", "app.main_window", "app: "),

@@ -21,7 +21,8 @@ from engine.base.atomic import Member, write_atomically, write_file_set
 from engine.base.names import escaped, shown
 from engine.explain.terms import OPS
 from engine.graph.budget import gib_to_bytes
-from engine.graph.canvas import Canvas, CanvasError, load_canvas
+from engine.graph.canvas import Canvas, CanvasError
+from engine.graph.canvas_file import load_canvas
 from engine.graph.compiler import Plan
 from engine.graph.executor import Executor
 from engine.graph.report import (

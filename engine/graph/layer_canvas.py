@@ -32,7 +32,8 @@ from engine.base import names
 from engine.base.atomic import Member, resolve_target, write_file_set
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import MAX_TITLE, escaped
-from engine.graph.canvas import Canvas, CanvasError, dumps, load_canvas
+from engine.graph.canvas import Canvas, CanvasError
+from engine.graph.canvas_file import dumps, load_canvas
 from engine.graph.compiler import DEFAULT_MEMORY_LIMIT, compile_canvas
 from engine.graph.report import problem_lines
 from engine.graph.separable_canvas import (

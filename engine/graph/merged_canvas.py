@@ -34,7 +34,8 @@ from engine.base.atomic import Member, resolve_target, write_file_set
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import MAX_TITLE, escaped
 from engine.graph import layer_canvas
-from engine.graph.canvas import Canvas, dumps, load_canvas
+from engine.graph.canvas import Canvas
+from engine.graph.canvas_file import dumps, load_canvas
 from engine.graph.layer_canvas import (
     ARRAY_IDS,
     DIGEST_CHARS,
