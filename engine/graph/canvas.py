@@ -15,12 +15,11 @@ from __future__ import annotations
 import copy
 import graphlib
 import re
-from collections.abc import Mapping
 from typing import Any
 
 from blocks.registry import get_spec
 from engine.base.errors import InvalidArgumentError
-from engine.base.names import MAX_TITLE, id_problem, shown, text_problem
+from engine.base.names import MAX_TITLE, shown, text_problem
 from engine.graph import annotations as items  # `annotations` is the __future__ feature
 from engine.graph.annotations import Frame, Note
 from engine.graph.canvas_document import (
@@ -33,9 +32,12 @@ from engine.graph.canvas_document import (
     Problems,
     attr_places,
     block_position,
+    fragment_of,
     read_graph,
     read_items,
+    shifted_positions,
 )
+from engine.graph.canvas_items import CanvasItems
 
 __all__ = ["Canvas", "CanvasError", "Edge", "Node", "PortRef", "parse_fragment"]
 
@@ -60,7 +62,7 @@ class CanvasError(InvalidArgumentError):
                          + "\n  ".join(lines))
 
 
-class Canvas:
+class Canvas(CanvasItems):
     """Nodes (in insertion order), edges, frames and notes. At most one edge enters an input
     port; ids are unique across nodes, frames and notes.
 
@@ -70,9 +72,8 @@ class Canvas:
 
     def __init__(self, nodes: dict[str, Node] | None = None, edges: list[Edge] | None = None,
                  frames: dict[str, Frame] | None = None, notes: dict[str, Note] | None = None):
+        super().__init__(frames, notes)
         self.nodes: dict[str, Node] = dict(nodes or {})
-        self.frames: dict[str, Frame] = dict(frames or {})
-        self.notes: dict[str, Note] = dict(notes or {})
         self._by_dst: dict[PortRef, Edge] = {}
         self._into: dict[str, dict[str, Edge]] = {}
         self._out_of: dict[str, dict[PortRef, Edge]] = {}
@@ -105,25 +106,16 @@ class Canvas:
         del self._out_of[e.src[0]][e.dst]
 
     # -- editing ---------------------------------------------------------------------------
-    def new_id(self, type_id: str) -> str:
-        """A fresh id ``<type in lower case>_<k>`` with the smallest unused ``k`` (unused by
-        nodes, frames and notes)."""
-        stem = re.sub(r"[^a-z0-9]+", "_", type_id.lower()).strip("_")[:50] or "node"
-        k = 1
-        while self.has_id(f"{stem}_{k}"):
-            k += 1
-        return f"{stem}_{k}"
-
     def has_id(self, item_id: str) -> bool:
         """Whether a node, frame or note has ``item_id``."""
-        return item_id in self.nodes or item_id in self.frames or item_id in self.notes
+        return item_id in self.nodes or super().has_id(item_id)
 
     def add_node(self, type_id: str, pos: tuple[float, float] = (0.0, 0.0),
                  attrs: dict[str, Any] | None = None, id: str | None = None,
                  title: str | None = None) -> Node:
         """Add a block of a known type; id, title, position and ``attrs`` are validated."""
         spec = get_spec(type_id)
-        node_id = self._fresh(id or None, type_id)
+        node_id = self.fresh_id(id or None, type_id)
         title = node_id if title is None else title
         problem = text_problem(title)
         if problem:
@@ -212,90 +204,11 @@ class Canvas:
         """Put a block at ``pos`` (two finite numbers)."""
         self._node(node_id).pos = block_position(pos)
 
-    # -- frames and notes ------------------------------------------------------------------
-    def add_frame(self, pos: tuple[float, float], size: tuple[float, float] = items.FRAME_SIZE,
-                  title: str = "Frame", colour: str = items.FRAME_COLOUR,
-                  id: str | None = None) -> Frame:
-        """Add a frame (all fields validated; a fresh ``frame_<k>`` id unless given)."""
-        frame = Frame(self._fresh(id, "frame"), items.title(title),
-                      items.colour(colour), items.position(pos),
-                      items.size(size))
-        self.frames[frame.id] = frame
-        return frame
-
-    def add_note(self, pos: tuple[float, float], text: str = "",
-                 size: tuple[float, float] = items.NOTE_SIZE,
-                 colour: str = items.NOTE_COLOUR, id: str | None = None) -> Note:
-        """Add a note of plain ``text`` (all fields validated; a fresh ``note_<k>`` id unless
-        given)."""
-        note = Note(self._fresh(id, "note"), items.note_text(text),
-                    items.colour(colour), items.position(pos),
-                    items.size(size))
-        self.notes[note.id] = note
-        return note
-
-    def remove_item(self, item_id: str) -> None:
-        """Remove a frame or note (the blocks a frame holds stay)."""
-        self._item(item_id)
-        self.frames.pop(item_id, None)
-        self.notes.pop(item_id, None)
-
-    def move_item(self, item_id: str, pos: tuple[float, float]) -> None:
-        """Put a frame or note's top-left corner at ``pos``."""
-        self._item(item_id).pos = items.position(pos)
-
-    def resize_item(self, item_id: str, size: tuple[float, float]) -> None:
-        """Give a frame or note ``size`` [width, height]."""
-        self._item(item_id).size = items.size(size)
-
-    def recolour_item(self, item_id: str, colour: str) -> None:
-        """Give a frame or note a ``#rrggbb`` colour."""
-        self._item(item_id).colour = items.colour(colour)
-
-    def retitle_frame(self, frame_id: str, title: str) -> None:
-        """Rename a frame (the title rule of blocks)."""
-        if frame_id not in self.frames:
-            raise InvalidArgumentError(f"no frame {shown(frame_id)} on the canvas")
-        self.frames[frame_id].title = items.title(title)
-
-    def set_note_text(self, note_id: str, text: str) -> None:
-        """Replace a note's plain text (:func:`engine.graph.annotations.note_text_problem`)."""
-        if note_id not in self.notes:
-            raise InvalidArgumentError(f"no note {shown(note_id)} on the canvas")
-        self.notes[note_id].text = items.note_text(text)
-
-    def _item(self, item_id: str) -> Frame | Note:
-        item = (self.frames.get(item_id) or self.notes.get(item_id)
-                if isinstance(item_id, str) else None)
-        if item is None:
-            raise InvalidArgumentError(f"no frame or note {shown(item_id)} on the canvas")
-        return item
-
-    def _fresh(self, item_id: str | None, stem: str) -> str:
-        """``item_id`` checked (valid and unused), or a fresh ``<stem>_<k>``."""
-        if item_id is None:
-            return self.new_id(stem)
-        problem = id_problem(item_id)
-        if problem:
-            raise InvalidArgumentError(problem, argument="id")
-        if self.has_id(item_id):
-            raise InvalidArgumentError(f"id {item_id!r} is already on the canvas",
-                                       argument="id")
-        return item_id
     def fragment(self, ids: Any) -> dict:
         """The blocks, frames and notes ``ids`` and the edges between the blocks as a fragment
         (the canvas file format with ``format`` :data:`FRAGMENT_FORMAT`), what :meth:`paste`
         takes."""
-        ids = set(ids)
-        data = self.to_json()
-        return {
-            "format": FRAGMENT_FORMAT,
-            "version": VERSION,
-            "nodes": [n for n in data["nodes"] if n["id"] in ids],
-            "edges": [e for e in data["edges"] if e["src"][0] in ids and e["dst"][0] in ids],
-            "frames": [f for f in data["frames"] if f["id"] in ids],
-            "notes": [n for n in data["notes"] if n["id"] in ids],
-        }
+        return fragment_of(self.to_json(), set(ids))
 
     def paste(self, fragment: Any, offset: tuple[float, float] = (0.0, 0.0),
               source: str | None = None) -> list[str]:
@@ -310,17 +223,9 @@ class Canvas:
         (an Output's ``name``) already in use gets the next free one ("dy 2").
         """
         part = parse_fragment(fragment, source)
-        dx, dy = block_position(offset)
-        problems, spots = [], {}
-        tables: tuple[tuple[str, Mapping[str, Node | Frame | Note]], ...] = (
-            ("nodes", part.nodes), ("frames", part.frames), ("notes", part.notes))
-        for key, table in tables:
-            for i, item in enumerate(table.values()):
-                try:
-                    spots[item.id] = block_position((item.pos[0] + dx, item.pos[1] + dy))
-                except InvalidArgumentError as err:
-                    where = f"pasted at an offset of {shown([dx, dy])}"
-                    problems.append((f"$.{key}[{i}].pos", f"{where}: {err}"))
+        problems: Problems = []
+        spots = shifted_positions((("nodes", part.nodes), ("frames", part.frames),
+                                   ("notes", part.notes)), offset, problems)
         if problems:
             raise CanvasError(problems, source)
         fresh: dict[str, str] = {}

@@ -25,7 +25,7 @@ never executes code. The graph-wide check (no cycle) is the model's
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable
+from collections.abc import Collection, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,6 +96,35 @@ def block_position(pos: Any) -> tuple[float, float]:
                                    f"axis, got {shown(pos)}", argument="pos")
     raise InvalidArgumentError(f"pos must be [x, y] finite numbers, got {shown(pos)}",
                                argument="pos")
+
+
+def shifted_positions(tables: Iterable[tuple[str, Mapping[str, Node | Frame | Note]]],
+                      offset: Any, problems: Problems) -> dict[str, tuple[float, float]]:
+    """Each item's ``pos`` moved by ``offset`` (a :func:`block_position` itself), by id; an
+    item pushed out of bounds is a problem at ``$.<table>[i].pos``."""
+    dx, dy = block_position(offset)
+    spots = {}
+    for key, table in tables:
+        for i, item in enumerate(table.values()):
+            try:
+                spots[item.id] = block_position((item.pos[0] + dx, item.pos[1] + dy))
+            except InvalidArgumentError as err:
+                where = f"pasted at an offset of {shown([dx, dy])}"
+                problems.append((f"$.{key}[{i}].pos", f"{where}: {err}"))
+    return spots
+
+
+def fragment_of(document: dict, ids: Collection[str]) -> dict:
+    """The blocks, frames and notes ``ids`` of a canvas ``document`` and the edges between
+    those blocks, as a fragment (``format`` :data:`FRAGMENT_FORMAT`)."""
+    return {
+        "format": FRAGMENT_FORMAT,
+        "version": VERSION,
+        "nodes": [n for n in document["nodes"] if n["id"] in ids],
+        "edges": [e for e in document["edges"] if e["src"][0] in ids and e["dst"][0] in ids],
+        "frames": [f for f in document["frames"] if f["id"] in ids],
+        "notes": [n for n in document["notes"] if n["id"] in ids],
+    }
 
 
 NODE_KEYS = ("id", "type", "title", "pos", "attrs")
