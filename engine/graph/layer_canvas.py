@@ -8,33 +8,36 @@ ShapeOf blocks ``filter_sizes`` and ``input_sizes``), and ``bias`` (a Tensor of 
 not connected: TensorFlow's conv op has no bias) when the layer has one. A separable conv adds
 its pointwise conv's blocks (:mod:`engine.graph.separable_canvas`).
 
-Arrays are written as ``<canvas stem>.<id>.<hash12>.npy`` (:func:`array_name`: named by their
+Arrays are written as ``<canvas stem>.<id>.<hash12>.npy`` (:func:`engine.graph.import_files.array_name`: named by their
 bytes) beside the canvas's real file and referenced by relative path; the canvas and its arrays
 are written as one set, all or nothing (:func:`engine.base.atomic.write_file_set`), and a re-import
-removes only the arrays the previous canvas named that an import wrote (:func:`owned_arrays`).
+removes only the arrays the previous canvas named that an import wrote (:func:`engine.graph.import_files.owned_arrays`).
 The canvas is written only if ``gradblocks check`` would accept it (:func:`check_imported`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import io
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from engine.base import names
 from engine.base.atomic import Member, resolve_target, write_file_set
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import MAX_TITLE, escaped
 from engine.graph.canvas import Canvas, CanvasError
-from engine.graph.canvas_file import dumps, load_canvas
+from engine.graph.canvas_file import dumps
 from engine.graph.compiler import DEFAULT_MEMORY_LIMIT, compile_canvas
+from engine.graph.import_files import (
+    array_name,
+    canvas_stem,
+    npy_bytes,
+    owned_arrays,
+    shown_place,
+)
 from engine.graph.report import problem_lines
 from engine.graph.separable_canvas import (
     canvas_notes,
@@ -60,7 +63,6 @@ from engine.io.models.weights_reader import parse_attrs, read_weights
 from engine.shapes.conv import conv2d_geometry
 
 MODEL_SUFFIXES = (".onnx", ".keras", ".h5", ".hdf5", ".safetensors", ".npz")
-CANVAS_SUFFIX = ".gbc.json"
 
 
 def read_model(path: str, attrs_text: str | None = None,
@@ -95,12 +97,6 @@ class Imported:
     conv: TfConv
     output_shape: tuple[int, ...]
     files: list[str]  # every file written, the canvas last
-
-
-def canvas_stem(canvas_path: str) -> str:
-    """The canvas file's name without ``.gbc.json`` (or its last suffix): its arrays' prefix."""
-    name = Path(canvas_path).name
-    return name[: -len(CANVAS_SUFFIX)] if name.endswith(CANVAS_SUFFIX) else Path(name).stem
 
 
 def _input_array(layer: ConvLayer, path: str, layout: str) -> np.ndarray:
@@ -311,54 +307,6 @@ def _conv_blocks(c: Canvas, conv: TfConv, name: str, upstream: str = "out_backpr
                      (upstream, "grad_input.out_backprop")):
         node, port = dst.split(".")
         c.connect((src, "output"), (node, port))
-
-
-def npy_bytes(array: np.ndarray) -> bytes:
-    """``array`` as the bytes of a C-order .npy file (no pickles)."""
-    buf = io.BytesIO()
-    np.save(buf, np.ascontiguousarray(array), allow_pickle=False)
-    return buf.getvalue()
-
-
-#: The blocks whose values an import writes as .npy files, and the hex digits of the content
-#: hash in those files' names.
-ARRAY_IDS = ("filter", "input", "bias", "pointwise_filter")
-DIGEST_CHARS = 12
-#: Characters of a path a message shows.
-PATH_CHARS = 120
-
-
-def array_name(stem: str, node_id: str, data: bytes) -> str:
-    """``<stem>.<node_id>.<hash12>.npy``: the file holding ``data`` (.npy bytes)."""
-    return f"{stem}.{node_id}.{hashlib.sha256(data).hexdigest()[:DIGEST_CHARS]}.npy"
-
-
-def owned_arrays(canvas_path: Path) -> list[str]:
-    """The array files an existing canvas names that an import of it wrote: its ``filter``,
-    ``input`` and ``bias`` Tensor blocks' fill=file paths of the form
-    ``<stem>.<id>.<hash12>.npy`` (or ``<stem>.<id>.npy``, from before content-addressed names);
-    nothing when it is not a readable canvas."""
-    try:
-        canvas = load_canvas(canvas_path)
-    except (InvalidArgumentError, OSError):
-        return []
-    stem = re.escape(canvas_stem(Path(canvas_path).name))
-    owned = []
-    for node_id in ARRAY_IDS:
-        node = canvas.nodes.get(node_id)
-        if node is None or node.type != "Tensor" or node.attrs.get("fill") != "file":
-            continue
-        path = node.attrs.get("path")
-        pattern = rf"{stem}\.{node_id}(\.[0-9a-f]{{{DIGEST_CHARS}}})?\.npy"
-        if isinstance(path, str) and re.fullmatch(pattern, path):
-            owned.append(path)
-    return owned
-
-
-def shown_place(path: str | Path) -> str:
-    """A path for a message: quoted, escaped and cut (:data:`PATH_CHARS`), so the reason after it
-    stays on the line."""
-    return names.shown(str(path), PATH_CHARS)
 
 
 def check_imported(canvas: Canvas, arrays: dict[str, Path], base_dir: Path, shown: str) -> None:
