@@ -40,12 +40,7 @@ from blocks.check_support import (
     gradient_errors,
     tolerance,
 )
-from blocks.conv import (
-    DEPTHWISE_FILTER_AXES,
-    FILTER_AXES,
-    activation_axes,
-    float_port,
-)
+from blocks.conv import DEPTHWISE_FILTER_AXES, FILTER_AXES, activation_axes, float_port
 from blocks.spec import INT32_MAX, AttrError, AttrSpec, BlockSpec, PortSpec, TensorSpec
 from engine import kernels
 from engine.base import cancel as cancellation

@@ -36,14 +36,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
 from engine.base.memory_limit import DEFAULT_MEMORY_LIMIT
-from engine.base.names import article, escaped, shown
-from engine.io.models import hdf5_guard, keras_graph
+from engine.base.names import escaped, shown
+from engine.io.models import keras_graph
 from engine.io.models.keras_layers import (
     MISSING,
     LayerProblem,
@@ -51,7 +50,6 @@ from engine.io.models.keras_layers import (
     as_2d,
     common,
     found_text,
-    int_pair,
     is_count,
     positive_int,
     separable_layer,
@@ -65,6 +63,7 @@ from engine.io.models.keras_open import (  # noqa: F401  (the limits, named here
     ZIP_ERRORS,
     open_keras,
 )
+from engine.io.models.keras_weights import KerasWeights
 from engine.io.models.model_import import (
     ConvLayer,
     ModelImportError,
@@ -84,7 +83,6 @@ VARIABLES = {"SeparableConv2D": ("depthwise_kernel", "pointwise_kernel", "bias")
              "Conv2DTranspose": ("kernel", "bias")}
 MODEL_CLASSES = ("Sequential", "Functional", "Model")
 #: Keras's data_format -> the canvas layout (Keras's default, null, is channels_last).
-DATA_FORMATS = {"channels_last": "NHWC", "channels_first": "NCHW", None: "NHWC"}
 
 
 def snake_case(class_name: str) -> str:
@@ -113,62 +111,13 @@ def _input_hw(shape: object, config: dict) -> tuple[tuple[int, int] | None, str 
     return (hw[0], hw[1]), None
 
 
-def _weight_names(value: object) -> list[str]:
-    """A ``weight_names`` attribute as a list of names (Keras writes an empty float array for
-    a layer without weights)."""
-    if value is None:
-        return []
-    array = np.asarray(value)
-    if array.size == 0:
-        return []
-    if array.ndim > 1 or array.dtype.kind not in "OSU":
-        raise LayerProblem(f"weight_names is {article(f'{array.ndim}-D')} {array.dtype} attribute "
-                           f"{shown(value, 60)}, expected a list of names")
-    names = []
-    for item in array.reshape(-1):
-        text = _text(item)
-        if text is None and isinstance(item, bytes | str):
-            raw = item if isinstance(item, bytes) else item.encode("utf-8", "surrogateescape")
-            raise LayerProblem(f"weight_names holds {shown(raw, 60)}, not UTF-8 text")
-        if text is None:
-            raise LayerProblem(f"weight_names holds {found_text(item)}, expected names")
-        names.append(text)
-    return names
-
-
-def _text(value: object) -> str | None:
-    """``value`` as text when it is UTF-8 bytes or a string (h5py hands over bytes that are not
-    UTF-8 as a string with surrogate escapes: not text either)."""
-    if isinstance(value, bytes):
-        try:
-            return value.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return None
-        return value
-    return None
-
-
-@dataclass
-class _Reader:
-    """One open Keras file: its HDF5 weights, where messages say they are, and the memory the
-    weights read so far take."""
+@dataclass(kw_only=True)
+class _Reader(KerasWeights):
+    """One open Keras file: its config and where messages say it is, over its weights
+    (:class:`~engine.io.models.keras_weights.KerasWeights`)."""
 
     path: str
-    h5: Any  # an h5py.File (h5py has no type hints)
-    source: str  # the HDF5 file as messages name it (the path, or "m.keras: model.weights.h5")
-    file_size: int
-    limit: int
-    legacy: bool
     config: dict
-    used: int = 0
-    _index: dict | None = None
-    _prefix: str = ""
-    _index_problems: dict[str, str] = field(default_factory=dict)
 
     def fail(self, message: str) -> ModelImportError:
         return ModelImportError(f"{escaped(self.path)}: {message}")
@@ -243,20 +192,7 @@ class _Reader:
                    causal: tuple[int, int, int, int] | None = None) -> ConvLayer:
         """A Conv2D or DepthwiseConv2D layer (``causal``: a 1-D conv's config made 2-D, with
         these explicit pads when its padding is causal)."""
-        kernel = int_pair(c, "kernel_size")
-        strides = int_pair(c, "strides", 1)
-        dilations = int_pair(c, "dilation_rate", 1)
-        padding = c.get("padding", "valid")
-        if not isinstance(padding, str) or padding.lower() not in ("same", "valid"):
-            raise LayerProblem(f"padding is {found_text(padding)}, expected 'same' or 'valid'")
-        data_format = c.get("data_format")
-        fmt = DATA_FORMATS.get(data_format) if isinstance(data_format, str | None) else None
-        if fmt is None:
-            raise LayerProblem(f"data_format is {found_text(data_format)}, expected "
-                               "'channels_last' or 'channels_first'")
-        use_bias = c.get("use_bias", True)
-        if not isinstance(use_bias, bool):
-            raise LayerProblem(f"use_bias is {found_text(use_bias)}, expected true or false")
+        kernel, strides, dilations, padding, fmt, use_bias = common(c)
         depthwise = kind == "DepthwiseConv2D"
         if depthwise:
             multiplier, groups, filters = positive_int(c, "depth_multiplier", 1), 1, None
@@ -292,118 +228,13 @@ class _Reader:
                 w = w.reshape(kh, kw, groups, cout // groups)
         bias = float_weights(name, "bias", weights[1]) if use_bias else None
         layer = ConvLayer(name=name, kernel=kernel, strides=strides, dilations=dilations,
-                          padding="EXPLICIT" if causal else padding.upper(),
+                          padding="EXPLICIT" if causal else padding,
                           pads=causal or (0, 0, 0, 0), groups=groups, conv1d=one_d,
                           in_channels=in_channels, out_channels=out, data_format=fmt,
                           weights=np.ascontiguousarray(w), bias=bias, input_hw=input_hw,
                           input_unknown=unknown, activation=activation_of(c))
         check_layer(layer)
         return layer
-
-    # -- the weights ------------------------------------------------------------------------
-
-    def dataset(self, where: str, what: str) -> np.ndarray:
-        """One checked dataset, charged to the memory the weights may take together."""
-        array = hdf5_guard.read_dataset(self.h5, where, self.source, what, self.limit,
-                                        self.file_size, self.used)
-        self.used += array.nbytes
-        return array
-
-    def read_v3(self, wpath: str, name: str, use_bias: bool) -> list[np.ndarray]:
-        """Kernel (and bias) of a .keras layer: ``<wpath>/vars/0`` and ``/1``."""
-        where = f"{wpath}/vars"
-        group = hdf5_guard.get_group(self.h5, where, self.source, "the variables")
-        if group is None:  # files written by Keras 2.13 name the list differently
-            where = wpath.replace("layers", "_layer_checkpoint_dependencies") + "/vars"
-            group = hdf5_guard.get_group(self.h5, where, self.source, "the variables")
-        if group is None:
-            raise LayerProblem(f"{WEIGHTS_MEMBER} has no variables at "
-                               f"{shown(wpath + '/vars')}")
-        try:
-            owner = _text(group.attrs.get("name"))  # Keras 3.15 writes the layer name
-        except hdf5_guard.H5_ERRORS:
-            owner = None
-        if owner is not None and owner != name:
-            raise LayerProblem(f"the variables at {shown(where)} belong to layer "
-                               f"{shown(owner)}, says the file")
-        out = [self.dataset(f"{where}/0", "the kernel")]
-        return out + [self.dataset(f"{where}/1", "the bias")] if use_bias else out
-
-    def _listed_weights(self, name: str) -> tuple[str, list]:
-        """``(group, weight_names)`` listing layer ``name`` (its own group, else the first group
-        naming it); a :class:`LayerProblem` when no group lists it."""
-        if self._index is None:
-            self._index = self._build_index()
-        groups = self._index.get(name, {})
-        key = name if name in groups else next(iter(groups), None)
-        if key is None:
-            problem = self._index_problems.get(name)
-            raise LayerProblem(f"group {shown(name)}: {problem}" if problem else
-                               "the file lists no weights for this layer (in any group's "
-                               "weight_names)")
-        return key, groups[key]
-
-    def _build_index(self) -> dict[str, dict[str, list[str]]]:
-        """Layer name -> {group: its weight names}, from the ``weight_names`` of every group in
-        ``model_weights`` (read once: a lookup per layer is then constant time)."""
-        import h5py
-
-        root = hdf5_guard.get_group(self.h5, "model_weights", self.source, "the group")
-        root, self._prefix = (self.h5, "") if root is None else (root, "model_weights/")
-        index: dict[str, dict[str, list[str]]] = {}
-        for raw in root.id:
-            key = raw.decode("utf-8", "replace")
-            try:
-                obj = h5py.h5o.open(root.id, raw)
-                if not isinstance(obj, h5py.h5g.GroupID):
-                    continue
-                names = _weight_names(h5py.Group(obj).attrs.get("weight_names"))
-            except LayerProblem as err:
-                self._index_problems[key] = str(err)
-                continue
-            except hdf5_guard.H5_ERRORS as err:
-                self._index_problems[key] = f"weight_names cannot be read ({err})"
-                continue
-            for n in names:
-                owner = n.rpartition("/")[0] or key  # Keras 1 names carry no layer path
-                parts = owner.split("/")
-                for i in range(len(parts)):  # "model/block/conv": conv, block/conv, ...
-                    index.setdefault("/".join(parts[i:]), {}).setdefault(key, []).append(n)
-        return index
-
-    def read_legacy(self, name: str, use_bias: bool) -> list[np.ndarray]:
-        """Kernel (and bias) of layer ``name``: listed as ``.../<name>/kernel`` in the
-        ``weight_names`` of its group ``model_weights/<name>``, or of a nested model's."""
-        key, mine = self._listed_weights(name)  # builds the index, which sets the prefix
-        prefix = self._prefix
-        tails = [n.rsplit("/", 1)[-1].split(":")[0] for n in mine]
-        kernels = [n for n, t in zip(mine, tails, strict=True) if "kernel" in t]
-        biases = [n for n, t in zip(mine, tails, strict=True) if "bias" in t]
-        if not kernels:
-            raise LayerProblem(f"its weight_names {shown(mine, 60)} name no kernel")
-        out = [self.dataset(f"{prefix}{key}/{kernels[0]}", "the kernel")]
-        if not use_bias:
-            return out
-        if not biases:
-            raise LayerProblem(f"use_bias is true but its weight_names {shown(mine, 60)} name "
-                               "no bias")
-        return out + [self.dataset(f"{prefix}{key}/{biases[0]}", "the bias")]
-
-    def read_roles(self, wpath: str, name: str, roles: tuple[str, ...]) -> list[np.ndarray]:
-        """A layer's variables in Keras's order (``roles``: their names): ``.keras``
-        ``<wpath>/vars/<i>``; ``.h5`` the ``weight_names`` whose last part is the role."""
-        if not self.legacy:
-            where = f"{wpath}/vars"
-            if hdf5_guard.get_group(self.h5, where, self.source, "the variables") is None:
-                raise LayerProblem(f"{WEIGHTS_MEMBER} has no variables at {shown(where)}")
-            return [self.dataset(f"{where}/{i}", f"the {role}") for i, role in enumerate(roles)]
-        key, listed = self._listed_weights(name)
-        tails = {n.rsplit("/", 1)[-1].split(":")[0]: n for n in listed}
-        missing = [r for r in roles if r not in tails]
-        if missing:
-            raise LayerProblem(f"its weight_names {shown(listed, 80)} name no {missing[0]}")
-        return [self.dataset(f"{self._prefix}{key}/{tails[r]}", f"the {r}") for r in roles]
-
 
 def _layer_list(reader: _Reader) -> list:
     top = reader.config.get("config", MISSING)
@@ -420,7 +251,8 @@ def read_keras(path: str, memory_limit: int = DEFAULT_MEMORY_LIMIT) -> ModelLaye
     read together, and each zip member read, fit ``memory_limit`` bytes."""
     h5py = need_module("h5py", "a Keras model")
     config, h5, source, size, legacy = open_keras(path, h5py, memory_limit)
-    reader = _Reader(path, h5, source, size, memory_limit, legacy=legacy, config=config)
+    reader = _Reader(path=path, h5=h5, source=source, file_size=size, limit=memory_limit,
+                     legacy=legacy, config=config)
     found_layers = ModelLayers([], {}, {})
     with reader.h5:
         layers = _layer_list(reader)
