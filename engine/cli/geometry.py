@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.base.names import article, escaped
 from engine.cli.common import (
@@ -32,8 +33,12 @@ from engine.cli.common import (
     write_target,
 )
 from engine.explain.terms import OPS
-from engine.graph.compiler import place
+from engine.graph.canvas import Canvas
+from engine.graph.compiler import Plan, place
 from engine.graph.executor import Executor
+
+if TYPE_CHECKING:  # the renderer loads for this subcommand only
+    from engine.explain.geometry import GeometryModel
 
 EXTENSIONS = (".png", ".gif")
 #: The executor's memory limit: the canvas is compiled, never run, so any size may be drawn.
@@ -78,6 +83,20 @@ def _options_problem(opts: argparse.Namespace) -> str | None:
     return None
 
 
+def _conv_block(canvas: Canvas, plan: Plan, text: str) -> str:
+    """The id of the conv block ``text`` names (by id or title; a port is refused):
+    UsageError otherwise."""
+    node_id, port = resolve_node(canvas, text)
+    label = place(plan.label(node_id))
+    node = canvas.nodes[node_id]
+    if port is not None and node_id != text:
+        raise UsageError(f"geometry takes a block, not a port: {text!r}")
+    if node.type not in OPS:
+        raise UsageError(f"{label} ({node_id}) is {article(node.type)} block, not a conv block: "
+                         f"geometry takes {', '.join(OPS)}")
+    return node_id
+
+
 def cmd_geometry(opts: argparse.Namespace, executor: Executor) -> int:
     """The ``geometry`` subcommand; returns the exit status."""
     problem = _options_problem(opts)
@@ -93,46 +112,42 @@ def cmd_geometry(opts: argparse.Namespace, executor: Executor) -> int:
     if not check_target(opts.output, opts.canvas, canvas):  # never a picture the canvas reads
         return 2
     try:
-        node_id, port = resolve_node(canvas, opts.node)
-        label = place(plan.label(node_id))
-        node = canvas.nodes[node_id]
-        if port is not None and node_id != opts.node:
-            raise UsageError(f"geometry takes a block, not a port: {opts.node!r}")
-        if node.type not in OPS:
-            raise UsageError(f"{label} ({node_id}) is {article(node.type)} block, not a conv block: "
-                             f"geometry takes {', '.join(OPS)}")
+        node_id = _conv_block(canvas, plan, opts.node)
     except UsageError as err:
         print_error(str(err))
         return 2
     # Pillow and the renderer load only for this subcommand (gradblocks starts for every one)
     from engine.explain.geometry import model_for_step
-    from engine.explain.geometry_render import (
-        picture_title,
-        render_frame,
-        render_overlap,
-        write_gif,
-        write_png,
-    )
+    from engine.explain.geometry_render import picture_title, write_gif
 
     step = next(s for s in plan.steps if s.node_id == node_id)
     model = model_for_step(step, plan.specs)
-    title = picture_title(plan.label(node_id), node_id, node.type)
+    title = picture_title(plan.label(node_id), node_id, canvas.nodes[node_id].type)
     if opts.output.lower().endswith(".gif"):
         count: list[int] = []
         if not write_target(opts.output, lambda f: count.append(write_gif(model, title, f))):
             return 1
         say(f"wrote {escaped(opts.output)}: {count[0]} frame(s) of {model.frame_count}")
         return 0
+    return _write_picture(opts, model, title, f"{place(plan.label(node_id))} ({node_id})")
+
+
+def _write_picture(opts: argparse.Namespace, model: GeometryModel, title: str,
+                   label: str) -> int:
+    """The PNG of one frame (``--frame``, default 0) or of the overlap (``--overlap``) of the
+    block ``label``; the exit status."""
+    from engine.explain.geometry_render import render_frame, render_overlap, write_png
+
     if opts.overlap:
         image = render_overlap(model, title)
     else:
         k = opts.frame or 0
         if not model.frame_count:
-            print_error(f"{label} ({node_id}) has no frames (no output positions): --overlap draws "
-                        "its geometry")
+            print_error(f"{label} has no frames (no output positions): --overlap draws its "
+                        "geometry")
             return 2
         if k >= model.frame_count:
-            print_error(f"--frame {k}: {label} ({node_id}) has {model.frame_count} frame(s), "
+            print_error(f"--frame {k}: {label} has {model.frame_count} frame(s), "
                         f"0 to {model.frame_count - 1}")
             return 2
         image = render_frame(model, k, title)
