@@ -185,6 +185,11 @@ CIRCLES = [
     # the canvas split by job: the file format's reading below the model, the files above
     ("engine/graph/canvas_document.py", "engine.graph.canvas", "graph: "),
     ("engine/graph/canvas.py", "engine.graph.canvas_file", "graph: "),
+    ("engine/graph/canvas_items.py", "engine.graph.canvas", "graph: "),
+    ("engine/graph/import_files.py", "engine.graph.layer_canvas", "graph: "),
+    ("engine/verify/call_model.py", "engine.verify.mistakes", "verify: "),
+    ("engine/verify/unwritten.py", "engine.verify.diagnose", "verify: "),
+    ("engine/io/models/keras_weights.py", "engine.io.models.keras_reader", "models: "),
     ("engine/io/models/onnx_reader.py", "engine.io.models.keras_reader", "models: "),
     ("engine/io/models/model_import.py", "engine.io.models.onnx_tensors", "models: "),
     ("app/document.py", "app.main_window", "app: "),
