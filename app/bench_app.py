@@ -31,7 +31,8 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import app  # noqa: F401  (PySide6 refcount workaround first)
-from engine.graph.canvas import Canvas, save_canvas
+from engine.graph.canvas import Canvas
+from engine.graph.canvas_file import save_canvas
 
 GROUP = 5  # blocks per gradient group
 

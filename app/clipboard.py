@@ -15,7 +15,9 @@ from typing import Any
 
 from PySide6 import QtCore, QtGui
 
-from engine.graph.canvas import FORMAT, FRAGMENT_FORMAT, MAX_FILE_BYTES, CanvasError
+from engine.graph.canvas import CanvasError
+from engine.graph.canvas_document import FORMAT, FRAGMENT_FORMAT
+from engine.graph.canvas_file import MAX_FILE_BYTES
 from engine.io import strict_json
 
 MIME = "application/x-gradblocks-nodes"

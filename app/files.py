@@ -26,7 +26,8 @@ from engine.base.atomic import write_bytes_atomically
 from engine.base.dtypes import DTYPES, dtype_name
 from engine.base.errors import InvalidArgumentError
 from engine.base.file_stamp import FileStamp
-from engine.graph.canvas import Canvas, CanvasError, load_canvas, save_canvas
+from engine.graph.canvas import Canvas, CanvasError
+from engine.graph.canvas_file import load_canvas, save_canvas
 from engine.graph.report import canvas_error_lines, counted, file_problem
 from engine.io import image_source
 

@@ -28,7 +28,8 @@ from app.main_window import APP_NAME, MainWindow
 from app.theme import apply_dark_theme
 from engine.base.errors import InvalidArgumentError
 from engine.cli.commands import EXIT_INTERRUPTED
-from engine.graph.canvas import CanvasError, load_canvas
+from engine.graph.canvas import CanvasError
+from engine.graph.canvas_file import load_canvas
 from engine.kernels import accel
 
 SCREENSHOT_SIZE = (1600, 1000)

@@ -22,7 +22,7 @@ from blocks.check_support import (
     forward_geometry,
     tolerance,
 )
-from blocks.conv import _same_dtype
+from blocks.conv import shared_dtype
 from blocks.spec import BlockSpec, PortSpec, TensorSpec
 from engine import kernels
 from engine.base.dtypes import CHECK_TOLERANCE, to_dtype, tolerance_text
@@ -60,8 +60,8 @@ def _names() -> set[str]:
 
 def _infer(attrs: dict, inputs: dict[str, TensorSpec]) -> dict[str, TensorSpec]:
     forward_geometry(attrs, inputs, _names())
-    _same_dtype(("input", inputs["input"]), ("filter", inputs["filter"]))
-    _same_dtype(("input", inputs["input"]), ("out_backprop", inputs["out_backprop"]))
+    shared_dtype(("input", inputs["input"]), ("filter", inputs["filter"]))
+    shared_dtype(("input", inputs["input"]), ("out_backprop", inputs["out_backprop"]))
     return {"forward": SCALAR, "via_input": SCALAR, "via_filter": SCALAR,
             "max_rel_error": SCALAR, "ok": VERDICT}
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from blocks.conv import CONV_ATTRS, _float_port, kernel_attrs
+from blocks.conv import CONV_ATTRS, float_port, kernel_attrs
 from blocks.spec import AttrError, AttrSpec, TensorSpec, blame
 from engine.base.dtypes import CHECK_TOLERANCE  # noqa: F401  (re-exported: blocks.gradcheck)
 from engine.base.errors import InvalidArgumentError
@@ -54,8 +54,8 @@ def conv_kwargs(attrs: dict) -> dict:
 def forward_geometry(attrs: dict, inputs: dict[str, TensorSpec], names: set[str]) -> ConvGeometry:
     """The forward op's geometry on the ``input`` and ``filter`` ports, with ``out_backprop``
     checked against its output shape; raises :class:`AttrError` naming the port or attribute."""
-    x, w = _float_port(inputs, "input"), _float_port(inputs, "filter")
-    dy = _float_port(inputs, "out_backprop")
+    x, w = float_port(inputs, "input"), float_port(inputs, "filter")
+    dy = float_port(inputs, "out_backprop")
     try:
         g = conv2d_geometry(x.shape, w.shape, **conv_kwargs(attrs),
                             depthwise=attrs["op"] == DEPTHWISE)

@@ -156,7 +156,8 @@ def kernel_attrs(attrs: dict, cudnn: bool) -> dict:
     return out
 
 
-def _float_port(inputs: dict[str, TensorSpec], port: str) -> TensorSpec:
+def float_port(inputs: dict[str, TensorSpec], port: str) -> TensorSpec:
+    """The spec of ``port``, a float tensor of one of :data:`DTYPES`; AttrError otherwise."""
     spec = inputs[port]
     if spec.dtype not in DTYPES:
         raise AttrError(port, f"{port} dtype {spec.dtype} is not one of {', '.join(DTYPES)}")
@@ -173,22 +174,17 @@ def _size_port(inputs: dict[str, TensorSpec], port: str) -> np.ndarray:
     return spec.value
 
 
-def _same_dtype(a: tuple[str, TensorSpec], b: tuple[str, TensorSpec]) -> str:
+def shared_dtype(a: tuple[str, TensorSpec], b: tuple[str, TensorSpec]) -> str:
+    """The dtype two ``(port, spec)`` operands share; AttrError on the second when they differ."""
     if a[1].dtype != b[1].dtype:
         raise AttrError(b[0], f"{b[0]} dtype {b[1].dtype} does not match {a[0]} dtype "
                               f"{a[1].dtype}")
     return a[1].dtype
 
 
-def _conv_block(row: ConvOp) -> BlockSpec:
-    """The block of the op table's ``row``: its ports are the op's tensor arguments (forward:
-    input, filter; filter: input, filter_sizes, out_backprop; input: input_sizes, filter,
-    out_backprop) and its kernel is ``engine.kernels.<row.kernel>``."""
-    type_id, op, kind, depthwise, cudnn = (row.block_type, row.name, row.kind, row.depthwise,
-                                          row.cudnn)
-    kernel: Callable = getattr(kernels, row.kernel)
-    ports = row.ports
-    port_docs = {
+def _port_docs(depthwise: bool) -> dict[str, str]:
+    """What each tensor port of a conv block holds."""
+    return {
         "input": "4-D input tensor in data_format.",
         "filter": "4-D filter [height, width, in_channels, "
                   + ("channel_multiplier]." if depthwise else "out_channels]."),
@@ -198,19 +194,30 @@ def _conv_block(row: ConvOp) -> BlockSpec:
         "out_backprop": "Gradients w.r.t. the output of the convolution, in data_format.",
     }
 
-    def geometry(attrs: dict, inputs: dict[str, TensorSpec]) -> tuple[ConvGeometry, str]:
+
+class _ConvRules:
+    """The rules of the block of one op-table row: its geometry (with a hint when the other
+    layout would fit), what it infers, its workspace, its run and its exported line."""
+
+    def __init__(self, row: ConvOp, names: set[str]):
+        self.kind, self.depthwise = row.kind, row.depthwise
+        self.cudnn, self.ports, self.operands = row.cudnn, row.ports, row.operands
+        self.kernel: Callable = getattr(kernels, row.kernel)
+        self.names = names  # the block's attributes and ports, which an error may blame
+
+    def geometry(self, attrs: dict, inputs: dict[str, TensorSpec]) -> tuple[ConvGeometry, str]:
         """The kernel's geometry and dtype (raises naming the attribute or port at fault; a
-        problem that the other data_format would not have says so, see :func:`layout_hint`)."""
+        problem that the other data_format would not have says so, see :meth:`layout_hint`)."""
         try:
-            return raw_geometry(attrs, inputs)
+            return self.raw_geometry(attrs, inputs)
         except AttrError:
             raise
         except InvalidArgumentError as err:
-            hint = layout_hint(attrs, inputs, err)
+            hint = self.layout_hint(attrs, inputs, err)
             raise blame(InvalidArgumentError(f"{err}{hint}", err.argument) if hint else err,
-                        names) from None
+                        self.names) from None
 
-    def layout_hint(attrs: dict, inputs: dict[str, TensorSpec],
+    def layout_hint(self, attrs: dict, inputs: dict[str, TensorSpec],
                     err: InvalidArgumentError) -> str:
         """A hint that a tensor or an attribute is still in the other layout: for strides,
         dilations or explicit_paddings at fault, when they are valid read in the other order
@@ -227,12 +234,12 @@ def _conv_block(row: ConvOp) -> BlockSpec:
             return (f". {attrs[name]} reads as {other} order; in {fmt} order, {name} is "
                     f"{fixed}")
         moved = {**attrs, **relayout_attrs(attrs, other), "data_format": other}
-        if _valid(moved, inputs):
-            laid = " and ".join(p for p in ports if p in ("input", "input_sizes",
-                                                          "out_backprop"))
+        if self.valid(moved, inputs):
+            laid = " and ".join(p for p in self.ports if p in ("input", "input_sizes",
+                                                               "out_backprop"))
             return (f". With data_format {other} this block is valid: are its {laid} still "
                     f"in {other}? (Transpose them, or set data_format back to {other})")
-        stuck = _depth_misfits(inputs, fmt, other, depthwise)
+        stuck = _depth_misfits(inputs, fmt, other, self.depthwise)
         if stuck:
             port, depth = stuck[0]
             return (f". Read as {other}, {port} has depth {depth}, which fits the filter: is "
@@ -240,78 +247,92 @@ def _conv_block(row: ConvOp) -> BlockSpec:
                     f"{other})")
         return ""
 
-    def _valid(attrs: dict, inputs: dict[str, TensorSpec]) -> bool:
+    def valid(self, attrs: dict, inputs: dict[str, TensorSpec]) -> bool:
+        """Whether the kernel would take ``attrs`` and ``inputs``."""
         try:
-            raw_geometry(attrs, inputs)
+            self.raw_geometry(attrs, inputs)
         except (InvalidArgumentError, KeyError):
             return False
         return True
 
-    def raw_geometry(attrs: dict, inputs: dict[str, TensorSpec]) -> tuple[ConvGeometry, str]:
+    def raw_geometry(self, attrs: dict,
+                     inputs: dict[str, TensorSpec]) -> tuple[ConvGeometry, str]:
         """The geometry and dtype as the kernel reads them (raises the engine's error)."""
         kw = kernel_attrs(attrs, cudnn=False)
-        kw["depthwise"] = depthwise
-        if kind == "forward":
-            x, w = _float_port(inputs, "input"), _float_port(inputs, "filter")
-            dtype = _same_dtype(("input", x), ("filter", w))
+        kw["depthwise"] = self.depthwise
+        if self.kind == "forward":
+            x, w = float_port(inputs, "input"), float_port(inputs, "filter")
+            dtype = shared_dtype(("input", x), ("filter", w))
             return conv2d_geometry(x.shape, w.shape, **kw), dtype
-        dy = _float_port(inputs, "out_backprop")
-        if kind == "filter":
-            x, sizes = _float_port(inputs, "input"), _size_port(inputs, "filter_sizes")
-            dtype = _same_dtype(("input", x), ("out_backprop", dy))
+        dy = float_port(inputs, "out_backprop")
+        if self.kind == "filter":
+            x, sizes = float_port(inputs, "input"), _size_port(inputs, "filter_sizes")
+            dtype = shared_dtype(("input", x), ("out_backprop", dy))
             return backprop_filter_geometry(x.shape, sizes, dy.shape, **kw), dtype
-        w, sizes = _float_port(inputs, "filter"), _size_port(inputs, "input_sizes")
-        dtype = _same_dtype(("filter", w), ("out_backprop", dy))
+        w, sizes = float_port(inputs, "filter"), _size_port(inputs, "input_sizes")
+        dtype = shared_dtype(("filter", w), ("out_backprop", dy))
         return backprop_input_geometry(sizes, w.shape, dy.shape, **kw), dtype
 
-    operands = row.operands
-
-    def infer(attrs: dict, inputs: dict[str, TensorSpec]) -> dict[str, TensorSpec]:
-        g, dtype = geometry(attrs, inputs)
-        a, b = (inputs[p].bound for p in operands)
-        bound = product_bound(a, b, terms_per_output(g, kind))
-        if kind == "forward":
+    def infer(self, attrs: dict, inputs: dict[str, TensorSpec]) -> dict[str, TensorSpec]:
+        """The output's spec: shape, dtype, axes and the bound of its values."""
+        g, dtype = self.geometry(attrs, inputs)
+        a, b = (inputs[p].bound for p in self.operands)
+        bound = product_bound(a, b, terms_per_output(g, self.kind))
+        if self.kind == "forward":
             shape, axes = g.output_shape, activation_axes(attrs["data_format"])
-        elif kind == "filter":
-            shape, axes = g.filter_shape, DEPTHWISE_FILTER_AXES if depthwise else FILTER_AXES
+        elif self.kind == "filter":
+            shape = g.filter_shape
+            axes = DEPTHWISE_FILTER_AXES if self.depthwise else FILTER_AXES
         else:
             shape, axes = g.input_shape, activation_axes(attrs["data_format"])
         return {"output": TensorSpec(shape, dtype, axes, bound=bound)}
 
-    def workspace(attrs: dict, inputs: dict[str, TensorSpec],
+    def workspace(self, attrs: dict, inputs: dict[str, TensorSpec],
                   outputs: dict[str, TensorSpec]) -> int:
-        g, dtype = geometry(attrs, inputs)
-        finite = all(inputs[p].finite for p in operands)
-        return conv_workspace(g, kind, dtype, finite)
+        """The kernel's workspace bytes for these inputs (:func:`conv_workspace`)."""
+        g, dtype = self.geometry(attrs, inputs)
+        finite = all(inputs[p].finite for p in self.operands)
+        return conv_workspace(g, self.kind, dtype, finite)
 
-    def run(attrs: dict, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        args = {p: inputs[p] for p in ports}
-        return {"output": kernel(**args, **kernel_attrs(attrs, cudnn))}
+    def run(self, attrs: dict, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The kernel's output."""
+        args = {p: inputs[p] for p in self.ports}
+        return {"output": self.kernel(**args, **kernel_attrs(attrs, self.cudnn))}
 
-    def emit(attrs: dict, inputs: dict[str, str], outputs: dict[str, str]) -> list[str]:
-        args = [f"{p}={inputs[p]}" for p in ports]
-        args += [f"{k}={literal(v)}" for k, v in kernel_attrs(attrs, cudnn).items()]
-        return [f"{outputs['output']} = kernels.{kernel.__name__}({', '.join(args)})"]
+    def emit(self, attrs: dict, inputs: dict[str, str], outputs: dict[str, str]) -> list[str]:
+        """The exported script's line: the kernel called with the block's arguments."""
+        args = [f"{p}={inputs[p]}" for p in self.ports]
+        args += [f"{k}={literal(v)}" for k, v in kernel_attrs(attrs, self.cudnn).items()]
+        return [f"{outputs['output']} = kernels.{self.kernel.__name__}({', '.join(args)})"]
 
+
+def _conv_block(row: ConvOp) -> BlockSpec:
+    """The block of the op table's ``row``: its ports are the op's tensor arguments (forward:
+    input, filter; filter: input, filter_sizes, out_backprop; input: input_sizes, filter,
+    out_backprop) and its kernel is ``engine.kernels.<row.kernel>``."""
+    ports = row.ports
+    attrs = CONV_ATTRS + ((CUDNN,) if row.cudnn else ())
+    rules = _ConvRules(row, {a.name for a in attrs} | set(ports))
+    kernel = rules.kernel
     if getattr(kernels, kernel.__name__, None) is not kernel:
-        raise ValueError(f"{type_id}: exported scripts call kernels.{kernel.__name__}, which "
-                         "is not this block's kernel")
-    filter_axes = DEPTHWISE_FILTER_AXES if depthwise else FILTER_AXES
+        raise ValueError(f"{row.block_type}: exported scripts call kernels.{kernel.__name__}, "
+                         "which is not this block's kernel")
+    filter_axes = DEPTHWISE_FILTER_AXES if row.depthwise else FILTER_AXES
     port_axes = {
         "input": lambda a: activation_axes(a["data_format"]),
         "out_backprop": lambda a: activation_axes(a["data_format"]),
         "filter": lambda a: filter_axes,
     }
-    attrs = CONV_ATTRS + ((CUDNN,) if cudnn else ())
-    names = {a.name for a in attrs} | set(ports)
+    port_docs = _port_docs(row.depthwise)
     return BlockSpec(
-        type_id=type_id, title=row.title, category=row.category, op=op, doc=row.doc,
+        type_id=row.block_type, title=row.title, category=row.category, op=row.name,
+        doc=row.doc,
         inputs=tuple(PortSpec(p, port_docs[p], port_axes.get(p),
                               kind="int_vector" if p in SIZE_PORTS else "float")
                      for p in ports),
         outputs=(PortSpec("output", "The result, in the input's dtype.", kind="float"),),
-        attrs=attrs, infer=infer, run=run, emit=emit,
-        imports=("from engine import kernels",), workspace=workspace,
+        attrs=attrs, infer=rules.infer, run=rules.run, emit=rules.emit,
+        imports=("from engine import kernels",), workspace=rules.workspace,
     )
 
 

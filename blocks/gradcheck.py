@@ -40,12 +40,7 @@ from blocks.check_support import (
     gradient_errors,
     tolerance,
 )
-from blocks.conv import (
-    DEPTHWISE_FILTER_AXES,
-    FILTER_AXES,
-    _float_port,
-    activation_axes,
-)
+from blocks.conv import DEPTHWISE_FILTER_AXES, FILTER_AXES, activation_axes, float_port
 from blocks.spec import INT32_MAX, AttrError, AttrSpec, BlockSpec, PortSpec, TensorSpec
 from engine import kernels
 from engine.base import cancel as cancellation
@@ -214,7 +209,7 @@ def _names() -> set[str]:
 
 def _infer(attrs: dict, inputs: dict[str, TensorSpec]) -> dict[str, TensorSpec]:
     g = forward_geometry(attrs, inputs, _names())
-    grad = _float_port(inputs, "gradient")
+    grad = float_port(inputs, "gradient")
     wrt = attrs["wrt"]
     if wrt == "input":
         want, axes = g.input_shape, activation_axes(attrs["data_format"])

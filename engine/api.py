@@ -28,8 +28,9 @@ change it.
 Relative ``path`` attributes (.npy files, images) are relative to the canvas file's folder once
 the canvas was loaded or saved, before that to the working directory.
 
-:func:`picture` is a tensor as a Pillow image: the viewer's default slice or filter montage in
-its colour map (:func:`engine.view.thumbnail.thumbnail`), which Jupyter shows inline. It takes a
+:func:`picture` (:mod:`engine.view.picture`) is a tensor as a Pillow image: the viewer's
+default slice or filter montage in its colour map (:func:`engine.view.thumbnail.thumbnail`),
+which Jupyter shows inline. It takes a
 NumPy array or a (nested) list of bool, integer or float numbers; masked arrays are refused (their
 mask would be ignored: pass ``a.filled(value)``), as are complex, object, text, date and
 structured arrays, ragged lists and sizes outside 1..:data:`MAX_PICTURE_SIDE`.
@@ -51,30 +52,20 @@ from engine.base.arguments import bad, string
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import id_problem
 from engine.graph.budget import limit_bytes
-from engine.graph.canvas import Canvas, load_canvas, save_canvas
+from engine.graph.canvas import Canvas
+from engine.graph.canvas_file import load_canvas, save_canvas
 from engine.graph.compiler import DEFAULT_MEMORY_LIMIT, Plan, place
 from engine.graph.executor import Executor, RunResult
 from engine.graph.report import check_rows, html_table, problem_lines, run_rows, text_table
 from engine.graph.result_names import result_keys
 from engine.verify.api import assert_conformant, verify  # noqa: F401  (re-exported)
-from engine.view.thumbnail import thumbnail
+from engine.view.picture import (  # noqa: F401  (re-exported: engine.api.picture)
+    MAX_PICTURE_SIDE,
+    PICTURE_BACKGROUND,
+    PICTURE_SIZE,
+    picture,
+)
 
-#: Default (width, height) of a :func:`picture`.
-PICTURE_SIZE = (512, 384)
-#: Largest width or height a picture may be asked for, in pixels (its RGBA image then needs at
-#: most 64 MiB).
-MAX_PICTURE_SIDE = 4096
-#: Most elements a picture reads (it makes one pass over the tensor for its colour levels): a
-#: bigger array (a ``np.broadcast_to`` view of 10^12 elements, say) is refused, not read for
-#: hours.
-MAX_PICTURE_ELEMENTS = 2**31
-#: Why an array of each NumPy dtype kind has no picture (bool, int, uint and float have one).
-_NOT_NUMBERS = {"c": "complex numbers: picture .real, .imag or abs() of it",
-                "O": "Python objects: convert it with .astype(float)",
-                "U": "text", "S": "bytes", "M": "dates", "m": "time spans",
-                "V": "structured records or raw bytes"}
-#: What a montage's separator lines (transparent in the app) are painted in a picture.
-PICTURE_BACKGROUND = (255, 255, 255)
 #: Blocks placed per row when the caller gives no position.
 _PER_ROW = 4
 
@@ -101,70 +92,6 @@ def _path_argument(value: object, name: str = "path") -> Path:
     if not text or "\0" in text:
         raise bad(name, "a non-empty file path without NUL characters", text)
     return Path(text)
-
-
-def _masked(name: str) -> InvalidArgumentError:
-    return InvalidArgumentError(
-        f"{name} must be a plain NumPy array, got a masked array: refused, because its mask "
-        f"would be ignored (pass {name}.filled(value) to choose what masked elements show)",
-        argument=name)
-
-
-def _array_argument(value: object, name: str = "array") -> np.ndarray:
-    """``value`` as an ndarray of bool, integer or float numbers; anything else (a masked
-    array, text, None, a ragged list, complex or object values...) is refused in one line."""
-    if isinstance(value, np.ma.MaskedArray):
-        raise _masked(name)
-    if isinstance(value, np.ndarray):
-        array = value
-    elif isinstance(value, (bool, int, float, np.generic, list, tuple)):
-        if isinstance(value, (list, tuple)) and any(isinstance(v, np.ma.MaskedArray)
-                                                    for v in value):
-            raise _masked(name)
-        try:
-            array = np.asarray(value)
-        except (ValueError, TypeError, OverflowError, RecursionError) as err:
-            raise InvalidArgumentError(
-                f"{name} must be a NumPy array or a nested list of numbers with rows of equal "
-                f"length, got a ragged or unreadable {type(value).__name__} (NumPy: "
-                f"{str(err).splitlines()[0][:100]})",
-                argument=name) from None
-    else:
-        raise bad(name, "a NumPy array or a (nested) list of numbers", value)
-    kind = array.dtype.kind
-    if kind not in "biuf":
-        raise InvalidArgumentError(
-            f"{name} must hold bool, integer or float numbers, got dtype {array.dtype}: "
-            f"{_NOT_NUMBERS.get(kind, 'no numbers')}", argument=name)
-    if array.size > MAX_PICTURE_ELEMENTS:
-        raise InvalidArgumentError(
-            f"{name} must have at most {MAX_PICTURE_ELEMENTS:,} elements (a picture reads "
-            f"each one), got {array.size:,}: picture a slice of it", argument=name)
-    return array
-
-
-def _size_argument(value: object) -> tuple[int, int]:
-    """``(width, height)``: two whole numbers in 1..MAX_PICTURE_SIDE."""
-    expected = f"(width, height): two whole numbers of pixels in 1..{MAX_PICTURE_SIDE}"
-    if not isinstance(value, (tuple, list)) or len(value) != 2 or not all(
-            isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-            for v in value):
-        raise bad("size", expected, value)
-    w, h = int(value[0]), int(value[1])
-    if not (1 <= w <= MAX_PICTURE_SIDE and 1 <= h <= MAX_PICTURE_SIDE):
-        raise bad("size", expected, (w, h))
-    return w, h
-
-
-def _axes_argument(value: object, ndim: int) -> tuple[str, ...] | None:
-    """None, or one axis name (a str) per dimension of the array."""
-    if value is None:
-        return None
-    expected = f"None or {ndim} axis names (strings), one per dimension of the array"
-    if not isinstance(value, (tuple, list)) or len(value) != ndim or not all(
-            isinstance(a, str) for a in value):
-        raise bad("axes", expected, value)
-    return tuple(value)
 
 
 def _key_argument(key: object) -> str:
@@ -434,27 +361,6 @@ def load(path: str | os.PathLike) -> NotebookCanvas:
     """The canvas file ``path`` (a CanvasError lists every problem of a bad file)."""
     path = _path_argument(path)
     return NotebookCanvas(load_canvas(path), path.resolve().parent)
-
-
-def picture(array: Any, axes: tuple[str, ...] | None = None,
-            size: tuple[int, int] = PICTURE_SIZE):
-    """A Pillow RGB image of ``array``: the viewer's default slice or filter montage in its
-    colour map, within ``size`` (width, height) pixels, cells drawn as squares of whole pixels
-    (:func:`engine.view.thumbnail.thumbnail`; ``axes`` names the axes, e.g. ("kh", "kw", "in",
-    "out") for a filter); montage separators are :data:`PICTURE_BACKGROUND`. Arguments are
-    checked first (see the module docstring): a bad one is an InvalidArgumentError naming it."""
-    from PIL import Image
-
-    array = _array_argument(array)
-    axes = _axes_argument(axes, array.ndim)
-    size = _size_argument(size)
-    if array.size == 0:
-        raise InvalidArgumentError(f"an empty tensor (shape {list(array.shape)}) has no "
-                                   "picture", argument="array")
-    rgba = thumbnail(array, axes, size)
-    rgb = rgba[..., :3].copy()
-    rgb[rgba[..., 3] == 0] = PICTURE_BACKGROUND
-    return Image.fromarray(rgb, "RGB")
 
 
 def _read_only_view(array: np.ndarray) -> np.ndarray:

@@ -10,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from engine.graph.canvas import Canvas, save_canvas
+from engine.graph.canvas import Canvas
+from engine.graph.canvas_file import save_canvas
 
 REPO = Path(__file__).parents[1]
 ENV_VARS = {"tensorflow": "GRADBLOCKS_TF_PYTHON", "pytorch": "GRADBLOCKS_TORCH_PYTHON",

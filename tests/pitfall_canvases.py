@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.graph.canvas import Canvas, dumps
+from engine.graph.canvas import Canvas
+from engine.graph.canvas_file import dumps
 
 PITFALLS_DIR = Path(__file__).resolve().parents[1] / "assets" / "examples" / "pitfalls"
 

@@ -15,7 +15,7 @@ from PIL import Image
 import engine
 from engine import api
 from engine.base.errors import InvalidArgumentError
-from engine.graph.canvas import load_canvas
+from engine.graph.canvas_file import load_canvas
 from engine.view.thumbnail import thumbnail
 from tests.export_support import assert_same_result
 

@@ -190,7 +190,7 @@ def test_path_editor_uses_file_picker_relative_to_canvas(qtbot, tmp_path, monkey
     np.save(data / "x.npy", np.arange(50, dtype=np.float32).reshape(1, 5, 5, 2))
     c = Canvas()
     c.add_node("Tensor", id="x", attrs={"fill": "file"})
-    from engine.graph.canvas import save_canvas
+    from engine.graph.canvas_file import save_canvas
 
     save_canvas(c, tmp_path / "c.gbc.json")
     w = make_window(qtbot, tmp_path)

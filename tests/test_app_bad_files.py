@@ -18,7 +18,7 @@ from tests.app_support import drop_mime, drop_on, grad_canvas, url_mime
 QtCore = pytest.importorskip("PySide6.QtCore")
 from PySide6 import QtWidgets
 
-from engine.graph.canvas import MAX_FILE_BYTES, save_canvas
+from engine.graph.canvas_file import MAX_FILE_BYTES, save_canvas
 
 EXAMPLE = Path(__file__).parents[1] / "assets" / "examples" / "enuspace_style.gbc.json"
 
@@ -139,7 +139,7 @@ ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 def unreadable_even_for_root(monkeypatch):
     """As root a chmod 000 file is still readable: refuse to open it, as the kernel would for
     anyone else (the loader's own os.open)."""
-    import engine.graph.canvas as canvas_module
+    import engine.graph.canvas_file as canvas_module
 
     real_open = canvas_module.os.open
 

@@ -14,7 +14,8 @@ from tests.app_support import choose_button, focus_canvas, grad_canvas, no_dialo
 QtCore = pytest.importorskip("PySide6.QtCore")
 from PySide6 import QtWidgets
 
-from engine.graph.canvas import Canvas, load_canvas, save_canvas
+from engine.graph.canvas import Canvas
+from engine.graph.canvas_file import load_canvas, save_canvas
 
 
 def _other_canvas() -> Canvas:

@@ -20,7 +20,7 @@ from PySide6 import QtTest, QtWidgets
 from app import crosscheck_action
 from engine.export import frameworks
 from engine.export.frameworks import sources_path
-from engine.graph.canvas import dumps
+from engine.graph.canvas_file import dumps
 from tests.app_support import grad_canvas
 from tests.test_crosscheck import _fake
 

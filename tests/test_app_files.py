@@ -21,7 +21,7 @@ from tests.app_support import (
 QtCore = pytest.importorskip("PySide6.QtCore")
 from PySide6 import QtWidgets
 
-from engine.graph.canvas import load_canvas, save_canvas
+from engine.graph.canvas_file import load_canvas, save_canvas
 
 Box = QtWidgets.QMessageBox
 

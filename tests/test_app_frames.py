@@ -8,7 +8,7 @@ import pytest
 from PySide6 import QtCore, QtGui, QtTest, QtWidgets
 
 from app.annotation_items import rgb
-from engine.graph.canvas import dumps, load_canvas
+from engine.graph.canvas_file import dumps, load_canvas
 from tests.app_support import drag, focus_canvas, make_window, mouse
 
 

@@ -7,7 +7,7 @@ import numpy as np
 from PIL import Image
 from PySide6 import QtCore, QtWidgets
 
-from engine.graph.canvas import save_canvas
+from engine.graph.canvas_file import save_canvas
 from tests.app_support import drop_mime, grad_canvas, url_mime, wait_run
 
 RGB = (np.arange(4 * 6 * 3).reshape(4, 6, 3) * 11 % 256).astype(np.uint8)  # H=4, W=6

@@ -12,7 +12,8 @@ from tests.app_support import close_window, make_window, no_dialogs
 
 QtCore = pytest.importorskip("PySide6.QtCore")
 
-from engine.graph.canvas import Canvas, save_canvas
+from engine.graph.canvas import Canvas
+from engine.graph.canvas_file import save_canvas
 from tests.test_app_close_run import CHUNKS, slow_chunks
 from tests.test_executor_cache import big_grad_canvas
 

@@ -13,7 +13,7 @@ QtCore = pytest.importorskip("PySide6.QtCore")
 from PySide6 import QtTest, QtWidgets
 
 from app import clipboard
-from engine.graph.canvas import dumps
+from engine.graph.canvas_file import dumps
 
 
 def put_text(text: str, mime_type: str | None = clipboard.MIME) -> None:

@@ -13,7 +13,7 @@ from tests.app_support import grad_canvas
 
 QtGui = pytest.importorskip("PySide6.QtGui")
 
-from engine.graph.canvas import save_canvas
+from engine.graph.canvas_file import save_canvas
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,7 +11,8 @@ from tests.app_support import close_window, make_window, no_dialogs
 
 QtCore = pytest.importorskip("PySide6.QtCore")
 
-from engine.graph.canvas import Canvas, save_canvas
+from engine.graph.canvas import Canvas
+from engine.graph.canvas_file import save_canvas
 from tests.test_app_attributes import type_cells
 
 

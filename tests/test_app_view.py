@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.graph.canvas import Canvas, save_canvas
+from engine.graph.canvas import Canvas
+from engine.graph.canvas_file import save_canvas
 from tests.app_support import focus_canvas, grad_canvas
 
 QtCore = pytest.importorskip("PySide6.QtCore")

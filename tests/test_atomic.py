@@ -11,7 +11,8 @@ import pytest
 
 from engine.base import atomic
 from engine.cli import commands
-from engine.graph.canvas import Canvas, load_canvas, save_canvas
+from engine.graph.canvas import Canvas
+from engine.graph.canvas_file import load_canvas, save_canvas
 
 
 def _temps(folder: Path) -> list[str]:

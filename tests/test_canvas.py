@@ -5,7 +5,8 @@ import json
 import pytest
 
 from engine.base.errors import InvalidArgumentError
-from engine.graph.canvas import Canvas, CanvasError, dumps, load_canvas, save_canvas
+from engine.graph.canvas import Canvas, CanvasError
+from engine.graph.canvas_file import dumps, load_canvas, save_canvas
 
 
 def _grad_canvas() -> Canvas:
@@ -61,7 +62,7 @@ def test_atomic_save_leaves_the_old_file_when_writing_fails(tmp_path, monkeypatc
     path = tmp_path / "a.gbc.json"
     save_canvas(_grad_canvas(), path)
     before = path.read_text()
-    import engine.graph.canvas as mod
+    import engine.graph.canvas_file as mod
 
     def boom(*args, **kwargs):
         raise OSError("disk full")

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from engine.base.errors import InvalidArgumentError
-from engine.graph.canvas import Canvas, CanvasError, dumps, load_canvas, save_canvas
+from engine.graph.canvas import Canvas, CanvasError
+from engine.graph.canvas_file import dumps, load_canvas, save_canvas
 
 V1_EXAMPLES = sorted((Path(__file__).parent / "data" / "v1_examples").glob("*.gbc.json"))
 

@@ -18,7 +18,8 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from engine.graph.canvas import Canvas, CanvasError, load_canvas
+from engine.graph.canvas import Canvas, CanvasError
+from engine.graph.canvas_file import load_canvas
 from engine.graph.compiler import compile_canvas
 from engine.graph.executor import Executor
 

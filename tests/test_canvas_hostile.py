@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from engine.base.errors import InvalidArgumentError
-from engine.graph.canvas import MAX_FILE_BYTES, Canvas, CanvasError, dumps, load_canvas, save_canvas
+from engine.graph.canvas import Canvas, CanvasError
+from engine.graph.canvas_file import MAX_FILE_BYTES, dumps, load_canvas, save_canvas
 
 EXAMPLE = Path(__file__).parents[1] / "assets" / "examples" / "enuspace_style.gbc.json"
 BASE = json.loads(EXAMPLE.read_text(encoding="utf-8"))

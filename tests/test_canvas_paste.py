@@ -8,7 +8,9 @@ import copy
 
 import pytest
 
-from engine.graph.canvas import MAX_COORD, Canvas, CanvasError, dumps, parse_fragment
+from engine.graph.canvas import Canvas, CanvasError, parse_fragment
+from engine.graph.canvas_document import MAX_COORD
+from engine.graph.canvas_file import dumps
 
 
 def grad_canvas() -> Canvas:

@@ -26,7 +26,8 @@ from engine.base.names import text_problem
 from engine.cli import commands, common
 from engine.graph import canvas as canvas_module
 from engine.graph import report
-from engine.graph.canvas import CanvasError, load_canvas, save_canvas
+from engine.graph.canvas import CanvasError
+from engine.graph.canvas_file import load_canvas, save_canvas
 from engine.graph.executor import Executor
 from engine.graph.report import run_rows, text_table
 from engine.io import strict_json

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 
 from engine.export.to_numpy import export_script
-from engine.graph.canvas import save_canvas
+from engine.graph.canvas_file import save_canvas
 from engine.graph.compiler import compile_canvas
 from engine.graph.executor import Executor
 from tests.export_support import (

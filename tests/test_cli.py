@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from engine.cli import main
-from engine.graph.canvas import load_canvas, save_canvas
+from engine.graph.canvas_file import load_canvas, save_canvas
 from engine.graph.compiler import compile_canvas
 from engine.graph.executor import Executor
 from tests.export_support import assert_same_result

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.graph.canvas import Canvas, load_canvas, save_canvas
+from engine.graph.canvas import Canvas
+from engine.graph.canvas_file import load_canvas, save_canvas
 
 ROOT = Path(__file__).parents[1]
 EXAMPLES = ROOT / "assets" / "examples"

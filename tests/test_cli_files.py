@@ -16,7 +16,8 @@ import pytest
 from engine.base import atomic
 from engine.cli import canvas_commands, commands, common
 from engine.graph.budget import gib_to_bytes
-from engine.graph.canvas import Canvas, save_canvas
+from engine.graph.canvas import Canvas
+from engine.graph.canvas_file import save_canvas
 
 REPO = Path(__file__).parents[1]
 EXAMPLE = REPO / "assets" / "examples" / "conv2d_backprop_filter.gbc.json"

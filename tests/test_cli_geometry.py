@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from engine.explain.geometry_render import CURRENT, TAP_ON, TOUCHED
-from engine.graph.canvas import load_canvas, save_canvas
+from engine.graph.canvas_file import load_canvas, save_canvas
 
 ROOT = Path(__file__).parents[1]
 EXAMPLES = ROOT / "assets" / "examples"

@@ -32,7 +32,8 @@ from engine.cli import commands, common, explain
 from engine.explain.terms import check_index, explain_element
 from engine.export.to_numpy import export_script
 from engine.export.to_tf import PRELUDE
-from engine.graph.canvas import Canvas, save_canvas
+from engine.graph.canvas import Canvas
+from engine.graph.canvas_file import save_canvas
 from engine.graph.compiler import compile_canvas
 from tests.crosscheck_support import crosscheck_cli, framework_python, report
 from tests.export_support import assert_bitwise_equal, executor_outputs, run_script

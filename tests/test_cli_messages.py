@@ -73,7 +73,8 @@ def test_an_unconnected_input_reads_as_english(tmp_path):
 
 
 def test_explain_and_geometry_name_a_block_type_with_its_article(tmp_path):
-    from engine.graph.canvas import Canvas, save_canvas
+    from engine.graph.canvas import Canvas
+    from engine.graph.canvas_file import save_canvas
 
     c = Canvas()
     c.add_node("AdjointCheck", id="adj", title="adjoint")

@@ -13,7 +13,7 @@ import pytest
 from engine.cli import commands
 from engine.export import frameworks
 from engine.export.frameworks import sources_path
-from engine.graph.canvas import load_canvas
+from engine.graph.canvas_file import load_canvas
 from engine.graph.compiler import compile_canvas
 from engine.graph.executor import Executor
 from tests.crosscheck_support import REPO, conventions_canvas

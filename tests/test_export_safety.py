@@ -22,7 +22,8 @@ from blocks.spec import BlockSpec, PortSpec
 from engine.base.dtypes import DTYPES
 from engine.base.literal import literal
 from engine.export.to_numpy import export_script
-from engine.graph.canvas import Canvas, load_canvas, save_canvas
+from engine.graph.canvas import Canvas
+from engine.graph.canvas_file import load_canvas, save_canvas
 from engine.graph.compiler import compile_canvas
 from engine.graph.result_names import result_name_problem
 from tests.export_support import (

@@ -37,7 +37,8 @@ from engine.base import atomic
 from engine.cli import commands
 from engine.export import frameworks
 from engine.graph import targets
-from engine.graph.canvas import Canvas, load_canvas, save_canvas
+from engine.graph.canvas import Canvas
+from engine.graph.canvas_file import load_canvas, save_canvas
 from engine.graph.compiler import compile_canvas
 from engine.graph.report import problem_lines
 

@@ -239,7 +239,8 @@ def test_invalid_attributes_are_named(name, value, match):
 
 
 def test_float_attributes_round_trip_through_the_canvas_file(tmp_path):
-    from engine.graph.canvas import CanvasError, load_canvas, save_canvas
+    from engine.graph.canvas import CanvasError
+    from engine.graph.canvas_file import load_canvas, save_canvas
 
     c = check_canvas("Conv2D", "float32", {})
     c.set_attr("gc_input", "epsilon", 0.1 + 0.2)

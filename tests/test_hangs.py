@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 from blocks import gradcheck
 from engine.base import cancel
 from engine.graph import executor
-from engine.graph.canvas import Canvas, save_canvas
+from engine.graph.canvas import Canvas
+from engine.graph.canvas_file import save_canvas
 from engine.graph.compiler import compile_canvas
 from engine.graph.executor import Executor, OutputCache, _Entry
 
@@ -386,7 +387,7 @@ def test_the_notebook_check_report_shows_the_warning():
 
 def test_gradblocks_check_prints_the_warning_and_passes(tmp_path):
     """``gradblocks check`` lists the canvas (exit 0) and names the warning on stderr."""
-    from engine.graph.canvas import save_canvas
+    from engine.graph.canvas_file import save_canvas
 
     path = tmp_path / "big.gbc.json"
     save_canvas(gradcheck_canvas([1, 256, 256, 32], [3, 3, 32, 32], "input", 0), path)

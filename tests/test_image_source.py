@@ -18,7 +18,8 @@ import pytest
 from PIL import Image, ImageOps
 
 from engine.base.errors import InvalidArgumentError
-from engine.graph.canvas import Canvas, save_canvas
+from engine.graph.canvas import Canvas
+from engine.graph.canvas_file import save_canvas
 from engine.graph.compiler import compile_canvas
 from engine.graph.executor import Executor
 from engine.io import image_source

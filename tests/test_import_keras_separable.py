@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from engine import api
-from engine.graph.canvas import load_canvas
+from engine.graph.canvas_file import load_canvas
 from tests import keras_files as kf
 
 RNG = np.random.default_rng(2323)

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.base.names import MAX_TITLE, escaped, text_problem
-from engine.graph.canvas import load_canvas, save_canvas
+from engine.graph.canvas_file import load_canvas, save_canvas
 from engine.io.models.model_import import (
     ConvLayer,
     ModelImportError,

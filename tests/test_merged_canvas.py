@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import engine
-from engine.graph.canvas import load_canvas
+from engine.graph.canvas_file import load_canvas
 from engine.graph.layer_canvas import read_model, write_layer_canvas
 from engine.graph.merged_canvas import BLOCK_BOX, SEPARATOR, write_merged_canvas
 from engine.io.models.model_import import ModelImportError

@@ -8,7 +8,8 @@ import pytest
 
 from blocks import registry
 from engine.base.errors import InvalidArgumentError
-from engine.graph.canvas import Canvas, CanvasError, dumps, save_canvas
+from engine.graph.canvas import Canvas, CanvasError
+from engine.graph.canvas_file import dumps, save_canvas
 from engine.graph.compiler import compile_canvas
 from engine.graph.executor import Executor
 from engine.shapes.conv import conv2d_geometry

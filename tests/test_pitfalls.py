@@ -14,7 +14,7 @@ import numpy as np
 from PySide6 import QtCore
 from PySide6.QtTest import QTest
 
-from engine.graph.canvas import load_canvas
+from engine.graph.canvas_file import load_canvas
 from tests.pitfall_canvases import PITFALLS, PITFALLS_DIR, rendered
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.graph.canvas import Canvas, save_canvas
+from engine.graph.canvas import Canvas
+from engine.graph.canvas_file import save_canvas
 from engine.graph.compiler import compile_canvas
 from engine.graph.executor import Executor
 from engine.graph.labels import labels_from_titles

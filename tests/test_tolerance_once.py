@@ -29,7 +29,8 @@ from blocks.checks import COMPARE, COMPARE_CODE
 from blocks.gradcheck import GRAD_CHECK, sample_indices
 from engine.base.dtypes import CHECK_TOLERANCE, RTOL, tolerance_text
 from engine.export import frameworks, script_common
-from engine.graph.canvas import Canvas, load_canvas, save_canvas
+from engine.graph.canvas import Canvas
+from engine.graph.canvas_file import load_canvas, save_canvas
 from engine.graph.compiler import compile_canvas
 from engine.io.npz import write_npz
 from tests.export_support import (

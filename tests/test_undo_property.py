@@ -25,7 +25,8 @@ from PySide6 import QtCore, QtWidgets
 from app.document import Document
 from blocks.registry import get_spec
 from engine.base.errors import InvalidArgumentError
-from engine.graph.canvas import Canvas, dumps
+from engine.graph.canvas import Canvas
+from engine.graph.canvas_file import dumps
 
 OPS = ["add", "delete", "move", "connect", "disconnect", "attribute", "rename", "paste",
        "duplicate"]

@@ -14,16 +14,10 @@ import pytest
 from engine.base.errors import InvalidArgumentError
 from engine.verify import mistakes as mk
 from engine.verify.conventions import Geometry
-from engine.verify.diagnose import (
-    diagnose,
-    diagnose_refusal,
-    diagnose_shape,
-    impossible_values,
-    refusal_key,
-    unwritten_memory,
-)
+from engine.verify.diagnose import diagnose, diagnose_refusal, diagnose_shape, refusal_key
 from engine.verify.diagnosis import diagnose_failure
 from engine.verify.report import Failure
+from engine.verify.unwritten import impossible_values, unwritten_memory
 from engine.verify.values import Case, call
 from engine.verify.verdicts import Verdict
 from tests import verify_zoo as zoo

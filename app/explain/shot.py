@@ -17,7 +17,7 @@ from PySide6 import QtCore, QtWidgets
 
 from app.main_window import MainWindow
 from app.theme import apply_dark_theme
-from engine.graph.canvas import load_canvas
+from engine.graph.canvas_file import load_canvas
 
 SIZE = (1500, 1000)
 

@@ -378,8 +378,15 @@ def write_file_set(main: str | os.PathLike, write_main: Callable[[BinaryIO], obj
         raise
     step()
     fsync_folder(folder)
-    for name in sorted(old - set(names)):
-        stale = folder / name
+    _remove_stale(real, sorted(old - set(names)), kept, step)
+    return [*(folder / n for n in names), real]
+
+
+def _remove_stale(real: Path, stale_names: Sequence[str], kept: set[tuple[int, int]],
+                  step: Callable[[], None]) -> None:
+    """Remove the old members ``stale_names`` (never the main file nor a file ``kept``)."""
+    for name in stale_names:
+        stale = real.parent / name
         if stale != real and not _identities([stale]) & kept:
             try:
                 if not os.path.isdir(stale):
@@ -387,4 +394,3 @@ def write_file_set(main: str | os.PathLike, write_main: Callable[[BinaryIO], obj
             except OSError:  # gone already, or not ours to remove: the new set is written
                 pass
             step()
-    return [*(folder / n for n in names), real]

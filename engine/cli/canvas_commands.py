@@ -14,10 +14,20 @@ import os
 import sys
 from fractions import Fraction
 from pathlib import Path
+from typing import TextIO
 
 from engine.base.atomic import Member
 from engine.base.names import escaped
-from engine.cli.common import _check_target, _compile, _err, _limit, _path, _say, _write
+from engine.cli.common import (
+    Subparsers,
+    check_target,
+    compile_file,
+    memory_limit_argument,
+    print_error,
+    say,
+    shown_path,
+    write_target,
+)
 from engine.cli.progress import StepProgress
 from engine.export.to_numpy import export_script
 from engine.graph.canvas import Canvas
@@ -36,14 +46,15 @@ EXPORT_TARGETS = ("numpy", "tensorflow", "pytorch", "jax")
 COMMANDS = {"check": "checking", "run": "running", "export": "exporting"}
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     """Add ``check``, ``run`` and ``export`` to ``gradblocks``' subparsers."""
     for name, help_text in (("check", "validate and print every output's shape and dtype"),
                             ("run", "run the canvas and print a table of results"),
                             ("export", "write the canvas as a standalone Python script")):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("canvas", help="a .gbc.json canvas file")
-        p.add_argument("--memory-limit-gib", dest="memory_limit", type=_limit, metavar="GIB",
+        p.add_argument("--memory-limit-gib", dest="memory_limit", type=memory_limit_argument,
+                       metavar="GIB",
                        default=str(Fraction(DEFAULT_MEMORY_LIMIT, 2**30)),
                        help="refuse a run that would need more memory than this: every output "
                             "is kept, plus the running block's workspace (default 2)")
@@ -73,12 +84,12 @@ def run(opts: argparse.Namespace, executor: Executor) -> int:
 
 
 def cmd_check(path: str, executor: Executor) -> int:
-    compiled = _compile(path, executor)
+    compiled = compile_file(path, executor)
     if compiled is None:
         return 2
     plan = compiled[1]
-    _say(text_table(check_rows(plan)))
-    _say(f"{escaped(path)}: ok, {len(plan.steps)} block(s)")
+    say(text_table(check_rows(plan)))
+    say(f"{escaped(path)}: ok, {len(plan.steps)} block(s)")
     _warn(path, plan)
     return 0
 
@@ -88,10 +99,11 @@ def _warn(path: str, plan: Plan) -> None:
     one line each after a head line, as ``check`` and ``run`` print them."""
     warnings = [w for ws in plan.warnings.values() for w in ws]
     if warnings:
-        _err(f"{_path(path)}: {len(warnings)} warning(s):", [str(w) for w in warnings])
+        print_error(f"{shown_path(path)}: {len(warnings)} warning(s):", [str(w) for w in warnings])
 
 
-def _isatty(stream) -> bool:
+def _isatty(stream: TextIO) -> bool:
+    """Whether ``stream`` is a terminal (False when it was replaced or is closed)."""
     try:
         return bool(stream.isatty())
     except (AttributeError, OSError, ValueError):  # replaced, or closed
@@ -99,52 +111,52 @@ def _isatty(stream) -> bool:
 
 
 def cmd_run(path: str, executor: Executor, out: str | None) -> int:
-    if out is not None and not _check_target(out, path):
+    if out is not None and not check_target(out, path):
         return 2
-    compiled = _compile(path, executor)
+    compiled = compile_file(path, executor)
     if compiled is None:
         return 2
     canvas, plan = compiled
-    if out is not None and not _check_target(out, path, canvas):
+    if out is not None and not check_target(out, path, canvas):
         return 2
     _warn(path, plan)  # before the run: a long one says so first
     types = {step.node_id: step.spec.type_id for step in plan.steps}
     with StepProgress(sys.stderr, lambda n: f"{plan.label(n)} ({types[n]})") as report:
         on_terminal = _isatty(sys.stderr)
         result = executor.run(plan, step_progress=report if on_terminal else None)
-    _say(text_table(run_rows(plan, result)))
+    say(text_table(run_rows(plan, result)))
     status = 0
     if out is not None:
         keys = result_keys(plan.steps, plan.labels)
         arrays = {key: result.outputs[ref] for ref, key in keys.items()
                   if ref in result.outputs}
-        if _write(out, lambda f: write_npz(f, arrays)):
-            _say(f"wrote {len(arrays)} output(s) to {escaped(out)}")
+        if write_target(out, lambda f: write_npz(f, arrays)):
+            say(f"wrote {len(arrays)} output(s) to {escaped(out)}")
         else:
             status = 1
     if result.errors:
-        _err(f"{_path(path)}: {len(result.errors)} block(s) failed:",
-             [f"{place(plan.label(n))}: {m}" for n, m in result.errors.items()])
+        print_error(f"{shown_path(path)}: {len(result.errors)} block(s) failed:",
+                    [f"{place(plan.label(n))}: {m}" for n, m in result.errors.items()])
         status = 1
     return status
 
 
 def cmd_export(path: str, executor: Executor, output: str, to: str = "numpy") -> int:
-    if not _check_target(output, path):
+    if not check_target(output, path):
         return 2
-    compiled = _compile(path, executor)
+    compiled = compile_file(path, executor)
     if compiled is None:
         return 2
     canvas, plan = compiled
-    if not _check_target(output, path, canvas):
+    if not check_target(output, path, canvas):
         return 2
     titles = {node_id: node.title for node_id, node in canvas.nodes.items()}
     if to != "numpy":
         return _export_framework(path, canvas, plan, titles, output, to)
     script = export_script(plan, Path(path).name, titles).encode("utf-8")
-    if not _write(output, lambda f: f.write(script)):
+    if not write_target(output, lambda f: f.write(script)):
         return 1
-    _say(f"wrote {escaped(output)}: {len(plan.steps)} block(s)")
+    say(f"wrote {escaped(output)}: {len(plan.steps)} block(s)")
     return 0
 
 
@@ -160,18 +172,18 @@ def _export_framework(path: str, canvas: Canvas, plan: Plan, titles: dict, outpu
         real = resolve_target(output)
         exported = export_framework_script(plan, to, Path(path).name, titles, real.name)
     except ExportRefused as err:
-        _err(f"{_path(path)}: cannot export to {to}: {err}")
+        print_error(f"{shown_path(path)}: cannot export to {to}: {err}")
         return 2
     except OSError as err:
-        _err(f"{_path(repr(output))} cannot be written: {err.strerror or err}")
+        print_error(f"{shown_path(repr(output))} cannot be written: {err.strerror or err}")
         return 2
     companion = os.path.abspath(real.parent / exported.companion)
-    if not _check_target(companion, path, canvas):
+    if not check_target(companion, path, canvas):
         return 2
     script = exported.script.encode("utf-8")
     member = Member(exported.companion, lambda f: write_npz(f, exported.sources))
-    if not _write(output, lambda f: f.write(script), [member], owned_companions,
-                  keep=list(canvas_protected(path, canvas))):
+    if not write_target(output, lambda f: f.write(script), [member], owned_companions,
+                        keep=list(canvas_protected(path, canvas))):
         return 1
-    _say(f"wrote {escaped(output)} and {escaped(companion)}: {len(plan.steps)} block(s), {to}")
+    say(f"wrote {escaped(output)} and {escaped(companion)}: {len(plan.steps)} block(s), {to}")
     return 0

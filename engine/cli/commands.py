@@ -49,7 +49,7 @@ EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 
 
-def _quit_now(_signum, _frame) -> None:
+def _quit_now(_signum: int, _frame: object) -> None:
     """SIGINT where nothing is being written (gradblocks starting, or its work done): one line
     and exit 130 at once. A KeyboardInterrupt raised while modules load can land in the import
     machinery's callbacks, which print it as "Exception ignored" with a traceback and go on."""
@@ -59,7 +59,7 @@ def _quit_now(_signum, _frame) -> None:
         os._exit(EXIT_INTERRUPTED)
 
 
-def _set_sigint(handler):
+def _set_sigint(handler: object) -> object:
     """Make ``handler`` SIGINT's and return the previous handler (None: there was none set from
     Python); nothing is changed, and "unchanged" returned, outside the main thread or where
     SIGINT is ignored (``nohup``, a background job)."""
@@ -71,7 +71,7 @@ def _set_sigint(handler):
         return "unchanged"
 
 
-def _restore_sigint(previous) -> None:
+def _restore_sigint(previous: object) -> None:
     """Undo :func:`_set_sigint` (which returned ``previous``)."""
     if previous != "unchanged":
         _signal.signal(_signal.SIGINT, _signal.SIG_DFL if previous is None else previous)
@@ -89,7 +89,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from engine.base.names import escaped
-from engine.cli.common import _cut, _err, _path, _say
+from engine.cli.common import cut_line, print_error, say, shown_path
 from engine.graph.compiler import DEFAULT_MEMORY_LIMIT
 from engine.graph.executor import Executor
 from engine.kernels import accel
@@ -105,8 +105,8 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         # argparse builds the message, quoting some values with repr and others not
         # ("unrecognized arguments: ..."): escaped here, where it becomes ours
-        _say(_cut(f"{self.prog}: error: {escaped(message)} (see {self.prog} --help)"),
-             sys.stderr)
+        say(cut_line(f"{self.prog}: error: {escaped(message)} (see {self.prog} --help)"),
+            sys.stderr)
         raise SystemExit(2)
 
 
@@ -182,18 +182,18 @@ def open_app(argv: list[str], app: AppStartup | None) -> int:
     """Start the desktop app with ``app`` (the engine never imports the app: the console script
     passes its start-up); without it, say how the app starts."""
     if _no_screen():
-        _err("no screen to open the app on (DISPLAY and WAYLAND_DISPLAY are not set). Use "
-             "`gradblocks check|run|export CANVAS` headless, or set QT_QPA_PLATFORM=offscreen "
-             "with --screenshot.")
+        print_error("no screen to open the app on (DISPLAY and WAYLAND_DISPLAY are not set). "
+                    "Use `gradblocks check|run|export CANVAS` headless, or set "
+                    "QT_QPA_PLATFORM=offscreen with --screenshot.")
         return 2
     if app is None:
-        _err("this entry point runs the subcommands only: the desktop app opens with "
-             "`gradblocks` or `python -m app` (see --help)")
+        print_error("this entry point runs the subcommands only: the desktop app opens with "
+                    "`gradblocks` or `python -m app` (see --help)")
         return 2
     try:
         app_main = app()
     except ImportError as err:
-        _err(f"the desktop app cannot start: {err}")
+        print_error(f"the desktop app cannot start: {err}")
         return 2
     return int(app_main(argv) or 0)
 
@@ -202,14 +202,14 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the program is so that files being written are cleaned up."""
 
 
-def _raise_interrupted(_signum, _frame) -> NoReturn:
+def _raise_interrupted(_signum: int, _frame: object) -> NoReturn:
     """SIGINT during a subcommand: a KeyboardInterrupt where the program is, so that files being
     written are cleaned up."""
     sys.unraisablehook = _after_signal
     raise KeyboardInterrupt
 
 
-def _raise_terminated(_signum, _frame) -> NoReturn:
+def _raise_terminated(_signum: int, _frame: object) -> NoReturn:
     # The signal can land inside a constructor (a ZipFile being opened for --out): the
     # half-built object's __del__ then fails while the program unwinds, and Python would print
     # its traceback. The program is ending and says so in one line; such messages are noise.
@@ -221,7 +221,7 @@ def _raise_terminated(_signum, _frame) -> NoReturn:
 REDELIVER_AFTER = 0.01
 
 
-def _after_signal(unraisable) -> None:
+def _after_signal(unraisable: sys.UnraisableHookArgs) -> None:
     """The ``unraisablehook`` once SIGINT or SIGTERM has arrived: it prints nothing. An interrupt
     that landed in a ``__del__`` or a callback (the import machinery's, as a subcommand loads a
     module), which Python reports and drops, is delivered again a moment later, once this hook
@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None, app: AppStartup | None = None) -> int:
             _flush_stdout()  # a late Ctrl+C exits at once: nothing left unwritten
         else:
             _restore_sigint(previous)
-            gc.unfreeze()  # what _compile froze is the caller's to collect again
+            gc.unfreeze()  # what compile_file froze is the caller's to collect again
 
 
 def _main(argv: list[str], app: AppStartup | None) -> int:
@@ -261,13 +261,13 @@ def _main(argv: list[str], app: AppStartup | None) -> int:
         if argv and argv[0] == "help":  # gradblocks help [SUBCOMMAND]: the --help text
             argv = [*argv[1:2], "--help"]
         if argv and _unknown_command(argv[0]):
-            _err(_unknown_command(argv[0]))
+            print_error(_unknown_command(argv[0]))
             return 2
         if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help")):
             return open_app(argv, app)
         if argv[0] == "guide" and len([a for a in argv[1:] if a not in ("-h", "--help")]) > 1:
             extra = " ".join(repr(a) if not a.startswith("-") else a for a in argv[2:])
-            _err(f"guide takes one TOPIC; got more after {argv[1]!r}: {escaped(extra, 120)}")
+            print_error(f"guide takes one TOPIC; got more after {argv[1]!r}: {escaped(extra, 120)}")
             return 2
         doing = "starting"
         if argv[0] == "explain":
@@ -282,7 +282,7 @@ def _main(argv: list[str], app: AppStartup | None) -> int:
         modules = {name: (module, doing) for module in _subcommand_modules()
                    for name, doing in module.COMMANDS.items()}
         module, doing = modules[opts.command]
-        doing += f" {_path(repr(target))}" if target else ""
+        doing += f" {shown_path(repr(target))}" if target else ""
         if getattr(opts, "out", None) or getattr(opts, "output", None):
             doing += " (files being written are left as they were)"
         accel.announce_compiles()  # a numba compile (cache miss) says so once on stderr
@@ -305,10 +305,10 @@ def _main(argv: list[str], app: AppStartup | None) -> int:
             signal.signal(signal.SIGTERM, signal.SIG_DFL if sigterm[0] is None else sigterm[0])
     # here the failed command's frames, and the memory they held, are released
     if status == 1:
-        _err(f"out of memory while {doing}")
+        print_error(f"out of memory while {doing}")
     else:
-        _err(f"{'terminated' if status == EXIT_TERMINATED else 'interrupted'} (files being "
-             "written are left as they were)")
+        print_error(f"{'terminated' if status == EXIT_TERMINATED else 'interrupted'} (files being "
+                    "written are left as they were)")
     return status
 
 

@@ -13,15 +13,16 @@ import argparse
 import gc
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
 from engine.base.atomic import Member, write_atomically, write_file_set
 from engine.base.names import escaped, shown
 from engine.explain.terms import OPS
 from engine.graph.budget import gib_to_bytes
-from engine.graph.canvas import Canvas, CanvasError, load_canvas
+from engine.graph.canvas import Canvas, CanvasError
+from engine.graph.canvas_file import load_canvas
 from engine.graph.compiler import Plan
 from engine.graph.executor import Executor
 from engine.graph.report import (
@@ -30,43 +31,46 @@ from engine.graph.report import (
     counted,
     file_problem,
     problem_lines,
-    text_table,
 )
 from engine.graph.targets import canvas_protected, target_problem
+
+#: What ``add_subparsers()`` returns: each subcommand module's ``add_parser`` adds to it.
+Subparsers = argparse._SubParsersAction
 
 #: Problems listed per error message, and characters per line.
 MAX_PROBLEMS = 20
 MAX_LINE = 300
 
 
-def _say(text: str, stream: TextIO | None = None) -> None:
+def say(text: str, stream: TextIO | None = None) -> None:
     """Print ``text``; characters the stream cannot encode are shown as backslash escapes."""
     stream = stream or sys.stdout
     encoding = getattr(stream, "encoding", None) or "utf-8"
     print(text.encode(encoding, "backslashreplace").decode(encoding, "replace"), file=stream)
 
 
-def _cut(line: str) -> str:
+def cut_line(line: str) -> str:
+    """``line`` cut to :data:`MAX_LINE` characters (ending in ``...`` when cut)."""
     return line if len(line) <= MAX_LINE else line[: MAX_LINE - 3] + "..."
 
 
-def _path(path: str, limit: int = 120) -> str:
+def shown_path(path: str, limit: int = 120) -> str:
     """A path for a message, :func:`escaped`: cut in the middle when long, so the message after
     it survives."""
     path = escaped(path)
     return path if len(path) <= limit else f"{path[: limit // 2 - 3]}...{path[-(limit // 2):]}"
 
 
-def _err(head: str, problems: Sequence[str] = ()) -> None:
+def print_error(head: str, problems: Sequence[str] = ()) -> None:
     """``gradblocks: head`` then one indented line per problem (at most MAX_PROBLEMS)."""
-    lines = [_cut(f"gradblocks: {head}")]
-    lines += [_cut(f"  {p}") for p in problems[:MAX_PROBLEMS]]
+    lines = [cut_line(f"gradblocks: {head}")]
+    lines += [cut_line(f"  {p}") for p in problems[:MAX_PROBLEMS]]
     if len(problems) > MAX_PROBLEMS:
         lines.append(f"  ... and {len(problems) - MAX_PROBLEMS} more")
-    _say("\n".join(lines), sys.stderr)
+    say("\n".join(lines), sys.stderr)
 
 
-def _limit(text: str) -> int:
+def memory_limit_argument(text: str) -> int:
     """``--memory-limit-gib`` as bytes: a positive number (not NaN or infinite)."""
     try:
         return gib_to_bytes(text)
@@ -74,7 +78,7 @@ def _limit(text: str) -> int:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
-def _compile(path: str, executor: Executor) -> tuple[Canvas, Plan] | None:
+def compile_file(path: str, executor: Executor) -> tuple[Canvas, Plan] | None:
     """Load and compile; print every problem and return None if there is any.
 
     Loading and compiling build many objects and no reference cycles: Python's cyclic garbage
@@ -101,34 +105,32 @@ def _load_and_compile(path: str, executor: Executor) -> tuple[Canvas, Plan] | No
             plan = executor.compile(err.canvas, Path(path).resolve().parent)
         whole = file_problem(err)
         if whole is not None:
-            _err(f"cannot open {_path(path)}: {whole}")
+            print_error(f"cannot open {shown_path(path)}: {whole}")
             return None
         lines = canvas_error_lines(err, plan)
-        _err(f"{_path(path)}: {counted(len(lines), 'problem')} in the canvas:", lines)
+        print_error(f"{shown_path(path)}: {counted(len(lines), 'problem')} in the canvas:", lines)
         return None
     plan = executor.compile(canvas, Path(path).resolve().parent)
     if plan.errors:
         errors = problem_lines(plan)
-        _err(f"{_path(path)}: {counted(len(errors), 'problem')}:", errors)
+        print_error(f"{shown_path(path)}: {counted(len(errors), 'problem')}:", errors)
         return None
     return canvas, plan
 
 
-#: The table printer (engine.graph.report), as the subcommands print their tables.
-_table = text_table
-
-
-def _check_target(target: str, canvas_path: str, canvas: Canvas | None = None) -> bool:
+def check_target(target: str, canvas_path: str, canvas: Canvas | None = None) -> bool:
     """Print why ``target`` cannot be written and return False, or return True: never the
     canvas file nor (given the loaded ``canvas``) a file it reads (:mod:`engine.graph.targets`)."""
     problem = target_problem(target, canvas_protected(canvas_path, canvas))
     if problem:
-        _err(f"{_path(repr(target))} {problem}")
+        print_error(f"{shown_path(repr(target))} {problem}")
     return not problem
 
 
-def _write(target: str, write, members: Sequence[Member] = (), owned_before=None,
-           keep: Sequence[str] = ()) -> bool:
+def write_target(target: str, write: Callable[[BinaryIO], object],
+                 members: Sequence[Member] = (),
+                 owned_before: Callable[[Path], Iterable[str]] | None = None,
+                 keep: Sequence[str] = ()) -> bool:
     """Write ``target`` atomically, with its ``members`` all or nothing
     (:func:`engine.base.atomic.write_file_set`); print why not and return False when that fails."""
     try:
@@ -137,9 +139,9 @@ def _write(target: str, write, members: Sequence[Member] = (), owned_before=None
         else:
             write_atomically(target, write)
     except OSError as err:
-        _err(f"cannot write {_path(repr(target))}: {err.strerror or err} (the previous "
-             f"{'files' if members else 'file'}, if any, {'are' if members else 'is'} "
-             "unchanged)")
+        print_error(f"cannot write {shown_path(repr(target))}: {err.strerror or err} (the "
+                    f"previous {'files' if members else 'file'}, if any, "
+                    f"{'are' if members else 'is'} unchanged)")
         return False
     return True
 
@@ -153,7 +155,7 @@ class UsageError(Exception):
     """A bad node, port or index: one line, exit 2."""
 
 
-def _whole(text: str) -> int | str:
+def whole_number(text: str) -> int | str:
     """``text`` (ASCII digits, an optional sign) as an int, or why it is not one."""
     match = re.fullmatch(r"([+-]?)0*([0-9]+)", text.strip())
     if not match:
@@ -165,9 +167,9 @@ def _whole(text: str) -> int | str:
     return int(sign + digits)
 
 
-def _count(text: str) -> int:
+def count_argument(text: str) -> int:
     """A whole number >= 0 of at most :data:`MAX_INDEX_DIGITS` digits (argparse type)."""
-    value = _whole(text)
+    value = whole_number(text)
     if isinstance(value, str):
         raise argparse.ArgumentTypeError(value)
     if value < 0:

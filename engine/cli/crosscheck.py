@@ -29,7 +29,14 @@ import shutil
 from fractions import Fraction
 from pathlib import Path
 
-from engine.cli.common import _compile, _err, _limit, _path, _say
+from engine.cli.common import (
+    Subparsers,
+    compile_file,
+    memory_limit_argument,
+    print_error,
+    say,
+    shown_path,
+)
 from engine.export.crosscheck import (
     FRAMEWORKS,
     Report,
@@ -64,7 +71,7 @@ def _python(text: str) -> tuple[str | None, str]:
     return framework, path
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     """Add the ``crosscheck`` subcommand to ``gradblocks``' subparsers."""
     p = sub.add_parser("crosscheck", help="compare every output with TensorFlow, PyTorch and "
                                           "JAX running the exported scripts")
@@ -77,7 +84,8 @@ def add_parser(sub) -> None:
                    help="the Python that runs the scripts (default: this one); FW=PATH for "
                         "one framework; repeatable")
     p.add_argument("--json", action="store_true", help="print one JSON object instead")
-    p.add_argument("--memory-limit-gib", dest="memory_limit", type=_limit, metavar="GIB",
+    p.add_argument("--memory-limit-gib", dest="memory_limit", type=memory_limit_argument,
+                   metavar="GIB",
                    default=str(Fraction(DEFAULT_MEMORY_LIMIT, 2**30)),
                    help="GradBlocks's own run's memory limit (default 2)")
 
@@ -108,7 +116,7 @@ def as_text(report: Report) -> str:
 
 
 def cmd_crosscheck(opts: argparse.Namespace, executor: Executor) -> int:
-    compiled = _compile(opts.canvas, executor)
+    compiled = compile_file(opts.canvas, executor)
     if compiled is None:
         return 2
     canvas, plan = compiled
@@ -119,11 +127,11 @@ def cmd_crosscheck(opts: argparse.Namespace, executor: Executor) -> int:
     report = crosscheck(plan, result.outputs, opts.frameworks, pythons,
                         Path(opts.canvas).name, titles)
     if opts.json:
-        _say(as_json(report))
+        say(as_json(report))
     else:
-        _say(as_text(report))
+        say(as_text(report))
     if result.errors:
-        _err(f"{_path(opts.canvas)}: {len(result.errors)} block(s) failed:",
-             [f"{place(plan.label(n))}: {m}" for n, m in result.errors.items()])
+        print_error(f"{shown_path(opts.canvas)}: {len(result.errors)} block(s) failed:",
+                    [f"{place(plan.label(n))}: {m}" for n, m in result.errors.items()])
         return 1
     return 0 if report.ok else 1

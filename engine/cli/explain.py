@@ -33,7 +33,7 @@ import re
 import sys
 from dataclasses import replace
 from fractions import Fraction
-from typing import TextIO
+from typing import SupportsFloat, TextIO
 
 import numpy as np
 
@@ -41,16 +41,16 @@ from blocks.registry import get_spec
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import article, shown
 from engine.cli.common import (
+    Subparsers,
     UsageError,
-    _compile,
-    _count,
-    _err,
-    _limit,
-    _path,
-    _say,
-    _table,
-    _whole,
+    compile_file,
+    count_argument,
+    memory_limit_argument,
+    print_error,
     resolve_node,
+    say,
+    shown_path,
+    whole_number,
 )
 from engine.explain.terms import (
     CHUNK_TERMS,
@@ -64,6 +64,7 @@ from engine.explain.terms import (
 from engine.graph.budget import gib
 from engine.graph.compiler import DEFAULT_MEMORY_LIMIT, Plan, place
 from engine.graph.executor import Executor
+from engine.graph.report import text_table
 
 #: Terms shown in the text table unless --limit says otherwise, and the most it shows (a table
 #: row takes about 0.6 KB while it is built; --json lists every term).
@@ -72,7 +73,7 @@ MAX_LIMIT = 100_000
 #: The subcommand this module adds, and what it is doing (for the line that says memory ran
 #: out).
 COMMANDS = {"explain": "explaining"}
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     """Add the ``explain`` subcommand to ``gradblocks``' subparsers."""
     p = sub.add_parser(
         "explain", help="list the terms of the sum that defines one element of a conv "
@@ -87,7 +88,8 @@ def add_parser(sub) -> None:
                    help=f"terms shown in the table (default {DEFAULT_LIMIT}, at most "
                         f"{MAX_LIMIT}; --json lists all)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead")
-    p.add_argument("--memory-limit-gib", dest="memory_limit", type=_limit, metavar="GIB",
+    p.add_argument("--memory-limit-gib", dest="memory_limit", type=memory_limit_argument,
+                   metavar="GIB",
                    default=str(Fraction(DEFAULT_MEMORY_LIMIT, 2**30)),
                    help="refuse a run that would need more memory than this (default 2)")
 
@@ -106,7 +108,7 @@ def protect_index(argv: list[str]) -> list[str]:
 
 def _table_limit(text: str) -> int:
     """``--limit``: a count up to :data:`MAX_LIMIT` (argparse type)."""
-    value = _count(text)
+    value = count_argument(text)
     if value > MAX_LIMIT:
         raise argparse.ArgumentTypeError(
             f"{value} is more than {MAX_LIMIT}, the most terms the table shows (--json lists "
@@ -130,7 +132,7 @@ def parse_index(words: list[str]) -> tuple[int, ...]:
         if p.startswith("-") and p.strip("-0"):
             number = p if len(p) <= 30 else f"{p[:27]}... ({len(p)} characters)"
             raise UsageError(f"{where}: {number} is negative, indices must be >= 0")
-        value = _whole(p)
+        value = whole_number(p)
         if isinstance(value, str):
             raise UsageError(f"{where}: entry {k} is out of range: {value}")
         out.append(value)
@@ -193,12 +195,13 @@ def write_json(out: TextIO, node_id: str, port: str, value: float, e: Explanatio
     out.write("]}\n")
 
 
-def _scalar(v) -> str:
+def _scalar(v: object) -> str:
     """An array element as its dtype prints it (shortest text that reads back the same)."""
     return str(v) if not isinstance(v, float) else repr(v)
 
 
-def as_text(label: str, node_id: str, port: str, value, e: Explanation, limit: int) -> str:
+def as_text(label: str, node_id: str, port: str, value: SupportsFloat, e: Explanation,
+            limit: int) -> str:
     """The human-readable explanation (see the module docstring)."""
     a, b = e.factors
     lines = [
@@ -216,7 +219,7 @@ def as_text(label: str, node_id: str, port: str, value, e: Explanation, limit: i
             rows.append([str(t), str(a.index[t].tolist()), _scalar(a.values[t]),
                          str(b.index[t].tolist()), _scalar(b.values[t]),
                          f"{products[t]:.10g}"])
-        lines.append(_table(rows))
+        lines.append(text_table(rows))
     if shown_terms < e.terms:
         lines.append(f"... {e.terms - shown_terms} more term(s) (--limit N shows N, --json all)")
     s = e.sum
@@ -234,9 +237,9 @@ def cmd_explain(opts: argparse.Namespace, executor: Executor) -> int:
     try:
         index = parse_index(opts.index)
     except UsageError as err:
-        _err(str(err))
+        print_error(str(err))
         return 2
-    compiled = _compile(path, executor)
+    compiled = compile_file(path, executor)
     if compiled is None:
         return 2
     canvas, plan = compiled
@@ -257,12 +260,12 @@ def cmd_explain(opts: argparse.Namespace, executor: Executor) -> int:
         except InvalidArgumentError as err:
             raise UsageError(f"{label} ({node_id}).{port}: {err}") from None
     except UsageError as err:
-        _err(str(err))
+        print_error(str(err))
         return 2
     result = executor.run(_ancestors(plan, node_id))
     if node_id in result.errors:  # its own error, or a "skipped" after the blocks that failed
-        _err(f"{_path(path)}: {label} failed:",
-             [f"{place(plan.label(n))}: {m}" for n, m in result.errors.items()])
+        print_error(f"{shown_path(path)}: {label} failed:",
+                    [f"{place(plan.label(n))}: {m}" for n, m in result.errors.items()])
         return 1
     step = next(s for s in plan.steps if s.node_id == node_id)
     inputs = {p: result.outputs[src] for p, src in step.inputs.items()}
@@ -270,19 +273,19 @@ def cmd_explain(opts: argparse.Namespace, executor: Executor) -> int:
     try:
         e = explain_element(node.type, step.attrs, inputs, index, max_terms=limit // TERM_BYTES)
     except TooManyTerms as err:
-        _err(f"{label} ({node_id}).{port}{list(index)} is a sum of {err.terms} terms: listing "
-             f"them needs about {gib(err.terms * TERM_BYTES)}, more than the memory limit "
-             f"({gib(limit)}; --memory-limit-gib raises it)")
+        print_error(f"{label} ({node_id}).{port}{list(index)} is a sum of {err.terms} terms: "
+                    f"listing them needs about {gib(err.terms * TERM_BYTES)}, more than the "
+                    f"memory limit ({gib(limit)}; --memory-limit-gib raises it)")
         return 2
     except InvalidArgumentError as err:  # the block ran, so this is not expected
-        _err(f"{label}: cannot explain {shown(list(index))}: {err}")
+        print_error(f"{label}: cannot explain {shown(list(index))}: {err}")
         return 1
     value = np.asarray(result.outputs[(node_id, port)])[index]
     try:
         if opts.json:
             write_json(sys.stdout, node_id, port, float(value), e)
         else:
-            _say(as_text(label, node_id, port, value, e, opts.limit))
+            say(as_text(label, node_id, port, value, e, opts.limit))
         sys.stdout.flush()
     except BrokenPipeError:  # the reader stopped early (| head): say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -7,7 +7,7 @@ only) and draws what a conv block's attributes mean on its shapes (:mod:`engine.
 (forward and input-gradient ops) or filter taps (filter-gradient ops), at most
 :data:`engine.explain.geometry.MAX_FRAMES` frames spread evenly. The file is written atomically,
 never over the canvas, a file the canvas reads (an image of a Tensor block) or a file that is not a
-regular file (:func:`engine.cli.common._check_target`).
+regular file (:func:`engine.cli.common.check_target`).
 
 NODE is a node id, or a block title naming exactly one block. Exit status: 0; 2 for an invalid
 canvas, an unknown node, a block that is not a conv block, a bad extension, frame or output
@@ -18,21 +18,27 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.base.names import article, escaped
 from engine.cli.common import (
+    Subparsers,
     UsageError,
-    _check_target,
-    _compile,
-    _count,
-    _err,
-    _say,
-    _write,
+    check_target,
+    compile_file,
+    count_argument,
+    print_error,
     resolve_node,
+    say,
+    write_target,
 )
 from engine.explain.terms import OPS
-from engine.graph.compiler import place
+from engine.graph.canvas import Canvas
+from engine.graph.compiler import Plan, place
 from engine.graph.executor import Executor
+
+if TYPE_CHECKING:  # the renderer loads for this subcommand only
+    from engine.explain.geometry import GeometryModel
 
 EXTENSIONS = (".png", ".gif")
 #: The executor's memory limit: the canvas is compiled, never run, so any size may be drawn.
@@ -42,7 +48,7 @@ NO_RUN_LIMIT = 2**62
 COMMANDS = {"geometry": "drawing the geometry of"}
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     """Add the ``geometry`` subcommand to ``gradblocks``' subparsers."""
     p = sub.add_parser(
         "geometry", help="draw a conv block's padding, dilated filter, strides and output "
@@ -53,7 +59,7 @@ def add_parser(sub) -> None:
     p.add_argument("-o", "--output", required=True, metavar="FILE.png|FILE.gif",
                    help="the picture to write (replaced atomically): .png a still, .gif the "
                         "animation")
-    p.add_argument("--frame", type=_count, default=None, metavar="K",
+    p.add_argument("--frame", type=count_argument, default=None, metavar="K",
                    help="the frame of the still (default 0; .png only)")
     p.add_argument("--overlap", action="store_true",
                    help="draw the overlap-count map instead (.png only)")
@@ -77,65 +83,75 @@ def _options_problem(opts: argparse.Namespace) -> str | None:
     return None
 
 
+def _conv_block(canvas: Canvas, plan: Plan, text: str) -> str:
+    """The id of the conv block ``text`` names (by id or title; a port is refused):
+    UsageError otherwise."""
+    node_id, port = resolve_node(canvas, text)
+    label = place(plan.label(node_id))
+    node = canvas.nodes[node_id]
+    if port is not None and node_id != text:
+        raise UsageError(f"geometry takes a block, not a port: {text!r}")
+    if node.type not in OPS:
+        raise UsageError(f"{label} ({node_id}) is {article(node.type)} block, not a conv block: "
+                         f"geometry takes {', '.join(OPS)}")
+    return node_id
+
+
 def cmd_geometry(opts: argparse.Namespace, executor: Executor) -> int:
     """The ``geometry`` subcommand; returns the exit status."""
     problem = _options_problem(opts)
     if problem:
-        _err(problem)
+        print_error(problem)
         return 2
-    if not _check_target(opts.output, opts.canvas):
+    if not check_target(opts.output, opts.canvas):
         return 2
-    compiled = _compile(opts.canvas, executor)
+    compiled = compile_file(opts.canvas, executor)
     if compiled is None:
         return 2
     canvas, plan = compiled
-    if not _check_target(opts.output, opts.canvas, canvas):  # never a picture the canvas reads
+    if not check_target(opts.output, opts.canvas, canvas):  # never a picture the canvas reads
         return 2
     try:
-        node_id, port = resolve_node(canvas, opts.node)
-        label = place(plan.label(node_id))
-        node = canvas.nodes[node_id]
-        if port is not None and node_id != opts.node:
-            raise UsageError(f"geometry takes a block, not a port: {opts.node!r}")
-        if node.type not in OPS:
-            raise UsageError(f"{label} ({node_id}) is {article(node.type)} block, not a conv block: "
-                             f"geometry takes {', '.join(OPS)}")
+        node_id = _conv_block(canvas, plan, opts.node)
     except UsageError as err:
-        _err(str(err))
+        print_error(str(err))
         return 2
     # Pillow and the renderer load only for this subcommand (gradblocks starts for every one)
     from engine.explain.geometry import model_for_step
-    from engine.explain.geometry_render import (
-        picture_title,
-        render_frame,
-        render_overlap,
-        write_gif,
-        write_png,
-    )
+    from engine.explain.geometry_render import picture_title, write_gif
 
     step = next(s for s in plan.steps if s.node_id == node_id)
     model = model_for_step(step, plan.specs)
-    title = picture_title(plan.label(node_id), node_id, node.type)
+    title = picture_title(plan.label(node_id), node_id, canvas.nodes[node_id].type)
     if opts.output.lower().endswith(".gif"):
         count: list[int] = []
-        if not _write(opts.output, lambda f: count.append(write_gif(model, title, f))):
+        if not write_target(opts.output, lambda f: count.append(write_gif(model, title, f))):
             return 1
-        _say(f"wrote {escaped(opts.output)}: {count[0]} frame(s) of {model.frame_count}")
+        say(f"wrote {escaped(opts.output)}: {count[0]} frame(s) of {model.frame_count}")
         return 0
+    return _write_picture(opts, model, title, f"{place(plan.label(node_id))} ({node_id})")
+
+
+def _write_picture(opts: argparse.Namespace, model: GeometryModel, title: str,
+                   label: str) -> int:
+    """The PNG of one frame (``--frame``, default 0) or of the overlap (``--overlap``) of the
+    block ``label``; the exit status."""
+    from engine.explain.geometry_render import render_frame, render_overlap, write_png
+
     if opts.overlap:
         image = render_overlap(model, title)
     else:
         k = opts.frame or 0
         if not model.frame_count:
-            _err(f"{label} ({node_id}) has no frames (no output positions): --overlap draws "
-                 "its geometry")
+            print_error(f"{label} has no frames (no output positions): --overlap draws its "
+                        "geometry")
             return 2
         if k >= model.frame_count:
-            _err(f"--frame {k}: {label} ({node_id}) has {model.frame_count} frame(s), "
-                 f"0 to {model.frame_count - 1}")
+            print_error(f"--frame {k}: {label} has {model.frame_count} frame(s), "
+                        f"0 to {model.frame_count - 1}")
             return 2
         image = render_frame(model, k, title)
-    if not _write(opts.output, lambda f: write_png(image, f)):
+    if not write_target(opts.output, lambda f: write_png(image, f)):
         return 1
-    _say(f"wrote {escaped(opts.output)}: {image.width}x{image.height}")
+    say(f"wrote {escaped(opts.output)}: {image.width}x{image.height}")
     return 0

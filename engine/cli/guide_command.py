@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import NoReturn
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
-from engine.cli.common import _err, _path, _say
+from engine.cli.common import Subparsers, print_error, say, shown_path
 from engine.graph.executor import Executor
 
 #: The subcommand this module adds, and what it is doing (for the line that says memory ran
@@ -16,7 +17,7 @@ from engine.graph.executor import Executor
 COMMANDS = {"guide": "printing the guide"}
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     """Add ``guide`` to ``gradblocks``' subparsers."""
     p = sub.add_parser("guide", help="print a page of the User Guide (without TOPIC: list "
                                      "the pages)")
@@ -33,11 +34,12 @@ class _GuideAction(argparse.Action):
     """``guide [TOPIC]`` prints and exits while parsing, as ``--help`` does: it needs no canvas
     and runs nothing. An unknown topic is a usage error naming the topics (exit 2)."""
 
-    def __call__(self, parser, namespace, values, option_string=None) -> NoReturn:
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: str | Sequence[Any] | None, option_string: str | None = None) -> NoReturn:
         from engine.base.errors import InvalidArgumentError
         from engine.cli.guide import find_topic
 
-        if values is None:
+        if not isinstance(values, str):  # no TOPIC: nargs="?" passes the default, None
             parser.exit(cmd_guide(None))
         try:
             topic = find_topic(values)
@@ -57,10 +59,12 @@ def cmd_guide(topic: str | None) -> int:
     try:
         pages = {name: guide.page_path(name).read_text(encoding="utf-8") for name in names}
     except OSError as err:
-        _err(f"cannot read the User Guide: {err.strerror or err} ({_path(str(guide.GUIDE_DIR))})")
+        print_error(f"cannot read the User Guide: {err.strerror or err} "
+                    f"({shown_path(str(guide.GUIDE_DIR))})")
         return 1
     if not pages:
-        _err(f"the User Guide is not installed (no pages in {_path(str(guide.GUIDE_DIR))})")
+        print_error("the User Guide is not installed (no pages in "
+                    f"{shown_path(str(guide.GUIDE_DIR))})")
         return 1
     if topic:
         text = pages[topic].rstrip("\n")
@@ -71,12 +75,12 @@ def cmd_guide(topic: str | None) -> int:
                     "User Guide.")
         text = "\n".join(rows)
     try:
-        _say(text)
+        say(text)
         sys.stdout.flush()
     except OSError as err:  # a full disk: one line, no traceback; a closed pipe (| head): quiet
         with contextlib.suppress(OSError, ValueError):  # nothing left to flush at exit
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         if not isinstance(err, BrokenPipeError):
-            _err(f"cannot write the guide: {err.strerror or err}")
+            print_error(f"cannot write the guide: {err.strerror or err}")
         return 1
     return 0

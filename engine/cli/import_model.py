@@ -14,9 +14,15 @@ be translated exactly (one line naming the layer); 1 when a file cannot be writt
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from engine.base.names import escaped
-from engine.cli.common import _err, _path, _say
+from engine.cli.common import Subparsers, print_error, say, shown_path
+
+if TYPE_CHECKING:  # the readers load for an import only (see cmd_import)
+    from engine.graph.executor import Executor
+    from engine.graph.layer_canvas import Imported
+    from engine.io.models.model_import import ConvLayer, ModelLayers
 
 #: The subcommand this module adds, and what it is doing (for the line that says memory ran
 #: out).
@@ -43,7 +49,7 @@ def _batch(text: str) -> int:
     return n
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     """Add the ``import`` subcommand to ``gradblocks``' subparsers."""
     p = sub.add_parser("import", help="list a model's conv layers, or write a canvas of one "
                                       "(ONNX, Keras .keras/.h5, .safetensors/.npz weights)")
@@ -73,7 +79,7 @@ def add_parser(sub) -> None:
                         "padding, pads=T,B,L,R, groups, weights=OIHW|HWIO, data_format")
 
 
-def run(opts: argparse.Namespace, _executor) -> int:
+def run(opts: argparse.Namespace, _executor: Executor) -> int:
     return cmd_import(opts)
 
 
@@ -99,7 +105,7 @@ def _options_problem(opts: argparse.Namespace) -> str | None:
 def cmd_import(opts: argparse.Namespace) -> int:
     problem = _options_problem(opts)
     if problem:
-        _err(problem)
+        print_error(problem)
         return 2
     # the model readers: loaded for an import only (not by every gradblocks command's parser)
     from engine.graph.layer_canvas import read_model, write_layer_canvas
@@ -111,39 +117,39 @@ def cmd_import(opts: argparse.Namespace) -> int:
             return _list_layers(opts, found)
         if opts.all:
             return _import_all(opts, found)
-        layer = found.find(opts.layer, _path(opts.model))
+        layer = found.find(opts.layer, shown_path(opts.model))
         done = write_layer_canvas(layer, opts.output, input_hw=opts.input_size,
                                   batch=opts.batch or 1, layout=opts.layout, input_path=opts.input,
                                   protected=(opts.model,))
     except ModelImportError as err:
-        _err(str(err))
+        print_error(str(err))
         return 2
     except OSError as err:
-        _err(f"cannot write {_path(repr(opts.output))}: {err.strerror or err} (the previous "
-             "files, if any, are unchanged)")
+        print_error(f"cannot write {shown_path(repr(opts.output))}: {err.strerror or err} (the "
+                    "previous files, if any, are unchanged)")
         return 1
-    _say(_layer_line(layer, done))
+    say(_layer_line(layer, done))
     for line in _layer_notes(opts, layer):
-        _say(line)
+        say(line)
     for path in done.files:
-        _say(f"wrote {escaped(path)}")
+        say(f"wrote {escaped(path)}")
     return 0
 
 
-def _list_layers(opts: argparse.Namespace, found) -> int:
+def _list_layers(opts: argparse.Namespace, found: ModelLayers) -> int:
     """``--list``: the table of the model's conv layers, then why each other one is refused."""
     from engine.graph.model_canvases import list_lines, plan_model
     from engine.graph.report import text_table
 
     rows, refused = list_lines(plan_model(found, 1, opts.layout))
-    _say(text_table(rows) if len(rows) > 1 else
-         f"{escaped(opts.model)}: no importable conv layers")
+    say(text_table(rows) if len(rows) > 1 else
+        f"{escaped(opts.model)}: no importable conv layers")
     for reason in refused:
-        _say(f"cannot import: {reason}")
+        say(f"cannot import: {reason}")
     return 0
 
 
-def _import_all(opts: argparse.Namespace, found) -> int:
+def _import_all(opts: argparse.Namespace, found: ModelLayers) -> int:
     """``--all``: a canvas per conv layer and ``index.json`` in the ``-o`` folder."""
     from engine.graph.model_canvases import write_model_canvases
 
@@ -152,13 +158,13 @@ def _import_all(opts: argparse.Namespace, found) -> int:
     written = sum("canvas" in item for item in index)
     for item in index:
         if "skipped" in item:
-            _say(f"skipped: {escaped(item['skipped'])}")
-    _say(f"wrote {written} canvases and {escaped(opts.output)}/index.json "
-         f"({len(index) - written} conv layers skipped)")
+            say(f"skipped: {escaped(item['skipped'])}")
+    say(f"wrote {written} canvases and {escaped(opts.output)}/index.json "
+        f"({len(index) - written} conv layers skipped)")
     return 0
 
 
-def _layer_line(layer, done) -> str:
+def _layer_line(layer: ConvLayer, done: Imported) -> str:
     """The imported layer as the canvas computes it: op, layout, padding, shapes."""
     conv = done.conv
     return (f"layer {escaped(layer.name)}: {layer.op}, {conv.op} {conv.attrs['data_format']} "
@@ -168,7 +174,7 @@ def _layer_line(layer, done) -> str:
             + f", input {list(conv.input_shape)} -> output {list(done.output_shape)}")
 
 
-def _layer_notes(opts: argparse.Namespace, layer) -> list[str]:
+def _layer_notes(opts: argparse.Namespace, layer: ConvLayer) -> list[str]:
     """What the canvas of ``layer`` does not say by itself: the batch it chose, a separable or
     1-D layer's translation, and the bias and activation it leaves out."""
     notes = []
@@ -187,7 +193,7 @@ def _layer_notes(opts: argparse.Namespace, layer) -> list[str]:
     return notes + _final_notes(layer)
 
 
-def _final_notes(layer) -> list[str]:
+def _final_notes(layer: ConvLayer) -> list[str]:
     """The bias and activation the model applies after the conv, which the canvas leaves out."""
     notes = []
     last = "pointwise_forward" if layer.pointwise is not None else "forward"

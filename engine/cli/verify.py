@@ -16,12 +16,17 @@ import argparse
 import math
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from engine.base.atomic import write_atomically
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import article
-from engine.cli.common import _err, _path, _say
+from engine.cli.common import Subparsers, print_error, say, shown_path
 from engine.verify.defaults import CONVENTIONS, DEFAULT_CASES, DEFAULT_TIMEOUT, OPS
+
+if TYPE_CHECKING:  # the verifier runs no canvas: the executor run() is given goes unused
+    from engine.graph.executor import Executor
+    from engine.verify.report import VerifyReport
 
 #: The subcommand this module adds, and what it is doing (for the line that says memory ran
 #: out).
@@ -58,7 +63,7 @@ def _seconds(text: str) -> float:
     return value
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     """Add the ``verify`` subcommand to ``gradblocks``' subparsers."""
     ops = sorted({op for group in OPS.values() for op in group})
     p = sub.add_parser(
@@ -106,7 +111,7 @@ def add_parser(sub) -> None:
                         'groups=1 layouts=NHWC dtypes=float32 padding=SAME,VALID"')
 
 
-def run(opts: argparse.Namespace, _executor) -> int:
+def run(opts: argparse.Namespace, _executor: Executor) -> int:
     return cmd_verify(opts)
 
 
@@ -118,41 +123,43 @@ def _progress(done: int, total: int) -> None:
             sys.stderr.write("\n")
 
 
-def cmd_verify(opts: argparse.Namespace) -> int:
-    """The ``verify`` subcommand; returns the exit status."""
+def _usage_problem(opts: argparse.Namespace) -> str | None:
+    """What is wrong with the target, convention and op given, or None (a framework target
+    without --convention takes tf's)."""
     if [opts.target, opts.cmd, opts.cmd_serve].count(None) != 2:
-        _err("verify: give one of a TARGET (MODULE:FUNCTION), --cmd \"COMMAND ARGS\" or "
-             "--cmd-serve \"COMMAND ARGS\"")
-        return 2
+        return ("verify: give one of a TARGET (MODULE:FUNCTION), --cmd \"COMMAND ARGS\" or "
+                "--cmd-serve \"COMMAND ARGS\"")
     if opts.convention is None:
         from engine.verify.frameworks.registry import FRAMEWORKS
 
         if opts.target not in FRAMEWORKS:
-            _err("verify: --convention is required (tf or torch) unless TARGET is a framework")
-            return 2
+            return "verify: --convention is required (tf or torch) unless TARGET is a framework"
         opts.convention = "tf"
     if opts.convention == "torch" and opts.op not in OPS["torch"] or \
             opts.convention == "tf" and opts.op not in OPS["tf"]:
-        _err(f"verify: --op {opts.op} is not {article(opts.convention)} op (one of "
-             f"{', '.join(OPS[opts.convention])})")
-        return 2
+        return (f"verify: --op {opts.op} is not {article(opts.convention)} op (one of "
+                f"{', '.join(OPS[opts.convention])})")
+    return None
+
+
+def _sweep(opts: argparse.Namespace) -> VerifyReport:
+    """The sweep the options ask for, once its output paths are checked (InvalidArgumentError
+    for a bad option or target)."""
     # the reference kernels: loaded for a sweep only
     from engine.verify.api import output_path, verify
 
-    try:
-        for option, value, folder in (("--json", opts.json, False),
-                                      ("--repro", opts.repro, True)):
-            if value is not None:
-                output_path(value, option, opts.target, opts.path, folder, opts.cmd)
-        report = verify(opts.target, opts.op, opts.convention, dtype=opts.dtype,
-                        cases=opts.cases, seed=opts.seed, jobs=opts.jobs,
-                        case_timeout=opts.case_timeout, support=opts.support, path=opts.path,
-                        cmd=opts.cmd, cmd_serve=opts.cmd_serve, memory=opts.memory,
-                        progress=_progress, max_failures=opts.max_failures)
-    except InvalidArgumentError as err:
-        _err(f"verify: {err}")
-        return 2
-    status = 0 if report.ok else 1
+    for option, value, folder in (("--json", opts.json, False), ("--repro", opts.repro, True)):
+        if value is not None:
+            output_path(value, option, opts.target, opts.path, folder, opts.cmd)
+    return verify(opts.target, opts.op, opts.convention, dtype=opts.dtype, cases=opts.cases,
+                  seed=opts.seed, jobs=opts.jobs, case_timeout=opts.case_timeout,
+                  support=opts.support, path=opts.path, cmd=opts.cmd, cmd_serve=opts.cmd_serve,
+                  memory=opts.memory, progress=_progress, max_failures=opts.max_failures)
+
+
+def _write_inputs(opts: argparse.Namespace, report: VerifyReport) -> bool:
+    """A failed --cmd or --cmd-serve sweep's inputs beside its --json or in its --repro folder
+    (named by each group's reproduction); False, said, when they cannot be written."""
     if report.spec_kind == "cmd" and not report.ok and opts.repro:
         report.inputs_folder = os.path.abspath(opts.repro)  # write_repro writes each IN.npz
     elif report.spec_kind in ("cmd", "serve") and not report.ok and (opts.json or opts.repro):
@@ -162,26 +169,56 @@ def cmd_verify(opts: argparse.Namespace) -> int:
             os.makedirs(folder, exist_ok=True)
             report.write_inputs(folder)
         except (OSError, ValueError) as err:
-            _err(f"{_path(folder)}: cannot write the inputs: "
-                 f"{getattr(err, 'strerror', None) or err}")
-            status = 1
-    _say(str(report))
-    if opts.json:
-        text = report.json_text().encode("utf-8")
-        try:
-            write_atomically(opts.json, lambda f: f.write(text))
-        except (OSError, ValueError) as err:
-            _err(f"{_path(opts.json)}: cannot write the report: "
-                 f"{getattr(err, 'strerror', None) or err}")
-            status = 1
-    if opts.repro and report.minimal_failures:
-        from engine.verify.repro import write_repro
+            print_error(f"{shown_path(folder)}: cannot write the inputs: "
+                        f"{getattr(err, 'strerror', None) or err}")
+            return False
+    return True
 
-        try:
-            files = write_repro(report, opts.repro)
-        except (OSError, ValueError) as err:
-            _err(f"{_path(opts.repro)}: cannot write the reproduction: "
-                 f"{getattr(err, 'strerror', None) or err}")
-            return 1
-        _say("reproduction: " + ", ".join(files))
+
+def _write_json(path: str, report: VerifyReport) -> bool:
+    """The report as JSON at ``path``, atomically; False, said, when it cannot be written."""
+    text = report.json_text().encode("utf-8")
+    try:
+        write_atomically(path, lambda f: f.write(text))
+    except (OSError, ValueError) as err:
+        print_error(f"{shown_path(path)}: cannot write the report: "
+                    f"{getattr(err, 'strerror', None) or err}")
+        return False
+    return True
+
+
+def _write_repro(folder: str, report: VerifyReport) -> bool:
+    """The reproduction folder of the minimal failures, its files listed; False, said, when it
+    cannot be written."""
+    from engine.verify.repro import write_repro
+
+    try:
+        files = write_repro(report, folder)
+    except (OSError, ValueError) as err:
+        print_error(f"{shown_path(folder)}: cannot write the reproduction: "
+                    f"{getattr(err, 'strerror', None) or err}")
+        return False
+    say("reproduction: " + ", ".join(files))
+    return True
+
+
+def cmd_verify(opts: argparse.Namespace) -> int:
+    """The ``verify`` subcommand; returns the exit status."""
+    problem = _usage_problem(opts)
+    if problem:
+        print_error(problem)
+        return 2
+    try:
+        report = _sweep(opts)
+    except InvalidArgumentError as err:
+        print_error(f"verify: {err}")
+        return 2
+    status = 0 if report.ok else 1
+    if not _write_inputs(opts, report):
+        status = 1
+    say(str(report))
+    if opts.json and not _write_json(opts.json, report):
+        status = 1
+    if opts.repro and report.minimal_failures and not _write_repro(opts.repro, report):
+        return 1
     return status

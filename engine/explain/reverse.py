@@ -16,14 +16,14 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from engine.base.errors import InvalidArgumentError
-from engine.explain.terms import (
-    OPS,
-    _activation,
-    _geometry,
-    _layout_free,
-    _output_shape,
+from engine.explain.element_index import (
+    activation_indices,
     check_index,
+    layout_free,
+    op_geometry,
+    result_shape,
 )
+from engine.explain.terms import OPS
 from engine.shapes.conv import ConvGeometry
 from engine.shapes.ops import ConvOp
 
@@ -43,7 +43,7 @@ def geometry_of(type_id: str, attrs: Mapping[str, object],
             f"{type_id} is not a conv block: explain takes {', '.join(OPS)}", "type")
     inputs = {p: (np.asarray(s, dtype=np.int64) if p.endswith("_sizes") else _shaped(s))
               for p, s in input_shapes.items()}
-    return form, _geometry(form, attrs, inputs)
+    return form, op_geometry(form, attrs, inputs)
 
 
 def _operand_shape(form: ConvOp, g: ConvGeometry, port: str) -> tuple[int, ...]:
@@ -129,58 +129,83 @@ def _ascending(rows: np.ndarray) -> np.ndarray:
 def _feeds(type_id: str, attrs: Mapping[str, object],
            input_shapes: Mapping[str, Sequence[int]], port: str,
            index: Sequence[object]) -> np.ndarray:
+    """The output indices element ``index`` of operand ``port`` feeds (see :func:`feeds`)."""
     form, g = geometry_of(type_id, attrs, input_shapes)
     if port not in form.operands:
         raise InvalidArgumentError(
             f"{type_id} has no array operand {port!r}: its operands are "
             f"{', '.join(form.operands)}", "port")
     idx = check_index(index, _operand_shape(form, g, port))
+    reach = {"forward": _forward_feeds, "filter": _filter_grad_feeds,
+             "input": _input_grad_feeds}[form.kind]
+    return reach(form, g, port, idx)
+
+
+def _forward_feeds(form: ConvOp, g: ConvGeometry, port: str,
+                   idx: tuple[int, ...]) -> np.ndarray:
+    """Conv2D and DepthwiseConv2dNative: the outputs an input or filter element feeds."""
     fmt = g.data_format
     kh, sr, dr, pt = _rows(g)
     kw, sc, dc, pl = _cols(g)
     M = g.filter_out
-    if form.kind == "forward":
-        if port == "input":
-            n, h, w, ch = _layout_free(idx, fmt)
-            rs = _reached(h, kh, sr, dr, pt, g.out_rows)
-            cs = _reached(w, kw, sc, dc, pl, g.out_cols)
-            chans = (np.arange(ch * M, ch * M + M, dtype=np.int64) if form.depthwise
-                     else _group_outputs(g, ch))
-            a, b, outs = _cross(rs, cs, chans)
-            return _activation(n, a, b, outs, fmt)
-        i, j, q, o = idx
-        rs = _positions(i, g.out_rows, sr, dr, pt, g.in_rows)
-        cs = _positions(j, g.out_cols, sc, dc, pl, g.in_cols)
-        ch = q * M + o if form.depthwise else o
-        nn, a, b = _cross(np.arange(g.batch, dtype=np.int64), rs, cs)
-        return _activation(nn, a, b, ch, fmt)
-    if form.kind == "filter":  # output dw[i, j, q, o] (HWIO)
-        n, h, w, ch = _layout_free(idx, fmt)
-        if port == "input":
-            ti = _taps_of(h, kh, sr, dr, pt, g.out_rows)
-            tj = _taps_of(w, kw, sc, dc, pl, g.out_cols)
-            if form.depthwise:
-                qs, outs = np.array([ch]), np.arange(M, dtype=np.int64)
-            else:
-                qs, outs = np.array([ch % g.filter_in_depth]), _group_outputs(g, ch)
-        else:  # out_backprop[n, r, c, ch]
-            ti = _real_taps(h, kh, sr, dr, pt, g.in_rows)
-            tj = _real_taps(w, kw, sc, dc, pl, g.in_cols)
-            if form.depthwise:
-                qs, outs = np.array([ch // M]), np.array([ch % M])
-            else:
-                qs, outs = np.arange(g.filter_in_depth, dtype=np.int64), np.array([ch])
-        a, b, qq, oo = _cross(ti, tj, qs, outs)
-        return np.stack([a, b, qq, oo], axis=1).reshape(-1, 4)
-    # input gradient: output dx[n, h, w, ch]
+    if port == "input":
+        n, h, w, ch = layout_free(idx, fmt)
+        rs = _reached(h, kh, sr, dr, pt, g.out_rows)
+        cs = _reached(w, kw, sc, dc, pl, g.out_cols)
+        chans = (np.arange(ch * M, ch * M + M, dtype=np.int64) if form.depthwise
+                 else _group_outputs(g, ch))
+        a, b, outs = _cross(rs, cs, chans)
+        return activation_indices(n, a, b, outs, fmt)
+    i, j, q, o = idx
+    rs = _positions(i, g.out_rows, sr, dr, pt, g.in_rows)
+    cs = _positions(j, g.out_cols, sc, dc, pl, g.in_cols)
+    ch = q * M + o if form.depthwise else o
+    nn, a, b = _cross(np.arange(g.batch, dtype=np.int64), rs, cs)
+    return activation_indices(nn, a, b, ch, fmt)
+
+
+def _filter_grad_feeds(form: ConvOp, g: ConvGeometry, port: str,
+                       idx: tuple[int, ...]) -> np.ndarray:
+    """The filter gradients: the elements of ``dw[i, j, q, o]`` (HWIO) an input or
+    out_backprop element feeds."""
+    kh, sr, dr, pt = _rows(g)
+    kw, sc, dc, pl = _cols(g)
+    M = g.filter_out
+    _n, h, w, ch = layout_free(idx, g.data_format)
+    if port == "input":
+        ti = _taps_of(h, kh, sr, dr, pt, g.out_rows)
+        tj = _taps_of(w, kw, sc, dc, pl, g.out_cols)
+        if form.depthwise:
+            qs, outs = np.array([ch]), np.arange(M, dtype=np.int64)
+        else:
+            qs, outs = np.array([ch % g.filter_in_depth]), _group_outputs(g, ch)
+    else:  # out_backprop[n, r, c, ch]
+        ti = _real_taps(h, kh, sr, dr, pt, g.in_rows)
+        tj = _real_taps(w, kw, sc, dc, pl, g.in_cols)
+        if form.depthwise:
+            qs, outs = np.array([ch // M]), np.array([ch % M])
+        else:
+            qs, outs = np.arange(g.filter_in_depth, dtype=np.int64), np.array([ch])
+    a, b, qq, oo = _cross(ti, tj, qs, outs)
+    return np.stack([a, b, qq, oo], axis=1).reshape(-1, 4)
+
+
+def _input_grad_feeds(form: ConvOp, g: ConvGeometry, port: str,
+                      idx: tuple[int, ...]) -> np.ndarray:
+    """The input gradients: the elements of ``dx[n, h, w, ch]`` a filter or out_backprop
+    element feeds."""
+    fmt = g.data_format
+    kh, sr, dr, pt = _rows(g)
+    kw, sc, dc, pl = _cols(g)
+    M = g.filter_out
     if port == "filter":
         i, j, q, o = idx
         hs = g.stride_rows * _positions(i, g.out_rows, sr, dr, pt, g.in_rows) + i * dr - pt
         ws = g.stride_cols * _positions(j, g.out_cols, sc, dc, pl, g.in_cols) + j * dc - pl
         ch = q if form.depthwise else (o // (M // g.groups)) * g.filter_in_depth + q
         nn, a, b = _cross(np.arange(g.batch, dtype=np.int64), hs, ws)
-        return _activation(nn, a, b, ch, fmt)
-    n, r, c, ch = _layout_free(idx, fmt)  # out_backprop
+        return activation_indices(nn, a, b, ch, fmt)
+    n, r, c, ch = layout_free(idx, fmt)  # out_backprop
     hs = _read(r, kh, sr, dr, pt, g.in_rows)
     ws = _read(c, kw, sc, dc, pl, g.in_cols)
     if form.depthwise:
@@ -189,11 +214,11 @@ def _feeds(type_id: str, attrs: Mapping[str, object],
         first = (ch // (M // g.groups)) * g.filter_in_depth
         chans = np.arange(first, first + g.filter_in_depth, dtype=np.int64)
     a, b, k = _cross(hs, ws, chans)
-    return _activation(n, a, b, k, fmt)
+    return activation_indices(n, a, b, k, fmt)
 
 
 def output_shape(type_id: str, attrs: Mapping[str, object],
                  input_shapes: Mapping[str, Sequence[int]]) -> tuple[int, ...]:
     """The shape of the block's output (as :func:`feeds` indexes it)."""
     form, g = geometry_of(type_id, attrs, input_shapes)
-    return _output_shape(form, g)
+    return result_shape(form, g)

@@ -43,19 +43,19 @@ import itertools
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from engine.base.dtypes import dtype_name, float_array
 from engine.base.errors import InvalidArgumentError
-from engine.base.names import shown
-from engine.shapes.conv import (
-    ConvGeometry,
-    backprop_filter_geometry,
-    backprop_input_geometry,
-    conv2d_geometry,
+from engine.explain.element_index import (
+    activation_indices,
+    check_index,
+    layout_free,
+    op_geometry,
+    result_shape,
 )
+from engine.shapes.conv import ConvGeometry
 from engine.shapes.ops import CONV_OPS, ConvOp
 
 #: The conv block types by type id: their rows of the op table (each names its tf.raw_ops op
@@ -139,92 +139,6 @@ def _chunks(values: np.ndarray) -> Iterator[list]:
         yield values[start:start + CHUNK_TERMS].tolist()
 
 
-def _is_int(v: object) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-
-
-#: Digits up to which a message writes an index entry out (a longer one: its sign and length).
-SHOWN_DIGITS = 20
-
-
-def _int_text(v: int) -> str:
-    """An index entry for a message: the number, or for a huge one its sign and about how many
-    digits it has (Python refuses to print ints of more than 4300 digits)."""
-    if abs(v) < 10**SHOWN_DIGITS:
-        return str(v)
-    return f"a {'negative ' if v < 0 else ''}number of about {int(math.log10(abs(v))) + 1} digits"
-
-
-def _index_text(items: Sequence[object], limit: int = 80) -> str:
-    """``items`` as a list for a message, cut to ``limit`` characters like
-    :func:`engine.base.names.shown` (ints of any size written by :func:`_int_text`)."""
-    text = "[" + ", ".join(_int_text(int(v)) if _is_int(v) else shown(v, limit)  # type: ignore
-                           for v in items) + "]"
-    return text if len(text) <= limit else f"{text[: limit - 3]}... ({len(text)} characters)"
-
-
-def check_index(index: Sequence[object], shape: Sequence[int]) -> tuple[int, ...]:
-    """``index`` as a tuple of ints addressing an element of an array of ``shape``; otherwise
-    :class:`InvalidArgumentError` saying what is wrong (length, type, sign, range)."""
-    shape = tuple(int(s) for s in shape)
-    items = list(index)
-    if len(items) != len(shape):
-        raise InvalidArgumentError(
-            f"index {_index_text(items)} has {len(items)} entries, the output has {len(shape)} "
-            f"dimensions (shape {list(shape)})", "index")
-    if not all(_is_int(v) for v in items):
-        raise InvalidArgumentError(f"index {_index_text(items)} must be integers", "index")
-    idx = tuple(int(v) for v in items)  # type: ignore[call-overload]
-    for axis, (v, size) in enumerate(zip(idx, shape, strict=True)):
-        if v < 0:
-            raise InvalidArgumentError(
-                f"index {_index_text(idx)}: entry {axis} is {_int_text(v)}, indices must be "
-                ">= 0", "index")
-        if v >= size:
-            raise InvalidArgumentError(
-                f"index {_index_text(idx)}: entry {axis} is {_int_text(v)}, out of range for "
-                f"size {size} (output shape {list(shape)})", "index")
-    return idx
-
-
-def _geometry(form: ConvOp, attrs: Mapping[str, object],
-              inputs: Mapping[str, np.ndarray]) -> ConvGeometry:
-    padding = attrs.get("padding", "VALID")
-    kw: dict[str, Any] = {
-        "strides": attrs.get("strides", [1, 1, 1, 1]),
-        "padding": padding,
-        "explicit_paddings": attrs.get("explicit_paddings", []) if padding == "EXPLICIT" else [],
-        "data_format": attrs.get("data_format", "NHWC"),
-        "dilations": attrs.get("dilations", [1, 1, 1, 1]),
-        "depthwise": form.depthwise,
-    }
-    if form.kind == "forward":
-        return conv2d_geometry(inputs["input"].shape, inputs["filter"].shape, **kw)
-    if form.kind == "filter":
-        return backprop_filter_geometry(inputs["input"].shape, np.asarray(inputs["filter_sizes"]),
-                                        inputs["out_backprop"].shape, **kw)
-    return backprop_input_geometry(np.asarray(inputs["input_sizes"]), inputs["filter"].shape,
-                                   inputs["out_backprop"].shape, **kw)
-
-
-def _output_shape(form: ConvOp, g: ConvGeometry) -> tuple[int, ...]:
-    return {"forward": g.output_shape, "filter": g.filter_shape, "input": g.input_shape}[form.kind]
-
-
-def _layout_free(index: tuple[int, ...], data_format: str) -> tuple[int, int, int, int]:
-    """(n, row, col, channel) of an activation index in ``data_format``."""
-    if data_format == "NHWC":
-        return index[0], index[1], index[2], index[3]
-    return index[0], index[2], index[3], index[1]
-
-
-def _activation(n, h, w, ch, data_format: str) -> np.ndarray:
-    """(terms, 4) indices in ``data_format`` from broadcastable n, row, col, channel arrays."""
-    cols = (n, h, w, ch) if data_format == "NHWC" else (n, ch, h, w)
-    stacked = np.stack(np.broadcast_arrays(*cols), axis=1)
-    return stacked.astype(np.int64, copy=False).reshape(-1, 4)
-
-
 def _grid(*sizes: int, max_terms: int | None = None) -> tuple[np.ndarray, ...]:
     """Flat C-order coordinates of every point of a ``sizes`` grid (one point per term):
     :class:`TooManyTerms` before anything is allocated when there are more than ``max_terms``."""
@@ -299,8 +213,8 @@ def explain_element(type_id: str, attrs: Mapping[str, object],
         raise InvalidArgumentError(
             f"{type_id} is not a conv block: explain takes {', '.join(OPS)}", "type")
     arrays = {p: float_array(p, inputs[p]) for p in form.operands}
-    g = _geometry(form, attrs, inputs)
-    idx = check_index(index, _output_shape(form, g))
+    g = op_geometry(form, attrs, inputs)
+    idx = check_index(index, result_shape(form, g))
     a_port, b_port = form.operands
     a, b = arrays[a_port], arrays[b_port]
     if a.dtype != b.dtype:
@@ -311,7 +225,7 @@ def explain_element(type_id: str, attrs: Mapping[str, object],
     a_idx, b_idx, padding_terms, formula, domain = build(g, idx, form, max_terms)
     out_name = OUTPUT_NAMES[form.kind]
     factors = (Factor(a_port, a_idx, a[tuple(a_idx.T)]), Factor(b_port, b_idx, b[tuple(b_idx.T)]))
-    return Explanation(type_id, idx, _output_shape(form, g), dtype_name(a.dtype), factors,
+    return Explanation(type_id, idx, result_shape(form, g), dtype_name(a.dtype), factors,
                        padding_terms, f"{_fmt(out_name, idx).replace(' ', '')} = {formula}",
                        domain)
 
@@ -320,7 +234,7 @@ def _forward(g: ConvGeometry, idx: tuple[int, ...], form: ConvOp,
              max_terms: int | None = None):
     """Conv2D / depthwise: terms over taps (i, j) and, for Conv2D, the group's channels q."""
     fmt = g.data_format
-    n, r, c, ch = _layout_free(idx, fmt)
+    n, r, c, ch = layout_free(idx, fmt)
     ti, rows = _taps_reading(r, g.filter_rows, g.stride_rows, g.dilation_rows,
                              g.pad_top, g.in_rows)
     tj, cols = _taps_reading(c, g.filter_cols, g.stride_cols, g.dilation_cols,
@@ -331,8 +245,8 @@ def _forward(g: ConvGeometry, idx: tuple[int, ...], form: ConvOp,
     if form.depthwise:
         k, m = divmod(ch, g.filter_out)
         a, b = _grid(len(ti), len(tj), max_terms=max_terms)
-        x_idx = _activation(n, rows[a], cols[b], k, fmt)
-        w_idx = _activation(ti[a], tj[b], k, m, "NHWC")
+        x_idx = activation_indices(n, rows[a], cols[b], k, fmt)
+        w_idx = activation_indices(ti[a], tj[b], k, m, "NHWC")
         formula = (f"sum over i,j of {_act_text('input', n, row_t, col_t, k, fmt)} * "
                    f"{_fmt('filter', ('i', 'j', k, m))}")
         domain = f"i < {g.filter_rows}, j < {g.filter_cols}"
@@ -340,8 +254,8 @@ def _forward(g: ConvGeometry, idx: tuple[int, ...], form: ConvOp,
     q_in = g.filter_in_depth
     base = (ch // (g.filter_out // g.groups)) * q_in
     a, b, q = _grid(len(ti), len(tj), q_in, max_terms=max_terms)
-    x_idx = _activation(n, rows[a], cols[b], base + q, fmt)
-    w_idx = _activation(ti[a], tj[b], q, ch, "NHWC")
+    x_idx = activation_indices(n, rows[a], cols[b], base + q, fmt)
+    w_idx = activation_indices(ti[a], tj[b], q, ch, "NHWC")
     formula = (f"sum over i,j,q of {_act_text('input', n, row_t, col_t, _lin('q', 1, base), fmt)}"
                f" * {_fmt('filter', ('i', 'j', 'q', ch))}")
     domain = f"i < {g.filter_rows}, j < {g.filter_cols}, q < {q_in}"
@@ -362,8 +276,8 @@ def _filter_grad(g: ConvGeometry, idx: tuple[int, ...], form: ConvOp,
     else:
         x_ch, dy_ch = (o // (g.filter_out // g.groups)) * g.filter_in_depth + q, o
     nn, a, b = _grid(g.batch, len(rs), len(cs), max_terms=max_terms)
-    x_idx = _activation(nn, rows[a], cols[b], x_ch, fmt)
-    dy_idx = _activation(nn, rs[a], cs[b], dy_ch, fmt)
+    x_idx = activation_indices(nn, rows[a], cols[b], x_ch, fmt)
+    dy_idx = activation_indices(nn, rs[a], cs[b], dy_ch, fmt)
     padding_terms = g.batch * (g.out_rows * g.out_cols - len(rs) * len(cs))
     row_t = _lin("r", g.stride_rows, i * g.dilation_rows - g.pad_top)
     col_t = _lin("c", g.stride_cols, j * g.dilation_cols - g.pad_left)
@@ -378,7 +292,7 @@ def _input_grad(g: ConvGeometry, idx: tuple[int, ...], form: ConvOp,
     """The input gradients: terms over the taps (i, j) that some output position (r, c) pairs
     with this input element, and the output channels this input channel feeds."""
     fmt = g.data_format
-    n, h, w, ch = _layout_free(idx, fmt)
+    n, h, w, ch = layout_free(idx, fmt)
     ti, rs = _pairs_hitting(h, g.filter_rows, g.stride_rows, g.dilation_rows, g.pad_top,
                             g.out_rows)
     tj, cs = _pairs_hitting(w, g.filter_cols, g.stride_cols, g.dilation_cols, g.pad_left,
@@ -395,12 +309,12 @@ def _input_grad(g: ConvGeometry, idx: tuple[int, ...], form: ConvOp,
         chan_domain = f"{first} <= o < {first + m_count}" if first else f"o < {m_count}"
     a, b, m = _grid(len(ti), len(tj), m_count, max_terms=max_terms)
     if form.depthwise:
-        w_idx = _activation(ti[a], tj[b], q, m, "NHWC")
+        w_idx = activation_indices(ti[a], tj[b], q, m, "NHWC")
         w_text = _fmt("filter", ("i", "j", q, "m"))
     else:
-        w_idx = _activation(ti[a], tj[b], q, first + m, "NHWC")
+        w_idx = activation_indices(ti[a], tj[b], q, first + m, "NHWC")
         w_text = _fmt("filter", ("i", "j", q, "o"))
-    dy_idx = _activation(n, rs[a], cs[b], first + m, fmt)
+    dy_idx = activation_indices(n, rs[a], cs[b], first + m, fmt)
     dy_ch = _lin("m", 1, first) if form.depthwise else "o"
     formula = (f"sum over i,j,{var} of {w_text} * "
                f"{_act_text('out_backprop', n, row_t, col_t, dy_ch, fmt)}")

@@ -8,32 +8,36 @@ ShapeOf blocks ``filter_sizes`` and ``input_sizes``), and ``bias`` (a Tensor of 
 not connected: TensorFlow's conv op has no bias) when the layer has one. A separable conv adds
 its pointwise conv's blocks (:mod:`engine.graph.separable_canvas`).
 
-Arrays are written as ``<canvas stem>.<id>.<hash12>.npy`` (:func:`array_name`: named by their
+Arrays are written as ``<canvas stem>.<id>.<hash12>.npy`` (:func:`engine.graph.import_files.array_name`: named by their
 bytes) beside the canvas's real file and referenced by relative path; the canvas and its arrays
 are written as one set, all or nothing (:func:`engine.base.atomic.write_file_set`), and a re-import
-removes only the arrays the previous canvas named that an import wrote (:func:`owned_arrays`).
+removes only the arrays the previous canvas named that an import wrote (:func:`engine.graph.import_files.owned_arrays`).
 The canvas is written only if ``gradblocks check`` would accept it (:func:`check_imported`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import io
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from engine.base import names
 from engine.base.atomic import Member, resolve_target, write_file_set
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import MAX_TITLE, escaped
-from engine.graph.canvas import Canvas, CanvasError, dumps, load_canvas
+from engine.graph.canvas import Canvas, CanvasError
+from engine.graph.canvas_file import dumps
 from engine.graph.compiler import DEFAULT_MEMORY_LIMIT, compile_canvas
+from engine.graph.import_files import (
+    array_name,
+    canvas_stem,
+    npy_bytes,
+    owned_arrays,
+    shown_place,
+)
 from engine.graph.report import problem_lines
 from engine.graph.separable_canvas import (
     canvas_notes,
@@ -59,7 +63,6 @@ from engine.io.models.weights_reader import parse_attrs, read_weights
 from engine.shapes.conv import conv2d_geometry
 
 MODEL_SUFFIXES = (".onnx", ".keras", ".h5", ".hdf5", ".safetensors", ".npz")
-CANVAS_SUFFIX = ".gbc.json"
 
 
 def read_model(path: str, attrs_text: str | None = None,
@@ -94,11 +97,6 @@ class Imported:
     conv: TfConv
     output_shape: tuple[int, ...]
     files: list[str]  # every file written, the canvas last
-
-
-def _stem(canvas_path: str) -> str:
-    name = Path(canvas_path).name
-    return name[: -len(CANVAS_SUFFIX)] if name.endswith(CANVAS_SUFFIX) else Path(name).stem
 
 
 def _input_array(layer: ConvLayer, path: str, layout: str) -> np.ndarray:
@@ -311,53 +309,6 @@ def _conv_blocks(c: Canvas, conv: TfConv, name: str, upstream: str = "out_backpr
         c.connect((src, "output"), (node, port))
 
 
-def _npy_bytes(array: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    np.save(buf, np.ascontiguousarray(array), allow_pickle=False)
-    return buf.getvalue()
-
-
-#: The blocks whose values an import writes as .npy files, and the hex digits of the content
-#: hash in those files' names.
-ARRAY_IDS = ("filter", "input", "bias", "pointwise_filter")
-DIGEST_CHARS = 12
-#: Characters of a path a message shows.
-PATH_CHARS = 120
-
-
-def array_name(stem: str, node_id: str, data: bytes) -> str:
-    """``<stem>.<node_id>.<hash12>.npy``: the file holding ``data`` (.npy bytes)."""
-    return f"{stem}.{node_id}.{hashlib.sha256(data).hexdigest()[:DIGEST_CHARS]}.npy"
-
-
-def owned_arrays(canvas_path: Path) -> list[str]:
-    """The array files an existing canvas names that an import of it wrote: its ``filter``,
-    ``input`` and ``bias`` Tensor blocks' fill=file paths of the form
-    ``<stem>.<id>.<hash12>.npy`` (or ``<stem>.<id>.npy``, from before content-addressed names);
-    nothing when it is not a readable canvas."""
-    try:
-        canvas = load_canvas(canvas_path)
-    except (InvalidArgumentError, OSError):
-        return []
-    stem = re.escape(_stem(Path(canvas_path).name))
-    owned = []
-    for node_id in ARRAY_IDS:
-        node = canvas.nodes.get(node_id)
-        if node is None or node.type != "Tensor" or node.attrs.get("fill") != "file":
-            continue
-        path = node.attrs.get("path")
-        pattern = rf"{stem}\.{node_id}(\.[0-9a-f]{{{DIGEST_CHARS}}})?\.npy"
-        if isinstance(path, str) and re.fullmatch(pattern, path):
-            owned.append(path)
-    return owned
-
-
-def _where(path: str | Path) -> str:
-    """A path for a message: quoted, escaped and cut (:data:`PATH_CHARS`), so the reason after it
-    stays on the line."""
-    return names.shown(str(path), PATH_CHARS)
-
-
 def check_imported(canvas: Canvas, arrays: dict[str, Path], base_dir: Path, shown: str) -> None:
     """Refuse (:class:`ModelImportError`) a canvas ``gradblocks check`` would refuse: loaded back
     from its own text, its ``arrays`` (node id -> file) read from where they are, compiled with
@@ -369,15 +320,15 @@ def check_imported(canvas: Canvas, arrays: dict[str, Path], base_dir: Path, show
         trial = Canvas.from_json(data, shown)
     except CanvasError as err:
         where, message = err.problems[0]
-        raise ModelImportError(f"{_where(shown)}: the canvas would not load: {where}: {message}") \
-            from None
+        raise ModelImportError(f"{shown_place(shown)}: the canvas would not load: {where}: "
+                               f"{message}") from None
     for node_id, path in arrays.items():
         trial.set_attr(node_id, "path", os.path.abspath(path))  # not relative to base_dir
     lines = problem_lines(compile_canvas(trial, base_dir, DEFAULT_MEMORY_LIMIT))
     if lines:
         more = f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""
-        raise ModelImportError(f"{_where(shown)}: the canvas would not pass `gradblocks check`: "
-                               f"{lines[0]}{more}")
+        raise ModelImportError(f"{shown_place(shown)}: the canvas would not pass `gradblocks "
+                               f"check`: {lines[0]}{more}")
 
 
 def write_layer_canvas(layer: ConvLayer, canvas_path: str, *, input_hw=None, batch: int = 1,
@@ -396,15 +347,15 @@ def write_layer_canvas(layer: ConvLayer, canvas_path: str, *, input_hw=None, bat
             **({input_path: "the --input file"} if input_path else {})}
     problem = target_problem(canvas_path, keep)
     if problem:
-        raise ModelImportError(f"{_where(canvas_path)} {problem}")
+        raise ModelImportError(f"{shown_place(canvas_path)} {problem}")
     real = resolve_target(canvas_path)  # the arrays go beside the real canvas file
-    stem = _stem(real.name)
-    data = {k: _npy_bytes(a) for k, a in arrays.items()}
+    stem = canvas_stem(real.name)
+    data = {k: npy_bytes(a) for k, a in arrays.items()}
     named = {k: array_name(stem, k, d) for k, d in data.items()}
     for name in named.values():
         problem = target_problem(str(real.parent / name), keep)
         if problem:
-            raise ModelImportError(f"{_where(real.parent / name)} {problem}")
+            raise ModelImportError(f"{shown_place(real.parent / name)} {problem}")
     canvas = build_canvas(layer, conv, output_shape, named)
     text = dumps(canvas).encode("utf-8")
     members = [Member.of_bytes(named[k], d) for k, d in data.items()]

@@ -12,7 +12,7 @@ ceil(sqrt(n)) columns, in the order given. Every layer takes the model's input s
 and ``layout`` apply to all.
 
 Arrays are written as a single import writes them, beside the canvas's real file:
-``<canvas stem>.<block id>.<hash12>.npy`` (:func:`engine.graph.layer_canvas.array_name`); the
+``<canvas stem>.<block id>.<hash12>.npy`` (:func:`engine.graph.import_files.array_name`); the
 canvas and all its arrays are one set, all or nothing (:func:`engine.base.atomic.
 write_file_set`), written only if ``gradblocks check`` accepts the whole canvas
 (:func:`engine.graph.layer_canvas.check_imported`), never over the model (``protected``) or a
@@ -33,17 +33,18 @@ import numpy as np
 from engine.base.atomic import Member, resolve_target, write_file_set
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import MAX_TITLE, escaped
-from engine.graph import layer_canvas
-from engine.graph.canvas import Canvas, dumps, load_canvas
-from engine.graph.layer_canvas import (
+from engine.graph import import_files
+from engine.graph.canvas import Canvas
+from engine.graph.canvas_file import dumps, load_canvas
+from engine.graph.import_files import (
     ARRAY_IDS,
     DIGEST_CHARS,
-    TITLE_NAME_CHARS,
     array_name,
-    build_canvas,
-    check_imported,
-    plan_layer,
+    canvas_stem,
+    npy_bytes,
+    shown_place,
 )
+from engine.graph.layer_canvas import TITLE_NAME_CHARS, build_canvas, check_imported, plan_layer
 from engine.graph.separable_canvas import layer_arrays
 from engine.graph.targets import target_problem
 from engine.io.models.model_import import ConvLayer, ModelImportError, TfConv
@@ -165,15 +166,15 @@ def build_merged(planned: Sequence[tuple[ConvLayer, TfConv, tuple[int, ...]]],
 
 def owned_arrays(canvas_path: Path) -> list[str]:
     """The array files an existing canvas names that an import wrote: a single import's
-    (:func:`engine.graph.layer_canvas.owned_arrays`) and a merged one's (a Tensor block
+    (:func:`engine.graph.import_files.owned_arrays`) and a merged one's (a Tensor block
     ``<prefix>__filter``, ``__input``, ``__bias`` or ``__pointwise_filter`` with fill=file path
     ``<stem>.<its id>.<hash12>.npy``); nothing when it is not a readable canvas."""
-    owned = layer_canvas.owned_arrays(canvas_path)
+    owned = import_files.owned_arrays(canvas_path)
     try:
         canvas = load_canvas(canvas_path)
     except (InvalidArgumentError, OSError):
         return owned
-    stem = re.escape(layer_canvas._stem(Path(canvas_path).name))
+    stem = re.escape(canvas_stem(Path(canvas_path).name))
     roles = "|".join(ARRAY_IDS)
     for node in canvas.nodes.values():
         path = node.attrs.get("path")
@@ -202,9 +203,9 @@ def write_merged_canvas(layers: Sequence[ConvLayer], canvas_path: str, *, batch:
     keep = dict.fromkeys(protected, "the model being read")
     problem = target_problem(canvas_path, keep)
     if problem:
-        raise ModelImportError(f"{layer_canvas._where(canvas_path)} {problem}")
+        raise ModelImportError(f"{shown_place(canvas_path)} {problem}")
     real = resolve_target(canvas_path)  # the arrays go beside the real canvas file
-    stem = layer_canvas._stem(real.name)
+    stem = canvas_stem(real.name)
     prefixes = id_prefixes([layer.name for layer in layers])
     data: dict[str, bytes] = {}  # file name -> .npy bytes
     paths: list[dict[str, str]] = []
@@ -213,18 +214,18 @@ def write_merged_canvas(layers: Sequence[ConvLayer], canvas_path: str, *, batch:
         named = {}
         for import_id, array in _arrays(layer).items():
             merged_id = block_id(prefix, import_id)
-            blob = layer_canvas._npy_bytes(array)
+            blob = npy_bytes(array)
             named[import_id] = node_files[merged_id] = array_name(stem, merged_id, blob)
             data[named[import_id]] = blob
         paths.append(named)
     for name in data:
         problem = target_problem(str(real.parent / name), keep)
         if problem:
-            raise ModelImportError(f"{layer_canvas._where(real.parent / name)} {problem}")
+            raise ModelImportError(f"{shown_place(real.parent / name)} {problem}")
     try:
         canvas, merged = build_merged(planned, paths)
     except InvalidArgumentError as err:
-        raise ModelImportError(f"{layer_canvas._where(canvas_path)}: {err}") from None
+        raise ModelImportError(f"{shown_place(canvas_path)}: {err}") from None
     text = dumps(canvas).encode("utf-8")
     members = [Member.of_bytes(name, d) for name, d in data.items()]
     files = write_file_set(

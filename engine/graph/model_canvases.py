@@ -45,14 +45,8 @@ from engine.base.atomic import (
     write_bytes_atomically,
 )
 from engine.base.names import escaped, safe_stems
-from engine.graph.layer_canvas import (
-    ARRAY_IDS,
-    CANVAS_SUFFIX,
-    array_name,
-    owned_arrays,
-    plan_layer,
-    write_layer_canvas,
-)
+from engine.graph.import_files import ARRAY_IDS, CANVAS_SUFFIX, array_name, owned_arrays
+from engine.graph.layer_canvas import plan_layer, write_layer_canvas
 from engine.io.models.model_import import ConvLayer, ModelImportError, ModelLayers, list_rows
 
 INDEX_NAME = "index.json"

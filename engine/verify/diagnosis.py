@@ -14,6 +14,7 @@ import numpy as np
 
 from engine.verify import diagnose as _diagnose
 from engine.verify.diagnose import Diagnosis
+from engine.verify.unwritten import unwritten_memory, unwritten_text
 
 if TYPE_CHECKING:
     from engine.verify.report import Failure
@@ -43,9 +44,9 @@ def diagnose_failure(failure: Failure, to_tf_layout: Callable) -> Diagnosis:
             pass
         try:
             d = _diagnose.diagnose_shape(call.tf_op, call.tf_args, tuple(got.shape))
-            if not _diagnose.unwritten_memory(call.tf_op, call.tf_args, got):
+            if not unwritten_memory(call.tf_op, call.tf_args, got):
                 return d
-            note = _diagnose.unwritten_text(call.tf_op, call.tf_args, got)
+            note = unwritten_text(call.tf_op, call.tf_args, got)
             return Diagnosis(d.id, f"{d.text} {note}")
         except Exception as err:  # noqa: BLE001 - as above
             return Diagnosis(None, f"{v.message} (no diagnosis: {type(err).__name__}: {err})")

@@ -5,9 +5,8 @@ call, in float64 from the exact kernels (:mod:`engine.kernels`) on a changed geo
 or reinterpreted operands, or a permuted result. Variants keep the reference's output shape (a
 wrong shape is the ``wrong_shape`` verdict: :func:`engine.verify.diagnose.diagnose_shape`).
 A geometry mistake is a loop implementation with the right output size and bounds-checked
-reads: per spatial dimension, output position ``r`` and tap ``i`` read input position
-``r*stride + i*dilation - before``, zero outside ``[0, size)``; :func:`evaluate` computes any such
-geometry with the kernels on a VALID "virtual input" spanning every position read.
+reads (:mod:`engine.verify.call_model`: :func:`~engine.verify.call_model.evaluate` computes any
+such geometry with the kernels).
 Which ops and cases a mistake applies to: :data:`APPLIES_TO`. A mistake yields nothing where it
 gives exactly the reference, and may yield several flavours under one id. The ids named from a
 shape or a verdict rather than from values (an empty output's shape, a refusal) are
@@ -17,19 +16,28 @@ shape or a verdict rather than from values (an empty output's shape, a refusal) 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from engine.base.errors import InvalidArgumentError
 from engine.shapes.conv import (
-    ConvGeometry,
     backprop_filter_geometry,
     backprop_input_geometry,
     conv2d_geometry,
 )
 from engine.shapes.padding import windowed_output
+from engine.verify.call_model import (
+    ACTIVATIONS,
+    OTHER_FORMAT,
+    Call,
+    Dim,
+    emit,
+    evaluate,
+    reference,
+    reinterpret,
+    to_nhwc,
+)
 from engine.verify.conventions import TF_OPS
 
 #: Stable id -> what the implementation does wrong, in documentation (and matching) order.
@@ -95,48 +103,6 @@ APPLIES_TO: dict[str, str] = {
     "output_padding_zeroed": "the input gradients with a nonzero stride remainder",
 }
 
-ACTIVATIONS = ("input", "out_backprop")
-OTHER_FORMAT = {"NHWC": "NCHW", "NCHW": "NHWC"}
-
-
-class Dim(NamedTuple):
-    """One spatial dimension as an implementation applies it: output position ``r`` and tap
-    ``i`` read position ``r*stride + i*dilation - before`` of ``size`` (outside: zero)."""
-
-    size: int
-    out: int
-    taps: int
-    stride: int
-    dilation: int
-    before: int
-    after: int
-
-
-@dataclass(frozen=True)
-class Call:
-    """A canonical TF call, layout-free: ``operands`` float64 (activations NHWC, filter HWIO),
-    ``out_shape`` the result's NHWC (or HWIO) shape, ``dims`` (rows, cols)."""
-
-    op: str
-    kind: str  # the result's role: "output" (forward ops), "filter" or "input" (gradients)
-    depthwise: bool
-    kernel: Callable[..., np.ndarray]
-    args: Mapping[str, Any]
-    geometry: ConvGeometry
-    operands: dict[str, np.ndarray]
-    out_shape: tuple[int, ...]
-    dims: tuple[Dim, Dim]
-    data_format: str
-
-
-def to_nhwc(a: np.ndarray, data_format: str) -> np.ndarray:
-    """An activation of ``data_format`` as NHWC (:func:`from_nhwc` the reverse)."""
-    return a if data_format == "NHWC" else a.transpose(0, 2, 3, 1)
-
-
-def from_nhwc(a: np.ndarray, data_format: str) -> np.ndarray:
-    return a if data_format == "NHWC" else a.transpose(0, 3, 1, 2)
-
 
 def canonical(tf_op: str, tf_args: Mapping[str, Any]) -> Call:
     """The layout-free view of a canonical call; :class:`InvalidArgumentError` if TF refuses it."""
@@ -164,53 +130,6 @@ def canonical(tf_op: str, tf_args: Mapping[str, Any]) -> Call:
                 g.pad_bottom), Dim(g.in_cols, g.out_cols, g.filter_cols, g.stride_cols,
                                    g.dilation_cols, g.pad_left, g.pad_right))
     return Call(tf_op, kind, depthwise, kernel, dict(tf_args), g, operands, out_shape, dims, fmt)
-
-
-def emit(call: Call, y: np.ndarray) -> np.ndarray:
-    """A layout-free result in the call's own layout."""
-    return y if call.kind == "filter" else from_nhwc(y, call.data_format)
-
-
-def reference(call: Call, operands: Mapping[str, np.ndarray] | None = None,
-              **changed: Any) -> np.ndarray:
-    """The exact result (the kernel on the call's own arguments, with ``changed`` ones) on
-    layout-free ``operands``."""
-    ops = call.operands if operands is None else operands
-    args = {k: v for k, v in call.args.items() if k not in ops} | changed
-    args.update({k: (from_nhwc(v, call.data_format) if k in ACTIVATIONS else v)
-                 for k, v in ops.items()})
-    return np.asarray(call.kernel(**args), np.float64)
-
-
-def _overlap(d: Dim, length: int) -> tuple[slice, slice]:
-    """(virtual, real) slices of the positions in range of both, virtual ``v`` = real + before."""
-    v0 = max(0, d.before)
-    v1 = max(v0, min(length, d.size + d.before))
-    return slice(v0, v1), slice(v0 - d.before, v1 - d.before)
-
-
-def evaluate(call: Call, operands: Mapping[str, np.ndarray], dims: tuple[Dim, Dim],
-             out_shape: tuple[int, ...] | None = None) -> np.ndarray:
-    """The op on layout-free ``operands`` with the reads of ``dims`` (see the module docstring),
-    layout-free, shaped ``out_shape`` (default the call's)."""
-    shape = call.out_shape if out_shape is None else out_shape
-    if 0 in shape or any(d.out == 0 for d in dims):
-        return np.zeros(shape)
-    lengths = [(d.out - 1) * d.stride + (d.taps - 1) * d.dilation + 1 for d in dims]
-    (rv, rh), (cv, ch) = (_overlap(d, n) for d, n in zip(dims, lengths, strict=True))
-    attrs = {"strides": [1, dims[0].stride, dims[1].stride, 1], "padding": "VALID",
-             "dilations": [1, dims[0].dilation, dims[1].dilation, 1]}
-    if call.kind == "input":
-        n, _, _, c = shape
-        dxv = call.kernel([n, *lengths, c], operands["filter"], operands["out_backprop"], **attrs)
-        dx = np.zeros(shape)
-        dx[:, rh, ch] = dxv[:, rv, cv]
-        return dx
-    xv = np.zeros((operands["input"].shape[0], *lengths, operands["input"].shape[3]))
-    xv[:, rv, cv] = operands["input"][:, rh, ch]
-    if call.kind == "output":
-        return np.asarray(call.kernel(xv, operands["filter"], **attrs), np.float64)
-    return np.asarray(call.kernel(xv, list(shape), operands["out_backprop"], **attrs), np.float64)
 
 
 class Candidate(NamedTuple):
@@ -364,13 +283,6 @@ def _channel_mistakes(call: Call) -> Iterator[Candidate]:
                             if call.kind == "output" else _with(call, out_backprop=permute))
 
 
-def _reinterpret(a: np.ndarray, memory: str, read_as: str) -> np.ndarray:
-    """A layout-free activation whose ``memory``-layout array is read as ``read_as``."""
-    n, h, w, c = a.shape
-    shape = (n, h, w, c) if read_as == "NHWC" else (n, c, h, w)
-    return to_nhwc(from_nhwc(a, memory).reshape(shape), read_as)
-
-
 def _attr_read(call: Call) -> tuple[Dim, Dim]:
     """The dims an implementation gets reading strides, dilations and explicit_paddings in the
     other layout (SAME pads then follow its strides and dilations)."""
@@ -396,10 +308,10 @@ def _layout_mistakes(call: Call) -> Iterator[Candidate]:
         read_as = OTHER_FORMAT[memory]
 
         def compute(ops, memory=memory, read_as=read_as):
-            ops = {k: (_reinterpret(v, memory, read_as) if k in ACTIVATIONS else v)
+            ops = {k: (reinterpret(v, memory, read_as) if k in ACTIVATIONS else v)
                    for k, v in ops.items()}
             y = evaluate(call, ops, call.dims)
-            return emit(call, y if call.kind == "filter" else _reinterpret(y, read_as, memory))
+            return emit(call, y if call.kind == "filter" else reinterpret(y, read_as, memory))
         yield Candidate("layout_swapped", f"{memory} activations read (and written) as "
                         f"{read_as}", compute)
     dims = _attr_read(call)

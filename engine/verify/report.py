@@ -178,7 +178,7 @@ class VerifyReport:
         command was given, or the serve protocol's IN folder) into the existing ``folder``, so
         that :meth:`reproduce` names them; the paths."""
         from engine.base.atomic import write_atomically
-        from engine.verify.worker import npz_arguments
+        from engine.verify.case_io import npz_arguments
 
         self.inputs_folder = os.path.abspath(folder)
         written = []

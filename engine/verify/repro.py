@@ -26,7 +26,8 @@ import numpy as np
 from engine.base.atomic import Member, bytes_writer, write_file_set
 from engine.base.dtypes import RTOL
 from engine.base.names import escaped
-from engine.graph.canvas import Canvas, dumps
+from engine.graph.canvas import Canvas
+from engine.graph.canvas_file import dumps
 from engine.graph.layer_canvas import check_imported
 from engine.shapes.ops import CONV_OPS, SIZE_PORTS
 from engine.verify.conventions import bound, from_tf_layout, reference, to_tf_layout
@@ -191,7 +192,7 @@ def write_repro(report: VerifyReport, folder: str) -> list[str]:
     """Write every group's canvas set into ``folder`` (made if missing); returns the canvas and
     test file paths. A callable run in this process (no module a test can import) gets the
     canvas alone."""
-    from engine.verify.worker import npz_arguments
+    from engine.verify.case_io import npz_arguments
 
     os.makedirs(folder, exist_ok=True)
     written = []

@@ -26,7 +26,7 @@ that do not unpickle into one, or unpickle only through objects other than NumPy
 
 from __future__ import annotations
 
-import io
+import itertools
 import os
 import pickle
 import shutil
@@ -42,12 +42,10 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import recv_handle
 from typing import Any
 
-import numpy as np
-
 from engine.base import cancel
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import escaped
-from engine.verify import sandbox, worker
+from engine.verify import case_io, sandbox, worker
 from engine.verify.defaults import DEFAULT_TIMEOUT
 
 #: Seconds a worker may take to start and import the target.
@@ -60,13 +58,6 @@ ZYGOTE_WAIT = 1.0
 #: Seconds a ``--cmd`` worker gets past the case timeout, so its own timeout (which kills the
 #: command's process group and removes the case's folder) comes first.
 CMD_GRACE = 1.0
-#: What a case's reply may be built of when unpickled (NumPy arrays; plain values need none).
-_REPLY_GLOBALS = {("numpy._core.multiarray", "_reconstruct"),
-                  ("numpy.core.multiarray", "_reconstruct"), ("numpy", "ndarray"),
-                  ("numpy", "dtype")}
-_KINDS = ("ok", "raised", "unsupported", "crashed", "timeout")
-
-
 @dataclass(frozen=True)
 class Outcome:
     """What one call gave: kind ``ok``, ``raised``, ``unsupported``, ``crashed`` or
@@ -83,39 +74,6 @@ class TargetError(InvalidArgumentError):
 
 class _ZygoteLost(Exception):
     """The zygote died or did not answer within :data:`ZYGOTE_WAIT` s."""
-
-
-class _Malformed(Exception):
-    """A worker's reply that is not a well-formed result."""
-
-
-class _ReplyUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) not in _REPLY_GLOBALS:
-            raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a reply")
-        return super().find_class(module, name)
-
-
-def _is_result(a: Any) -> bool:
-    return type(a) is np.ndarray and a.dtype == np.float64
-
-
-def _reply(conn: Connection, seq: int) -> tuple[str, Any, Any]:
-    """The ``(kind, first, second)`` of the reply to case ``seq``; :class:`_Malformed` when the
-    bytes are not one (EOFError/OSError: the worker died)."""
-    data = conn.recv_bytes()
-    try:
-        msg = _ReplyUnpickler(io.BytesIO(data)).load()
-    except Exception as err:  # noqa: BLE001 - whatever the bytes make unpickling raise
-        raise _Malformed(f"{type(err).__name__}: {err}") from None
-    if type(msg) is not tuple or len(msg) != 4 or msg[0] != seq or msg[1] not in _KINDS:
-        raise _Malformed(f"not (case {seq}, kind, first, second)")
-    _, kind, first, second = msg
-    if kind == "ok" and not (_is_result(first) and (second is None or _is_result(second))):
-        raise _Malformed("the result is not float64 arrays")
-    if kind != "ok" and type(first) is not str:
-        raise _Malformed("the message is not a string")
-    return kind, first, second
 
 
 def _engine_root() -> str:
@@ -370,26 +328,10 @@ class Pool:
             return
         pending = iter(jobs)
         keys: dict[int, Any] = {}
-        seq = 0
+        seqs = itertools.count(1)
         exhausted = False
         while True:
-            for w in self.workers:
-                while w.job is None and not exhausted:
-                    item = next(pending, None)
-                    if item is None:
-                        exhausted = True
-                        break
-                    key, kwargs, memory, repeat, meta = item
-                    if skip(key):
-                        continue
-                    seq += 1
-                    keys[seq] = key
-                    try:
-                        w.conn.send((seq, kwargs, memory, repeat, meta))
-                    except OSError:
-                        pass  # the worker died: its end of file says so below
-                    w.job = (seq, time.monotonic() + self.timeout * (2 if repeat else 1)
-                             + self.grace)
+            exhausted = exhausted or self._send(pending, keys, seqs, skip)
             busy = [w for w in self.workers if w.job is not None]
             if not busy:
                 return
@@ -398,34 +340,58 @@ class Pool:
                            - time.monotonic())
             ready = wait([w.conn for w in busy], min(wait_for, CANCEL_POLL_S))
             for w in busy:
-                job = w.job
-                assert job is not None  # busy
-                seq_w = job[0]
-                if w.conn in ready:
-                    try:
-                        kind, first, second = _reply(w.conn, seq_w)
-                    except (EOFError, OSError):
-                        w.job = None
-                        death = self._replace(w)
-                        yield keys.pop(seq_w), Outcome(
-                            "crashed", f"the worker process died: {death}")
-                        continue
-                    except _Malformed as err:
-                        w.job = None
-                        self._replace(w)
-                        yield keys.pop(seq_w), Outcome(
-                            "crashed", escaped(f"the worker sent a malformed reply: {err}",
-                                               worker.MESSAGE_CHARS))
-                        continue
-                    w.job = None
-                    yield keys.pop(seq_w), Outcome(kind, first, second)
-                elif time.monotonic() >= job[1]:
-                    w.job = None
-                    self._replace(w)
-                    yield keys.pop(seq_w), Outcome(
-                        "timeout", f"no result within {self.timeout:g} s")
-                elif not w.running():
-                    w.job = None
-                    death = self._replace(w)
-                    yield keys.pop(seq_w), Outcome(
-                        "crashed", f"the worker process died: {death}")
+                done = self._collect(w, w.conn in ready)
+                if done is not None:
+                    yield keys.pop(done[0]), done[1]
+
+    def _send(self, pending: Iterator[tuple[Any, dict, str, bool, dict]], keys: dict[int, Any],
+              seqs: Iterator[int], skip: Callable[[Any], bool]) -> bool:
+        """Give each idle worker the next job not skipped (its number from ``seqs``, its key
+        in ``keys``, its deadline in ``w.job``); returns whether ``pending`` ran out."""
+        for w in self.workers:
+            while w.job is None:
+                item = next(pending, None)
+                if item is None:
+                    return True
+                key, kwargs, memory, repeat, meta = item
+                if skip(key):
+                    continue
+                seq = next(seqs)
+                keys[seq] = key
+                try:
+                    w.conn.send((seq, kwargs, memory, repeat, meta))
+                except OSError:
+                    pass  # the worker died: its end of file says so below
+                w.job = (seq, time.monotonic() + self.timeout * (2 if repeat else 1)
+                         + self.grace)
+        return False
+
+    def _collect(self, w: _Worker, replied: bool) -> tuple[int, Outcome] | None:
+        """The busy worker ``w``'s case number and outcome if it has one: its reply, or
+        ``timeout`` past its deadline, or ``crashed`` when it died (it is then replaced);
+        None while it still works."""
+        job = w.job
+        assert job is not None  # busy
+        seq = job[0]
+        if replied:
+            w.job = None
+            try:
+                kind, first, second = case_io.read_reply(w.conn, seq)
+            except (EOFError, OSError):
+                death = self._replace(w)
+                return seq, Outcome("crashed", f"the worker process died: {death}")
+            except case_io.MalformedReply as err:
+                self._replace(w)
+                return seq, Outcome("crashed",
+                                    escaped(f"the worker sent a malformed reply: {err}",
+                                            case_io.MESSAGE_CHARS))
+            return seq, Outcome(kind, first, second)
+        if time.monotonic() >= job[1]:
+            w.job = None
+            self._replace(w)
+            return seq, Outcome("timeout", f"no result within {self.timeout:g} s")
+        if not w.running():
+            w.job = None
+            death = self._replace(w)
+            return seq, Outcome("crashed", f"the worker process died: {death}")
+        return None

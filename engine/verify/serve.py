@@ -2,7 +2,7 @@
 assets/guide/verify.md, "--cmd-serve").
 
 Protocol: per case the worker makes a folder ``IN`` holding one ``NAME.npy`` per argument
-(the members ``--cmd``'s IN.npz has: :func:`engine.verify.worker.npz_arguments`) and writes the
+(the members ``--cmd``'s IN.npz has: :func:`engine.verify.case_io.npz_arguments`) and writes the
 line ``IN OUT`` (two absolute paths without white space, one space between) to the process's
 stdin; the process writes ``OUT`` (an .npy of the output) and answers one line on stdout:
 ``ok``, ``unsupported MESSAGE`` or ``error MESSAGE``. Any other line, or more than one line, is
@@ -31,7 +31,7 @@ import numpy as np
 
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import escaped, shown
-from engine.verify.worker import MESSAGE_CHARS, _as_float, npz_arguments
+from engine.verify.case_io import MESSAGE_CHARS, as_float, npz_arguments
 
 #: Share of the case timeout the process gets to answer; the rest is for killing it and
 #: answering ``timeout`` before the sweep's own case timeout ends the worker.
@@ -216,7 +216,7 @@ def call_serve(argv: list[str], kwargs: dict[str, Any], meta: dict[str, str], ti
                 kind, message = server.ask(case_dir, out, timeout * ANSWER_SHARE)
                 if kind != "ok":
                     return kind, message, None
-                results.append(_as_float(np.load(out, allow_pickle=False)))
+                results.append(as_float(np.load(out, allow_pickle=False)))
             except Exception as err:  # noqa: BLE001 - any unreadable file
                 return "raised", _line(f"the serve process answered ok but OUT is not a "
                                        f"readable .npy of numbers: {err}"), None

@@ -11,7 +11,7 @@ many were (:attr:`~engine.verify.report.VerifyReport.diagnosed`). The shrink of 
 its key (the same verdict and mistake id, or the same refusal). Then the minimal case of a
 wrong-values or non-finite group runs :data:`RERUNS` more times before its mistake is named: if
 an output differs from the first, or holds values no order of the terms gives
-(:func:`engine.verify.diagnose.unwritten_memory`), the group is ``nondeterministic`` and its
+(:func:`engine.verify.unwritten.unwritten_memory`), the group is ``nondeterministic`` and its
 diagnosis :data:`UNWRITTEN` with no mistake id.
 
 Repeats: catalogue cases, and every :data:`RECHECK_EVERY`-th random case, run twice (the
@@ -40,7 +40,6 @@ import numpy as np
 
 from engine.base import cancel as cancelling
 from engine.verify import cases as case_gen
-from engine.verify import diagnose
 from engine.verify.conventions import Call, from_tf_layout, reference, to_tf_layout
 from engine.verify.conventions import bound as bound_of
 from engine.verify.diagnosis import Diagnosis, diagnose_failure
@@ -49,6 +48,7 @@ from engine.verify.runner import Pool
 from engine.verify.shrink import key as key_of
 from engine.verify.shrink import shrink
 from engine.verify.support import Support
+from engine.verify.unwritten import unwritten_memory
 from engine.verify.values import Case, array_sizes, call
 from engine.verify.verdicts import FAILURES, Verdict, judge
 
@@ -262,7 +262,7 @@ def _confirm(ev: Evaluator, m: Minimal) -> Minimal:
                   for o in outputs)
     if changed:
         why = f"{changed} of {RERUNS} reruns gave a different output"
-    elif diagnose.unwritten_memory(f.call.tf_op, f.call.tf_args, f.got):
+    elif unwritten_memory(f.call.tf_op, f.call.tf_args, f.got):
         why = "it returned values no sum of the terms gives"
     else:
         return m

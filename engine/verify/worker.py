@@ -43,10 +43,9 @@ import numpy as np
 
 from engine.base.names import escaped
 from engine.verify import sandbox
+from engine.verify.case_io import MESSAGE_CHARS, as_float, npz_arguments
 
 EXIT_UNSUPPORTED = 3
-#: Characters of a message kept.
-MESSAGE_CHARS = 300
 #: Seconds a reaped child may take to end before it is killed.
 REAP_WAIT = 1.0
 
@@ -78,14 +77,6 @@ def _line(text: str) -> str:
     return escaped(" ".join(str(text).split()), MESSAGE_CHARS)
 
 
-def _as_float(result: Any) -> np.ndarray:
-    arr = np.asarray(result)
-    if arr.dtype.kind not in "fiub" and arr.dtype.names is None and arr.dtype.kind != "V":
-        raise TypeError(f"the function returned {type(result).__name__} of dtype {arr.dtype}, "
-                        "not an array of numbers")
-    return arr.astype(np.float64)
-
-
 def load(spec: tuple) -> Any:
     """The callable of a ``("python", module, function, path)`` target."""
     _, module, function, path = spec
@@ -103,8 +94,8 @@ def call_python(fn: Any, kwargs: dict[str, Any], memory: str, repeat: bool) -> t
     ``KeyboardInterrupt`` raised by the target are ``raised`` too (a real Ctrl-C,
     :class:`~engine.verify.sandbox.Interrupted`, is not caught)."""
     try:
-        first = _as_float(fn(**prepared(kwargs, memory)))
-        second = _as_float(fn(**prepared(kwargs, memory))) if repeat else None
+        first = as_float(fn(**prepared(kwargs, memory)))
+        second = as_float(fn(**prepared(kwargs, memory))) if repeat else None
     except NotImplementedError as err:
         return "unsupported", _line(f"NotImplementedError: {err}"), None
     except sandbox.Interrupted:
@@ -112,22 +103,6 @@ def call_python(fn: Any, kwargs: dict[str, Any], memory: str, repeat: bool) -> t
     except (Exception, SystemExit, KeyboardInterrupt) as err:  # noqa: BLE001 - a verdict
         return "raised", _line(f"{type(err).__name__}: {err}"), None
     return "ok", first, second
-
-
-def npz_arguments(kwargs: dict[str, Any], meta: dict[str, str]) -> dict[str, np.ndarray]:
-    """The arguments as .npz members (see the module docstring)."""
-    out: dict[str, np.ndarray] = {k: np.asarray(v) for k, v in meta.items()}
-    for k, v in kwargs.items():
-        if v is None:
-            continue
-        if isinstance(v, np.ndarray):
-            out[k] = v if v.dtype.kind == "f" and v.dtype.itemsize != 2 or v.dtype == np.float16 \
-                else v.astype(np.float32)
-        elif isinstance(v, str):
-            out[k] = np.asarray(v)
-        else:
-            out[k] = np.asarray(v, np.int64)
-    return out
 
 
 def call_command(argv: list[str], kwargs: dict[str, Any], meta: dict[str, str],
@@ -157,7 +132,7 @@ def call_command(argv: list[str], kwargs: dict[str, Any], meta: dict[str, str],
                 return "raised", _line(f"exit status {code}: {tail}"), None
             try:
                 with np.load(dst, allow_pickle=False) as data:
-                    results.append(_as_float(data["output"]))
+                    results.append(as_float(data["output"]))
             except Exception as err:  # noqa: BLE001 - any unreadable file
                 return "raised", _line(f"OUT.npz has no readable 'output' array: {err}"), None
     return "ok", results[0], results[1] if repeat else None

@@ -30,13 +30,14 @@ from engine.base.names import shown
 from engine.io.models.keras_shapes import conv_length, transpose_length
 from engine.io.models.model_import import ConvLayer, check_layer, float_weights
 
-_MISSING = object()
+#: A config key that is absent (what :func:`found_text` calls "missing").
+MISSING = object()
 #: Activations that are no activation.
 LINEAR = (None, "linear")
 
-def _found(value: object) -> str:
+def found_text(value: object) -> str:
     """A config value as a message shows what was found: ``a string '3'``, ``null``..."""
-    if value is _MISSING:
+    if value is MISSING:
         return "missing"
     if value is None:
         return "null"
@@ -47,29 +48,31 @@ def _found(value: object) -> str:
     return f"{kind} {shown(value, 60)}"
 
 
-def _count(value: object) -> bool:
+def is_count(value: object) -> bool:
+    """A positive int (never a boolean)."""
     return type(value) is int and value >= 1
 
 
-class _LayerProblem(Exception):
+class LayerProblem(Exception):
     """A reason one layer cannot be imported (the reader adds the file and layer names)."""
 
 
-def _ints(config: dict, key: str, default: object = _MISSING) -> tuple[int, int]:
+def int_pair(config: dict, key: str, default: object = MISSING) -> tuple[int, int]:
     """``config[key]``: one positive integer or a list of two (never booleans)."""
     value = config.get(key, default)
-    if _count(value):
+    if is_count(value):
         return value, value
-    if isinstance(value, list) and len(value) == 2 and all(_count(v) for v in value):
+    if isinstance(value, list) and len(value) == 2 and all(is_count(v) for v in value):
         return value[0], value[1]
-    raise _LayerProblem(f"{key} is {_found(value)}, expected a positive integer or a list of 2 "
-                        "(a 2-D conv)")
+    raise LayerProblem(f"{key} is {found_text(value)}, expected a positive integer or a list of 2 "
+                       "(a 2-D conv)")
 
 
-def _positive(config: dict, key: str, default: object = _MISSING) -> int:
+def positive_int(config: dict, key: str, default: object = MISSING) -> int:
+    """``config[key]``: one positive integer (never a boolean), else :class:`LayerProblem`."""
     value = config.get(key, default)
-    if not _count(value):
-        raise _LayerProblem(f"{key} is {_found(value)}, expected a positive integer")
+    if not is_count(value):
+        raise LayerProblem(f"{key} is {found_text(value)}, expected a positive integer")
     return value
 
 
@@ -83,27 +86,27 @@ def activation_of(config: dict) -> str | None:
     if value in LINEAR:
         return None
     if not isinstance(value, str):
-        raise _LayerProblem(f"activation is {_found(value)}, expected a name")
+        raise LayerProblem(f"activation is {found_text(value)}, expected a name")
     return value
 
 
 def common(c: dict) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int], str, str, bool]:
     """kernel_size, strides, dilation_rate, padding (SAME/VALID), data_format (NHWC/NCHW) and
     use_bias of a conv layer's config, checked."""
-    kernel, strides = _ints(c, "kernel_size"), _ints(c, "strides", 1)
-    dilations = _ints(c, "dilation_rate", 1)
+    kernel, strides = int_pair(c, "kernel_size"), int_pair(c, "strides", 1)
+    dilations = int_pair(c, "dilation_rate", 1)
     padding = c.get("padding", "valid")
     if not isinstance(padding, str) or padding.lower() not in ("same", "valid"):
-        raise _LayerProblem(f"padding is {_found(padding)}, expected 'same' or 'valid'")
+        raise LayerProblem(f"padding is {found_text(padding)}, expected 'same' or 'valid'")
     data_format = c.get("data_format")
     fmt = {"channels_last": "NHWC", "channels_first": "NCHW", None: "NHWC"}.get(
         data_format if isinstance(data_format, str | None) else "?")
     if fmt is None:
-        raise _LayerProblem(f"data_format is {_found(data_format)}, expected "
-                            "'channels_last' or 'channels_first'")
+        raise LayerProblem(f"data_format is {found_text(data_format)}, expected "
+                           "'channels_last' or 'channels_first'")
     use_bias = c.get("use_bias", True)
     if not isinstance(use_bias, bool):
-        raise _LayerProblem(f"use_bias is {_found(use_bias)}, expected true or false")
+        raise LayerProblem(f"use_bias is {found_text(use_bias)}, expected true or false")
     return kernel, strides, dilations, padding.upper(), fmt, use_bias
 
 
@@ -111,7 +114,7 @@ def _kernel(name: str, what: str, array: np.ndarray, want: tuple) -> np.ndarray:
     w = float_weights(name, what, array)
     if w.ndim != 4 or any(n is not None and n != m for n, m in zip(want, w.shape, strict=False)):
         shape = ", ".join("*" if n is None else str(n) for n in want)
-        raise _LayerProblem(f"the {what} has shape {list(w.shape)}, expected [{shape}]")
+        raise LayerProblem(f"the {what} has shape {list(w.shape)}, expected [{shape}]")
     return np.ascontiguousarray(w)
 
 
@@ -120,20 +123,20 @@ def as_2d(c: dict) -> tuple[dict, tuple[int, int, int, int] | None]:
     explicit pads (top, bottom, left, right) of ``causal`` padding, else None."""
     out = dict(c)
     for key in ("kernel_size", "strides", "dilation_rate"):
-        value = c.get(key, _MISSING if key == "kernel_size" else 1)
+        value = c.get(key, MISSING if key == "kernel_size" else 1)
         if isinstance(value, list) and len(value) == 1:
             value = value[0]
-        if not _count(value):
-            raise _LayerProblem(f"{key} is {_found(value)}, expected a positive integer or a "
-                                "list of 1 (a 1-D conv)")
+        if not is_count(value):
+            raise LayerProblem(f"{key} is {found_text(value)}, expected a positive integer or a "
+                               "list of 1 (a 1-D conv)")
         out[key] = [1, value]
     padding = c.get("padding", "valid")
     if isinstance(padding, str) and padding.lower() == "causal":
         out["padding"] = "valid"
         return out, (0, 0, out["dilation_rate"][1] * (out["kernel_size"][1] - 1), 0)
     if not isinstance(padding, str) or padding.lower() not in ("same", "valid"):
-        raise _LayerProblem(f"padding is {_found(padding)}, expected 'same', 'valid' or "
-                            "'causal'")
+        raise LayerProblem(f"padding is {found_text(padding)}, expected 'same', 'valid' or "
+                           "'causal'")
     return out, None
 
 
@@ -142,7 +145,7 @@ def separable_layer(name: str, c: dict, weights: list[np.ndarray],
     """A SeparableConv2D as its depthwise conv with its pointwise conv (``weights``:
     depthwise_kernel, pointwise_kernel, bias if use_bias)."""
     kernel, strides, dilations, padding, fmt, use_bias = common(c)
-    multiplier, filters = _positive(c, "depth_multiplier", 1), _positive(c, "filters")
+    multiplier, filters = positive_int(c, "depth_multiplier", 1), positive_int(c, "filters")
     dw = _kernel(name, "depthwise_kernel", weights[0], (*kernel, None, multiplier))
     cin = dw.shape[2]
     pw = _kernel(name, "pointwise_kernel", weights[1], (1, 1, cin * multiplier, filters))
@@ -170,12 +173,12 @@ def transposed_layer(name: str, c: dict, weights: list[np.ndarray],
     """A Conv2DTranspose (``weights``: kernel [kh, kw, filters, in], bias if use_bias) as the
     input gradient of a conv (see the module docstring)."""
     kernel, strides, dilations, padding, fmt, use_bias = common(c)
-    filters = _positive(c, "filters")
+    filters = positive_int(c, "filters")
     if c.get("groups", 1) != 1:
-        raise _LayerProblem(f"groups is {_found(c.get('groups'))}: a grouped Conv2DTranspose "
-                            "cannot be imported")
+        raise LayerProblem(f"groups is {found_text(c.get('groups'))}: a grouped Conv2DTranspose "
+                           "cannot be imported")
     op = c.get("output_padding")
-    op = (None, None) if op is None else _ints(c, "output_padding")
+    op = (None, None) if op is None else int_pair(c, "output_padding")
     w = _kernel(name, "kernel", weights[0], (*kernel, filters, None))
     pads, extra = [], []
     for k, s, d, o in zip(kernel, strides, dilations, op, strict=True):
@@ -190,9 +193,9 @@ def transposed_layer(name: str, c: dict, weights: list[np.ndarray],
         pads += [before, after]
         extra.append(transpose_length(1, k, s, d, padding.lower(), o) - (k_eff - before - after))
         if before < 0 or not 0 <= extra[-1] < s:
-            raise _LayerProblem(f"padding {padding.lower()} with output_padding "
-                                f"{list(op)} and strides {list(strides)} is not the input "
-                                "gradient of a conv (output_padding must be below the stride)")
+            raise LayerProblem(f"padding {padding.lower()} with output_padding "
+                               f"{list(op)} and strides {list(strides)} is not the input "
+                               "gradient of a conv (output_padding must be below the stride)")
     bias = float_weights(name, "bias", weights[1]) if use_bias else None
     layer = ConvLayer(name=name, kernel=kernel, strides=strides, dilations=dilations,
                       padding="EXPLICIT" if any(pads) else "VALID",

@@ -16,7 +16,7 @@ from engine.base.memory_limit import gib
 from engine.base.names import escaped, shown
 from engine.io import strict_json
 from engine.io.models import hdf5_guard
-from engine.io.models.keras_layers import _found
+from engine.io.models.keras_layers import found_text
 from engine.io.models.model_import import ModelImportError
 
 #: Size of config.json read from a .keras zip (or of a .h5's model_config), at most.
@@ -47,7 +47,7 @@ def _parse_config(text: bytes | str, where: str) -> dict:
         at, what = problems[0]
         raise ModelImportError(f"{where}: {what} (at {at})")
     if not isinstance(data, dict):
-        raise ModelImportError(f"{where} is {_found(data)}, expected an object (a model)")
+        raise ModelImportError(f"{where} is {found_text(data)}, expected an object (a model)")
     return data
 
 

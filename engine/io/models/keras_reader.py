@@ -36,24 +36,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
 from engine.base.memory_limit import DEFAULT_MEMORY_LIMIT
-from engine.base.names import article, escaped, shown
-from engine.io.models import hdf5_guard, keras_graph
+from engine.base.names import escaped, shown
+from engine.io.models import keras_graph
 from engine.io.models.keras_layers import (
-    _MISSING,
-    _count,
-    _found,
-    _ints,
-    _LayerProblem,
-    _positive,
+    MISSING,
+    LayerProblem,
     activation_of,
     as_2d,
     common,
+    found_text,
+    is_count,
+    positive_int,
     separable_layer,
     transposed_layer,
 )
@@ -65,6 +63,7 @@ from engine.io.models.keras_open import (  # noqa: F401  (the limits, named here
     ZIP_ERRORS,
     open_keras,
 )
+from engine.io.models.keras_weights import KerasWeights
 from engine.io.models.model_import import (
     ConvLayer,
     ModelImportError,
@@ -84,7 +83,6 @@ VARIABLES = {"SeparableConv2D": ("depthwise_kernel", "pointwise_kernel", "bias")
              "Conv2DTranspose": ("kernel", "bias")}
 MODEL_CLASSES = ("Sequential", "Functional", "Model")
 #: Keras's data_format -> the canvas layout (Keras's default, null, is channels_last).
-DATA_FORMATS = {"channels_last": "NHWC", "channels_first": "NCHW", None: "NHWC"}
 
 
 def snake_case(class_name: str) -> str:
@@ -102,73 +100,24 @@ def _input_hw(shape: object, config: dict) -> tuple[tuple[int, int] | None, str 
         return None, shape
     if isinstance(shape, tuple) and len(shape) == 3:  # a 1-D conv's [N, W, C]: height 1
         w = shape[2] if config.get("data_format") == "channels_first" else shape[1]
-        if not _count(w):
+        if not is_count(w):
             return None, f"its input shape {list(shape)} leaves the size open"
         return (1, w), None
     if not isinstance(shape, tuple) or len(shape) != 4:
         return None, f"its input shape is {shown(shape, 60)}, expected 4 dimensions"
     hw = shape[2:4] if config.get("data_format") == "channels_first" else shape[1:3]
-    if not all(_count(v) for v in hw):
+    if not all(is_count(v) for v in hw):
         return None, f"its input shape {list(shape)} leaves the size open"
     return (hw[0], hw[1]), None
 
 
-def _weight_names(value: object) -> list[str]:
-    """A ``weight_names`` attribute as a list of names (Keras writes an empty float array for
-    a layer without weights)."""
-    if value is None:
-        return []
-    array = np.asarray(value)
-    if array.size == 0:
-        return []
-    if array.ndim > 1 or array.dtype.kind not in "OSU":
-        raise _LayerProblem(f"weight_names is {article(f'{array.ndim}-D')} {array.dtype} attribute "
-                            f"{shown(value, 60)}, expected a list of names")
-    names = []
-    for item in array.reshape(-1):
-        text = _text(item)
-        if text is None and isinstance(item, bytes | str):
-            raw = item if isinstance(item, bytes) else item.encode("utf-8", "surrogateescape")
-            raise _LayerProblem(f"weight_names holds {shown(raw, 60)}, not UTF-8 text")
-        if text is None:
-            raise _LayerProblem(f"weight_names holds {_found(item)}, expected names")
-        names.append(text)
-    return names
-
-
-def _text(value: object) -> str | None:
-    """``value`` as text when it is UTF-8 bytes or a string (h5py hands over bytes that are not
-    UTF-8 as a string with surrogate escapes: not text either)."""
-    if isinstance(value, bytes):
-        try:
-            return value.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return None
-        return value
-    return None
-
-
-@dataclass
-class _Reader:
-    """One open Keras file: its HDF5 weights, where messages say they are, and the memory the
-    weights read so far take."""
+@dataclass(kw_only=True)
+class _Reader(KerasWeights):
+    """One open Keras file: its config and where messages say it is, over its weights
+    (:class:`~engine.io.models.keras_weights.KerasWeights`)."""
 
     path: str
-    h5: Any  # an h5py.File (h5py has no type hints)
-    source: str  # the HDF5 file as messages name it (the path, or "m.keras: model.weights.h5")
-    file_size: int
-    limit: int
-    legacy: bool
     config: dict
-    used: int = 0
-    _index: dict | None = None
-    _prefix: str = ""
-    _index_problems: dict[str, str] = field(default_factory=dict)
 
     def fail(self, message: str) -> ModelImportError:
         return ModelImportError(f"{escaped(self.path)}: {message}")
@@ -190,25 +139,25 @@ class _Reader:
         for i, entry in enumerate(layers):
             at = f"{where}[{i}]"
             if not isinstance(entry, dict):
-                raise self.fail(f"the layer at {at} is {_found(entry)}, expected an object")
-            kind = entry.get("class_name", _MISSING)
+                raise self.fail(f"the layer at {at} is {found_text(entry)}, expected an object")
+            kind = entry.get("class_name", MISSING)
             if not isinstance(kind, str):
-                raise self.fail(f"the layer at {at} has class_name {_found(kind)}, expected a "
+                raise self.fail(f"the layer at {at} has class_name {found_text(kind)}, expected a "
                                 "string")
-            config = entry.get("config", _MISSING)
-            name = config.get("name", _MISSING) if isinstance(config, dict) else _MISSING
-            name = entry.get("name", _MISSING) if name is _MISSING else name
+            config = entry.get("config", MISSING)
+            name = config.get("name", MISSING) if isinstance(config, dict) else MISSING
+            name = entry.get("name", MISSING) if name is MISSING else name
             if not isinstance(name, str):
-                raise self.fail(f"the {shown(kind)} layer at {at} has name {_found(name)}, "
+                raise self.fail(f"the {shown(kind)} layer at {at} has name {found_text(name)}, "
                                 "expected a string")
             snake = snake_case(kind)
             used[snake] = used.get(snake, -1) + 1
             path = f"{prefix}/{snake}" + (f"_{used[snake]}" if used[snake] else "")
             if kind in MODEL_CLASSES:
-                inner = config.get("layers", _MISSING) if isinstance(config, dict) else config
+                inner = config.get("layers", MISSING) if isinstance(config, dict) else config
                 if not isinstance(inner, list):
                     raise self.fail(f"model {shown(name)} at {at}: its layers are "
-                                    f"{_found(inner)}, expected a list")
+                                    f"{found_text(inner)}, expected a list")
                 yield from self.walk(inner, f"{path}/layers", f"{at}.config.layers")
             else:
                 yield path, name, entry, previous
@@ -219,9 +168,9 @@ class _Reader:
         """The conv layer of this config entry, attributes checked before weights are read;
         ``shape`` is its input shape from the walk (:mod:`engine.io.models.keras_graph`) or why
         it is unknown."""
-        kind, c = entry["class_name"], entry.get("config", _MISSING)
+        kind, c = entry["class_name"], entry.get("config", MISSING)
         if not isinstance(c, dict):
-            raise _LayerProblem(f"its config is {_found(c)}, expected an object")
+            raise LayerProblem(f"its config is {found_text(c)}, expected an object")
         hw, unknown = _input_hw(shape, c)
         if kind in CONV_1D:
             c2, causal = as_2d(c)
@@ -243,56 +192,43 @@ class _Reader:
                    causal: tuple[int, int, int, int] | None = None) -> ConvLayer:
         """A Conv2D or DepthwiseConv2D layer (``causal``: a 1-D conv's config made 2-D, with
         these explicit pads when its padding is causal)."""
-        kernel = _ints(c, "kernel_size")
-        strides = _ints(c, "strides", 1)
-        dilations = _ints(c, "dilation_rate", 1)
-        padding = c.get("padding", "valid")
-        if not isinstance(padding, str) or padding.lower() not in ("same", "valid"):
-            raise _LayerProblem(f"padding is {_found(padding)}, expected 'same' or 'valid'")
-        data_format = c.get("data_format")
-        fmt = DATA_FORMATS.get(data_format) if isinstance(data_format, str | None) else None
-        if fmt is None:
-            raise _LayerProblem(f"data_format is {_found(data_format)}, expected "
-                                "'channels_last' or 'channels_first'")
-        use_bias = c.get("use_bias", True)
-        if not isinstance(use_bias, bool):
-            raise _LayerProblem(f"use_bias is {_found(use_bias)}, expected true or false")
+        kernel, strides, dilations, padding, fmt, use_bias = common(c)
         depthwise = kind == "DepthwiseConv2D"
         if depthwise:
-            multiplier, groups, filters = _positive(c, "depth_multiplier", 1), 1, None
+            multiplier, groups, filters = positive_int(c, "depth_multiplier", 1), 1, None
         else:
-            multiplier, groups = None, _positive(c, "groups", 1)
-            filters = _positive(c, "filters") if "filters" in c else None
+            multiplier, groups = None, positive_int(c, "groups", 1)
+            filters = positive_int(c, "filters") if "filters" in c else None
         weights = self.read_legacy(name, use_bias) if self.legacy else self.read_v3(
             wpath, name, use_bias)
         w = float_weights(name, "kernel", weights[0])
         if one_d and w.ndim == 3:  # [k, in, out]: [1, k, in, out]
             w = w.reshape(1, *w.shape)
         if w.ndim != 4:
-            raise _LayerProblem(f"the kernel has shape {list(w.shape)}, expected 4 dimensions "
-                                f"(H, W, in, {'multiplier' if depthwise else 'out'})")
+            raise LayerProblem(f"the kernel has shape {list(w.shape)}, expected 4 dimensions "
+                               f"(H, W, in, {'multiplier' if depthwise else 'out'})")
         kh, kw, cin, cout = (int(n) for n in w.shape)
         if (kh, kw) != kernel:
-            raise _LayerProblem(f"kernel_size is {list(kernel)} but the kernel has shape "
-                                f"{list(w.shape)}")
+            raise LayerProblem(f"kernel_size is {list(kernel)} but the kernel has shape "
+                               f"{list(w.shape)}")
         if depthwise:
             if cout != multiplier:
-                raise _LayerProblem(f"depth_multiplier is {multiplier} but the kernel has shape "
-                                    f"{list(w.shape)}")
+                raise LayerProblem(f"depth_multiplier is {multiplier} but the kernel has shape "
+                                   f"{list(w.shape)}")
             groups, in_channels, out = cin, cin, cin * cout
         else:
             if filters is not None and cout != filters:
-                raise _LayerProblem(f"filters is {filters} but the kernel has shape "
-                                    f"{list(w.shape)}")
+                raise LayerProblem(f"filters is {filters} but the kernel has shape "
+                                   f"{list(w.shape)}")
             if cout % groups:
-                raise _LayerProblem(f"groups {groups} does not divide the kernel's {cout} "
-                                    "output channels")
+                raise LayerProblem(f"groups {groups} does not divide the kernel's {cout} "
+                                   "output channels")
             in_channels, out = cin * groups, cout
             if groups > 1 and cin == 1:  # one input channel per group: TF's depthwise layout
                 w = w.reshape(kh, kw, groups, cout // groups)
         bias = float_weights(name, "bias", weights[1]) if use_bias else None
         layer = ConvLayer(name=name, kernel=kernel, strides=strides, dilations=dilations,
-                          padding="EXPLICIT" if causal else padding.upper(),
+                          padding="EXPLICIT" if causal else padding,
                           pads=causal or (0, 0, 0, 0), groups=groups, conv1d=one_d,
                           in_channels=in_channels, out_channels=out, data_format=fmt,
                           weights=np.ascontiguousarray(w), bias=bias, input_hw=input_hw,
@@ -300,118 +236,13 @@ class _Reader:
         check_layer(layer)
         return layer
 
-    # -- the weights ------------------------------------------------------------------------
-
-    def dataset(self, where: str, what: str) -> np.ndarray:
-        """One checked dataset, charged to the memory the weights may take together."""
-        array = hdf5_guard.read_dataset(self.h5, where, self.source, what, self.limit,
-                                        self.file_size, self.used)
-        self.used += array.nbytes
-        return array
-
-    def read_v3(self, wpath: str, name: str, use_bias: bool) -> list[np.ndarray]:
-        """Kernel (and bias) of a .keras layer: ``<wpath>/vars/0`` and ``/1``."""
-        where = f"{wpath}/vars"
-        group = hdf5_guard.get_group(self.h5, where, self.source, "the variables")
-        if group is None:  # files written by Keras 2.13 name the list differently
-            where = wpath.replace("layers", "_layer_checkpoint_dependencies") + "/vars"
-            group = hdf5_guard.get_group(self.h5, where, self.source, "the variables")
-        if group is None:
-            raise _LayerProblem(f"{WEIGHTS_MEMBER} has no variables at "
-                                f"{shown(wpath + '/vars')}")
-        try:
-            owner = _text(group.attrs.get("name"))  # Keras 3.15 writes the layer name
-        except hdf5_guard.H5_ERRORS:
-            owner = None
-        if owner is not None and owner != name:
-            raise _LayerProblem(f"the variables at {shown(where)} belong to layer "
-                                f"{shown(owner)}, says the file")
-        out = [self.dataset(f"{where}/0", "the kernel")]
-        return out + [self.dataset(f"{where}/1", "the bias")] if use_bias else out
-
-    def _listed_weights(self, name: str) -> tuple[str, list]:
-        """``(group, weight_names)`` listing layer ``name`` (its own group, else the first group
-        naming it); a :class:`_LayerProblem` when no group lists it."""
-        if self._index is None:
-            self._index = self._build_index()
-        groups = self._index.get(name, {})
-        key = name if name in groups else next(iter(groups), None)
-        if key is None:
-            problem = self._index_problems.get(name)
-            raise _LayerProblem(f"group {shown(name)}: {problem}" if problem else
-                                "the file lists no weights for this layer (in any group's "
-                                "weight_names)")
-        return key, groups[key]
-
-    def _build_index(self) -> dict[str, dict[str, list[str]]]:
-        """Layer name -> {group: its weight names}, from the ``weight_names`` of every group in
-        ``model_weights`` (read once: a lookup per layer is then constant time)."""
-        import h5py
-
-        root = hdf5_guard.get_group(self.h5, "model_weights", self.source, "the group")
-        root, self._prefix = (self.h5, "") if root is None else (root, "model_weights/")
-        index: dict[str, dict[str, list[str]]] = {}
-        for raw in root.id:
-            key = raw.decode("utf-8", "replace")
-            try:
-                obj = h5py.h5o.open(root.id, raw)
-                if not isinstance(obj, h5py.h5g.GroupID):
-                    continue
-                names = _weight_names(h5py.Group(obj).attrs.get("weight_names"))
-            except _LayerProblem as err:
-                self._index_problems[key] = str(err)
-                continue
-            except hdf5_guard.H5_ERRORS as err:
-                self._index_problems[key] = f"weight_names cannot be read ({err})"
-                continue
-            for n in names:
-                owner = n.rpartition("/")[0] or key  # Keras 1 names carry no layer path
-                parts = owner.split("/")
-                for i in range(len(parts)):  # "model/block/conv": conv, block/conv, ...
-                    index.setdefault("/".join(parts[i:]), {}).setdefault(key, []).append(n)
-        return index
-
-    def read_legacy(self, name: str, use_bias: bool) -> list[np.ndarray]:
-        """Kernel (and bias) of layer ``name``: listed as ``.../<name>/kernel`` in the
-        ``weight_names`` of its group ``model_weights/<name>``, or of a nested model's."""
-        key, mine = self._listed_weights(name)  # builds the index, which sets the prefix
-        prefix = self._prefix
-        tails = [n.rsplit("/", 1)[-1].split(":")[0] for n in mine]
-        kernels = [n for n, t in zip(mine, tails, strict=True) if "kernel" in t]
-        biases = [n for n, t in zip(mine, tails, strict=True) if "bias" in t]
-        if not kernels:
-            raise _LayerProblem(f"its weight_names {shown(mine, 60)} name no kernel")
-        out = [self.dataset(f"{prefix}{key}/{kernels[0]}", "the kernel")]
-        if not use_bias:
-            return out
-        if not biases:
-            raise _LayerProblem(f"use_bias is true but its weight_names {shown(mine, 60)} name "
-                                "no bias")
-        return out + [self.dataset(f"{prefix}{key}/{biases[0]}", "the bias")]
-
-    def read_roles(self, wpath: str, name: str, roles: tuple[str, ...]) -> list[np.ndarray]:
-        """A layer's variables in Keras's order (``roles``: their names): ``.keras``
-        ``<wpath>/vars/<i>``; ``.h5`` the ``weight_names`` whose last part is the role."""
-        if not self.legacy:
-            where = f"{wpath}/vars"
-            if hdf5_guard.get_group(self.h5, where, self.source, "the variables") is None:
-                raise _LayerProblem(f"{WEIGHTS_MEMBER} has no variables at {shown(where)}")
-            return [self.dataset(f"{where}/{i}", f"the {role}") for i, role in enumerate(roles)]
-        key, listed = self._listed_weights(name)
-        tails = {n.rsplit("/", 1)[-1].split(":")[0]: n for n in listed}
-        missing = [r for r in roles if r not in tails]
-        if missing:
-            raise _LayerProblem(f"its weight_names {shown(listed, 80)} name no {missing[0]}")
-        return [self.dataset(f"{self._prefix}{key}/{tails[r]}", f"the {r}") for r in roles]
-
-
 def _layer_list(reader: _Reader) -> list:
-    top = reader.config.get("config", _MISSING)
+    top = reader.config.get("config", MISSING)
     if not isinstance(top, dict):
-        raise reader.fail(f"the model config's \"config\" is {_found(top)}, expected an object")
-    layers = top.get("layers", _MISSING)
+        raise reader.fail(f"the model config's \"config\" is {found_text(top)}, expected an object")
+    layers = top.get("layers", MISSING)
     if not isinstance(layers, list):
-        raise reader.fail(f"the model config's \"layers\" are {_found(layers)}, expected a list")
+        raise reader.fail(f"the model config's \"layers\" are {found_text(layers)}, expected a list")
     return layers
 
 
@@ -420,7 +251,8 @@ def read_keras(path: str, memory_limit: int = DEFAULT_MEMORY_LIMIT) -> ModelLaye
     read together, and each zip member read, fit ``memory_limit`` bytes."""
     h5py = need_module("h5py", "a Keras model")
     config, h5, source, size, legacy = open_keras(path, h5py, memory_limit)
-    reader = _Reader(path, h5, source, size, memory_limit, legacy=legacy, config=config)
+    reader = _Reader(path=path, h5=h5, source=source, file_size=size, limit=memory_limit,
+                     legacy=legacy, config=config)
     found_layers = ModelLayers([], {}, {})
     with reader.h5:
         layers = _layer_list(reader)
@@ -432,7 +264,7 @@ def read_keras(path: str, memory_limit: int = DEFAULT_MEMORY_LIMIT) -> ModelLaye
                 try:
                     found_layers.layers += reader.conv_layers(
                         name, entry, wpath, shapes.get(id(entry), "the walk did not reach it"))
-                except _LayerProblem as err:
+                except LayerProblem as err:
                     found_layers.refused[name] = f"{said}: {err} (in {escaped(path)})"
                 except ModelImportError as err:  # a dataset's problem names the file already
                     text = str(err)
