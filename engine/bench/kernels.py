@@ -271,13 +271,12 @@ def cpu_lines() -> list[str]:
     """The CPU the figures come from: its model, cores, the vector width and register tile the
     compiled kernels chose for it, and the cache sizes their blocks follow."""
     from engine.kernels import cpu
-    from engine.kernels._compiled import numba_simd
 
     info = cpu.host()
-    rows, vectors = numba_simd.tile_shape()
+    bits, rows, vectors = accel.register_tile()
     cpu_line = (f"CPU: {info.model}, {os.cpu_count()} logical cores, L1d {info.l1d // 1024} "
                 f"KiB, L2 {info.l2 // 1024} KiB per core")
-    tile_line = (f"compiled kernels: {numba_simd.VECTOR_BYTES * 8}-bit vectors, register tile "
+    tile_line = (f"compiled kernels: {bits}-bit vectors, register tile "
                  f"{rows}x{vectors} (rows x vectors)")
     return [cpu_line, tile_line]
 

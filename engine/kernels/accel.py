@@ -100,6 +100,15 @@ def use_compiled(ctype: np.dtype, numpy_seconds: float) -> bool:
     return numpy_seconds >= COMPILED_FROM_SECONDS and compiled() is not None
 
 
+def register_tile() -> tuple[int, int, int]:
+    """The compiled kernels' vector width in bits and their register tile (rows, vectors) on
+    this CPU (imports numba)."""
+    from engine.kernels._compiled import numba_simd
+
+    rows, vectors = numba_simd.tile_shape()
+    return numba_simd.VECTOR_BYTES * 8, rows, vectors
+
+
 def may_run_compiled() -> bool:
     """A guess, before the call's work is known and without importing numba: False only when
     no call of this process can run compiled (``GRADBLOCKS_KERNELS=numpy``, or numba failed)."""
