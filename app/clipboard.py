@@ -22,7 +22,7 @@ from engine.io import strict_json
 
 MIME = "application/x-gradblocks-nodes"
 PASTE_OFFSET = 40.0
-#: How the clipboard is named in paste errors (``clipboard: 1 problem(s) ...``).
+#: How the clipboard is named in paste errors (``clipboard: 1 problem ...``).
 SOURCE = "clipboard"
 
 

@@ -20,6 +20,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from app import dialog_folders
 from engine.base.atomic import Member, resolve_target, write_atomically, write_file_set
+from engine.base.names import counted
 from engine.export.frameworks import ExportRefused, export_framework_script, owned_companions
 from engine.export.to_numpy import export_script
 from engine.graph.canvas import Canvas
@@ -63,7 +64,7 @@ def export_canvas(canvas: Canvas, plan: Plan, canvas_path: Path | None, base_dir
     ``gradblocks export --to target -o output`` does; raises :class:`ExportError`."""
     if plan.errors:
         lines = problem_lines(plan)
-        raise ExportError(f"the canvas has {len(lines)} problem(s); fix them first: {lines[0]}")
+        raise ExportError(f"the canvas has {counted(len(lines), 'problem')}; fix them first: {lines[0]}")
     protected = protected_files(canvas, canvas_path, base_dir)
     problem = target_problem(output, protected)
     if problem:

@@ -26,9 +26,10 @@ from engine.base.atomic import write_bytes_atomically
 from engine.base.dtypes import DTYPES, dtype_name
 from engine.base.errors import InvalidArgumentError
 from engine.base.file_stamp import FileStamp
+from engine.base.names import counted
 from engine.graph.canvas import Canvas, CanvasError
 from engine.graph.canvas_file import load_canvas, save_canvas
-from engine.graph.report import canvas_error_lines, counted, file_problem
+from engine.graph.report import canvas_error_lines, file_problem
 from engine.io import image_source
 
 CANVAS_SUFFIX = ".gbc.json"

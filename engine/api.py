@@ -50,7 +50,7 @@ from blocks.registry import get_spec
 from blocks.spec import AttrError, BlockSpec
 from engine.base.arguments import bad, string
 from engine.base.errors import InvalidArgumentError
-from engine.base.names import id_problem
+from engine.base.names import counted, id_problem
 from engine.graph.budget import limit_bytes
 from engine.graph.canvas import Canvas
 from engine.graph.canvas_file import load_canvas, save_canvas
@@ -120,7 +120,7 @@ class CheckReport:
     def summary(self) -> str:
         if self.ok:
             return f"ok, {len(self.plan.steps)} block(s)"
-        return f"{len(self.problems)} problem(s)"
+        return counted(len(self.problems), "problem")
 
     def __str__(self) -> str:
         notes = [f"warning: {w}" for w in self.warnings]

@@ -103,9 +103,9 @@ def test_problems_are_reported_by_check_and_raised_by_run():
     c = build()
     c.set("dw", strides=[2, 1, 1, 1])
     report = c.check()
-    assert not report.ok and report.summary() == "1 problem(s)"
-    assert str(report).startswith("1 problem(s):\n  dw.strides: strides [2, 1, 1, 1]")
-    with pytest.raises(InvalidArgumentError, match=r"cannot run: 1 problem\(s\):\n  dw.strides"):
+    assert not report.ok and report.summary() == "1 problem"
+    assert str(report).startswith("1 problem:\n  dw.strides: strides [2, 1, 1, 1]")
+    with pytest.raises(InvalidArgumentError, match=r"cannot run: 1 problem:\n  dw.strides"):
         c.run()
 
 
@@ -181,3 +181,13 @@ def test_guide_example_runs_as_shown(tmp_path, monkeypatch, capsys):
     exec(compile(code, "notebook.md", "exec"), {})  # noqa: S102 - our own guide's example
     assert capsys.readouterr().out == shown
     assert (tmp_path / "grad.gbc.json").exists() and (tmp_path / "ramp.png").exists()
+
+
+def test_problem_counts_are_words_not_parentheses():
+    """One rule (engine.base.names.counted) for every count of problems: "1 problem",
+    "2 problems", never "problem(s)"."""
+    from engine.graph.canvas import CanvasError
+
+    assert str(CanvasError([("a.b", "bad")], "f.gbc.json")).startswith(
+        "f.gbc.json: 1 problem in the canvas:\n  a.b: bad")
+    assert str(CanvasError([("a", "x"), ("b", "y")])).startswith("2 problems in the canvas:")

@@ -129,7 +129,7 @@ def test_a_canvas_with_problems_is_not_exported(qtbot, grad_window, tmp_path, mo
     monkeypatch.setattr(QtWidgets.QMessageBox, "critical",
                         staticmethod(lambda _parent, _title, text: shown.append(text)))
     dialog = export_from_menu(qtbot, w, "NumPy (engine.kernels)", tmp_path / "s.py")
-    assert len(shown) == 1 and shown[0].startswith("the canvas has 1 problem(s); fix them first")
+    assert len(shown) == 1 and shown[0].startswith("the canvas has 1 problem; fix them first")
     assert "filter_sizes" in shown[0] and not (tmp_path / "s.py").exists()
     dialog.close()
 

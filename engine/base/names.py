@@ -145,3 +145,8 @@ def article(word: str) -> str:
         else:
             vowel = lower[0] in "aeiou"
     return f"{'an' if vowel else 'a'} {word}"
+
+
+def counted(count: int, noun: str) -> str:
+    """``1 problem``, ``2 problems``: every count of things in a message."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import BinaryIO, TextIO
 
 from engine.base.atomic import Member, write_atomically, write_file_set
-from engine.base.names import escaped, shown
+from engine.base.names import counted, escaped, shown
 from engine.explain.terms import OPS
 from engine.graph.budget import gib_to_bytes
 from engine.graph.canvas import Canvas, CanvasError
@@ -28,7 +28,6 @@ from engine.graph.executor import Executor
 from engine.graph.report import (
     attribute_problems_only,
     canvas_error_lines,
-    counted,
     file_problem,
     problem_lines,
 )

@@ -19,7 +19,7 @@ from typing import Any
 
 from blocks.registry import get_spec
 from engine.base.errors import InvalidArgumentError
-from engine.base.names import MAX_TITLE, shown, text_problem
+from engine.base.names import MAX_TITLE, counted, shown, text_problem
 from engine.graph import annotations as items  # `annotations` is the __future__ feature
 from engine.graph.annotations import Frame, Note
 from engine.graph.canvas_document import (
@@ -58,7 +58,7 @@ class CanvasError(InvalidArgumentError):
         self.places = places or {}
         head = f"{source}: " if source else ""
         lines = [f"{path}: {msg}" for path, msg in problems]
-        super().__init__(head + f"{len(problems)} problem(s) in the canvas:\n  "
+        super().__init__(head + f"{counted(len(problems), 'problem')} in the canvas:\n  "
                          + "\n  ".join(lines))
 
 

@@ -117,11 +117,6 @@ def file_problem(err: CanvasError) -> str | None:
     return None
 
 
-def counted(count: int, noun: str) -> str:
-    """``1 problem``, ``2 problems``."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
 def attribute_problems_only(err: CanvasError) -> bool:
     """True when every problem of ``err`` is a block attribute's: the canvas read is whole
     (every block, every wire) but for those values, so compiling it finds the other problems."""
