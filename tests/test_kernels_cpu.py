@@ -38,3 +38,17 @@ def test_sizes_fall_back_to_sysfs_then_to_the_defaults(monkeypatch, tmp_path):
 def test_this_machine_has_a_model_and_positive_sizes():
     info = cpu.host()
     assert info.model and info.l1d > 0 and info.l2 >= info.l1d
+
+
+def test_the_tiles_row_block_follows_the_l1_size(monkeypatch):
+    """Operand rows of a block fill at most half the L1 data cache: 32 KiB (the AVX2 EPYC)
+    gives 30 rows of k = 128 float32, 48 KiB gives 48; never below 24 or above ROW_BLOCK."""
+    import pytest
+
+    pytest.importorskip("numba")
+    from engine.kernels._compiled import conv_tiles
+
+    for l1d, k, rows in ((32 * 1024, 128, 30), (48 * 1024, 128, 48), (48 * 1024, 16, 96),
+                         (32 * 1024, 4096, 24)):
+        monkeypatch.setattr(cpu, "host", lambda l1d=l1d: cpu.Host("test CPU", l1d, 2**21))
+        assert conv_tiles.row_block(k, 4) == rows

@@ -58,19 +58,24 @@ FEW_CHANNELS = 16
 #: Destination rows per block of the forward / input-gradient tiles; the shifted products take
 #: at most :func:`row_block` rows.
 ROW_BLOCK = 96
-#: Bytes of a block's operand rows (rows x k) meant to stay in L1 while every column panel of
-#: the block reads them (half a 32 KiB L1): with AVX2's 16-column panels a 96-row block of
-#: k = 128 (48 KiB) was read from L2 eight times (28x28x256 1x1 input gradient: 30 rows 5%
-#: faster than 96, 48 no faster).
-L1_OPERAND_BYTES = 16 * 1024
+
+
+def l1_operand_bytes() -> int:
+    """Bytes of a block's operand rows (rows x k) meant to stay in L1 while every column panel
+    of the block reads them: half this CPU's L1 data cache (:mod:`engine.kernels.cpu`)."""
+    from engine.kernels import cpu
+
+    return cpu.host().l1d // 2
 
 
 def row_block(k: int, itemsize: int) -> int:
     """Destination rows per block of :func:`_shifted`: :data:`ROW_BLOCK`, fewer (a multiple of
     6, the tiles' rows, at least 24) when the block's ``k``-long operand rows would not stay in
-    L1 (:data:`L1_OPERAND_BYTES`)."""
-    fit = L1_OPERAND_BYTES // max(1, k * itemsize) // 6 * 6
+    L1 (:func:`l1_operand_bytes`)."""
+    fit = l1_operand_bytes() // max(1, k * itemsize) // 6 * 6
     return max(24, min(ROW_BLOCK, fit))
+
+
 #: A core's range of the col2im input gradient has at least this many input rows per filter
 #: row (at its start it recomputes the output-gradient rows its neighbour shares: about one
 #: per filter row).
