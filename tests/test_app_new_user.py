@@ -55,3 +55,43 @@ def test_each_new_tensor_block_gets_its_own_seed(qtbot, window):
     wait_run(qtbot, window)
     values = [window.session.outputs[(n.id, "output")] for n in nodes]
     assert not np.array_equal(values[0], values[1]) and not np.array_equal(values[1], values[2])
+
+
+SAME_OFF_BY_ONE = '''
+from engine import kernels
+
+
+def backprop_input(**kw):
+    """SAME padding computed by hand, the odd row or column put before (an off-by-one)."""
+    if kw["padding"] != "SAME":
+        return kernels.conv2d_backprop_input(**kw)
+    rows_cols = (1, 2) if kw["data_format"] == "NHWC" else (2, 3)
+    pads = [0] * 8
+    for i, axis in enumerate(rows_cols):
+        n, k = kw["input_sizes"][axis], kw["filter"].shape[i]
+        s, d = kw["strides"][axis], kw["dilations"][axis]
+        total = max(0, (-(-n // s) - 1) * s + (k - 1) * d + 1 - n)
+        pads[2 * axis], pads[2 * axis + 1] = total - total // 2, total // 2
+    return kernels.conv2d_backprop_input(**dict(kw, padding="EXPLICIT",
+                                                explicit_paddings=pads))
+'''
+
+
+def test_verify_shrinks_a_same_off_by_one_to_strides_and_dilations_1(qtbot, window, tmp_path):
+    """Run > Verify of a SAME off-by-one: the report's minimal case is input 1x1 with strides
+    and dilations all 1 (it was input 2x3, strides [1, 2, 3, 1], dilations [1, 1, 3, 1])."""
+    from tests.test_app_verify import choose, load, open_dialog, run
+
+    target = tmp_path / "samepad.py"
+    target.write_text(SAME_OFF_BY_ONE)
+    dialog = open_dialog(qtbot, window)
+    load(qtbot, dialog, target)
+    choose(dialog, "backprop_input", "tf", "Conv2DBackpropInput", 300)
+    assert run(qtbot, dialog) == "done"
+    text = dialog.view.minimal_edit.toPlainText()
+    assert text.startswith("minimal wrong_values (3 elements"), text
+    assert "diagnosis: same_pad_extra_before" in text
+    reproduce = next(line for line in text.splitlines() if line.startswith("reproduce:"))
+    assert "input_sizes=[1, 1, 1, 1]" in reproduce, reproduce
+    assert "strides=[1, 1, 1, 1]" in reproduce and "dilations=[1, 1, 1, 1]" in reproduce, \
+        reproduce
