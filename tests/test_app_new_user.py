@@ -95,3 +95,57 @@ def test_verify_shrinks_a_same_off_by_one_to_strides_and_dilations_1(qtbot, wind
     assert "input_sizes=[1, 1, 1, 1]" in reproduce, reproduce
     assert "strides=[1, 1, 1, 1]" in reproduce and "dilations=[1, 1, 1, 1]" in reproduce, \
         reproduce
+
+
+def _field_tops(panel) -> dict[str, int]:
+    """Each shown attribute field's top, in the panel's coordinates."""
+    QtWidgets.QApplication.processEvents()
+    return {name: row.editor.mapTo(panel, row.editor.rect().topLeft()).y()
+            for name, row in panel.rows.items() if row.editor.isVisible()}
+
+
+def _type_and_leave(qtbot, field: QtWidgets.QLineEdit, text: str) -> None:
+    qtbot.mouseClick(field, Qt.LeftButton)
+    field.selectAll()
+    qtbot.keyClicks(field, text)
+    qtbot.keyClick(field, Qt.Key_Return)
+    QtWidgets.QApplication.processEvents()
+
+
+def test_an_invalid_strides_cell_is_kept_red_and_moves_no_field(qtbot, grad_window):
+    """Typing "abc" into a strides cell: the text stays, marked red, the reason below the
+    fields, and padding, data_format and dilations stay where they were (they moved ~40 px
+    down under a hint, and the cell refused the letters)."""
+    from app.attr_editors import ERROR_STYLE
+
+    w = grad_window
+    w.adapter.select(["grad"])
+    panel = w.attributes
+    before = _field_tops(panel)
+    assert {"strides", "padding", "data_format", "dilations"} <= set(before)
+    cell = panel.rows["strides"].editor.cells[1]
+    _type_and_leave(qtbot, cell, "abc")
+    assert cell.text() == "abc"
+    assert cell.styleSheet() == ERROR_STYLE
+    error = panel.rows["strides"].error
+    assert error.isVisible() and error.text() == "grad.strides: strides[1] must be an integer, "\
+        "got 'abc'"
+    assert _field_tops(panel) == before
+    assert error.mapTo(panel, error.rect().topLeft()).y() > max(before.values())
+
+
+def test_the_tensor_shape_field_behaves_as_a_strides_cell(qtbot, grad_window):
+    """The same "abc" in a Tensor block's shape field: kept, red, the reason below the fields,
+    no field moved."""
+    from app.attr_editors import ERROR_STYLE
+
+    w = grad_window
+    w.adapter.select(["x"])
+    panel = w.attributes
+    before = _field_tops(panel)
+    field = panel.rows["shape"].editor.edit
+    _type_and_leave(qtbot, field, "abc")
+    assert field.text() == "abc" and field.styleSheet() == ERROR_STYLE
+    error = panel.rows["shape"].error
+    assert error.isVisible() and "shape[0] must be an integer, got 'abc'" in error.text()
+    assert _field_tops(panel) == before
