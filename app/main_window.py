@@ -337,7 +337,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.adapter.edit_failed.connect(lambda msg: self._edit_message(msg, "error"))
         self.palette.add_requested.connect(
             lambda t: self.adapter.add_blocks([t], self.edits.free_spot()))
-        self.search_popup.chosen.connect(lambda t, pos: self.adapter.add_blocks([t], pos))
+        self.search_popup.chosen.connect(
+            lambda t, pos: self.adapter.add_blocks([t], pos, visible=True))
         self.session.log.connect(self._session_message)
         self.log.node_activated.connect(self.select_node)
         runner = self.session.runner

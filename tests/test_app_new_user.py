@@ -4,7 +4,7 @@ that user: the menus, the keys, the files they open."""
 from __future__ import annotations
 
 import numpy as np
-from PySide6 import QtTest, QtWidgets
+from PySide6 import QtCore, QtTest, QtWidgets
 from PySide6.QtCore import Qt
 
 from tests.app_support import wait_run
@@ -149,3 +149,80 @@ def test_the_tensor_shape_field_behaves_as_a_strides_cell(qtbot, grad_window):
     error = panel.rows["shape"].error
     assert error.isVisible() and "shape[0] must be an integer, got 'abc'" in error.text()
     assert _field_tops(panel) == before
+
+
+def _wires(window):
+    from NodeGraphQt.qgraphics.pipe import PipeItem
+
+    return [i for i in window.adapter.viewer.scene().items()
+            if isinstance(i, PipeItem) and i.input_port is not None
+            and i.output_port is not None]
+
+
+def _assert_placed_in_view(window, cid: str) -> None:
+    """``cid``'s block lies inside the visible canvas, on no other block and no wire."""
+    QtWidgets.QApplication.processEvents()
+    from app.view_zoom import visible_rect
+
+    rect = window.adapter.node(cid).view.sceneBoundingRect()
+    shown = visible_rect(window.adapter.viewer)
+    assert shown.contains(rect), (rect, shown)
+    for other, node in window.adapter._nodes.items():
+        if other != cid:
+            assert not rect.intersects(node.view.sceneBoundingRect()), other
+    view = window.adapter.node(cid).view
+    for wire in _wires(window):
+        if view not in (wire.input_port.node, wire.output_port.node):  # not its own wire
+            assert not wire.shape().intersects(rect), "on a wire"
+
+
+def test_a_block_added_with_tab_search_lands_in_view_near_the_cursor(qtbot, grad_window):
+    """Tab over the lower canvas, "gradch", Enter: the GradCheck block is in view, on no block
+    and no wire (it landed outside the visible area)."""
+    from PySide6 import QtGui
+
+    from tests.app_support import focus_canvas
+
+    w = grad_window
+    w.resize(1400, 900)
+    w.adapter.fit_all()
+    focus_canvas(qtbot, w)
+    viewer = w.adapter.viewer
+    vp = viewer.viewport().rect()
+    at = QtCore.QPoint(vp.width() // 2, vp.height() - 15)  # the lower canvas
+    QtGui.QCursor.setPos(viewer.viewport().mapToGlobal(at))
+    QtWidgets.QApplication.processEvents()
+    qtbot.keyClick(viewer, Qt.Key_Tab)
+    popup = w.search_popup
+    assert popup.isVisible()
+    qtbot.keyClicks(popup.edit, "gradch")
+    qtbot.keyClick(popup.edit, Qt.Key_Return)
+    [cid] = [c for c, n in w.doc.canvas.nodes.items() if n.type == "GradCheck"]
+    _assert_placed_in_view(w, cid)
+    near = w.adapter.node(cid).view.sceneBoundingRect()
+    cursor = viewer.mapToScene(at)
+    assert abs(near.center().x() - cursor.x()) < near.width() * 2  # near where it was asked
+
+
+def test_a_block_added_by_a_wire_drop_lands_in_view_on_no_wire(qtbot, grad_window):
+    """A wire from x.output dropped on empty canvas across another wire: the Output block
+    chosen lies in view, on no block and no wire."""
+    from tests.app_support import drag, view_point
+
+    w = grad_window
+    w.resize(1400, 900)
+    w.adapter.fit_all()
+    QtWidgets.QApplication.processEvents()
+    wire = max(_wires(w), key=lambda p: p.path().length())
+    middle = wire.mapToScene(wire.path().pointAtPercent(0.5))
+    # the new block's top-left goes where the wire is dropped: just above-left of a wire
+    end = w.adapter.viewer.mapFromScene(middle - QtCore.QPointF(60.0, 40.0))
+    drag(w, view_point(w, w.adapter.node("x").outputs()["output"].view), end)
+    popup = w.wire_drop.popup
+    qtbot.waitUntil(popup.isVisible)
+    qtbot.keyClicks(popup.edit, "output")
+    qtbot.keyClick(popup.edit, Qt.Key_Return)
+    [cid] = [c for c, n in w.doc.canvas.nodes.items() if n.type == "Output"]
+    assert (("x", "output"), (cid, "input")) in {(tuple(e.src), tuple(e.dst))
+                                                 for e in w.doc.canvas.edges}
+    _assert_placed_in_view(w, cid)
