@@ -226,3 +226,63 @@ def test_a_block_added_by_a_wire_drop_lands_in_view_on_no_wire(qtbot, grad_windo
     assert (("x", "output"), (cid, "input")) in {(tuple(e.src), tuple(e.dst))
                                                  for e in w.doc.canvas.edges}
     _assert_placed_in_view(w, cid)
+
+
+def _panel_shows_its_content(window) -> None:
+    """The palette's labels and the Attributes panel's fields are whole, or a scrollbar
+    reaches what is cut."""
+    QtWidgets.QApplication.processEvents()
+    tree = window.palette.tree
+    assert (tree.viewport().width() >= tree.sizeHintForColumn(0) + tree.indentation()
+            or tree.horizontalScrollBar().isVisible()), "palette labels cut"
+    scroll, body = window.attributes.scroll, window.attributes.body
+    if not scroll.isVisible():  # no block selected: the panel shows a hint
+        return
+    assert body.width() >= body.minimumSizeHint().width()
+    assert (scroll.viewport().width() >= body.width()
+            or scroll.horizontalScrollBar().isVisible()), "Attributes clipped"
+
+
+def test_panels_keep_their_width_when_the_window_shrinks_and_grows_again(qtbot, grad_window):
+    """Window made small, then large again: the palette and the Attributes panel never go
+    below a usable width, show a scrollbar while narrower than their content, and get their
+    widths back (they stayed squeezed: palette ~100 px with cut labels, Attributes clipped)."""
+    from app.panel_widths import MIN_WIDTHS
+
+    w = grad_window
+    w.adapter.select(["grad"])
+    QtWidgets.QApplication.processEvents()
+    widths = (w.palette_dock.width(), w.attributes_dock.width())
+    w.resize(500, 400)
+    QtWidgets.QApplication.processEvents()
+    assert w.palette_dock.width() >= MIN_WIDTHS["dock_blocks"]
+    assert w.attributes_dock.width() >= MIN_WIDTHS["dock_attributes"]
+    _panel_shows_its_content(w)
+    w.resize(1300, 850)
+    qtbot.waitUntil(lambda: (w.palette_dock.width(), w.attributes_dock.width()) == widths)
+    _panel_shows_its_content(w)
+    strides = w.attributes.rows["strides"].editor.cells[-1]
+    right = strides.mapTo(w.attributes.scroll.viewport(), strides.rect().topRight()).x()
+    assert right <= w.attributes.scroll.viewport().width()  # the last strides cell is whole
+
+
+def test_a_saved_layout_with_a_squeezed_panel_is_not_restored(qtbot, tmp_path, monkeypatch):
+    from tests.app_support import close_window, make_window, no_dialogs
+
+    no_dialogs(monkeypatch)
+    w = make_window(qtbot, tmp_path, restore_layout=True)
+    QtWidgets.QApplication.processEvents()  # laid out: the panels' minimums set
+    default = w.palette_dock.width()
+    for dock in (w.palette_dock, w.attributes_dock):  # as an older version let it be
+        dock.setMinimumWidth(0)
+    w.resizeDocks([w.palette_dock], [40], Qt.Horizontal)
+    QtWidgets.QApplication.processEvents()
+    squeezed = w.palette_dock.width()
+    assert squeezed < default - 50
+    close_window(w)  # saves the layout
+    w2 = make_window(qtbot, tmp_path, restore_layout=True)
+    try:
+        qtbot.waitUntil(lambda: abs(w2.palette_dock.width() - default) <= 2)
+        _panel_shows_its_content(w2)
+    finally:
+        close_window(w2)
