@@ -35,12 +35,12 @@ def new_block_size(type_id: str) -> tuple[float, float]:
     shape labels it gets once inferred and the room of the largest preview down (the preview
     area a wired block gets once its shapes are known: :mod:`app.node_previews`)."""
     from app.node_classes import node_class
-    from app.node_previews import PAD, THUMB_SIZE
+    from app.node_previews import THUMB_SIZE
     from blocks.registry import get_spec
 
     view = node_class(get_spec(type_id))().view
     view.draw_node()
-    room = 0.0 if getattr(view, "preview_slot", None) else THUMB_SIZE[1] + PAD
+    room = 0.0 if getattr(view, "preview_slot", None) else float(THUMB_SIZE[1])
     return float(view.width) + LABEL_ROOM, float(view.height) + room
 
 

@@ -226,10 +226,14 @@ def test_int_vector_values_as_text_and_run_warns_about_pending_edit(qtbot, windo
     editor.edit.editingFinished.emit()
     assert w.doc.canvas.nodes["fs"].attrs["values"] == [1, 1, 2, 2]
     assert w.attributes.rows["values"].error.text() == ""
-    # the inferred shape follows the edit; the port says its last result (3x3) is stale
-    assert w.adapter.node("grad").view.get_output_text_item(
-        w.adapter.node("grad").outputs()["output"].view).toPlainText() == (
-        "output  1×1×2×2 f32  (stale)")
+    # the inferred shape follows the edit; the port, greyed, says its last result is stale
+    from app.node_item import GREYED_TEXT
+
+    port = w.adapter.node("grad").outputs()["output"].view
+    label = w.adapter.node("grad").view.get_output_text_item(port)
+    assert label.toPlainText() == "output  1×1×2×2 f32"
+    assert label.defaultTextColor() == GREYED_TEXT
+    assert "last result is stale" in port.toolTip()
 
 
 def test_letter_typed_into_an_integer_cell_is_kept_and_marked_with_a_reason(qtbot, window):

@@ -286,3 +286,60 @@ def test_a_saved_layout_with_a_squeezed_panel_is_not_restored(qtbot, tmp_path, m
         _panel_shows_its_content(w2)
     finally:
         close_window(w2)
+
+
+def _strides(qtbot, window, values) -> None:
+    """Type ``values`` into grad's strides cells and leave the last one."""
+    cells = window.attributes.rows["strides"].editor.cells
+    for cell, v in zip(cells, values):
+        qtbot.mouseClick(cell, Qt.LeftButton)
+        cell.selectAll()
+        qtbot.keyClicks(cell, str(v))
+    qtbot.keyClick(cells[-1], Qt.Key_Return)
+    QtWidgets.QApplication.processEvents()
+
+
+def test_a_block_keeps_its_size_valid_invalid_or_stale_and_its_badge_inside(qtbot, grad_window):
+    """grad before a run, invalid (a batch stride) before a run, run (valid), made invalid,
+    fixed, made stale (x's seed), given an invalid strides cell: its size never changes, and
+    its badge lies inside it, never on the blocks around (it grew and shrank with the
+    "(stale)" label, the shapes, the preview area and the badge)."""
+    w = grad_window
+    view = w.adapter.node("grad").view
+    badge = w.session.decorator._badges
+
+    def state() -> tuple[float, float]:
+        QtWidgets.QApplication.processEvents()
+        rect = view.sceneBoundingRect()
+        shown = badge.get("grad")
+        if shown is not None and shown.isVisible():
+            assert rect.contains(shown.sceneBoundingRect()), (shown.text(), rect,
+                                                             shown.sceneBoundingRect())
+        return rect.width(), rect.height()
+
+    w.adapter.select(["grad"])
+    sizes = {"not run": state()}
+    _strides(qtbot, w, [2, 1, 1, 1])  # invalid before any run: no shape, no result
+    assert w.session.plan.errors.get("grad")
+    sizes["invalid, not run"] = state()
+    _strides(qtbot, w, [1, 1, 1, 1])
+    with qtbot.waitSignal(w.session.runner.finished, timeout=60_000):
+        w.act_run.trigger()
+    qtbot.waitUntil(lambda: not w.session.runner.running, timeout=60_000)
+    sizes["valid"] = state()
+    _strides(qtbot, w, [2, 1, 1, 1])  # TF refuses a batch stride: invalid, its result stale
+    assert w.session.plan.errors.get("grad")
+    sizes["invalid"] = state()
+    _strides(qtbot, w, [1, 1, 1, 1])
+    assert not w.session.plan.errors.get("grad")
+    sizes["fixed"] = state()
+    w.adapter.select(["x"])
+    seed = w.attributes.rows["seed"].editor.edit
+    _type_and_leave(qtbot, seed, "7")
+    assert w.session.stale_reason("grad")
+    sizes["stale"] = state()
+    w.adapter.select(["grad"])
+    _type_and_leave(qtbot, w.attributes.rows["strides"].editor.cells[1], "abc")
+    assert badge["grad"].text().startswith("⚠ runs with last valid")
+    sizes["pending"] = state()
+    assert len(set(sizes.values())) == 1, sizes
