@@ -343,3 +343,33 @@ def test_a_block_keeps_its_size_valid_invalid_or_stale_and_its_badge_inside(qtbo
     assert badge["grad"].text().startswith("⚠ runs with last valid")
     sizes["pending"] = state()
     assert len(set(sizes.values())) == 1, sizes
+
+
+def test_the_reproduction_canvas_note_shows_all_its_text(qtbot, window, tmp_path):
+    """Run > Verify, Open reproduction: the note verify wrote on the canvas holds its whole
+    text (its last lines, the diagnosis and the layout, were cut off at the bottom)."""
+    from PySide6 import QtGui
+
+    from tests.test_app_verify import choose, click, load, open_dialog, run, type_into
+
+    target = tmp_path / "samepad.py"  # its diagnosis is long: it names lookalike mistakes
+    target.write_text(SAME_OFF_BY_ONE)
+    dialog = open_dialog(qtbot, window)
+    load(qtbot, dialog, target)
+    choose(dialog, "backprop_input", "tf", "Conv2DBackpropInput", 300)
+    assert run(qtbot, dialog) == "done"
+    type_into(dialog.repro_edit, str(tmp_path / "repro"))
+    click(dialog.open_repro_button)
+    QtWidgets.QApplication.processEvents()
+    from app.annotation_items import NoteItem
+
+    note = window.doc.canvas.notes["case_note"]
+    assert note.text.endswith("float64.")
+    [item] = [i for i in window.adapter.viewer.scene().items()
+              if isinstance(i, NoteItem) and i.backdrop_text == note.text]
+    rect = item.boundingRect().adjusted(9.0, 7.0, -9.0, -7.0)  # where its text is painted
+    font = QtGui.QFont(window.adapter.viewer.font())
+    font.setPointSizeF(10.0)  # as the note item paints it
+    needed = QtGui.QFontMetricsF(font).boundingRect(
+        rect, int(Qt.AlignLeft | Qt.AlignTop | Qt.TextWordWrap | Qt.TextExpandTabs), note.text)
+    assert needed.height() <= rect.height(), (needed, rect)
