@@ -240,6 +240,7 @@ class IntEditor(LineEditor):
     def __init__(self, spec, parent=None):
         super().__init__(spec, parent, "integer")
         self.edit.setMaximumWidth(120)
+        self.lay.addStretch(1)  # a narrow field starts where the others start, not centred
 
     def parse(self):
         return parse_int(self.spec.name, self.edit.text())
@@ -251,6 +252,7 @@ class FloatEditor(LineEditor):
     def __init__(self, spec, parent=None):
         super().__init__(spec, parent, "number, e.g. 1e-3")
         self.edit.setMaximumWidth(160)
+        self.lay.addStretch(1)  # a narrow field starts where the others start, not centred
 
     def format(self, value) -> str:
         return "" if value is None else repr(float(value))

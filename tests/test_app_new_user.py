@@ -373,3 +373,16 @@ def test_the_reproduction_canvas_note_shows_all_its_text(qtbot, window, tmp_path
     needed = QtGui.QFontMetricsF(font).boundingRect(
         rect, int(Qt.AlignLeft | Qt.AlignTop | Qt.TextWordWrap | Qt.TextExpandTabs), note.text)
     assert needed.height() <= rect.height(), (needed, rect)
+
+
+def test_the_tensor_seed_field_lines_up_with_the_other_fields(qtbot, grad_window):
+    """The Tensor block's seed field starts where shape, dtype and fill start (it sat
+    further right)."""
+    w = grad_window
+    w.adapter.select(["x"])
+    QtWidgets.QApplication.processEvents()
+    panel = w.attributes
+    fields = {"shape": panel.rows["shape"].editor.edit, "dtype": panel.rows["dtype"].editor.combo,
+              "fill": panel.rows["fill"].editor.combo, "seed": panel.rows["seed"].editor.edit}
+    lefts = {name: f.mapTo(panel, f.rect().topLeft()).x() for name, f in fields.items()}
+    assert len(set(lefts.values())) == 1, lefts
