@@ -122,9 +122,13 @@ class AttrEditor(QtWidgets.QWidget):
         """Show an invalid value the user typed earlier."""
 
     def set_error(self, message: str | None) -> None:
+        """Mark the fields red with ``message`` (None: unmark them). A field keeps the height
+        it has unmarked: the red border is no other box, so no field below it moves."""
         for w in self.findChildren(QtWidgets.QWidget) or [self]:
             if isinstance(w, (QtWidgets.QLineEdit, QtWidgets.QComboBox,
                               QtWidgets.QPlainTextEdit, QtWidgets.QCheckBox)):
+                if w.minimumHeight() != w.maximumHeight() and not w.styleSheet():
+                    w.setFixedHeight(w.sizeHint().height())
                 w.setStyleSheet(ERROR_STYLE if message else "")
                 w.setToolTip(message or self.spec.doc or self.spec.name)
 
@@ -236,6 +240,7 @@ class IntEditor(LineEditor):
     def __init__(self, spec, parent=None):
         super().__init__(spec, parent, "integer")
         self.edit.setMaximumWidth(120)
+        self.lay.addStretch(1)  # a narrow field starts where the others start, not centred
 
     def parse(self):
         return parse_int(self.spec.name, self.edit.text())
@@ -247,6 +252,7 @@ class FloatEditor(LineEditor):
     def __init__(self, spec, parent=None):
         super().__init__(spec, parent, "number, e.g. 1e-3")
         self.edit.setMaximumWidth(160)
+        self.lay.addStretch(1)  # a narrow field starts where the others start, not centred
 
     def format(self, value) -> str:
         return "" if value is None else repr(float(value))
@@ -358,7 +364,8 @@ class IntCellsEditor(AttrEditor):
     """A fixed-length int list (strides, dilations: 4; explicit_paddings: 8) as small cells.
 
     4 cells are labelled with the axes of the node's data_format; 8 cells form a grid of
-    (before, after) pairs per axis.
+    (before, after) pairs per axis. A cell takes any text, as every field does: what is no
+    whole number is marked red on leaving it, the reason below the fields.
     """
 
     def __init__(self, spec, parent=None):
@@ -383,37 +390,20 @@ class IntCellsEditor(AttrEditor):
                 lab = QtWidgets.QLabel(name, self)
                 lab.setStyleSheet("color: #8a8f98; font-size: 8pt;")
                 grid.addWidget(lab, r + 1, 0)
-        validator = QtGui.QRegularExpressionValidator(QtCore.QRegularExpression(r"-?\d{0,9}"))
-        for i in range(self.length):
+        for i in range(self.length):  # any text goes in: an invalid one is marked, not refused
             cell = QtWidgets.QLineEdit(self)
             cell.setAlignment(QtCore.Qt.AlignCenter)
             cell.setMaximumWidth(44)
-            cell.setValidator(validator)
             cell.setToolTip(spec.doc or spec.name)
             cell.editingFinished.connect(self._finished)
-            cell.inputRejected.connect(lambda i=i: self._rejected(i))
-            cell.textEdited.connect(lambda _t: self.hint.hide())
             if pairs:
                 grid.addWidget(cell, 1 + i % 2, 1 + i // 2)
             else:
                 grid.addWidget(cell, 1, i)
             self.cells.append(cell)
         grid.setColumnStretch(ncols + (1 if pairs else 0), 1)
-        # a key the validator refuses is said, not swallowed silently
-        self.hint = QtWidgets.QLabel("", self)
-        self.hint.setObjectName("int_cell_hint")
-        self.hint.setWordWrap(True)
-        self.hint.setStyleSheet("color: #e0a040; font-size: 8pt;")
-        self.hint.hide()
-        grid.addWidget(self.hint, 3, 0, 1, ncols + (1 if pairs else 0) + 1)
         self._shown: list[str] = [""] * self.length
         self.set_context({})
-
-    def _rejected(self, index: int) -> None:
-        """A typed character was refused: say why under the cells until the next edit."""
-        self.hint.setText(f"{self.spec.name}[{index}] takes a whole number: digits with an "
-                          "optional leading minus, at most 9 digits")
-        self.hint.show()
 
     def set_context(self, attrs: dict) -> None:
         axes = AXES_BY_FORMAT.get(str(attrs.get("data_format", "NHWC")), ("0", "1", "2", "3"))

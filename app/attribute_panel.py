@@ -102,7 +102,8 @@ class AttributePanel(QtWidgets.QWidget):
         self.body = body
         scroll = QtWidgets.QScrollArea(self)
         scroll.setWidgetResizable(True)
-        scroll.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarAlwaysOff)
+        # narrower than its fields (app.panel_widths): a scrollbar reaches them, none is cut
+        scroll.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarAsNeeded)
         scroll.setFrameShape(QtWidgets.QFrame.NoFrame)
         scroll.setWidget(body)
         scroll.setFocusPolicy(QtCore.Qt.NoFocus)  # Tab moves between fields, not to the area

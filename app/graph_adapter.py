@@ -171,22 +171,39 @@ class GraphAdapter(QtCore.QObject):
     def free_position(self, type_ids: list[str], pos: tuple[float, float],
                       visible: bool = False) -> tuple[float, float]:
         """``pos`` moved to the nearest spot where blocks of ``type_ids`` (staggered as
-        :meth:`add_blocks` places them) cover no block; with ``visible``, inside the view
-        (:meth:`visible_offset`)."""
+        :meth:`add_blocks` places them) cover no block; with ``visible``, inside the view and
+        on no wire (:meth:`visible_offset`)."""
         group = [(pos[0] + 40.0 * i, pos[1] + 40.0 * i, *self.block_size(t))
                  for i, t in enumerate(type_ids)]
         if visible:
-            dx, dy = self.visible_offset(group)
+            dx, dy = self.visible_offset(group, wires=True)
         else:
             dx, dy = free_offset(list(self.node_boxes().values()), group)
         return float(round(pos[0] + dx)), float(round(pos[1] + dy))
 
-    def visible_offset(self, group: list[tuple[float, float, float, float]]
-                       ) -> tuple[float, float]:
-        """The shift of ``group`` (boxes) to the nearest spot in view that covers no block
-        (:func:`app.visible_placement.visible_offset`)."""
-        return visible_placement.visible_offset(list(self.node_boxes().values()), group,
+    def visible_offset(self, group: list[tuple[float, float, float, float]],
+                       wires: bool = False) -> tuple[float, float]:
+        """The shift of ``group`` (boxes) to the nearest spot in view that covers no block,
+        and with ``wires`` no wire either (:func:`app.visible_placement.visible_offset`)."""
+        occupied = list(self.node_boxes().values())
+        if wires:
+            occupied += self.wire_boxes()
+        return visible_placement.visible_offset(occupied, group,
                                                 visible_placement.view_box(self.viewer))
+
+    def wire_boxes(self, step: float = 8.0) -> list[tuple[float, float, float, float]]:
+        """Small boxes ``step`` apart along every wire (scene units): a block kept a gap away
+        from them lies on no wire."""
+        out = []
+        for pipe in self.viewer.all_pipes():
+            if pipe.input_port is None or pipe.output_port is None or not pipe.isVisible():
+                continue
+            path = pipe.path()
+            n = max(1, int(path.length() / step) + 1)
+            for i in range(n + 1):
+                p = pipe.mapToScene(path.pointAtPercent(i / n))
+                out.append((p.x() - 1.0, p.y() - 1.0, 2.0, 2.0))
+        return out
 
     def reveal(self, cids: list[str]) -> None:
         """Pan (or zoom out, down to the readable zoom) until ``cids`` are in view."""
@@ -435,11 +452,12 @@ class GraphAdapter(QtCore.QObject):
                 self.files_dropped.emit(paths, (x, y))
 
     def add_blocks(self, type_ids: list[str], pos: tuple[float, float],
-                   attrs: dict | None = None) -> list[str]:
+                   attrs: dict | None = None, visible: bool = False) -> list[str]:
         """Add blocks (one undo step) at ``pos`` (staggered), or the nearest spot where they
-        cover no block; select and return their ids."""
+        cover no block (with ``visible``: inside the view, on no wire, as the Tab search adds
+        them); select and return their ids."""
         created: list[str] = []
-        pos = self.free_position(type_ids, pos)
+        pos = self.free_position(type_ids, pos, visible=visible)
 
         def mutate(canvas):
             created.clear()
@@ -451,6 +469,8 @@ class GraphAdapter(QtCore.QObject):
         label = f"Add {type_ids[0]}" if len(type_ids) == 1 else f"Add {len(type_ids)} blocks"
         if self._try_edit(label, mutate):
             self.select(created)
+            if visible:
+                self.reveal(created)  # no free spot in view: the view goes to it
             return list(created)
         return []
 

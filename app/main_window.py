@@ -40,6 +40,7 @@ from app.import_dialog import import_layer
 from app.log_panel import LogPanel
 from app.node_previews import NodePreviews
 from app.palette import BlockPalette, BlockSearchPopup, TabKeyFilter
+from app.panel_widths import PanelWidths
 from app.session import Session
 from app.verify_dialog import VerifyAction
 from app.viewer.dock import ViewerDock
@@ -132,6 +133,8 @@ class MainWindow(QtWidgets.QMainWindow):
                          QtCore.Qt.Horizontal)
         self.resizeDocks([self.viewer_dock_widget], [360], QtCore.Qt.Vertical)
         self._default_state = self.saveState()
+        # minimums once shown (a saved layout squeezing a panel is not kept): app.panel_widths
+        self.panel_widths = PanelWidths(self, [self.palette_dock, self.attributes_dock])
         self._shown_once = False
         if restore_layout:
             self.restore_layout()
@@ -337,7 +340,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.adapter.edit_failed.connect(lambda msg: self._edit_message(msg, "error"))
         self.palette.add_requested.connect(
             lambda t: self.adapter.add_blocks([t], self.edits.free_spot()))
-        self.search_popup.chosen.connect(lambda t, pos: self.adapter.add_blocks([t], pos))
+        self.search_popup.chosen.connect(
+            lambda t, pos: self.adapter.add_blocks([t], pos, visible=True))
         self.session.log.connect(self._session_message)
         self.log.node_activated.connect(self.select_node)
         runner = self.session.runner
@@ -385,6 +389,7 @@ class MainWindow(QtWidgets.QMainWindow):
             dock.setFloating(False)
             dock.show()
         self.restoreState(self._default_state)
+        QtCore.QTimer.singleShot(0, self.panel_widths.remember)
 
     # --- menus -----------------------------------------------------------------------------
     def _fill_recent(self) -> None:
@@ -451,8 +456,18 @@ class MainWindow(QtWidgets.QMainWindow):
         super().showEvent(event)
         if not self._shown_once:  # NodeGraphQt rescales while the window is laid out: fit
             self._shown_once = True  # once laid out (an empty canvas at 100 %)
-            QtCore.QTimer.singleShot(0, self.adapter.fit_to_view)
+            QtCore.QTimer.singleShot(0, self._laid_out)
         QtCore.QTimer.singleShot(0, self.adapter.place_hint)
+
+    def _laid_out(self) -> None:
+        """Once first laid out: a restored layout that squeezes a side panel below its minimum
+        gives way to the default one; then the panels' minimums hold (app.panel_widths)."""
+        if self.panel_widths.squeezed():
+            self.restoreState(self._default_state)
+        self.panel_widths.set_minimums()
+        self.layout().activate()
+        self.panel_widths.remember()
+        self.adapter.fit_to_view()
 
     def dragEnterEvent(self, event: QtGui.QDragEnterEvent) -> None:
         if event.mimeData().hasUrls():

@@ -70,7 +70,8 @@ def backdrop_handle_size(item: BackdropNodeItem) -> float:
 class HookedNodeItem(NodeItem):
     """NodeGraphQt's node item with public hooks for what it does only in private methods:
     the title item (``title_item``, replaceable with ``set_title_item``), the width
-    (``node_size(width, height)``, given NodeGraphQt's own size) and its rich-text tooltip,
+    (``node_size(width, height)``, given NodeGraphQt's own size), the text colours
+    (``texts_coloured``, after NodeGraphQt set them) and its rich-text tooltip,
     which :meth:`_tooltip_disable` puts back on every ``draw_node`` unless
     ``keep_own_tooltip`` is True."""
 
@@ -95,3 +96,11 @@ class HookedNodeItem(NodeItem):
 
     def _calc_size_horizontal(self):
         return self.node_size(*super()._calc_size_horizontal())
+
+    def texts_coloured(self) -> None:
+        """Called after every ``draw_node`` gave the title and the port labels the node's text
+        colour (NodeGraphQt's ``_set_text_color``): a subclass colours some differently."""
+
+    def _set_text_color(self, color):
+        super()._set_text_color(color)
+        self.texts_coloured()

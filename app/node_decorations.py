@@ -2,6 +2,10 @@
 
 The look of every node is computed from the compiled plan, the pending invalid attribute edits
 and the last run, and only nodes whose look changed are touched (keeps live inference cheap).
+A block's size does not follow its state: its output labels keep the room of the last shape
+the plan knew (:attr:`app.node_item.BlockItem.reserved_output_width`), a stale result greys
+them (no longer text), and the badge, shortened with "…" to the block's width (the whole text
+in its tooltip), sits in the block's bottom row.
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from PySide6 import QtGui, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.formatting import ms_text, spec_label, spec_tooltip
 from app.node_classes import ERROR_BORDER, ERROR_COLOR, NORMAL_BORDER
@@ -43,6 +47,7 @@ class NodeLook:
     badge: str
     badge_state: str
     tooltip: str
+    stale: bool = False  # the output labels are greyed: the last result is not current
 
 
 def node_messages(node_id: str, plan, pending: dict[str, str]) -> list[str]:
@@ -60,7 +65,8 @@ def compute_look(node, plan, pending: dict[str, str], run: RunInfo | None,
                  incoming: dict[str, tuple[str, str]], running: bool = False,
                  stale: str | None = None) -> NodeLook:
     """The look of canvas ``node``; ``incoming`` maps its input ports to their sources;
-    ``stale`` says why its last result is no longer current (badge and port labels say so);
+    ``stale`` says why its last result is no longer current (the badge and the port labels'
+    tooltips say so, the labels are greyed);
     ``pending`` maps attributes with an invalid edit to their messages: while the block is
     otherwise valid it runs with the last valid values, and its badge says so."""
     spec = get_spec(node.type)
@@ -74,7 +80,7 @@ def compute_look(node, plan, pending: dict[str, str], run: RunInfo | None,
             tip = spec_tooltip(p.name, ts) + (f"\n{p.doc}" if p.doc else "")
             out_labels.append((p.name, f"{p.name}  {spec_label(ts)}", tip))
     if stale is not None:  # the port's value (last run) is not the current one
-        out_labels = [(port, f"{text}  (stale)", f"{tip}\nlast result is stale: {stale}")
+        out_labels = [(port, text, f"{tip}\nlast result is stale: {stale}")
                       for port, text, tip in out_labels]
     in_tips = []
     for p in spec.inputs:
@@ -119,7 +125,20 @@ def compute_look(node, plan, pending: dict[str, str], run: RunInfo | None,
     elif run is not None and run.seconds is not None:
         parts.append(f"last run: {ms_text(run.seconds)}" + (" (cached)" if run.cached else ""))
     return NodeLook(tuple(out_labels), tuple(in_tips), errors, badge, state,
-                    "<br/>".join(parts))
+                    "<br/>".join(parts), stale is not None)
+
+
+def _text_width(text: str, font: QtGui.QFont) -> float:
+    """The width of a port label item showing ``text`` (as NodeGraphQt measures its labels)."""
+    item = _MEASURE.get("item")
+    if item is None:
+        item = _MEASURE["item"] = QtWidgets.QGraphicsTextItem()
+    item.setFont(font)
+    item.setPlainText(text)
+    return item.boundingRect().width()
+
+
+_MEASURE: dict[str, QtWidgets.QGraphicsTextItem] = {}
 
 
 def _short(reason: str, limit: int = 40) -> str:
@@ -134,6 +153,9 @@ class Decorator:
         self.adapter = adapter
         self._looks: dict[str, NodeLook] = {}
         self._badges: dict[str, QtWidgets.QGraphicsSimpleTextItem] = {}
+        self._badge_text: dict[str, str] = {}
+        # (node, port) -> its label with the last shape the plan knew
+        self._known: dict[tuple[str, str], str] = {}
         adapter.synced.connect(self._forget_removed)
 
     def _forget_removed(self) -> None:
@@ -142,6 +164,8 @@ class Decorator:
             if cid not in alive:
                 self._looks.pop(cid, None)
                 self._badges.pop(cid, None)
+        for key in [k for k in self._known if k[0] not in alive]:
+            del self._known[key]
         # a node re-created by sync (undo of a delete) starts undecorated
         for cid in alive:
             badge = self._badges.get(cid)
@@ -188,7 +212,10 @@ class Decorator:
                 view.get_input_text_item(p.view).setToolTip(tip)
                 p.view.setToolTip(tip)
         if relayout:
+            self._reserve(cid, view, outs, look)
             view.draw_node()
+        if old is None or old.stale != look.stale:
+            view.set_outputs_greyed(look.stale)
         base = getattr(node, "BASE_COLOR", (60, 60, 60))
         # the look goes to the view item only: BaseNode.set_color would also write the node
         # model (what NodeGraphQt serialises) and emit property_changed for a passing state
@@ -203,21 +230,42 @@ class Decorator:
         badge = self._badges.get(cid)
         if badge is None:
             badge = QtWidgets.QGraphicsSimpleTextItem(view)
-            font = badge.font()
-            font.setPointSizeF(max(6.5, font.pointSizeF() * 0.8))
-            badge.setFont(font)
+            badge.setFont(view.badge_font() if hasattr(view, "badge_font") else badge.font())
             self._badges[cid] = badge
-        badge.setText(look.badge)
+        self._badge_text[cid] = look.badge
         badge.setBrush(BADGE_COLORS.get(look.badge_state, BADGE_COLORS[""]))
         badge.setToolTip(look.tooltip)
         badge.setVisible(bool(look.badge))
         self.place_badge(cid)
 
+    def _reserve(self, cid: str, view, outs, look: NodeLook) -> None:
+        """The room of ``cid``'s output labels: with the last shape the plan knew, while it
+        knows none (:attr:`app.node_item.BlockItem.reserved_output_width`)."""
+        widest = 0.0
+        for port, text, _tip in look.out_labels:
+            p = outs.get(port)
+            if p is None:
+                continue
+            if text != port:  # the shape is known
+                self._known[(cid, port)] = text
+            label = self._known.get((cid, port), text)
+            widest = max(widest, _text_width(label, view.get_output_text_item(p.view).font()))
+        view.reserved_output_width = widest
+
     def place_badge(self, cid: str) -> None:
-        """Put a node's run badge under the node again (after its height changed)."""
+        """Put a node's run badge in its bottom row again (after its size changed), shortened
+        to the block's width."""
         badge = self._badges.get(cid)
-        if badge is not None and badge.parentItem() is not None:
-            badge.setPos(4.0, badge.parentItem().boundingRect().height() + 2.0)
+        view = badge.parentItem() if badge is not None else None
+        if view is None:
+            return
+        room = view.boundingRect().width() - 2 * 4.0
+        text = QtGui.QFontMetricsF(badge.font()).elidedText(
+            self._badge_text.get(cid, ""), QtCore.Qt.ElideRight, max(room, 0.0))
+        if badge.text() != text:
+            badge.setText(text)
+        top = view.badge_top() if hasattr(view, "badge_top") else view.boundingRect().height()
+        badge.setPos(4.0, top)
 
     def _pipe_tooltips(self, looks: dict[str, NodeLook]) -> None:
         for cid, look in looks.items():

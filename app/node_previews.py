@@ -211,18 +211,18 @@ class PreviewNodeItem(BlockItem):
         return width, height
 
     def calc_size(self, add_w=0.0, add_h=0.0):
-        width, height = super().calc_size(add_w, add_h)
+        width, height = super().calc_size(add_w, add_h)  # with the badge's row
         pw, ph = self.preview_size()
         if ph:
             width = max(width, pw + 2 * PAD)
-            height += ph + PAD
+            height += ph  # the badge's row under it is its bottom margin
         return width, height
 
     def draw_node(self):
         super().draw_node()
         boxes = self._preview_boxes()
         _pw, ph = self.preview_size()
-        top = self.height - PAD - ph
+        top = self.badge_top() - ph  # the run badge's row under it
         empty = bool(self.preview_slot) and not boxes
         self.preview_placeholder.setVisible(empty)
         if empty:
@@ -286,7 +286,9 @@ class NodePreviews(QtCore.QObject):
             if not isinstance(view, PreviewNodeItem):
                 continue
             spec = get_spec(node.type)
-            view.set_slot(self._slot(cid, spec, view) if self.visible else None)
+            # a block the plan cannot infer (invalid) keeps the area it had: no size change
+            slot = (self._slot(cid, spec, view) or view.preview_slot) if self.visible else None
+            view.set_slot(slot)
             port = spec.main_output_name()
             arr = self.session.outputs.get((cid, port)) if port else None
             verdict = self.session.outputs.get((cid, spec.verdict)) if spec.verdict else None

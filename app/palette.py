@@ -33,6 +33,9 @@ class _BlockTree(QtWidgets.QTreeWidget):
         self.setSelectionMode(QtWidgets.QAbstractItemView.ExtendedSelection)
         self.setRootIsDecorated(True)
         self.setIndentation(12)
+        # a narrow palette scrolls to the rest of a name instead of cutting it
+        self.header().setStretchLastSection(False)
+        self.header().setSectionResizeMode(0, QtWidgets.QHeaderView.ResizeToContents)
 
     def mimeTypes(self) -> list[str]:
         return [NODE_MIME]

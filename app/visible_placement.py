@@ -31,14 +31,17 @@ LABEL_ROOM = 100.0
 
 @functools.cache
 def new_block_size(type_id: str) -> tuple[float, float]:
-    """The size a new block of ``type_id`` is drawn at (with its preview area), plus
-    :data:`LABEL_ROOM` across for the shape labels it gets once inferred."""
+    """The size a new block of ``type_id`` is drawn at, plus :data:`LABEL_ROOM` across for the
+    shape labels it gets once inferred and the room of the largest preview down (the preview
+    area a wired block gets once its shapes are known: :mod:`app.node_previews`)."""
     from app.node_classes import node_class
+    from app.node_previews import THUMB_SIZE
     from blocks.registry import get_spec
 
     view = node_class(get_spec(type_id))().view
     view.draw_node()
-    return float(view.width) + LABEL_ROOM, float(view.height)
+    room = 0.0 if getattr(view, "preview_slot", None) else float(THUMB_SIZE[1])
+    return float(view.width) + LABEL_ROOM, float(view.height) + room
 
 
 def view_box(viewer, margin_px: float = VIEW_MARGIN_PX) -> Box:

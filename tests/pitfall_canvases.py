@@ -44,7 +44,7 @@ class Board:
         """A frame around the cells from ``cells[0]`` to ``cells[1]`` (inclusive)."""
         (c0, r0), (c1, r1) = cells
         x0, y0 = MARGIN + c0 * COLUMN - 20, TOP + MARGIN + r0 * ROW - 30
-        x1, y1 = MARGIN + c1 * COLUMN + NODE_W + 20, TOP + MARGIN + r1 * ROW + NODE_H + 10
+        x1, y1 = MARGIN + c1 * COLUMN + NODE_W + 20, TOP + MARGIN + r1 * ROW + NODE_H + 14
         self.canvas.add_frame((x0, y0), (x1 - x0, y1 - y0), title, colour, id=frame_id)
 
 

@@ -77,7 +77,9 @@ def test_f5_draws_thumbnails_equal_to_the_engine_thumbnail_of_each_output(qtbot,
     assert box.top() > last_port and box.bottom() < grad.boundingRect().bottom()
     assert 0 < box.left() and box.right() < grad.boundingRect().right()
     badge = w.session.decorator._badges["grad"]
-    assert badge.pos().y() > grad.boundingRect().bottom()  # the run badge stays under the node
+    # the run badge: in the node's bottom row, under the thumbnail (never on a neighbour)
+    assert badge.pos().y() >= box.bottom()
+    assert grad.boundingRect().contains(grad.mapRectFromItem(badge, badge.boundingRect()))
     g = w.session.outputs[("grad", "output")].astype(np.float64)
     assert pix.toolTip() == f"grad.output: {g.min():.6g} .. {g.max():.6g}, shape [3, 3, 2, 2] " \
                             "float32"

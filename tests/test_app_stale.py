@@ -11,6 +11,7 @@ from tests.app_support import close_window, make_window, no_dialogs
 
 QtCore = pytest.importorskip("PySide6.QtCore")
 
+from app.node_item import GREYED_TEXT
 from engine.graph.canvas import Canvas
 from engine.graph.canvas_file import save_canvas
 from tests.test_app_attributes import type_cells
@@ -122,10 +123,12 @@ def test_a_block_that_became_invalid_shows_its_last_result_as_stale(qtbot, grad_
     badge = w.session.decorator._badges["grad"].text()
     assert badge.startswith("stale: invalid") and "✓" not in badge
     node = w.adapter.node("grad")
-    port = node.view.get_output_text_item(node.outputs()["output"].view).toPlainText()
-    assert port.endswith("(stale)")
+    label = node.view.get_output_text_item(node.outputs()["output"].view)
+    assert label.defaultTextColor() == GREYED_TEXT  # greyed, the block's size kept
+    assert f"last result is stale: {reason}" in node.outputs()["output"].view.toolTip()
     type_cells(w.attributes.rows["strides"].editor, [1, 1, 1, 1])  # fixed: current again
     assert w.session.stale_reason("grad") is None and not w.viewer_dock._grey.is_on()
+    assert label.defaultTextColor() != GREYED_TEXT
     assert w.viewer_dock.caption.text() == "grad · Conv2D backprop filter · port output"
 
 

@@ -202,3 +202,16 @@ def test_each_size_goes_straight_to_its_least_value():
     g = minimal.geometry
     assert (g.batch, g.height, g.width, g.channels, g.out_channels) == (1, 1, 1, 1, 1)
     assert calls == 17
+
+
+def test_a_size_given_as_a_shape_shrinks_and_with_it_the_strides():
+    """Conv2DBackpropInput's input is a size (input_sizes), no array: its height and width
+    still go to 1, and then the strides and dilations they made harmless go to 1 (issue 34:
+    a failure shrank to input 2x3 with strides [1, 2, 3, 1] and dilations [1, 1, 3, 1])."""
+    g = Geometry(batch=1, height=2, width=3, channels=1, kernel=(1, 2), out_channels=1,
+                 strides=(2, 3), dilations=(1, 3), padding="SAME")
+    start = Case("Conv2DBackpropInput", "tf", g)
+    minimal, _calls = shrink(start, lambda c: True, parse_support(None))
+    g = minimal.geometry
+    assert (g.height, g.width) == (1, 1)
+    assert g.strides == (1, 1) and g.dilations == (1, 1) and g.kernel == (1, 1)

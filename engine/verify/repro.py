@@ -5,12 +5,13 @@
 .npy files beside it, so the reference block computes the exact result), the reference block
 (the tf.raw_ops block of the op), the implementation's output as a Tensor from a .npy (in the TF
 layout; when it has the reference's shape) wired with the reference into a Compare block (its
-output is the error map), and a note with the case and the diagnosis. The canvas names no code:
-it only holds values. ``DIR/test_<stem>.py`` (:func:`test_text`) calls the user's function on
-the case's arguments (``<stem>.args.npz``) or runs the command on ``<stem>.in.npz`` (the file
-the sweep gave it) and checks the result against the reference under the sweep's tolerance.
-Each set is written all or nothing (:func:`engine.base.atomic.write_file_set`) and only if
-``gradblocks check`` accepts the canvas.
+output is the error map), and a note with the case and the diagnosis, as tall as its text
+(:func:`note_size`). The canvas names no code: it only holds values. ``DIR/test_<stem>.py``
+(:func:`test_text`) calls the user's function on the case's arguments (``<stem>.args.npz``) or
+runs the command on ``<stem>.in.npz`` (the file the sweep gave it) and checks the result
+against the reference under the sweep's tolerance. Each set is written all or nothing
+(:func:`engine.base.atomic.write_file_set`) and only if ``gradblocks check`` accepts the
+canvas.
 """
 
 from __future__ import annotations
@@ -97,8 +98,24 @@ def build_canvas(m: Minimal, stem: str) -> tuple[Canvas, dict[str, bytes], dict[
             f"{f.case.op}): {case_text}\n\ndiagnosis: {m.diagnosis.id or '(no known mistake)'}"
             f": {m.diagnosis.text}\n\nArrays here are in TensorFlow's layout "
             f"({call.tf_args.get('data_format', 'NHWC')}, filters HWIO), float64.")
-    c.add_note((780, -120), text[:9000], size=(420.0, 300.0), id="case_note")
+    c.add_note((1160, 0), text[:9000], size=note_size(text[:9000]), id="case_note")  # beside
+    # the blocks (Compare ends near 1100): a long note covers none of them
     return c, files, paths
+
+
+#: The note's width, and what it takes to show its text wrapped (scene units: a 10 pt font
+#: draws some 7 units a character and 16 a line; a line is counted at fewer characters and
+#: more height, so the text is never cut however the font measures).
+NOTE_WIDTH, NOTE_CHARS, NOTE_LINE, NOTE_MARGIN = 520.0, 60, 19.0, 24.0
+
+
+def note_size(text: str) -> tuple[float, float]:
+    """The size of a note that shows all of ``text`` (the app wraps it at words)."""
+    import textwrap
+
+    lines = sum(max(1, len(textwrap.wrap(p, NOTE_CHARS, break_long_words=True)))
+                for p in text.split("\n"))
+    return NOTE_WIDTH, NOTE_MARGIN + lines * NOTE_LINE
 
 
 _CHECK = """def _check(got):

@@ -1,19 +1,26 @@
 """Shrinking a failing case to a minimal one that still fails with the same verdict.
 
 Order (a case is smaller when this key is, compared left to right): the number of elements
-summed over every array argument; then the sum of strides; of dilations; of paddings (the
-explicit pads, or SAME's computed ones); then plain over special (contiguous memory, NHWC,
-VALID padding). Greedy passes, hypothesis-style: each pass tries, in this order, batch,
-height, width (to 1, halved, minus 1), channels and groups, out channels, kernel sides, then
+summed over every array argument; then the sum of strides; of dilations; then the elements
+of the input, filter and output no array argument holds (a size given as a shape, as
+``input_sizes``, and the result: so such a size shrinks too, and then the strides and
+dilations it made harmless); then the sum of paddings (the explicit pads, or SAME's computed
+ones); then plain over special (contiguous memory, NHWC, VALID padding). Greedy passes,
+hypothesis-style: each pass tries, in this order, batch, height, width (to 1, halved, minus 1), channels and groups, out channels, kernel sides, then
 strides, dilations, the kernel, strides and dilations on both sides at once (what
 ``equal_strides`` needs), pads (to 1 or 0, minus 1), padding mode, layout and memory; the first
 smaller candidate that the framework accepts, the ``--support`` spec allows and that still
 fails the same way is taken and the pass starts again, until a pass changes nothing or
-:data:`MAX_CALLS` calls were made.
+:data:`MAX_CALLS` calls were made. Last, where no single step is taken, an axis made plain in one
+step (:func:`plain_axes`): its stride, its dilation or both to 1 with its size and kernel side
+made smaller at the same time (a stride or dilation can matter only with the size it strides
+over, as SAME's padding of an input 3 wide strided by 3 and of one 1 wide strided by 1 are the
+same; one step at a time never gets there).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 
 from engine.verify.conventions import Geometry, accepts, shapes
@@ -28,7 +35,9 @@ def key(case: Case) -> tuple:
     cg = shapes(g)
     special = ((case.memory != "contiguous") + (g.data_format != "NHWC")
                + (g.padding != "VALID"))
-    return (sum(array_sizes(case)), sum(g.strides), sum(g.dilations),
+    arrays = sum(array_sizes(case))
+    every = sum(math.prod(s) for s in (cg.input_shape, cg.filter_shape, cg.output_shape))
+    return (arrays, sum(g.strides), sum(g.dilations), every - arrays,
             cg.pad_top + cg.pad_bottom + cg.pad_left + cg.pad_right, special)
 
 
@@ -93,6 +102,22 @@ def candidates(g: Geometry, convention: str) -> Iterator[Geometry]:
         yield g.with_(data_format="NHWC")
 
 
+def plain_axes(g: Geometry) -> Iterator[Geometry]:
+    """Per axis with a stride or dilation over 1: that stride, that dilation or both set to 1,
+    each with the axis's size and kernel side kept or made smaller (two or more changes at
+    once; the single ones are :func:`candidates`)."""
+    for i, size in enumerate(("height", "width")):
+        s, d, n, k = g.strides[i], g.dilations[i], getattr(g, size), g.kernel[i]
+        pairs = {(1, d), (s, 1), (1, 1)} - {(s, d)}
+        for s1, d1 in sorted(pairs):
+            for n1 in [*_smaller(n, 1), n]:
+                for k1 in [*_smaller(k, 1), k]:
+                    if (s1 != s) + (d1 != d) + (n1 != n) + (k1 != k) >= 2:
+                        yield g.with_(**{size: n1}, kernel=_pair(g.kernel, i, k1),
+                                      strides=_pair(g.strides, i, s1),
+                                      dilations=_pair(g.dilations, i, d1))
+
+
 def shrink(case: Case, still_fails: Callable[[Case], bool], support: Support,
            max_calls: int = MAX_CALLS) -> tuple[Case, int]:
     """The minimal case found and the number of calls made."""
@@ -105,6 +130,8 @@ def shrink(case: Case, still_fails: Callable[[Case], bool], support: Support,
                                                                   case.convention)]
         if current.memory != "contiguous":
             options.append(current.with_(memory="contiguous"))
+        options += sorted((current.with_(geometry=c) for c in plain_axes(current.geometry)
+                           if accepts(c, case.convention, case.op)), key=key)
         for cand in options:
             if not accepts(cand.geometry, case.convention, case.op):
                 continue
