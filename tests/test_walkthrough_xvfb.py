@@ -8,7 +8,8 @@ an IntVector filter_sizes [3, 3, 2, 4] and Tensor dy [1, 5, 5, 4] (seed 1), each
 edited in the attribute panel (a field clicked, then typed into; Tab to the next ones); F5 runs it;
 Ctrl+S saves it through the file dialog, ``gradblocks run saved.gbc.json --out r.npz`` runs it
 headless and its filter gradient is compared with the float64 definition computed here; Ctrl+N
-then Ctrl+O reopens the file. Positions come from screenshots, as a user's eyes would find
+then Ctrl+O reopens the file; the window is made small and large again (the panels keep and get
+back their widths). Positions come from screenshots, as a user's eyes would find
 them: the canvas is the area in NodeGraphQt's background colour, ports are blobs of its port
 border colour (the three stacked ones are the conv block's inputs), the attribute panel's title
 field is its first field in the theme's base colour. The app exposes nothing special.
@@ -38,6 +39,7 @@ Image = pytest.importorskip("PIL.Image")
 
 from NodeGraphQt.constants import PortEnum, ViewerEnum
 
+from app.panel_widths import MIN_WIDTHS
 from app.theme import COLORS
 from engine.base.dtypes import RTOL
 
@@ -52,6 +54,7 @@ PORT_RING_TOLERANCE = 12  # per RGB channel (a teal preview cell is 40 away)
 MIN_PORT_PIXELS = 8  # a port's ring: ~24 pixels wired, ~47 free
 PORT_STEP_MAX = 40  # pixels between a block's stacked input ports (about 22)
 MIN_FIELD_HEIGHT = 12  # pixels of a text field's background (about 20)
+MIN_PALETTE = MIN_WIDTHS["dock_blocks"]  # pixels: the palette's minimum width
 
 _IMPORT = shutil.which("import")
 pytestmark = pytest.mark.skipif(
@@ -486,12 +489,33 @@ def _walkthrough(desk: Desktop, tmp: Path) -> None:
     desk.park_pointer()
     _wait_run(desk, rect, rgb)
     desk.shot("reopened_after_F5")
+    _shrink_and_grow(desk, main, rect)
     desk.key("ctrl+q")
     try:
         assert desk.app.wait(TIMEOUT) == 0  # a clean canvas quits without asking
     except subprocess.TimeoutExpired:
         desk.shot("quit_hangs")
         pytest.fail("Ctrl+Q did not close the app")
+
+
+def _shrink_and_grow(desk: Desktop, main: str, rect) -> None:
+    """The window made small, then as large as before (issue 34 part 2, defect 4): while small
+    the palette keeps its usable width (the canvas starts at least MIN_PALETTE pixels from
+    the window's left edge), and afterwards the canvas has its old width back, so the panels
+    got theirs back too."""
+    x0, _, w0, h0 = desk.geometry(main)
+    desk.xdo("windowsize", main, "760", "520")
+    wait_for("the smaller window", lambda: desk.geometry(main)[2] <= 800
+             and canvas_rect(desk.shot()) is not None, desk)
+    time.sleep(0.5)
+    small = canvas_rect(desk.shot("window_small"))
+    assert small is not None and small[0] - x0 >= MIN_PALETTE, small
+    desk.xdo("windowsize", main, str(w0), str(h0))
+    wait_for("the window at its size again", lambda: desk.geometry(main)[2:] == (w0, h0), desk)
+    time.sleep(0.5)
+    again = canvas_rect(desk.shot("window_large_again"))
+    assert again is not None
+    assert abs((again[2] - again[0]) - (rect[2] - rect[0])) <= 8, (rect, again)
 
 
 def rename(desk: Desktop, rect, title: str) -> None:
