@@ -211,16 +211,27 @@ def _nhwc_operand(a: np.ndarray, ctype: np.dtype) -> np.ndarray:
     return transpose.contiguous_nhwc(a, ctype)
 
 
+#: Columns of the flattened rest per core range of :func:`_sandwich` at least (below, one core).
+SANDWICH_MIN_COLUMNS = 8192
+
+
 def _sandwich(m: np.ndarray, a: np.ndarray) -> np.ndarray:
     """``m a m^T`` over the first two axes of ``a`` ``(p, p, ...)``: ``(q, q, ...)`` for ``m``
-    ``(q, p)``, in ``a``'s dtype, as two products over the flattened rest (BLAS; a three-operand
-    einsum walks every index combination, 10 ms at 256x256 channels)."""
+    ``(q, p)``, in ``a``'s dtype, as two BLAS products per range of the flattened rest, the
+    ranges split over cores (a three-operand einsum walks every index combination: 10 ms at
+    256x256 channels)."""
     q, p = m.shape
     rest = a.shape[2:]
     m = np.ascontiguousarray(m, a.dtype)
-    t = np.matmul(m, a.reshape(p, -1)).reshape(q, p, -1)  # (u, j, rest)
-    t = np.matmul(m, t.transpose(1, 0, 2).reshape(p, -1)).reshape(q, q, -1)  # (v, u, rest)
-    return np.ascontiguousarray(t.transpose(1, 0, 2)).reshape(q, q, *rest)
+    flat = a.reshape(p, p, -1)
+    out = np.empty((q, q, flat.shape[2]), a.dtype)
+
+    def part(lo: int, hi: int) -> None:
+        t = np.matmul(m, flat[:, :, lo:hi].reshape(p, -1)).reshape(q, p, -1)  # (u, j, r)
+        out[:, :, lo:hi] = np.matmul(m, t)  # out[u, v] = m @ t[u]: (v, r)
+
+    map_ranges(part, flat.shape[2], SANDWICH_MIN_COLUMNS)
+    return out.reshape(q, q, *rest)
 
 
 def _filter_transform(w: np.ndarray, ctype: np.dtype, flipped: bool = False) -> np.ndarray:
