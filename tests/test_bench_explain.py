@@ -16,7 +16,7 @@ def test_every_op_is_explained_with_its_term_count():
 
 
 def test_main_prints_the_table():
-    # its own stream: a full run once found sys.stdout not capsys's here (another test's leftover)
+    # its own stream: in one full CI run sys.stdout was not capsys's here (cause not found)
     out = io.StringIO()
     assert explain.main(["--batch", "1", "--repeat", "1"], out=out) == 0
     lines = out.getvalue().splitlines()

@@ -169,10 +169,15 @@ def _write_inputs(opts: argparse.Namespace, report: VerifyReport) -> bool:
             os.makedirs(folder, exist_ok=True)
             report.write_inputs(folder)
         except (OSError, ValueError) as err:
-            print_error(f"{shown_path(folder)}: cannot write the inputs: "
-                        f"{getattr(err, 'strerror', None) or err}")
+            _cannot_write(folder, "the inputs", err)
             return False
     return True
+
+
+def _cannot_write(place: str, what: str, err: OSError | ValueError) -> None:
+    """Say that ``what`` could not be written at ``place``, with the OS's reason."""
+    print_error(f"{shown_path(place)}: cannot write {what}: "
+                f"{getattr(err, 'strerror', None) or err}")
 
 
 def _write_json(path: str, report: VerifyReport) -> bool:
@@ -181,8 +186,7 @@ def _write_json(path: str, report: VerifyReport) -> bool:
     try:
         write_atomically(path, lambda f: f.write(text))
     except (OSError, ValueError) as err:
-        print_error(f"{shown_path(path)}: cannot write the report: "
-                    f"{getattr(err, 'strerror', None) or err}")
+        _cannot_write(path, "the report", err)
         return False
     return True
 
@@ -195,8 +199,7 @@ def _write_repro(folder: str, report: VerifyReport) -> bool:
     try:
         files = write_repro(report, folder)
     except (OSError, ValueError) as err:
-        print_error(f"{shown_path(folder)}: cannot write the reproduction: "
-                    f"{getattr(err, 'strerror', None) or err}")
+        _cannot_write(folder, "the reproduction", err)
         return False
     say("reproduction: " + ", ".join(files))
     return True
