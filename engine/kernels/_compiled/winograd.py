@@ -260,8 +260,9 @@ def _forward(src: np.ndarray, u: np.ndarray, row0: int, col0: int, out_rows: int
     src_r = readonly(src)
 
     def work(t0: int, t1: int, st) -> None:
-        (v, pv), (m, pm) = st
-        if simd:
+        (v, pv), products = st
+        if products is not None:
+            m, pm = products
             jit.forward_chunks(src_r, row0, col0, th, tw, t0, t1, step, v, pv, u, m, pm, y)
             return
         for c0 in range(t0, t1, step):
@@ -271,8 +272,10 @@ def _forward(src: np.ndarray, u: np.ndarray, row0: int, col0: int, out_rows: int
             jit.output_tiles(mm, (c1 - c0) * co, th, tw, c0, c1, y)
 
     def state():
-        """Per core: its chunk buffers, reused chunk after chunk."""
-        return _points_buffer(step, ci, ctype), _points_buffer(step if simd else 1, co, ctype)
+        """Per core: its chunk buffers, reused chunk after chunk (BLAS allocates its own
+        products)."""
+        return (_points_buffer(step, ci, ctype),
+                _points_buffer(step, co, ctype) if simd else None)
 
     _chunked(n * th * tw, ci + co, ctype.itemsize, work, state)
     return y
