@@ -27,51 +27,88 @@ from engine.base.errors import InvalidArgumentError
 from engine.base.literal import literal
 from engine.kernels.memory import conv_workspace, product_bound, terms_per_output
 from engine.shapes.conv import (
+    FORMATS,
+    PADDINGS_3D,
     ConvGeometry,
+    ConvGeometryNd,
     backprop_filter_geometry,
     backprop_input_geometry,
     conv2d_geometry,
-    explicit_pads,
-    window_attr,
+    conv3d_backprop_filter_geometry,
+    conv3d_backprop_input_geometry,
+    conv3d_geometry,
+    explicit_pads_nd,
+    window_attr_nd,
 )
 from engine.shapes.ops import CONV_OPS, KINDS, SIZE_PORTS, ConvOp
+from engine.shapes.padding import PADDINGS
 
-_ALL4 = [1, 1, 1, 1]
+#: The shape rule of each kind of op, by its number of spatial dimensions.
+GEOMETRY: dict[int, dict[str, Callable[..., ConvGeometry | ConvGeometryNd]]] = {
+    2: {"forward": conv2d_geometry, "filter": backprop_filter_geometry,
+        "input": backprop_input_geometry},
+    3: {"forward": conv3d_geometry, "filter": conv3d_backprop_filter_geometry,
+        "input": conv3d_backprop_input_geometry},
+}
 
-CONV_ATTRS = (
-    AttrSpec("strides", "int_list", _ALL4, length=(4,), minimum=1, maximum=INT32_MAX,
-             doc="The stride of the sliding window for each dimension of the input, in "
-                 "data_format order. The batch and depth entries must be 1."),
-    AttrSpec("padding", "enum", "SAME", choices=("SAME", "VALID", "EXPLICIT"),
-             doc="The padding algorithm. SAME: output size ceil(input / stride), zeros added "
-                 "evenly with the odd one after. VALID: no padding. EXPLICIT: the amounts in "
-                 "explicit_paddings."),
-    AttrSpec("explicit_paddings", "int_list", [0] * 8, length=(8,), minimum=0, maximum=INT32_MAX,
-             visible_if=("padding", ("EXPLICIT",)),
-             doc="With padding EXPLICIT: the zeros inserted before and after each dimension, "
-                 "as 8 numbers [before, after] x 4 in data_format order. Batch and depth "
-                 "pairs must be 0. Ignored for SAME and VALID."),
-    AttrSpec("data_format", "enum", "NHWC", choices=("NHWC", "NCHW"),
-             doc="The data layout of input and output: NHWC = [batch, height, width, "
-                 "channels], NCHW = [batch, channels, height, width]. Filters are always "
-                 "[height, width, in, out]."),
-    AttrSpec("dilations", "int_list", _ALL4, length=(4,), minimum=1, maximum=INT32_MAX,
-             doc="The dilation factor for each dimension of the input, in data_format order: "
-                 "filter tap k reads input element k * dilation. Batch and depth entries must "
-                 "be 1."),
-)
-CUDNN = AttrSpec("use_cudnn_on_gpu", "bool", True,
-                 doc="Accepted for compatibility with TensorFlow; has no effect (GradBlocks "
-                     "computes on the CPU).")
+def conv_attrs(rank: int) -> tuple[AttrSpec, ...]:
+    """The attributes of the conv ops over ``rank`` spatial dimensions, as ``tf.raw_ops`` has
+    them: strides and dilations of ``rank + 2`` entries in data_format order; EXPLICIT padding
+    (and its ``explicit_paddings``) only for the 2-D ops."""
+    n, (last, first) = rank + 2, FORMATS[rank]
+    ones = [1] * n
+    paddings = PADDINGS if rank == 2 else PADDINGS_3D
+    layout = ", ".join(activation_axes(last))
+    explicit = (
+        AttrSpec("explicit_paddings", "int_list", [0] * 2 * n, length=(2 * n,), minimum=0,
+                 maximum=INT32_MAX, visible_if=("padding", ("EXPLICIT",)),
+                 doc=f"With padding EXPLICIT: the zeros inserted before and after each "
+                     f"dimension, as {2 * n} numbers [before, after] x {n} in data_format "
+                     "order. Batch and depth pairs must be 0. Ignored for SAME and VALID."),
+    ) if "EXPLICIT" in paddings else ()
+    return (
+        AttrSpec("strides", "int_list", ones, length=(n,), minimum=1, maximum=INT32_MAX,
+                 doc="The stride of the sliding window for each dimension of the input, in "
+                     "data_format order. The batch and depth entries must be 1."),
+        AttrSpec("padding", "enum", "SAME", choices=paddings,
+                 doc="The padding algorithm. SAME: output size ceil(input / stride), zeros "
+                     "added evenly with the odd one after. VALID: no padding."
+                     + (" EXPLICIT: the amounts in explicit_paddings." if explicit else "")),
+        *explicit,
+        AttrSpec("data_format", "enum", last, choices=(last, first),
+                 doc=f"The data layout of input and output: {last} = [{layout}], {first} = "
+                     f"[{', '.join(activation_axes(first))}]. Filters are always "
+                     f"[{', '.join(filter_axes(rank))}]."),
+        AttrSpec("dilations", "int_list", ones, length=(n,), minimum=1, maximum=INT32_MAX,
+                 doc="The dilation factor for each dimension of the input, in data_format "
+                     "order: filter tap k reads input element k * dilation. Batch and depth "
+                     "entries must be 1."),
+    )
+
 
 FILTER_AXES = ("kh", "kw", "in", "out")
 DEPTHWISE_FILTER_AXES = ("kh", "kw", "in", "multiplier")
 
 
-def activation_axes(data_format: str) -> tuple[str, ...]:
-    """Axis names of an activation tensor in ``data_format``."""
-    return ("N", "H", "W", "C") if data_format == "NHWC" else ("N", "C", "H", "W")
+def filter_axes(rank: int, depthwise: bool = False) -> tuple[str, ...]:
+    """Axis names of a filter over ``rank`` spatial dimensions (``kd``, ``kh``, ``kw``, then
+    in and out, or multiplier for depthwise)."""
+    return ("kd", "kh", "kw")[3 - rank:] + (DEPTHWISE_FILTER_AXES if depthwise
+                                            else FILTER_AXES)[2:]
 
+CUDNN = AttrSpec("use_cudnn_on_gpu", "bool", True,
+                 doc="Accepted for compatibility with TensorFlow; has no effect (GradBlocks "
+                     "computes on the CPU).")
+
+
+def activation_axes(data_format: str) -> tuple[str, ...]:
+    """Axis names of an activation tensor in ``data_format`` (its letters: ``NDHWC`` is
+    ``("N", "D", "H", "W", "C")``)."""
+    return tuple(data_format)
+
+
+#: The attributes of the 2-D ops.
+CONV_ATTRS = conv_attrs(2)
 
 #: The attributes whose entries follow the axes of data_format (explicit_paddings in pairs).
 LAYOUT_ATTRS = ("strides", "dilations", "explicit_paddings")
@@ -80,16 +117,19 @@ LAYOUT_ATTRS = ("strides", "dilations", "explicit_paddings")
 def relayout_attrs(attrs: dict, data_format: str) -> dict:
     """``strides``, ``dilations`` and ``explicit_paddings`` of ``attrs`` (in the order of its
     ``data_format``, NHWC by default) in ``data_format``'s order: the same window on the same
-    axes, ``[1, 2, 3, 1]`` NHWC is ``[1, 1, 2, 3]`` NCHW. A value that is not a list of 4 (8)
-    entries is left out."""
+    axes, ``[1, 2, 3, 1]`` NHWC is ``[1, 1, 2, 3]`` NCHW. A value that is not a list of one
+    (two) entries per axis is left out."""
     old = activation_axes(attrs.get("data_format", "NHWC"))
-    perm = [old.index(axis) for axis in activation_axes(data_format)]
+    new = activation_axes(data_format)
+    if sorted(old) != sorted(new):
+        return {}
+    perm = [old.index(axis) for axis in new]
     out = {}
     for name in LAYOUT_ATTRS:
         value = attrs.get(name)
-        if not isinstance(value, list) or len(value) not in (4, 8):
+        if not isinstance(value, list) or len(value) not in (len(new), 2 * len(new)):
             continue
-        if len(value) == 4:
+        if len(value) == len(new):
             out[name] = [value[i] for i in perm]
         else:
             out[name] = [v for i in perm for v in value[2 * i:2 * i + 2]]
@@ -97,7 +137,8 @@ def relayout_attrs(attrs: dict, data_format: str) -> dict:
 
 
 def _other_format(data_format: str) -> str:
-    return "NCHW" if data_format == "NHWC" else "NHWC"
+    last, first = FORMATS[len(data_format) - 2]
+    return first if data_format == last else last
 
 
 def _depth_misfits(inputs: dict[str, TensorSpec], fmt: str, other: str,
@@ -110,9 +151,10 @@ def _depth_misfits(inputs: dict[str, TensorSpec], fmt: str, other: str,
         fshape = tuple(int(v) for v in np.ravel(inputs["filter_sizes"].value))
     else:
         return []
-    if len(fshape) != 4 or fshape[2] <= 0:
+    rank = len(fmt)
+    if len(fshape) != rank or fshape[-2] <= 0:
         return []
-    fin, fout = fshape[2], fshape[3]
+    fin, fout = fshape[-2], fshape[-1]
     out_depth = fin * fout if depthwise else fout
 
     def fits(port: str, depth: int) -> bool:
@@ -127,7 +169,7 @@ def _depth_misfits(inputs: dict[str, TensorSpec], fmt: str, other: str,
             continue
         shape = tuple(spec.shape) if port != "input_sizes" else (
             tuple(int(v) for v in np.ravel(spec.value)) if spec.value is not None else ())
-        if len(shape) != 4:
+        if len(shape) != rank:
             continue
         here, there = (shape[activation_axes(f).index("C")] for f in (fmt, other))
         if not fits(port, here) and fits(port, there):
@@ -139,18 +181,21 @@ def _layout_attr_valid(name: str, attrs: dict, data_format: str) -> bool:
     """Whether attribute ``name`` of ``attrs`` is valid read in ``data_format`` order."""
     try:
         if name == "explicit_paddings":
-            explicit_pads(attrs["padding"], attrs[name], data_format)
+            explicit_pads_nd(attrs["padding"], attrs[name], data_format)
         else:
-            window_attr(name, attrs[name], data_format)
+            window_attr_nd(name, attrs[name], data_format)
     except (InvalidArgumentError, KeyError):
         return False
     return True
 
 
 def kernel_attrs(attrs: dict, cudnn: bool) -> dict:
-    """The kernel's keyword attributes; explicit_paddings only count with padding EXPLICIT."""
+    """The kernel's keyword attributes; explicit_paddings only count with padding EXPLICIT (and
+    only the 2-D ops, which have them, take them)."""
     out = {k: attrs[k] for k in ("strides", "padding", "data_format", "dilations")}
-    out["explicit_paddings"] = attrs["explicit_paddings"] if attrs["padding"] == "EXPLICIT" else []
+    if "explicit_paddings" in attrs:
+        out["explicit_paddings"] = (attrs["explicit_paddings"] if attrs["padding"] == "EXPLICIT"
+                                    else [])
     if cudnn:
         out["use_cudnn_on_gpu"] = attrs["use_cudnn_on_gpu"]
     return out
@@ -182,13 +227,14 @@ def shared_dtype(a: tuple[str, TensorSpec], b: tuple[str, TensorSpec]) -> str:
     return a[1].dtype
 
 
-def _port_docs(depthwise: bool) -> dict[str, str]:
+def _port_docs(depthwise: bool, rank: int) -> dict[str, str]:
     """What each tensor port of a conv block holds."""
+    dims = ", ".join(("depth", "height", "width")[-rank:])
     return {
-        "input": "4-D input tensor in data_format.",
-        "filter": "4-D filter [height, width, in_channels, "
+        "input": f"{rank + 2}-D input tensor in data_format.",
+        "filter": f"{rank + 2}-D filter [{dims}, in_channels, "
                   + ("channel_multiplier]." if depthwise else "out_channels]."),
-        "filter_sizes": "Integer vector: the shape of the filter, [height, width, in, "
+        "filter_sizes": f"Integer vector: the shape of the filter, [{dims}, in, "
                         + ("multiplier]." if depthwise else "out]."),
         "input_sizes": "Integer vector: the shape of the input, in data_format.",
         "out_backprop": "Gradients w.r.t. the output of the convolution, in data_format.",
@@ -202,10 +248,12 @@ class _ConvRules:
     def __init__(self, row: ConvOp, names: set[str]):
         self.kind, self.depthwise = row.kind, row.depthwise
         self.cudnn, self.ports, self.operands = row.cudnn, row.ports, row.operands
+        self.rank, self.rules = row.rank, GEOMETRY[row.rank]
         self.kernel: Callable = getattr(kernels, row.kernel)
         self.names = names  # the block's attributes and ports, which an error may blame
 
-    def geometry(self, attrs: dict, inputs: dict[str, TensorSpec]) -> tuple[ConvGeometry, str]:
+    def geometry(self, attrs: dict,
+                 inputs: dict[str, TensorSpec]) -> tuple[ConvGeometry | ConvGeometryNd, str]:
         """The kernel's geometry and dtype (raises naming the attribute or port at fault; a
         problem that the other data_format would not have says so, see :meth:`layout_hint`)."""
         try:
@@ -255,23 +303,25 @@ class _ConvRules:
             return False
         return True
 
-    def raw_geometry(self, attrs: dict,
-                     inputs: dict[str, TensorSpec]) -> tuple[ConvGeometry, str]:
+    def raw_geometry(self, attrs: dict, inputs: dict[str, TensorSpec]
+                     ) -> tuple[ConvGeometry | ConvGeometryNd, str]:
         """The geometry and dtype as the kernel reads them (raises the engine's error)."""
         kw = kernel_attrs(attrs, cudnn=False)
-        kw["depthwise"] = self.depthwise
+        if self.rank == 2:
+            kw["depthwise"] = self.depthwise
+        rule = self.rules[self.kind]
         if self.kind == "forward":
             x, w = float_port(inputs, "input"), float_port(inputs, "filter")
             dtype = shared_dtype(("input", x), ("filter", w))
-            return conv2d_geometry(x.shape, w.shape, **kw), dtype
+            return rule(x.shape, w.shape, **kw), dtype
         dy = float_port(inputs, "out_backprop")
         if self.kind == "filter":
             x, sizes = float_port(inputs, "input"), _size_port(inputs, "filter_sizes")
             dtype = shared_dtype(("input", x), ("out_backprop", dy))
-            return backprop_filter_geometry(x.shape, sizes, dy.shape, **kw), dtype
+            return rule(x.shape, sizes, dy.shape, **kw), dtype
         w, sizes = float_port(inputs, "filter"), _size_port(inputs, "input_sizes")
         dtype = shared_dtype(("filter", w), ("out_backprop", dy))
-        return backprop_input_geometry(sizes, w.shape, dy.shape, **kw), dtype
+        return rule(sizes, w.shape, dy.shape, **kw), dtype
 
     def infer(self, attrs: dict, inputs: dict[str, TensorSpec]) -> dict[str, TensorSpec]:
         """The output's spec: shape, dtype, axes and the bound of its values."""
@@ -281,8 +331,7 @@ class _ConvRules:
         if self.kind == "forward":
             shape, axes = g.output_shape, activation_axes(attrs["data_format"])
         elif self.kind == "filter":
-            shape = g.filter_shape
-            axes = DEPTHWISE_FILTER_AXES if self.depthwise else FILTER_AXES
+            shape, axes = g.filter_shape, filter_axes(self.rank, self.depthwise)
         else:
             shape, axes = g.input_shape, activation_axes(attrs["data_format"])
         return {"output": TensorSpec(shape, dtype, axes, bound=bound)}
@@ -311,19 +360,19 @@ def _conv_block(row: ConvOp) -> BlockSpec:
     input, filter; filter: input, filter_sizes, out_backprop; input: input_sizes, filter,
     out_backprop) and its kernel is ``engine.kernels.<row.kernel>``."""
     ports = row.ports
-    attrs = CONV_ATTRS + ((CUDNN,) if row.cudnn else ())
+    attrs = conv_attrs(row.rank) + ((CUDNN,) if row.cudnn else ())
     rules = _ConvRules(row, {a.name for a in attrs} | set(ports))
     kernel = rules.kernel
     if getattr(kernels, kernel.__name__, None) is not kernel:
         raise ValueError(f"{row.block_type}: exported scripts call kernels.{kernel.__name__}, "
                          "which is not this block's kernel")
-    filter_axes = DEPTHWISE_FILTER_AXES if row.depthwise else FILTER_AXES
+    axes = filter_axes(row.rank, row.depthwise)
     port_axes = {
         "input": lambda a: activation_axes(a["data_format"]),
         "out_backprop": lambda a: activation_axes(a["data_format"]),
-        "filter": lambda a: filter_axes,
+        "filter": lambda a: axes,
     }
-    port_docs = _port_docs(row.depthwise)
+    port_docs = _port_docs(row.depthwise, row.rank)
     return BlockSpec(
         type_id=row.block_type, title=row.title, category=row.category, op=row.name,
         doc=row.doc,

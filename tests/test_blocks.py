@@ -14,7 +14,8 @@ def test_registry_has_every_block_of_the_issue():
     assert set(REGISTRY) == {"Conv2DBackpropFilter", "Conv2DBackpropInput",
                              "DepthwiseBackpropFilter", "Conv2D", "DepthwiseConv2D",
                              "DepthwiseBackpropInput", "Tensor", "IntVector", "ShapeOf",
-                             "Transpose", "Compare", "Output", "GradCheck", "AdjointCheck"}
+                             "Transpose", "Compare", "Output", "GradCheck", "AdjointCheck",
+                             "Conv3D", "Conv3DBackpropFilterV2", "Conv3DBackpropInputV2"}
     assert next(iter(categories())) == "Gradients"
     for type_id in MAIN:
         spec = get_spec(type_id)
@@ -24,8 +25,8 @@ def test_registry_has_every_block_of_the_issue():
                                                               "out_backprop")
     assert get_spec("Conv2DBackpropInput").input_names() == ("input_sizes", "filter",
                                                              "out_backprop")
-    with pytest.raises(InvalidArgumentError, match="unknown block type 'Conv3D'"):
-        get_spec("Conv3D")
+    with pytest.raises(InvalidArgumentError, match="unknown block type 'Conv4D'"):
+        get_spec("Conv4D")
 
 
 @pytest.mark.parametrize("name, value, match", [

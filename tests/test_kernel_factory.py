@@ -12,14 +12,20 @@ from engine.kernels import ops
 from engine.shapes.ops import CONV_OPS
 
 ATTRS = ("strides", "padding", "explicit_paddings", "data_format", "dilations")
+#: The 3-D ops' attributes (``tf.raw_ops``: no explicit_paddings) and defaults.
+ATTRS_3D = ("strides", "padding", "data_format", "dilations")
 
 
 @pytest.mark.parametrize("op", CONV_OPS, ids=lambda op: op.name)
 def test_each_kernel_has_its_rows_tensor_arguments_then_tfs_attributes(op):
     kernel = getattr(kernels, op.kernel)
     params = inspect.signature(kernel).parameters
-    assert tuple(params) == op.ports + ATTRS + (("use_cudnn_on_gpu",) if op.cudnn else ())
-    assert [params[a].default for a in ATTRS[2:]] == [(), "NHWC", (1, 1, 1, 1)]
+    attrs = ATTRS if op.rank == 2 else ATTRS_3D
+    assert tuple(params) == op.ports + attrs + (("use_cudnn_on_gpu",) if op.cudnn else ())
+    if op.rank == 2:
+        assert [params[a].default for a in ATTRS[2:]] == [(), "NHWC", (1, 1, 1, 1)]
+    else:
+        assert [params[a].default for a in ATTRS_3D[2:]] == ["NDHWC", (1, 1, 1, 1, 1)]
     assert kernel.__name__ == op.kernel and kernel.__doc__.startswith(f"tf.raw_ops.{op.name}:")
 
 

@@ -16,7 +16,7 @@ from tests.export_support import REPO
 
 def test_every_conv_block_is_a_row_of_the_table():
     rows = {op.block_type: op for op in CONV_OPS}
-    assert {s.type_id for s in SPECS} == set(rows) and len(rows) == len(CONV_OPS) == 6
+    assert {s.type_id for s in SPECS} == set(rows) and len(rows) == len(CONV_OPS) == 9
     for spec in SPECS:
         row = rows[spec.type_id]
         assert (spec.op, spec.title, spec.category, spec.doc) == (

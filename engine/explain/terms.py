@@ -60,7 +60,7 @@ from engine.shapes.ops import CONV_OPS, ConvOp
 
 #: The conv block types by type id: their rows of the op table (each names its tf.raw_ops op
 #: ``name``, its ``kind``, ``depthwise`` and its two array ``operands``).
-OPS: dict[str, ConvOp] = {op.block_type: op for op in CONV_OPS}
+OPS: dict[str, ConvOp] = {op.block_type: op for op in CONV_OPS if op.rank == 2}
 
 #: How a formula names the output of each kind of op.
 OUTPUT_NAMES = {"forward": "output", "filter": "dw", "input": "dx"}

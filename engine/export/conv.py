@@ -24,10 +24,11 @@ from engine.shapes.conv import conv2d_geometry
 from engine.shapes.ops import CONV_OPS as TABLE
 
 #: raw op name -> (what it computes, depthwise): the op table's.
-CONV_OPS: dict[str, tuple[str, bool]] = {op.name: (op.kind, op.depthwise) for op in TABLE}
+CONV_OPS: dict[str, tuple[str, bool]] = {op.name: (op.kind, op.depthwise) for op in TABLE
+                                          if op.rank == 2}
 
 #: The forward op a check block names (its ``op`` attribute) -> depthwise.
-CHECK_OPS = {op.name: op.depthwise for op in TABLE if op.kind == "forward"}
+CHECK_OPS = {op.name: op.depthwise for op in TABLE if op.kind == "forward" and op.rank == 2}
 
 
 def geometry(op: str, depthwise: bool, attrs: dict, input_shape: tuple[int, ...],

@@ -54,6 +54,7 @@ EMPTY = "empty"
 __all__ = ["conv3d", "conv3d_backprop_filter", "conv3d_backprop_input"]
 
 
+
 def _to_last(a: np.ndarray, data_format: str) -> np.ndarray:
     """A channels-last view of ``a``."""
     return a if channels_last(data_format) else np.moveaxis(a, 1, -1)

@@ -17,28 +17,41 @@ import math
 
 from engine.base.dtypes import compute_dtype, to_dtype
 from engine.kernels import dispatch
-from engine.kernels.workspace import sizes
-from engine.shapes.conv import ConvGeometry
+from engine.kernels.workspace import nd_workspace_bytes, sizes
+from engine.shapes.conv import ConvGeometry, ConvGeometryNd
 
 KINDS = dispatch.KINDS
 #: Small temporaries (index lists, reductions, per-call bookkeeping) on top of the arrays.
 SLACK = 2**20
 
 
-def conv_workspace(g: ConvGeometry, kind: str, dtype: str, operands_finite: bool) -> int:
+def _elements(g: ConvGeometryNd) -> tuple[int, int, int]:
+    """Elements of the input, the filter and the output of the forward convolution."""
+    return math.prod(g.input_shape), math.prod(g.filter_shape), math.prod(g.output_shape)
+
+
+def _kernel_bytes(g: ConvGeometry | ConvGeometryNd, kind: str, ct: int) -> int:
+    """The kernel's own workspace: the 2-D dispatch's paths, or the N-d kernels'."""
+    if isinstance(g, ConvGeometry):
+        return dispatch.workspace_bytes(g, kind, ct)
+    return nd_workspace_bytes(g, kind, ct)
+
+
+def conv_workspace(g: ConvGeometry | ConvGeometryNd, kind: str, dtype: str,
+                   operands_finite: bool) -> int:
     """Bytes one call of the ``kind`` (forward, filter or input gradient) kernel of geometry
     ``g`` on ``dtype`` operands may need besides its operands and result (an upper bound)."""
     it = to_dtype(dtype).itemsize
     ct = compute_dtype(to_dtype(dtype)).itemsize
-    x, w, y = sizes(g)
+    x, w, y = sizes(g) if isinstance(g, ConvGeometry) else _elements(g)
     a, b = {"forward": (x, w), "filter": (x, y), "input": (w, y)}[kind]
     out = {"forward": y, "filter": w, "input": x}[kind]
     check = max(a, b) * it
-    finite_path = dispatch.workspace_bytes(g, kind, ct)
+    finite_path = _kernel_bytes(g, kind, ct)
     if operands_finite:
         return SLACK + max(check, finite_path)
     copies = (a + b) * it + max(a, b) + finite_path
-    indicators = 12 * out + 8 * (a + b) + dispatch.workspace_bytes(g, kind, 4)
+    indicators = 12 * out + 8 * (a + b) + _kernel_bytes(g, kind, 4)
     return SLACK + max(check, copies, indicators)
 
 
@@ -49,11 +62,12 @@ def product_bound(a: float, b: float, terms: int) -> float:
     return math.inf if math.isinf(a) or math.isinf(b) else a * b * terms * (1 + 1e-6)
 
 
-def terms_per_output(g: ConvGeometry, kind: str) -> int:
+def terms_per_output(g: ConvGeometry | ConvGeometryNd, kind: str) -> int:
     """Products summed into one output element."""
-    taps = g.filter_rows * g.filter_cols
+    nd = g.nd if isinstance(g, ConvGeometry) else g
+    taps = math.prod(nd.filter_spatial)
     if kind == "forward":
-        return taps * (1 if g.depthwise else g.filter_in_depth)
+        return taps * (1 if nd.depthwise else nd.filter_in_depth)
     if kind == "filter":
-        return g.batch * g.out_rows * g.out_cols
-    return taps * (g.filter_out if g.depthwise else g.filter_out // g.groups)
+        return nd.batch * math.prod(nd.out_spatial)
+    return taps * (nd.filter_out if nd.depthwise else nd.filter_out // nd.groups)

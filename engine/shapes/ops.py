@@ -4,7 +4,8 @@ explain, :mod:`engine.explain.terms`; verify, :mod:`engine.verify.conventions` a
 :mod:`engine.verify.defaults`), so an op is one row plus its kernel in :mod:`engine.kernels`.
 
 A row names the ``tf.raw_ops`` op, the block type that mirrors it, its kind (``forward``, the
-``filter`` gradient or the ``input`` gradient), whether it is depthwise and its kernel's name;
+``filter`` gradient or the ``input`` gradient), whether it is depthwise, its kernel's name and
+its number of spatial dimensions (2 for the Conv2D family, 3 for Conv3D's);
 what follows from the kind (its tensor arguments, its two array operands, the tensor its
 result has the shape of) is written once, in the tables below. This module imports nothing,
 so the command line can list the ops without loading a kernel.
@@ -37,7 +38,8 @@ SIZE_PORTS = ("filter_sizes", "input_sizes")
 class ConvOp:
     """One conv op: ``name`` (``tf.raw_ops``), ``block_type`` (its block), ``kind``,
     ``depthwise``, ``kernel`` (the :mod:`engine.kernels` function), ``title`` and ``doc`` (the
-    block's), ``cudnn`` (TF's op takes ``use_cudnn_on_gpu``)."""
+    block's), ``cudnn`` (TF's op takes ``use_cudnn_on_gpu``), ``rank`` (spatial dimensions:
+    its tensors have ``rank + 2`` axes)."""
 
     name: str
     block_type: str
@@ -47,6 +49,7 @@ class ConvOp:
     title: str
     doc: str
     cudnn: bool
+    rank: int = 2
 
     @property
     def ports(self) -> tuple[str, ...]:
@@ -96,6 +99,22 @@ CONV_OPS: tuple[ConvOp, ...] = (
            "depthwise_conv2d_native_backprop_input", "Depthwise backprop input",
            "tf.raw_ops.DepthwiseConv2dNativeBackpropInput: the gradient of a depthwise "
            "convolution w.r.t. its input. Output shape: input_sizes.", cudnn=False),
+    ConvOp("Conv3D", "Conv3D", "forward", False, "conv3d", "Conv3D",
+           "tf.raw_ops.Conv3D: out[n,p,r,c,o] = sum over a, i, j, q of input_pad[n, p*sp + "
+           "a*dp, r*sr + i*dr, c*sc + j*dc, q] * filter[a,i,j,q,o]; grouped when input depth "
+           "is a multiple of the filter's in_channels. Dilations, NCDHW and groups follow the "
+           "math (TensorFlow's CPU kernel refuses them).", cudnn=False, rank=3),
+    ConvOp("Conv3DBackpropFilterV2", "Conv3DBackpropFilterV2", "filter", False,
+           "conv3d_backprop_filter", "Conv3D backprop filter",
+           "tf.raw_ops.Conv3DBackpropFilterV2: the gradient of Conv3D w.r.t. its filter, "
+           "dw[a,i,j,q,o] = sum over n, p, r, c of input_pad[n, p*sp + a*dp, r*sr + i*dr, "
+           "c*sc + j*dc, q] * out_backprop[n, p, r, c, o]. Output shape: filter_sizes.",
+           cudnn=False, rank=3),
+    ConvOp("Conv3DBackpropInputV2", "Conv3DBackpropInputV2", "input", False,
+           "conv3d_backprop_input", "Conv3D backprop input",
+           "tf.raw_ops.Conv3DBackpropInputV2: the gradient of Conv3D w.r.t. its input (a "
+           "transposed 3-D convolution of out_backprop with the filter). Output shape: "
+           "input_sizes.", cudnn=False, rank=3),
 )
 
 

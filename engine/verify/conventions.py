@@ -38,7 +38,7 @@ from engine.verify.defaults import CONVENTIONS, OPS, TORCH_OPS
 #: the op table's rows.
 TF_OPS: dict[str, tuple[Callable[..., np.ndarray], tuple[str, ...], bool, str]] = {
     op.name: (getattr(kernels, op.kernel), op.operands, op.depthwise, op.result)
-    for op in CONV_OPS}
+    for op in CONV_OPS if op.rank == 2}
 
 
 @dataclass(frozen=True)

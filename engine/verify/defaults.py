@@ -9,7 +9,7 @@ from engine.shapes.ops import CONV_OPS
 CONVENTIONS = ("tf", "torch")
 #: The tf.raw_ops ops a sweep checks: every op of the op table (their kernels:
 #: :data:`engine.verify.conventions.TF_OPS`).
-TF_OP_NAMES = tuple(op.name for op in CONV_OPS)
+TF_OP_NAMES = tuple(op.name for op in CONV_OPS if op.rank == 2)
 #: torch op -> (its canonical tf.raw_ops op, the arrays it takes, the result's role).
 TORCH_OPS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "conv2d": ("Conv2D", ("input", "weight"), "output"),
