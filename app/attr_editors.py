@@ -19,7 +19,8 @@ from engine.base.dtypes import DTYPES
 from engine.base.errors import InvalidArgumentError
 
 ERROR_STYLE = "border: 1px solid #e0503c; background: #3a1c1c;"
-AXES_BY_FORMAT = {"NHWC": ("N", "H", "W", "C"), "NCHW": ("N", "C", "H", "W")}
+#: The data formats whose letters label the cells of strides and dilations.
+CELL_FORMATS = ("NHWC", "NCHW", "NDHWC", "NCDHW")
 
 
 def parse_int(attr: str, text: str) -> int:
@@ -361,9 +362,10 @@ class PathEditor(LineEditor):
 
 
 class IntCellsEditor(AttrEditor):
-    """A fixed-length int list (strides, dilations: 4; explicit_paddings: 8) as small cells.
+    """A fixed-length int list (strides, dilations: 4, or 5 for the 3-D ops; explicit_paddings:
+    8) as small cells.
 
-    4 cells are labelled with the axes of the node's data_format; 8 cells form a grid of
+    4 or 5 cells are labelled with the axes of the node's data_format; 8 cells form a grid of
     (before, after) pairs per axis. A cell takes any text, as every field does: what is no
     whole number is marked red on leaving it, the reason below the fields.
     """
@@ -406,9 +408,9 @@ class IntCellsEditor(AttrEditor):
         self.set_context({})
 
     def set_context(self, attrs: dict) -> None:
-        axes = AXES_BY_FORMAT.get(str(attrs.get("data_format", "NHWC")), ("0", "1", "2", "3"))
-        if self.length not in (4, 8):
-            axes = tuple(str(i) for i in range(len(self.headers)))
+        fmt = str(attrs.get("data_format", ""))
+        axes = tuple(fmt) if fmt in CELL_FORMATS and len(fmt) == len(self.headers) \
+            else tuple(str(i) for i in range(len(self.headers)))
         for h, a in zip(self.headers, axes):
             h.setText(a)
 
@@ -445,12 +447,12 @@ class IntCellsEditor(AttrEditor):
 
 
 def cells_length(spec) -> int | None:
-    """4 or 8 when the attribute is an int list of exactly that length, else None."""
+    """4, 5 or 8 when the attribute is an int list of exactly that length, else None."""
     length = spec.length
     if isinstance(length, int):
         length = (length,)
     if spec.kind == "int_list" and length is not None and len(length) == 1 \
-            and length[0] in (4, 8):
+            and length[0] in (4, 5, 8):
         return int(length[0])
     return None
 

@@ -17,7 +17,7 @@ from PySide6 import QtCore, QtWidgets
 from app.attr_editors import AttrEditor, make_editor
 from app.input_size_hint import input_size_hint
 from app.message_label import MessageLabel
-from blocks.conv import LAYOUT_ATTRS, relayout_attrs
+from blocks.conv import relayout_attrs
 from blocks.registry import get_spec
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import MAX_TITLE
@@ -288,7 +288,7 @@ class AttributePanel(QtWidgets.QWidget):
         node = self.doc.canvas.nodes[nid]
         spec = get_spec(node.type)
         attrs = {**spec.defaults(), **node.attrs}
-        if name != "data_format" or not set(LAYOUT_ATTRS) <= set(attrs):
+        if name != "data_format" or not {"strides", "dilations"} <= set(attrs):
             return {}
         if attrs.get("data_format") == value:
             return {}
