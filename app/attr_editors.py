@@ -363,7 +363,8 @@ class PathEditor(LineEditor):
 
 class IntCellsEditor(AttrEditor):
     """A fixed-length int list (strides, dilations: 4, or 5 for the 3-D ops; explicit_paddings:
-    8) as small cells.
+    8) as small cells; an attribute that takes 4 or 5 entries (a check block's, whose op sets
+    the rank) shows as many cells as its value has.
 
     4 or 5 cells are labelled with the axes of the node's data_format; 8 cells form a grid of
     (before, after) pairs per axis. A cell takes any text, as every field does: what is no
@@ -404,56 +405,76 @@ class IntCellsEditor(AttrEditor):
                 grid.addWidget(cell, 1, i)
             self.cells.append(cell)
         grid.setColumnStretch(ncols + (1 if pairs else 0), 1)
+        self.shown_cells = self.length
         self._shown: list[str] = [""] * self.length
         self.set_context({})
 
+    @property
+    def active(self) -> list[QtWidgets.QLineEdit]:
+        """The cells in use (all but a 5th when the value has 4 entries)."""
+        return self.cells[:self.shown_cells]
+
+    def _use(self, count: int) -> None:
+        """Show ``count`` cells (one of the attribute's lengths), hiding the rest."""
+        if self.length == 8 or count not in (self.spec.length or ()):
+            return
+        self.shown_cells = count
+        for i, (cell, header) in enumerate(zip(self.cells, self.headers)):
+            cell.setVisible(i < count)
+            header.setVisible(i < count)
+
     def set_context(self, attrs: dict) -> None:
         fmt = str(attrs.get("data_format", ""))
-        axes = tuple(fmt) if fmt in CELL_FORMATS and len(fmt) == len(self.headers) \
-            else tuple(str(i) for i in range(len(self.headers)))
-        for h, a in zip(self.headers, axes):
+        headers = self.headers[:min(len(self.headers), self.shown_cells)]
+        axes = tuple(fmt) if fmt in CELL_FORMATS and len(fmt) == len(headers) \
+            else tuple(str(i) for i in range(len(headers)))
+        for h, a in zip(headers, axes):
             h.setText(a)
 
     def _finished(self) -> None:
-        if [c.text() for c in self.cells] != self._shown:
-            self._shown = [c.text() for c in self.cells]
+        if [c.text() for c in self.active] != self._shown:
+            self._shown = [c.text() for c in self.active]
             self.committed.emit()
 
     def set_value(self, value) -> None:
         values = list(value) if isinstance(value, (list, tuple)) else []
-        texts = [str(v) for v in values[: self.length]]
-        texts += [""] * (self.length - len(texts))
+        self._use(len(values))
+        texts = [str(v) for v in values[: self.shown_cells]]
+        texts += [""] * (self.shown_cells - len(texts))
         self._show(texts)
 
     def _show(self, texts: list[str]) -> None:
         self._shown = list(texts)
-        for cell, t in zip(self.cells, texts):
+        for cell, t in zip(self.active, texts):
             if cell.text() != t:
                 cell.setText(t)
 
     def parse(self):
         out = []
-        for i, cell in enumerate(self.cells):
+        for i, cell in enumerate(self.active):
             out.append(parse_int(f"{self.spec.name}[{i}]", cell.text()))
         return out
 
     def raw_text(self) -> str:
-        return ", ".join(c.text() for c in self.cells)
+        return ", ".join(c.text() for c in self.active)
 
     def set_raw(self, raw: str) -> None:
         parts = [p.strip() for p in raw.split(",")]
-        parts += [""] * (self.length - len(parts))
-        self._show(parts[: self.length])
+        self._use(len(parts))
+        parts += [""] * (self.shown_cells - len(parts))
+        self._show(parts[: self.shown_cells])
 
 
 def cells_length(spec) -> int | None:
-    """4, 5 or 8 when the attribute is an int list of exactly that length, else None."""
+    """The cells of an int list of 4, 5 (or 4 or 5) or 8 entries: its longest length; None
+    for any other int list (typed as text)."""
     length = spec.length
     if isinstance(length, int):
         length = (length,)
-    if spec.kind == "int_list" and length is not None and len(length) == 1 \
-            and length[0] in (4, 5, 8):
-        return int(length[0])
+    if spec.kind != "int_list" or not length:
+        return None
+    if set(length) <= {4, 5} or tuple(length) == (8,):
+        return int(max(length))
     return None
 
 

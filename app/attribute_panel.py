@@ -17,6 +17,7 @@ from PySide6 import QtCore, QtWidgets
 from app.attr_editors import AttrEditor, make_editor
 from app.input_size_hint import input_size_hint
 from app.message_label import MessageLabel
+from blocks.check_support import OP_ATTR, rank_attrs
 from blocks.conv import relayout_attrs
 from blocks.registry import get_spec
 from engine.base.errors import InvalidArgumentError
@@ -284,10 +285,14 @@ class AttributePanel(QtWidgets.QWidget):
 
     def _relayout(self, nid: str, name: str, value) -> dict:
         """Switching data_format moves strides, dilations and explicit_paddings with the axes
-        (:func:`blocks.conv.relayout_attrs`): the attributes that change."""
+        (:func:`blocks.conv.relayout_attrs`), and switching a check block's op to one of
+        another rank moves them to its layout (:func:`blocks.check_support.rank_attrs`): the
+        attributes that change."""
         node = self.doc.canvas.nodes[nid]
         spec = get_spec(node.type)
         attrs = {**spec.defaults(), **node.attrs}
+        if name == "op" and OP_ATTR in spec.attrs:
+            return {a: v for a, v in rank_attrs(attrs, value).items() if v != attrs.get(a)}
         if name != "data_format" or not {"strides", "dilations"} <= set(attrs):
             return {}
         if attrs.get("data_format") == value:

@@ -26,9 +26,11 @@ from engine.base.tolerance import (  # noqa: F401  (tolerance re-exported: the c
     verdict,
 )
 from engine.shapes.conv import (
+    FORMATS,
     PADDINGS_3D,
     ConvGeometry,
     ConvGeometryNd,
+    channels_last,
     conv2d_geometry,
     conv3d_geometry,
 )
@@ -80,6 +82,25 @@ VERDICT = TensorSpec((), "bool")
 def op_rank(op: str) -> int:
     """The spatial dimensions of the forward op ``op``."""
     return _FORWARD[op].rank
+
+
+def rank_attrs(attrs: dict, op: str) -> dict:
+    """What changes in a check block's ``attrs`` when its op becomes ``op``: for an op of
+    another rank, ``data_format`` in that rank's layout of the same kind (NHWC <-> NDHWC, NCHW
+    <-> NCDHW) and strides and dilations with a depth entry of 1 added (or the depth entry
+    dropped): the same window on H and W. Nothing when the rank stays."""
+    fmt, rank = attrs.get("data_format", "NHWC"), op_rank(op)
+    old = len(fmt) - 2
+    if old == rank or old not in FORMATS:
+        return {}
+    out: dict = {"data_format": FORMATS[rank][FORMATS[old].index(fmt)]}
+    depth = 1 if channels_last(fmt) else 2  # where D sits in a 5-entry list
+    for name in ("strides", "dilations"):
+        value = attrs.get(name)
+        if isinstance(value, list) and len(value) == old + 2:
+            out[name] = (value[:depth] + [1] + value[depth:] if rank == 3
+                         else value[:depth] + value[depth + 1:])
+    return out
 
 
 def conv_kwargs(attrs: dict) -> dict:

@@ -242,7 +242,8 @@ class ExplainPanel(QtWidgets.QWidget):
         note, pic = self._slots[slot]
         st = pic.state
         fixed = ", ".join(f"{st.axes[ax]} = {st.index.get(ax, 0)}" for ax in st.fixed_axes())
-        where = "every element (filter montage)" if st.montage_mode else f"slice {fixed}"
+        where = ("every element (filter montage)" if st.montage_mode and not st.depth_montage
+                 else f"slice {fixed}")
         note.setText(f"{text}\n{where}")
         note.setToolTip(pic.toolTip())
 

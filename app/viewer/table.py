@@ -24,14 +24,16 @@ class TableView:
     def __init__(self, st: ViewState, tensor: np.ndarray):
         names = st.axes
         if st.montage_mode:  # tiles as in the picture, without the separators
-            kh, kw, cin, cout = tensor.shape
-            self.values = tensor.transpose(2, 0, 3, 1).reshape(cin * kh, cout * kw)
-            self.rows = [f"{names[2]} {i}, {names[0]} {a}" for i in range(cin) for a in range(kh)]
-            self.cols = [f"{names[3]} {o}, {names[1]} {b}" for o in range(cout)
-                         for b in range(kw)]
-            self.what = (f"{names[2]} ({cin}) × {names[0]} ({kh}) down, {names[3]} ({cout}) × "
-                         f"{names[1]} ({kw}) across")
-            self._index = lambda r, c: (r % kh, c % kw, r // kh, c // kw)
+            tiles = st.tiles(tensor)
+            kh, kw, cin, cout = tiles.shape
+            tr, tc, gr, gc = st.tile_names()
+            self.values = tiles.transpose(2, 0, 3, 1).reshape(cin * kh, cout * kw)
+            self.rows = [f"{gr} {i}, {tr} {a}" if gr else f"{tr} {a}"
+                         for i in range(cin) for a in range(kh)]
+            self.cols = [f"{gc} {o}, {tc} {b}" for o in range(cout) for b in range(kw)]
+            down = f"{gr} ({cin}) × {tr} ({kh})" if gr else f"{tr} ({kh})"
+            self.what = f"{down} down, {gc} ({cout}) × {tc} ({kw}) across"
+            self._index = lambda r, c: st.tile_index((r % kh, c % kw, r // kh, c // kw))
             return
         self.values = st.slice(tensor)
         h, w = self.values.shape

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.view.colormaps import DIVERGING, LUTS, SEQUENTIAL
+from engine.view.depth_tiles import as_tiles, tiles_kind, tiles_shape
 from engine.view.stats import default_axes, default_view_axes, montage, montage_separators
 
 #: RGBA of NaN and infinite cells; transparent montage separators.
@@ -50,8 +51,8 @@ class ThumbView:
 
 
 def is_filter(shape: tuple[int, ...], axes: tuple[str, ...]) -> bool:
-    """A 4-D tensor whose axes start kh, kw: shown as a montage."""
-    return len(shape) == 4 and tuple(axes[:2]) == ("kh", "kw")
+    """A 2-D filter (axes kh, kw, ...) or a 3-D one (kd, kh, kw, ...): shown as a montage."""
+    return tiles_kind(tuple(shape), tuple(axes)) in ("filter", "filter3d")
 
 
 def value_range(a: np.ndarray) -> tuple[tuple[float, float] | None, bool]:
@@ -140,10 +141,19 @@ def thumbnail_view(array: np.ndarray, axes: tuple[str, ...] | None = None,
     names = _axes_of(a, axes)
     if a.size == 0:
         return ThumbView("empty", SEQUENTIAL, (0.0, 1.0), (0, 0))
-    if is_filter(a.shape, names):
-        kh, kw, cin, cout = a.shape
-        return ThumbView("montage", DIVERGING, (-1.0, 1.0),
-                         (cin * (kh + 1) - 1, cout * (kw + 1) - 1))
+    tiles = tiles_shape(a.shape, names)
+    if tiles is not None:
+        kh, kw, cin, cout = tiles
+        cells = (cin * (kh + 1) - 1, cout * (kw + 1) - 1)
+        if is_filter(a.shape, names):
+            return ThumbView("montage", DIVERGING, (-1.0, 1.0), cells)
+        t = as_tiles(a, names, {})  # the depth slices at batch 0, channel 0
+        if a.dtype == np.bool_:
+            return ThumbView("depth", SEQUENTIAL, (0.0, 1.0), cells)
+        diverging = has_negative(t) if scan is None else (scan[0] is not None
+                                                          and scan[0][0] < 0)
+        return ThumbView("depth", DIVERGING if diverging else SEQUENTIAL,
+                         colour_levels(diverging, finite_range(t)), cells)
     view_axes = default_view_axes(names)
     s = _as_2d(a, view_axes)
     if a.dtype == np.bool_:
@@ -202,11 +212,12 @@ def _nearest(n_cells: int, n_px: int) -> np.ndarray:
     return ((np.arange(n_px) + 0.5) * n_cells / n_px).astype(np.intp)
 
 
-def _montage_values(w: np.ndarray, h_px: int, w_px: int, fits: bool) -> np.ndarray:
-    """Montage cells scaled by max |w| (NaN separators) when the montage ``fits``, else the
-    filter sampled at (h_px, w_px) pixels of its tiles without separators, unscaled."""
+def _montage_values(w: np.ndarray, h_px: int, w_px: int, fits: bool,
+                    scale: str = "global") -> np.ndarray:
+    """Montage cells scaled by max |w| (``scale``; NaN separators) when the montage ``fits``,
+    else the tiles sampled at (h_px, w_px) pixels without separators, unscaled."""
     if fits:
-        return montage(w, "global")
+        return montage(w, scale)
     kh, kw, cin, cout = w.shape
     i, r = np.divmod(_nearest(cin * kh, h_px), kh)
     o, c = np.divmod(_nearest(cout * kw, w_px), kw)
@@ -251,7 +262,17 @@ def thumbnail(array: np.ndarray, axes: tuple[str, ...] | None = None,
     if view.kind == "empty":
         return np.zeros((0, 0, 4), np.uint8)
     h, w = picture_size(view.cells, size)
+    names = _axes_of(a, axes)
+    if view.kind == "depth":  # the depth slices, coloured as a slice, separators transparent
+        t = as_tiles(a, names, {})
+        t = t.view(np.uint8) if t.dtype == np.bool_ else t
+        fits = view.cells[0] <= h and view.cells[1] <= w
+        img = colourise(_montage_values(t, h, w, fits, "none"), view.levels, view.cmap)
+        if fits:
+            img[montage_separators(t.shape)] = SEPARATOR
+        return _upscale(img, h, w)
     if view.kind == "montage":
+        a = as_tiles(a, names, {})
         fits = view.cells[0] <= h and view.cells[1] <= w
         values = _montage_values(a, h, w, fits)
         if fits:  # +-Inf were clipped to +-1 by the scaling: mark them from the raw values
