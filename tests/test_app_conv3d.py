@@ -55,10 +55,11 @@ def test_a_3d_activation_shows_as_depth_slices_in_the_viewer_and_on_the_node(qtb
     click_block(w, "dx")
     state = w.viewer_dock.viewer.state
     assert state.depth_montage
-    assert state.caption().startswith("dX: the 6 depth slices (D) across, each H (8) down")
+    assert state.caption().startswith("dX: the 6 depth slices (D = row + column), each H (8) down")
     dx = np.asarray(w.session.outputs[("dx", "output")])
     values, _ = state.values()
-    np.testing.assert_array_equal(values[:, :8], dx[0, 0, :, :, 0])  # the first slice
+    np.testing.assert_array_equal(values[:8, :8], dx[0, 0, :, :, 0])  # the first slice
+    np.testing.assert_array_equal(values[9:, 18:], dx[0, 5, :, :, 0])  # the last (2 x 3 grid)
     axes = w.session.plan.specs[("dx", "output")].axes
     np.testing.assert_array_equal(preview_of(w.adapter.node("dx").view),
                                   thumbnail(dx, axes, THUMB_SIZE))

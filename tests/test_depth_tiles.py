@@ -40,14 +40,17 @@ def test_an_activation_shows_its_depth_slices_at_a_batch_index_and_channel(axes)
     assert st.fixed_axes() == [n, c]
     st.index = {n: 1, c: 2}
     (pic,) = st.pictures()
-    assert pic.data.shape == (4, 3 * (5 + 1) - 1)  # H down, D slices of W across
+    assert pic.data.shape == (4 + 1 + 4, 2 * (5 + 1) - 1)  # 2 x 2 tiles of H x W, one empty
     assert _every_pixel_is_its_element(st, a) == 3 * 4 * 5  # every element of (n=1, c=2)
     d = axes.index("D")
     sl = [slice(None)] * 5
     sl[n], sl[c], sl[d] = 1, 2, 2
-    np.testing.assert_array_equal(pic.data[:, 12:17], a[tuple(sl)])  # the third slice
-    assert st.caption().startswith("x: the 3 depth slices (D) across, each H (4) down × W (5)")
-    assert st.axis_labels()[:2] == ("", "D")
+    np.testing.assert_array_equal(pic.data[5:, :5], a[tuple(sl)])  # the third slice
+    assert np.isnan(pic.data[5:, 6:]).all()  # the empty fourth tile
+    assert st.caption().startswith("x: the 3 depth slices (D = row + column), each H (4) down")
+    rows, cols, row_ticks, col_ticks = st.axis_labels()
+    assert (rows, cols) == ("D +", "D")
+    assert [t for _, t in row_ticks] == ["0", "2"] and [t for _, t in col_ticks] == ["0", "1"]
 
 
 def test_a_3d_filter_shows_each_out_channels_depth_slices_side_by_side():
@@ -72,13 +75,23 @@ def test_slice_mode_is_still_there_for_a_3d_tensor():
     assert not st.montage_mode and st.slice_shape() == (3, 4)
 
 
+def test_the_depth_grid_is_the_closest_to_the_preview_box():
+    from engine.view.depth_tiles import depth_grid
+
+    assert depth_grid(6, 8, 8) == (2, 3)  # 26 x 17 cells
+    assert depth_grid(1, 8, 8) == (1, 1) and depth_grid(0, 8, 8) == (0, 0)
+    assert depth_grid(16, 56, 56) == (4, 5)  # 284 x 227 cells
+    assert depth_grid(4, 1, 30) == (4, 1)  # wide slices stack
+
+
 def test_the_node_thumbnail_of_a_3d_activation_is_its_depth_slices():
     a = np.zeros((1, 3, 4, 4, 2), np.float32)
-    a[0, 1, :, :, 0] = 1.0  # the middle slice of channel 0
-    img = thumbnail(a, NDHWC, size=(200, 100))
-    scale = img.shape[0] // 4
-    assert img.shape == (4 * scale, (3 * 5 - 1) * scale, 4)
+    a[0, 1, :, :, 0] = 1.0  # the second slice of channel 0
+    img = thumbnail(a, NDHWC, size=(200, 100))  # a 2 x 2 grid of 4 x 4 tiles: 9 x 9 cells
+    scale = img.shape[0] // 9
+    assert img.shape == (9 * scale, 9 * scale, 4)
     assert tuple(img[0, 4 * scale]) == SEPARATOR  # the line after the first slice
-    first, middle = img[0, 0], img[0, 5 * scale]
-    assert tuple(first) != tuple(middle)  # the slice of ones is another colour
-    assert tuple(img[0, 10 * scale]) == tuple(first)  # the third slice is zeros again
+    first, second = img[0, 0], img[0, 5 * scale]
+    assert tuple(first) != tuple(second)  # the slice of ones is another colour
+    assert tuple(img[5 * scale, 0]) == tuple(first)  # the third slice is zeros again
+    assert tuple(img[5 * scale, 5 * scale]) == SEPARATOR  # no fourth slice: transparent

@@ -50,8 +50,10 @@ class TableView:
             self._index = lambda _r, c: (c,) if tensor.ndim == 1 else ()
         self.names = names
 
-    def index(self, r: int, c: int) -> tuple[int, ...]:
-        return tuple(int(i) for i in self._index(r, c))
+    def index(self, r: int, c: int) -> tuple[int, ...] | None:
+        """The tensor index of cell (r, c); None for an empty tile of a depth montage."""
+        at = self._index(r, c)
+        return None if at is None else tuple(int(i) for i in at)
 
 
 def cell_texts(a: np.ndarray, dtype: np.dtype) -> list[list[str]]:
@@ -109,6 +111,8 @@ class SliceModel(QtCore.QAbstractTableModel):
         return self._texts
 
     def text(self, r: int, c: int) -> str:
+        if self._view is not None and self._view.index(r, c) is None:
+            return ""  # an empty tile of a depth montage
         if self._texts is not None:
             return self._texts[r][c]
         return exact_text(self._shown[r, c], self._dtype)
@@ -127,6 +131,8 @@ class SliceModel(QtCore.QAbstractTableModel):
             return self.text(r, c)
         if role == QtCore.Qt.ToolTipRole:
             idx = self._view.index(r, c) if self._view is not None else ()
+            if idx is None:
+                return "an empty tile (after the last depth slice)"
             where = ", ".join(f"{n} {i}" for n, i in zip(self._axes, idx, strict=False))
             return f"[{where}] = {self.text(r, c)}"
         if role == QtCore.Qt.TextAlignmentRole:

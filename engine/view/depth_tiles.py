@@ -1,7 +1,9 @@
 """Tensors as montages of tiles: a 2-D filter ``(kh, kw, in, out)`` as its in x out grid of
 kh x kw tiles, a 3-D filter ``(kd, kh, kw, in, out)`` as the same grid with each out channel's
 kd depth slices side by side, and a 3-D activation (axes N, D, H, W, C in either layout) as
-the row of its D depth slices (H x W) at a fixed batch index and channel.
+the grid of its D depth slices (H x W) at a fixed batch index and channel: slice ``d`` is tile
+``(d // cols, d % cols)`` of a grid as close to the node preview's 4:3 as whole rows allow
+(:func:`depth_grid`), the tiles after the last slice empty.
 
 Each is written as a 4-D "tiles" array ``(tile rows, tile cols, grid rows, grid cols)`` whose
 montage (:func:`engine.view.stats.montage`) is the picture, and pixel indices map back to the
@@ -9,6 +11,8 @@ tensor through :func:`tensor_index`.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -40,8 +44,41 @@ def tiles_shape(shape: tuple[int, ...], axes: tuple[str, ...]) -> tuple[int, int
         return kh, kw, cin, cout * kd
     if kind == "depth":
         d, h, w = (shape[axes.index(x)] for x in "DHW")
-        return h, w, 1, d
+        return (h, w, *depth_grid(d, h, w))
     return None
+
+
+#: The width:height a depth grid is chosen to come closest to (the node preview's box).
+ASPECT = 4 / 3
+
+
+def depth_grid(d: int, h: int, w: int) -> tuple[int, int]:
+    """(rows, cols) of the grid of ``d`` slices of ``h x w`` cells (1-cell gaps) whose
+    picture's width:height is closest to :data:`ASPECT`; (0, 0) without slices."""
+    if d == 0:
+        return 0, 0
+    best: tuple[float, int, int] | None = None
+    for cols in range(1, d + 1):
+        rows = -(-d // cols)
+        width, height = cols * (w + 1) - 1, rows * (h + 1) - 1
+        score = abs(math.log(max(width, 1) / max(height, 1) / ASPECT))
+        if best is None or score < best[0] - 1e-12:
+            best = (score, rows, cols)
+    assert best is not None
+    return best[1], best[2]
+
+
+def blank_cells(shape: tuple[int, ...], axes: tuple[str, ...]) -> np.ndarray:
+    """The picture cells that show no element: the lines between tiles and a depth grid's
+    empty tiles (boolean, the montage's shape)."""
+    kh, kw, rows, cols = tiles_shape(shape, axes) or (0, 0, 0, 0)
+    r = np.arange(max(0, rows * (kh + 1) - 1))
+    c = np.arange(max(0, cols * (kw + 1) - 1))
+    blank = (r % (kh + 1) == kh)[:, None] | (c % (kw + 1) == kw)[None, :]
+    if tiles_kind(tuple(shape), tuple(axes)) == "depth":
+        d = shape[axes.index("D")]
+        blank |= ((r // (kh + 1))[:, None] * cols + (c // (kw + 1))[None, :]) >= d
+    return blank
 
 
 def fixed_axes(axes: tuple[str, ...]) -> list[int]:
@@ -65,12 +102,17 @@ def as_tiles(a: np.ndarray, axes: tuple[str, ...], index: dict[int, int]) -> np.
                 for ax in range(5))
     rest = [ax for ax in range(5) if ax not in fixed_axes(axes)]
     s = a[sel].transpose(rest.index(h), rest.index(w), rest.index(d))
-    return s[:, :, None, :]
+    rows, cols = depth_grid(*(a.shape[x] for x in (d, h, w)))
+    if rows * cols == s.shape[2]:
+        return s.reshape(s.shape[0], s.shape[1], rows, cols)
+    grid = np.full((*s.shape[:2], rows * cols), np.nan)
+    grid[:, :, :s.shape[2]] = s
+    return grid.reshape(s.shape[0], s.shape[1], rows, cols)
 
 
 def tensor_index(shape: tuple[int, ...], axes: tuple[str, ...], index: dict[int, int],
-                 at: tuple[int, int, int, int]) -> tuple[int, ...]:
-    """The index in the tensor of index ``at`` of its tiles array."""
+                 at: tuple[int, int, int, int]) -> tuple[int, ...] | None:
+    """The index in the tensor of index ``at`` of its tiles array (None: an empty tile)."""
     kind = tiles_kind(shape, axes)
     i, j, r, c = at
     if kind == "filter":
@@ -78,8 +120,12 @@ def tensor_index(shape: tuple[int, ...], axes: tuple[str, ...], index: dict[int,
     if kind == "filter3d":
         kd = shape[0]
         return (c % kd, i, j, r, c // kd)
+    cols = (tiles_shape(shape, axes) or (0, 0, 0, 1))[3]
+    depth = r * cols + c
+    if depth >= shape[axes.index("D")]:
+        return None
     pos = {ax: int(index.get(ax, 0)) for ax in fixed_axes(axes)}
-    pos.update({axes.index("H"): i, axes.index("W"): j, axes.index("D"): c})
+    pos.update({axes.index("H"): i, axes.index("W"): j, axes.index("D"): depth})
     return tuple(pos[ax] for ax in range(5))
 
 
@@ -90,4 +136,4 @@ def tile_names(shape: tuple[int, ...], axes: tuple[str, ...]) -> tuple[str, str,
         return axes[0], axes[1], axes[2], axes[3]
     if kind == "filter3d":
         return axes[1], axes[2], axes[3], f"{axes[4]} × {axes[0]}"
-    return "H", "W", "", "D"
+    return "H", "W", "D +", "D"

@@ -21,7 +21,6 @@ from engine.view.stats import (
     finite_range,
     montage,
     montage_index,
-    montage_separators,
     slice_2d,
     slice_index,
 )
@@ -173,8 +172,8 @@ class ViewState:
         assert self.array is not None
         return depth_tiles.tile_names(self.array.shape, self.axes)
 
-    def tile_index(self, at: tuple[int, int, int, int]) -> tuple[int, ...]:
-        """The tensor index of index ``at`` of the tiles array."""
+    def tile_index(self, at: tuple[int, int, int, int]) -> tuple[int, ...] | None:
+        """The tensor index of index ``at`` of the tiles array (None: an empty tile)."""
         assert self.array is not None
         return depth_tiles.tensor_index(self.array.shape, self.axes, self.index, at)
 
@@ -287,8 +286,9 @@ class ViewState:
         if t is None:
             return np.zeros((0, 0)), None
         if self.montage_mode:
-            tiles = self.tiles(t)
-            return montage(tiles, "none"), montage_separators(tiles.shape)
+            assert self.array is not None
+            return (montage(self.tiles(t), "none"),
+                    depth_tiles.blank_cells(self.array.shape, self.axes))
         return self.slice(t), None
 
     def values_text(self, side: str | None = None) -> str:
@@ -310,7 +310,10 @@ class ViewState:
         if self.montage_mode:
             kh, kw, cin, cout = self.tiles(a).shape
             rows, cols = self.tile_names()[2:]
-            return rows, cols, tile_ticks(cin, kh), tile_ticks(cout, kw)
+            row_ticks = tile_ticks(cin, kh)
+            if self.depth_montage:  # a row's first slice: D = row tick + column tick
+                row_ticks = [(y, str(int(t) * cout)) for y, t in row_ticks]
+            return rows, cols, row_ticks, tile_ticks(cout, kw)
         h, w = self.slice_shape()
         if a.ndim >= 2:
             r, c = self.view_axes
@@ -339,8 +342,8 @@ class ViewState:
             fixed = ", ".join(f"{names[ax]} = {self.index.get(ax, 0)}"
                               for ax in self.fixed_axes())
             depth, rows, cols = (a.shape[names.index(x)] for x in "DHW")
-            return (f"{title}: the {depth} depth slices (D) across, each H ({rows}) down × "
-                    f"W ({cols}) across;  {fixed}")
+            return (f"{title}: the {depth} depth slices (D = row + column), each H ({rows}) "
+                    f"down × W ({cols}) across;  {fixed}")
         if self.montage_mode:
             kh, kw, cin, cout = self.tiles(a).shape
             tr, tc, gr, gc = self.tile_names()

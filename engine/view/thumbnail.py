@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.view.colormaps import DIVERGING, LUTS, SEQUENTIAL
-from engine.view.depth_tiles import as_tiles, tiles_kind, tiles_shape
+from engine.view.depth_tiles import as_tiles, blank_cells, tiles_kind, tiles_shape
 from engine.view.stats import default_axes, default_view_axes, montage, montage_separators
 
 #: RGBA of NaN and infinite cells; transparent montage separators.
@@ -212,12 +212,11 @@ def _nearest(n_cells: int, n_px: int) -> np.ndarray:
     return ((np.arange(n_px) + 0.5) * n_cells / n_px).astype(np.intp)
 
 
-def _montage_values(w: np.ndarray, h_px: int, w_px: int, fits: bool,
-                    scale: str = "global") -> np.ndarray:
-    """Montage cells scaled by max |w| (``scale``; NaN separators) when the montage ``fits``,
-    else the tiles sampled at (h_px, w_px) pixels without separators, unscaled."""
+def _montage_values(w: np.ndarray, h_px: int, w_px: int, fits: bool) -> np.ndarray:
+    """Montage cells scaled by max |w| (NaN separators) when the montage ``fits``, else the
+    filter sampled at (h_px, w_px) pixels of its tiles without separators, unscaled."""
     if fits:
-        return montage(w, scale)
+        return montage(w, "global")
     kh, kw, cin, cout = w.shape
     i, r = np.divmod(_nearest(cin * kh, h_px), kh)
     o, c = np.divmod(_nearest(cout * kw, w_px), kw)
@@ -263,13 +262,14 @@ def thumbnail(array: np.ndarray, axes: tuple[str, ...] | None = None,
         return np.zeros((0, 0, 4), np.uint8)
     h, w = picture_size(view.cells, size)
     names = _axes_of(a, axes)
-    if view.kind == "depth":  # the depth slices, coloured as a slice, separators transparent
+    if view.kind == "depth":  # the depth slices, coloured as a slice, blank cells transparent
         t = as_tiles(a, names, {})
-        t = t.view(np.uint8) if t.dtype == np.bool_ else t
-        fits = view.cells[0] <= h and view.cells[1] <= w
-        img = colourise(_montage_values(t, h, w, fits, "none"), view.levels, view.cmap)
-        if fits:
-            img[montage_separators(t.shape)] = SEPARATOR
+        picture = montage(t.view(np.uint8) if t.dtype == np.bool_ else t, "none")
+        blank = blank_cells(a.shape, names)
+        rows = _nearest(picture.shape[0], min(h, picture.shape[0]))
+        cols = _nearest(picture.shape[1], min(w, picture.shape[1]))
+        img = colourise(picture[rows[:, None], cols[None, :]], view.levels, view.cmap)
+        img[blank[rows[:, None], cols[None, :]]] = SEPARATOR
         return _upscale(img, h, w)
     if view.kind == "montage":
         a = as_tiles(a, names, {})
