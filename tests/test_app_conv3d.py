@@ -88,3 +88,39 @@ def test_a_gradcheck_switched_to_conv3d_gets_the_3d_window_attributes(qtbot, tmp
         assert [c.text() for c in rows["strides"].editor.active] == ["1", "2", "3", "1"]
     finally:
         close_window(w)
+
+
+def test_the_app_the_command_line_and_the_api_give_the_same_bits(qtbot, window, tmp_path):
+    """Set dX's dilations in the panel, run (F5), and the viewer, `gradblocks run --out` and
+    engine.api on the saved canvas hold the same bits for every block."""
+    import subprocess
+    import sys
+
+    from engine import api, kernels
+    from engine.graph.canvas_file import save_canvas
+    from tests.app_support import focus_canvas
+    from tests.export_support import REPO
+
+    w = window
+    click_block(w, "dx")
+    type_cells(qtbot, w.attributes.rows["dilations"].editor, [1, 2, 1, 1, 1])
+    focus_canvas(qtbot, w)
+    qtbot.keyClick(w.adapter.viewer, QtCore.Qt.Key_F5)
+    assert w.wait_for_run()
+    click_block(w, "dx")
+    shown = np.asarray(w.viewer_dock.viewer.state.array)
+    app_out = {nid: np.asarray(w.session.outputs[(nid, "output")]) for nid in ("y", "dw", "dx")}
+    np.testing.assert_array_equal(shown, app_out["dx"])
+    x, wt, dy = (np.asarray(w.session.outputs[(n, "output")]) for n in ("x", "w", "dy"))
+    np.testing.assert_array_equal(app_out["dx"], kernels.conv3d_backprop_input(
+        x.shape, wt, dy, [1, 1, 2, 2, 1], "SAME", dilations=[1, 2, 1, 1, 1]))
+    path, npz = tmp_path / "c3.gbc.json", tmp_path / "out.npz"
+    save_canvas(w.doc.canvas, path)
+    proc = subprocess.run([sys.executable, "-m", "engine.cli", "run", str(path), "--out",
+                           str(npz)], capture_output=True, text=True, cwd=REPO, check=False)
+    assert proc.returncode == 0, proc.stderr
+    results = api.load(path).run()
+    with np.load(npz) as cli_out:
+        for nid, title in (("y", "Conv3D"), ("dw", "dW"), ("dx", "dX")):
+            np.testing.assert_array_equal(cli_out[title], app_out[nid])
+            np.testing.assert_array_equal(np.asarray(results[nid]), app_out[nid])
