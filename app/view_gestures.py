@@ -119,8 +119,9 @@ class ViewGestures(QtCore.QObject):
             return
         self.adapter.try_edit(f"Rename {cid}", lambda c: c.set_title(cid, title))
 
-
     def _on_data_dropped(self, mime: QtCore.QMimeData, pos) -> None:
+        """Blocks dragged from the palette are added where dropped; files go to
+        ``files_dropped`` (the window opens a canvas or adds Tensor blocks)."""
         x, y = float(pos.x()), float(pos.y())
         if mime.hasFormat(NODE_MIME):
             types = parse_block_mime(bytes(mime.data(NODE_MIME).data()))
