@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
-from app.attr_editors import AttrEditor, make_editor
+from app.attr_editor_base import AttrEditor
+from app.attr_editors import make_editor
 from app.input_size_hint import input_size_hint
 from app.message_label import MessageLabel
 from blocks.check_support import OP_ATTR, rank_attrs
@@ -52,7 +53,20 @@ class AttributePanel(QtWidgets.QWidget):
         self.hint.setAlignment(QtCore.Qt.AlignCenter)
         self.hint.setWordWrap(True)
         self.hint.setStyleSheet("color: #8a8f98; padding: 12px;")
+        self._build_header()
+        self._build_form()
+        lay = QtWidgets.QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.hint)
+        lay.addWidget(self.scroll)
+        self.scroll.hide()
 
+        doc.changed.connect(lambda _c: self.refresh())
+        session.plan_changed.connect(lambda _p: self._show_errors())
+        session.pending_changed.connect(self._on_pending_changed)
+
+    def _build_header(self) -> None:
+        """The block's title field, its type and doc, the input-size hint and its messages."""
         self.title_edit = QtWidgets.QLineEdit(self)
         self.title_edit.setObjectName("title_edit")
         self.title_edit.setToolTip("Title shown on the block (its id stays the same)")
@@ -78,6 +92,8 @@ class AttributePanel(QtWidgets.QWidget):
         self.errors_label.setStyleSheet("color: #f07868;")
         self.errors_label.setTextInteractionFlags(QtCore.Qt.TextSelectableByMouse)
 
+    def _build_form(self) -> None:
+        """The attributes' form below the header, the messages below it, in a scroll area."""
         self.form_host = QtWidgets.QWidget(self)
         self.form = QtWidgets.QFormLayout(self.form_host)
         self.form.setContentsMargins(0, 4, 0, 0)
@@ -109,16 +125,6 @@ class AttributePanel(QtWidgets.QWidget):
         scroll.setWidget(body)
         scroll.setFocusPolicy(QtCore.Qt.NoFocus)  # Tab moves between fields, not to the area
         self.scroll = scroll
-
-        lay = QtWidgets.QVBoxLayout(self)
-        lay.setContentsMargins(0, 0, 0, 0)
-        lay.addWidget(self.hint)
-        lay.addWidget(scroll)
-        scroll.hide()
-
-        doc.changed.connect(lambda _c: self.refresh())
-        session.plan_changed.connect(lambda _p: self._show_errors())
-        session.pending_changed.connect(self._on_pending_changed)
 
     # --- selection -------------------------------------------------------------------------
     def show_selection(self, node_ids: list[str]) -> None:
