@@ -9,15 +9,9 @@ from pathlib import Path
 ROOT = Path(__file__).parents[1]
 FIRST_PARTY = ("engine", "blocks", "app")
 
-#: The private names still shared, as "file: module.name". engine/kernels/ is another change's
-#: (its compiled helpers share numba_simd's intrinsics); every other module is held to the rule,
-#: and an import added to the kernels fails here too.
-KNOWN = (
-    "engine/kernels/_compiled/depthwise_simd.py: engine.kernels._compiled.numba_simd._fmuladd",
-    "engine/kernels/_compiled/depthwise_simd.py: engine.kernels._compiled.numba_simd._operands",
-    "engine/kernels/_compiled/simd_runs.py: engine.kernels._compiled.numba_simd._operands",
-    "engine/kernels/_compiled/winograd_simd.py: engine.kernels._compiled.numba_simd._operands",
-)
+#: The private names still shared, as "file: module.name": none (the compiled helpers share
+#: numba_simd's public intrinsic helpers, fmuladd and intrinsic_operands).
+KNOWN: tuple[str, ...] = ()
 
 
 def _private(name: str) -> bool:

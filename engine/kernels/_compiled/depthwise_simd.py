@@ -25,7 +25,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from engine.kernels._compiled.numba_simd import _fmuladd, _operands
+from engine.kernels._compiled.numba_simd import fmuladd, intrinsic_operands
 
 #: Pixels summed at once: four chains of nine products, the nine weights and the loaded value
 #: fill AVX2's 16 vector registers.
@@ -46,7 +46,7 @@ def _codegen(size: int):
 
 def _emit(context, builder, signature, args, taps):
     _, _, _, y0, x0, nq, ys, xs, xrow, xcol, ck = args
-    (yarr, xarr, warr), fty, lanes, vty = _operands(context, builder, signature, args)
+    (yarr, xarr, warr), fty, lanes, vty = intrinsic_operands(context, builder, signature, args)
     i64 = ir.IntType(64)
 
     def const(v: int):
@@ -67,7 +67,7 @@ def _emit(context, builder, signature, args, taps):
         for t in range(len(taps)):
             for u in range(count):
                 xv = builder.load(vector(xp, builder.add(tap_off[t], xq[u])), align=4)
-                accs[u] = _fmuladd(builder, xv, weights[t], accs[u])
+                accs[u] = fmuladd(builder, xv, weights[t], accs[u])
         for u in range(count):
             off = builder.add(builder.mul(builder.add(q0, const(u)), ys), k0)
             builder.store(accs[u], vector(yp, off), align=4)
@@ -97,7 +97,7 @@ def _emit(context, builder, signature, args, taps):
         for t in range(len(taps)):
             xv = builder.load(builder.gep(xp, [builder.add(tap_off[t], xq)]))
             wv = builder.load(builder.gep(wp, [builder.add(builder.mul(ck, const(t)), k)]))
-            acc = _fmuladd(builder, xv, wv, acc)
+            acc = fmuladd(builder, xv, wv, acc)
         builder.store(acc, builder.gep(yp, [builder.add(builder.mul(q.index, ys), k)]))
     return context.get_dummy_value()
 

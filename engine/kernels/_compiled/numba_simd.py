@@ -45,7 +45,7 @@ def _vector_bytes() -> int:
 VECTOR_BYTES = _vector_bytes()
 
 
-def _fmuladd(builder: ir.IRBuilder, a, b, acc):
+def fmuladd(builder: ir.IRBuilder, a, b, acc):
     """``a * b + acc``, fused when the target has a fast FMA (``llvm.fmuladd``)."""
     t = a.type
     width = 32 if str(t.element if isinstance(t, ir.VectorType) else t) == "float" else 64
@@ -62,7 +62,7 @@ def _accepts(t, x, g, taps: int) -> bool:
             and t.ndim == (1 if taps == 1 else 2) and x.ndim == g.ndim == 1)
 
 
-def _operands(context, builder, signature, args, count: int = 3):
+def intrinsic_operands(context, builder, signature, args, count: int = 3):
     """The first ``count`` array arguments (numba's array structs), the element type, the
     lanes per vector and the vector type (also used by :mod:`engine.kernels._compiled.winograd_simd`
     and :mod:`engine.kernels._compiled.simd_runs`)."""
@@ -78,7 +78,7 @@ def _codegen(taps: int, tile: int):
     def codegen(context, builder, signature, args):
         _, _, _, x0, g0, nq, xs, gs, xt = args
         ty = signature.args[0]
-        (tarr, xarr, garr), fty, lanes, vty = _operands(context, builder, signature, args)
+        (tarr, xarr, garr), fty, lanes, vty = intrinsic_operands(context, builder, signature, args)
         i64 = ir.IntType(64)
         ck = builder.extract_value(tarr.shape, ty.ndim - 1)
         tbase = [builder.gep(tarr.data, [builder.mul(ck, ir.Constant(i64, a))])
@@ -112,7 +112,7 @@ def _codegen(taps: int, tile: int):
                         for u in range(width):
                             xvec = builder.load(vector(xq, offs[u]), align=4)
                             acc = builder.load(accs[a][u])
-                            builder.store(_fmuladd(builder, xvec, gvec[u], acc), accs[a][u])
+                            builder.store(fmuladd(builder, xvec, gvec[u], acc), accs[a][u])
                 for a in range(taps):
                     for u in range(width):
                         builder.store(builder.load(accs[a][u]), vector(tbase[a], offs[u]),
@@ -129,7 +129,7 @@ def _codegen(taps: int, tile: int):
                 with cgutils.for_range(builder, nq) as q:
                     xi = builder.add(builder.mul(q.index, xs), k)
                     gi = builder.add(builder.mul(q.index, gs), k)
-                    prod = _fmuladd(builder, builder.load(builder.gep(xbase[a], [xi])),
+                    prod = fmuladd(builder, builder.load(builder.gep(xbase[a], [xi])),
                                     builder.load(builder.gep(gbase, [gi])), builder.load(acc1))
                     builder.store(prod, acc1)
                 builder.store(builder.load(acc1), builder.gep(tbase[a], [k]))
@@ -164,7 +164,7 @@ def _gemm_codegen(accumulate: bool, two_level: bool = False):
     def codegen(context, builder, signature, args):
         _, _, _, c0, a0, b0, m, n, kd, ldc, ars, acs, brs = args[:13]
         kd2, acs2, brs2 = args[13:] if two_level else (None, None, None)
-        (carr, aarr, barr), fty, lanes, vty = _operands(context, builder, signature, args)
+        (carr, aarr, barr), fty, lanes, vty = intrinsic_operands(context, builder, signature, args)
         mr, nr = tile_shape()
         i64, i32 = ir.IntType(64), ir.IntType(32)
         cp = builder.gep(carr.data, [c0])
@@ -212,7 +212,7 @@ def _gemm_codegen(accumulate: bool, two_level: bool = False):
                         builder.insert_element(undef, a, ir.Constant(i32, 0)), undef, splat_mask)
                     for u in range(nvec):
                         acc = builder.load(accs[r][u])
-                        builder.store(_fmuladd(builder, splat, bvec[u], acc), accs[r][u])
+                        builder.store(fmuladd(builder, splat, bvec[u], acc), accs[r][u])
             for r in range(rows):
                 for u in range(nvec):
                     dst = vector(cp, builder.add(coff[r], const(u * lanes)))
@@ -245,7 +245,7 @@ def _gemm_codegen(accumulate: bool, two_level: bool = False):
             with k_loop() as (loff, koff):
                 a = builder.load(builder.gep(ap, [builder.add(ai, loff)]))
                 b = builder.load(builder.gep(bp, [builder.add(koff, j)]))
-                builder.store(_fmuladd(builder, a, b, builder.load(acc1)), acc1)
+                builder.store(fmuladd(builder, a, b, builder.load(acc1)), acc1)
             total = builder.load(acc1)
             if accumulate:
                 total = builder.fadd(builder.load(builder.gep(cp, [ci])), total)

@@ -21,7 +21,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from engine.kernels._compiled.numba_simd import _operands
+from engine.kernels._compiled.numba_simd import intrinsic_operands
 
 
 def _codegen(add: bool):
@@ -33,7 +33,7 @@ def _codegen(add: bool):
 
 def _emit(context, builder, signature, args, add: bool):
     _, _, o0, s0, n = args
-    (oarr, sarr), _, lanes, vty = _operands(context, builder, signature, args, 2)
+    (oarr, sarr), _, lanes, vty = intrinsic_operands(context, builder, signature, args, 2)
     i64 = ir.IntType(64)
     op, sp = builder.gep(oarr.data, [o0]), builder.gep(sarr.data, [s0])
 

@@ -29,7 +29,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from engine.kernels._compiled.numba_simd import _operands
+from engine.kernels._compiled.numba_simd import intrinsic_operands
 
 #: ``B^T``, ``A`` and ``A^T`` of F(2x2, 3x3).
 B_T = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))
@@ -53,7 +53,7 @@ def _combine(builder: ir.IRBuilder, coefs: tuple[int, ...], values: list):
 def _transform_codegen(left: tuple, right: tuple):
     def codegen(context, builder, signature, args):
         _, _, o0, s0, n, srow, scol, orow, ocol = args
-        (oarr, sarr), _, lanes, vty = _operands(context, builder, signature, args, 2)
+        (oarr, sarr), _, lanes, vty = intrinsic_operands(context, builder, signature, args, 2)
         i64 = ir.IntType(64)
         op, sp = builder.gep(oarr.data, [o0]), builder.gep(sarr.data, [s0])
         rows_in, cols_in = len(left[0]), len(right[0])
