@@ -79,7 +79,7 @@ def _inputs(type_id: str, case, seed: int = 0):
     xshape, fshape, strides, dils, padding, fmt = case
     rng = np.random.default_rng(seed)
     _, outs = definition(case)[1:]
-    batch, *_sizes, depth = xshape
+    batch, *_sizes, _depth = xshape
     to_fmt = (lambda s: s) if fmt == "NDHWC" else (lambda s: (s[0], s[-1], *s[1:-1]))
     x = rng.standard_normal(to_fmt(xshape))
     w = rng.standard_normal(fshape)
@@ -152,20 +152,20 @@ def test_formulas_name_the_depth_tap_and_the_planes():
     # depth: 7 planes, 3 taps 2 apart, stride 2, SAME: 4 output planes, 2 planes of padding
     # before. Output plane 0 reads planes 2a-2: tap 0 is padding (x 2 row taps)
     assert texts["Conv3D"] == (
-        "output[1,0,1,2,1] = sum over a,i,j,q of input[1, 2*a-2, i+1, j+2, q] * "
-        "filter[a, i, j, q, 1]", "a < 3, i < 2, j < 1, q < 1", 4, 2)
+        ("output[1,0,1,2,1] = sum over a,i,j,q of input[1, 2*a-2, i+1, j+2, q] * "
+         "filter[a, i, j, q, 1]"), "a < 3, i < 2, j < 1, q < 1", 4, 2)
     # tap a=2 reads planes 2p+2: 2, 4, 6 and 8 (padding); tap i=1 reads rows r+1: row 3 is
     # padding: 2 batches x 3 planes x 2 rows x 3 cols, and 2 x (36 - 18) padding terms
     assert texts["Conv3DBackpropFilterV2"] == (
-        "dw[2,1,0,0,1] = sum over n,p,r,c of input[n, 2*p+2, r+1, c, 0] * "
-        "out_backprop[n, p, r, c, 1]", "n < 2, p < 4, r < 3, c < 3", 36, 36)
+        ("dw[2,1,0,0,1] = sum over n,p,r,c of input[n, 2*p+2, r+1, c, 0] * "
+         "out_backprop[n, p, r, c, 1]"), "n < 2, p < 4, r < 3, c < 3", 36, 36)
     # dx plane 6 gets output planes (8-2a)/2 = 4 (none), 3, 2: 2 depth taps x 2 row taps x 2
     # output channels of the group
     assert texts["Conv3DBackpropInputV2"] == (
-        "dx[0,6,2,0,0] = sum over a,i,j,o of filter[a, i, j, 0, o] * "
-        "out_backprop[0, (8-2*a)/2, 2-i, -j, o]",
-        "a < 3, i < 2, j < 1, o < 2, where (8-2*a)/2 is a whole number in [0, 4), 2-i one in "
-        "[0, 3) and -j one in [0, 3)", 8, 0)
+        ("dx[0,6,2,0,0] = sum over a,i,j,o of filter[a, i, j, 0, o] * "
+         "out_backprop[0, (8-2*a)/2, 2-i, -j, o]"),
+        ("a < 3, i < 2, j < 1, o < 2, where (8-2*a)/2 is a whole number in [0, 4), 2-i one in "
+         "[0, 3) and -j one in [0, 3)"), 8, 0)
 
 
 def test_a_term_count_over_the_limit_is_refused_before_listing():
