@@ -201,8 +201,9 @@ def write_json(out: TextIO, node_id: str, port: str, value: float, e: Explanatio
 
 
 def _scalar(v: object) -> str:
-    """An array element as its dtype prints it (shortest text that reads back the same)."""
-    return str(v) if not isinstance(v, float) else repr(v)
+    """An array element as its dtype prints it (shortest text that reads back the same; a
+    NumPy float64 is a float whose repr names its type)."""
+    return str(v) if not isinstance(v, float) or isinstance(v, np.generic) else repr(v)
 
 
 def as_text(label: str, node_id: str, port: str, value: SupportsFloat, e: Explanation,
