@@ -8,7 +8,7 @@ terms of one element) and :mod:`engine.explain.reverse` (what an element feeds).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,6 +17,7 @@ from engine.base.errors import InvalidArgumentError
 from engine.base.names import shown
 from engine.shapes.conv import (
     FORMATS,
+    ConvGeometry,
     ConvGeometryNd,
     backprop_filter_geometry,
     backprop_input_geometry,
@@ -93,13 +94,15 @@ def op_geometry(form: ConvOp, attrs: Mapping[str, object],
         "dilations": attrs.get("dilations", unit),
     }
     if form.rank == 3:
-        rules3 = {"forward": conv3d_geometry, "filter": conv3d_backprop_filter_geometry,
-                  "input": conv3d_backprop_input_geometry}
+        rules3: dict[str, Callable[..., ConvGeometryNd]] = {
+            "forward": conv3d_geometry, "filter": conv3d_backprop_filter_geometry,
+            "input": conv3d_backprop_input_geometry}
         return rules3[form.kind](*_rule_args(form, inputs), **kw)
     kw["explicit_paddings"] = attrs.get("explicit_paddings", []) if padding == "EXPLICIT" else []
     kw["depthwise"] = form.depthwise
-    rules2 = {"forward": conv2d_geometry, "filter": backprop_filter_geometry,
-              "input": backprop_input_geometry}
+    rules2: dict[str, Callable[..., ConvGeometry]] = {
+        "forward": conv2d_geometry, "filter": backprop_filter_geometry,
+        "input": backprop_input_geometry}
     return rules2[form.kind](*_rule_args(form, inputs), **kw).nd
 
 

@@ -268,9 +268,9 @@ def _forward(g: ConvGeometryNd, idx: tuple[int, ...], form: ConvOp,
     tap_domain = ", ".join(f"{v} < {k}" for v, k in zip(taps, g.filter_spatial, strict=True))
     if form.depthwise:
         k, m = divmod(ch, g.filter_out)
-        grid = _grid(*(len(t) for t, _ in hit), max_terms=max_terms)
-        x_idx = activation_indices(n, [x[a] for (_, x), a in zip(hit, grid)], k, fmt)
-        w_idx = filter_indices([t[a] for (t, _), a in zip(hit, grid)], k, m)
+        taps_grid = _grid(*(len(t) for t, _ in hit), max_terms=max_terms)
+        x_idx = activation_indices(n, [x[a] for (_, x), a in zip(hit, taps_grid)], k, fmt)
+        w_idx = filter_indices([t[a] for (t, _), a in zip(hit, taps_grid)], k, m)
         formula = (f"sum over {','.join(taps)} of {_act_text('input', n, texts, k, fmt)} * "
                    f"{_fmt('filter', (*taps, k, m))}")
         return x_idx, w_idx, padded_taps, formula, tap_domain
