@@ -273,10 +273,9 @@ def cmd_explain(opts: argparse.Namespace, executor: Executor) -> int:
         print_error(f"{shown_path(path)}: {label} failed:",
                     [f"{place(plan.label(n))}: {m}" for n, m in result.errors.items()])
         return 1
-    step = next(s for s in plan.steps if s.node_id == node_id)
+    step, form = next(s for s in plan.steps if s.node_id == node_id), OPS[node.type]
     inputs = {p: result.outputs[src] for p, src in step.inputs.items()}
-    limit = getattr(opts, "memory_limit", DEFAULT_MEMORY_LIMIT)
-    per_term = term_bytes(OPS[node.type].rank)
+    limit, per_term = getattr(opts, "memory_limit", DEFAULT_MEMORY_LIMIT), term_bytes(form.rank)
     try:
         e = explain_element(node.type, step.attrs, inputs, index, max_terms=limit // per_term)
     except TooManyTerms as err:
