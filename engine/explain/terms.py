@@ -26,6 +26,22 @@ a row outside ``[0, in_rows)`` is padding.
 - DepthwiseConv2dNativeBackpropInput: ``dx[n,h,w,k] = sum over i,j,m of filter[i,j,k,m] *
   out_backprop[n,r,c,k*M+m]``, ``r`` and ``c`` as above.
 
+The 3-D ops (Conv3D and its gradients) are the same sums over one more spatial dimension, the
+planes: depth tap ``a``, output plane ``p``, input plane ``d = p*sp + a*dp - pf`` (``pf`` the
+padding in front), indices of five entries in the tensors' own layout (NDHWC or NCDHW, the filter
+``[a, i, j, q, o]``), the formulas naming the variables in that order:
+
+- Conv3D: ``output[n,p,r,c,o] = sum over a,i,j,q of input[n, d, h, w, g(o)*Q + q] *
+  filter[a,i,j,q,o]``.
+- Conv3DBackpropFilterV2: ``dw[a,i,j,q,o] = sum over n,p,r,c of input[n, d, h, w, g(o)*Q + q]
+  * out_backprop[n,p,r,c,o]``.
+- Conv3DBackpropInputV2: ``dx[n,d,h,w,g*Q+q] = sum over a,i,j and o of group g of
+  filter[a,i,j,q,o] * out_backprop[n,p,r,c,o]`` over the taps whose ``p``, ``r`` and ``c`` are
+  whole numbers in range.
+
+One enumeration serves every rank: per spatial dimension the valid (tap, position) pairs, then
+their product (:func:`_dims` gives each dimension's taps, stride, dilation and padding).
+
 Padding terms contribute nothing (the NaN/Inf contract) and are counted, not listed:
 ``padding_terms`` is the number of product terms of the sum over taps whose input element would
 be padding (Conv2D: one per such tap and input channel of the group; the filter gradients: one
