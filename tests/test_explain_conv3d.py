@@ -176,3 +176,15 @@ def test_a_term_count_over_the_limit_is_refused_before_listing():
         explain_element("Conv3D", attrs, inputs, (0, 1, 1, 1, 0), max_terms=3)
     assert err.value.terms == math.prod((2, 2, 2, 2))
     assert term_bytes(2) == 128 and term_bytes(3) > term_bytes(2)
+
+
+def test_verify_names_the_plane_of_the_terms_a_value_misses():
+    """engine.verify.diagnose reads a 3-D element's terms: the missing ones are a plane's."""
+    from engine.verify.diagnose import analyse_terms
+
+    attrs, inputs, _ = _inputs("Conv3D", CASES["interior"])
+    e = explain_element("Conv3D", attrs, inputs, (0, 1, 1, 1, 1))
+    plane_1 = e.factors[0].index[:, 1] == 1
+    assert analyse_terms(e, float(e.products[~plane_1].sum()), 1e-9, "NDHWC") == (
+        "equals the sum of 8 of its 16 terms; missing the 8 that read input plane 1 and filter "
+        "plane 0")
