@@ -128,3 +128,22 @@ def test_the_slice_box_is_hidden_for_a_2d_block(qtbot, grad_window):
     click_node(qtbot, grad_window, "grad")
     assert view.model is not None and view.model.depth is None
     assert not view.slice_box.isVisible() and view.depth_slice == 0
+
+
+def test_a_click_on_a_3d_output_in_the_viewer_explains_it(qtbot, window3d):
+    """The viewer shows plane 0, channel 0 of y: a click on its cell (1, 2) explains
+    y[0, 0, 1, 2, 0]."""
+    from tests.test_app_explain import click_viewer_element
+
+    w = window3d
+    click_node(qtbot, w, "y")
+    qtbot.waitUntil(lambda: w.viewer_dock.shown == ("y.output",))
+    index = (0, 0, 1, 2, 0)
+    click_viewer_element(qtbot, w, index)
+    panel = w.explain_panel
+    qtbot.waitUntil(lambda: panel.request is not None)
+    step, inputs = _inputs(w, "y")
+    e = explain_element("Conv3D", step.attrs, inputs, index)
+    assert panel.request.index == index and panel.formula.text() == e.formula
+    assert panel.index_edit.text() == "0,0,1,2,0"
+    assert e.padding_terms > 0  # output plane 0: depth tap 0 reads plane -2
