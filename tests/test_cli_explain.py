@@ -137,7 +137,8 @@ def test_a_title_shared_by_two_blocks_is_refused(tmp_path):
 
 BLOCK = "Conv2DBackpropFilter (Conv2DBackpropFilter)"
 CONV_TYPES = ("Conv2D, Conv2DBackpropFilter, Conv2DBackpropInput, DepthwiseConv2D, "
-              "DepthwiseBackpropFilter, DepthwiseBackpropInput")  # the op table's order
+              "DepthwiseBackpropFilter, DepthwiseBackpropInput, Conv3D, Conv3DBackpropFilterV2, "
+              "Conv3DBackpropInputV2")  # the op table's order
 
 
 @pytest.mark.parametrize("node, index, message", [

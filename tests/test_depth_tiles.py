@@ -95,3 +95,21 @@ def test_the_node_thumbnail_of_a_3d_activation_is_its_depth_slices():
     assert tuple(first) != tuple(second)  # the slice of ones is another colour
     assert tuple(img[5 * scale, 0]) == tuple(first)  # the third slice is zeros again
     assert tuple(img[5 * scale, 5 * scale]) == SEPARATOR  # no fourth slice: transparent
+
+
+@pytest.mark.parametrize(("shape", "axes"), [((2, 3, 4, 5, 3), NDHWC), ((2, 3, 3, 4, 5), NCDHW),
+                                             ((2, 3, 2, 2, 3), FILTER3D)])
+def test_marked_cells_are_the_pixels_that_map_back_to_their_elements(shape, axes):
+    from engine.view.marks import show_element, shown_cells
+
+    a = np.zeros(shape)
+    st = ViewState()
+    st.show(a, axes)
+    rng = np.random.default_rng(1)
+    idx = np.stack([rng.integers(0, n, 20) for n in shape], axis=1)
+    show_element(st, tuple(idx[0]))
+    cells = shown_cells(st, idx)
+    shown = [tuple(i) for i in idx if all(st.index.get(ax, 0) == i[ax]
+                                          for ax in st.fixed_axes())]
+    assert len(cells) == len(shown) >= 1
+    assert [st.pixel_index(int(r), int(c)) for r, c in cells] == shown

@@ -165,9 +165,8 @@ def test_nonfinite_values_follow_from_the_listed_terms(case, data):
 
 
 def test_ops_table_agrees_with_the_conv_blocks():
-    planar = [s for s in SPECS if len(s.attrs[0].default) == 4]  # the 3-D ops: not yet
-    assert set(OPS) == {s.type_id for s in planar}
-    for spec in planar:
+    assert set(OPS) == {s.type_id for s in SPECS}
+    for spec in SPECS:
         form = OPS[spec.type_id]
         assert form.name == spec.op
         ports = spec.input_names()

@@ -4,7 +4,9 @@ It shows the pictures ``gradblocks geometry`` writes (the Qt-free model of
 :mod:`engine.explain.geometry`, drawn by :mod:`engine.explain.geometry_render`, shown as a QPixmap):
 a slider and a Play/Pause button step through the frames (output positions, or filter taps for the
 filter-gradient blocks), "Overlap" shows the overlap-count map instead, and "Export PNG..." /
-"Export GIF..." write the still shown or the animation. It follows the selection and redraws
+"Export GIF..." write the still shown or the animation. A 3-D block (Conv3D and its gradients)
+is drawn as depth slices of the 2-D picture: the slice box picks the output plane (the filter
+gradient: the depth tap; with Overlap, the input plane). It follows the selection and redraws
 when the plan changes (an attribute or an upstream shape changed); a block that is not a conv
 block, or whose shapes are invalid, gets a message instead of a picture.
 """
@@ -72,7 +74,11 @@ class GeometryView(QtWidgets.QWidget):
         self.overlap_button = self._button("Overlap", "geometry_overlap", checkable=True)
         self.overlap_button.setToolTip("Colour every input element by how many (output "
                                        "position, tap) pairs touch it")
-        self.overlap_button.toggled.connect(lambda _on: self._draw())
+        self.overlap_button.toggled.connect(lambda _on: self._slice_range())
+        self.slice_label = QtWidgets.QLabel("Slice", self)
+        self.slice_box = QtWidgets.QSpinBox(self)
+        self.slice_box.setObjectName("geometry_slice")
+        self.slice_box.valueChanged.connect(lambda _v: self._draw())
         self.png_button = self._button("Export PNG...", "geometry_export_png")
         self.png_button.clicked.connect(self.ask_export_png)
         self.gif_button = self._button("Export GIF...", "geometry_export_gif")
@@ -80,8 +86,8 @@ class GeometryView(QtWidgets.QWidget):
 
         controls = QtWidgets.QHBoxLayout()
         controls.setContentsMargins(4, 2, 4, 0)
-        for w in (self.play_button, self.slider, self.frame_label, self.overlap_button,
-                  self.png_button, self.gif_button):
+        for w in (self.play_button, self.slider, self.frame_label, self.slice_label,
+                  self.slice_box, self.overlap_button, self.png_button, self.gif_button):
             controls.addWidget(w, 1 if w is self.slider else 0)
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -147,7 +153,32 @@ class GeometryView(QtWidgets.QWidget):
             node = self.session.doc.canvas.nodes[node_id]
             self.title = picture_title(plan.label(node_id), node_id, node.type)
             self.timer.setInterval(frame_duration_ms(len(model.frame_indices())))
+        self._slice_range()
+
+    def _slice_range(self) -> None:
+        """The slice box of a 3-D block: its output planes (the filter gradient: depth taps),
+        or with the overlap map its input planes; hidden for a 2-D block. Then redraw."""
+        model = self.model
+        depth = model.depth if model is not None else None
+        for w in (self.slice_label, self.slice_box):
+            w.setVisible(depth is not None)
+        if model is not None and depth is not None:
+            overlap = self.overlap_button.isChecked() or not model.frame_count
+            count = max(depth.size if overlap else model.slice_count, 1)
+            what = ("input plane" if overlap else "depth tap" if model.kind == "filter"
+                    else "output plane")
+            self.slice_label.setText(what.capitalize())
+            self.slice_box.setToolTip(f"The depth slice shown: the {what} (0 to {count - 1})")
+            self.slice_box.blockSignals(True)
+            self.slice_box.setRange(0, count - 1)
+            self.slice_box.blockSignals(False)
         self._draw()
+
+    @property
+    def depth_slice(self) -> int:
+        """The depth slice shown (0 for a 2-D block)."""
+        model = self.model
+        return self.slice_box.value() if model is not None and model.depth is not None else 0
 
     @property
     def frame(self) -> int:
@@ -161,10 +192,10 @@ class GeometryView(QtWidgets.QWidget):
             self.frame_label.setText("")
             return
         if self.overlap_button.isChecked() or not model.frame_count:
-            self.image = render_overlap(model, self.title)
+            self.image = render_overlap(model, self.title, self.depth_slice)
             self.frame_label.setText("overlap map")
         else:
-            self.image = render_frame(model, self.frame, self.title)
+            self.image = render_frame(model, self.frame, self.title, self.depth_slice)
             what = "tap" if model.kind == "filter" else "position"
             self.frame_label.setText(f"{what} {self.frame + 1} / {model.frame_count}")
         self.picture.setPixmap(to_pixmap(self.image))

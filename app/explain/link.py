@@ -4,7 +4,8 @@ A left click on an element of the viewer's image, or its context menu's "Explain
 explains that element when the viewer shows a conv block's output; when it shows a tensor that
 feeds a conv block (an array operand of one), it shows what that element feeds (the first such
 block in the plan's order). Clicks on the panel's pictures explain an output element or show
-what an input element feeds. The panel's dock is raised when something is shown; a new run
+what an input element feeds; an index typed in the panel's entry is explained in the block the
+viewer shows (four entries for the 2-D blocks, five for the 3-D ones). The panel's dock is raised when something is shown; a new run
 refreshes what it shows, a result that is not current is refused with the reason.
 """
 
@@ -44,6 +45,7 @@ class ExplainLink(QtCore.QObject):
         menu.aboutToShow.connect(self._menu_about_to_show)
         self.action.triggered.connect(self._explain_pressed)
         panel.element_clicked.connect(self._panel_clicked)
+        panel.index_entered.connect(self.typed_element)
         session.results_changed.connect(self.refresh)
         session.plan_changed.connect(self._forget_deleted)
         self._dirty = False
@@ -120,6 +122,20 @@ class ExplainLink(QtCore.QObject):
         else:
             self.reverse(node_id, what, index)
         return True
+
+    def typed_element(self, index: tuple[int, ...]) -> None:
+        """The panel's index entry: explain that element of the conv block the viewer shows (or
+        show what that element of the operand it shows feeds); else of the block explained
+        last."""
+        if self.viewer_element(tuple(index)):
+            return
+        if self.last is not None and self.last[0] in self.session.doc.canvas.nodes:
+            node_id, port, _ = self.last
+            if port.startswith("@"):
+                return self.reverse(node_id, port[1:], index)
+            return self.explain(node_id, port, index)
+        self._message("Select a conv block (the viewer shows its output) to explain an element "
+                      "typed here.", True)
 
     # -- the panel -----------------------------------------------------------------------------
     def _panel_clicked(self, port: str, index: tuple) -> None:

@@ -5,7 +5,9 @@ actual indices, the number of terms and of padding terms, the float64 sum of the
 the block's value and their difference, one picture per array input (its slice holding the first
 term's factor, the contributing elements outlined, "N of M terms in this slice") and one of the
 output (the element explained), and the term table (at most :data:`ROW_LIMIT` rows; Copy copies
-every term).
+every term). The element can also be typed in the index entry (one entry per axis of the
+tensor: four for the 2-D blocks, five for Conv3D and its gradients): it is explained in the
+block the viewer shows, or shown as an input element's reverse.
 
 Clicking a cell of an input picture asks for the reverse (signal ``element_clicked(port,
 index)``); :meth:`ExplainPanel.show_feeds` then outlines every output element that input element
@@ -14,6 +16,7 @@ feeds and lists them. Clicking an output cell explains that element.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +32,7 @@ HINT = ("Click an element of a conv block's output in the tensor viewer (or righ
         "Explain element) to see the sum that defines it; click an input element here to see "
         "every output element it feeds.")
 OUTPUT = "output"
+INDEX_HINT = "element index, e.g. 0,1,2,3 or for a 3-D block 0,0,1,2,3"
 #: Rows measured to size the table's columns.
 SIZED_ROWS = 64
 
@@ -58,6 +62,18 @@ class ExplainRequest:
     feeds: np.ndarray | None = None
 
 
+def parse_index(text: str) -> tuple[int, ...] | str:
+    """An index typed as integers separated by commas or spaces (brackets allowed), or what is
+    wrong with it."""
+    words = [w for w in re.split(r"[\s,]+", text.strip().strip("[]()")) if w]
+    if not words:
+        return "Type an element index, e.g. 0,1,2,3 (a 3-D block: five entries, 0,0,1,2,3)."
+    if not all(re.fullmatch(r"\d{1,18}", w) for w in words):
+        return (f"Element index {text.strip()[:60]!r}: the entries must be integers >= 0, "
+                "separated by commas.")
+    return tuple(int(w) for w in words)
+
+
 def _idx(index) -> str:
     return "[" + ", ".join(str(int(v)) for v in index) + "]"
 
@@ -67,6 +83,8 @@ class ExplainPanel(QtWidgets.QWidget):
 
     #: (port, index): a cell clicked on an input picture (port) or the output picture ("output")
     element_clicked = QtCore.Signal(str, tuple)
+    #: an element index typed in the entry (Return or Explain): its entries
+    index_entered = QtCore.Signal(tuple)
 
     def __init__(self, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
@@ -78,6 +96,7 @@ class ExplainPanel(QtWidgets.QWidget):
         self.sum_label = self._label(mono=True)
         self.sum_label.setObjectName("explain_sum")
         self.legend = self._label(muted=True)
+        entry = self._build_entry()
         self.pictures: dict[str, MarkedPicture] = {}
         self.notes: dict[str, QtWidgets.QLabel] = {}
         row = self._build_pictures()
@@ -91,11 +110,30 @@ class ExplainPanel(QtWidgets.QWidget):
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(6, 4, 6, 4)
         lay.setSpacing(3)
+        lay.addLayout(entry)
         for w in (self.title, self.formula, self.domain, self.counts, self.sum_label,
                   self.legend):
             lay.addWidget(w)
         lay.addWidget(self.splitter, 1)
         self.show_message(HINT)
+
+    def _build_entry(self) -> QtWidgets.QHBoxLayout:
+        """The element index entry and its Explain button."""
+        self.index_edit = QtWidgets.QLineEdit(self)
+        self.index_edit.setObjectName("explain_index")
+        self.index_edit.setPlaceholderText(INDEX_HINT)
+        self.index_edit.setToolTip("The element of the block the viewer shows, one entry per "
+                                   "axis in the tensor's own layout: 4 for the 2-D conv blocks, "
+                                   "5 (N,D,H,W,C or N,C,D,H,W) for the 3-D ones")
+        self.index_edit.returnPressed.connect(self._index_typed)
+        self.index_button = QtWidgets.QPushButton("Explain", self)
+        self.index_button.setObjectName("explain_index_button")
+        self.index_button.clicked.connect(self._index_typed)
+        entry = QtWidgets.QHBoxLayout()
+        entry.addWidget(QtWidgets.QLabel("Element:", self))
+        entry.addWidget(self.index_edit, 1)
+        entry.addWidget(self.index_button)
+        return entry
 
     def _build_pictures(self) -> QtWidgets.QWidget:
         """The row of three pictures, each with its note above it."""
@@ -177,6 +215,7 @@ class ExplainPanel(QtWidgets.QWidget):
         e = req.explanation
         assert e is not None
         self.request = req
+        self.index_edit.setText(",".join(str(int(v)) for v in req.index))
         value = req.output.array[req.index]
         self.title.setText(f"{req.label} · {req.output.port}{_idx(req.index)}")
         self.formula.setText(e.formula)
@@ -273,6 +312,15 @@ class ExplainPanel(QtWidgets.QWidget):
         finally:
             QtWidgets.QApplication.restoreOverrideCursor()
         return text
+
+    def _index_typed(self) -> None:
+        """The entry's text as an index (``index_entered``), or a message saying what is
+        wrong."""
+        index = parse_index(self.index_edit.text())
+        if isinstance(index, str):
+            self.show_message(index)
+        else:
+            self.index_entered.emit(index)
 
     def _picture_clicked(self, slot: int, index: tuple) -> None:
         req = self.request

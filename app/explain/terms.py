@@ -89,9 +89,8 @@ def term_rows(e: Explanation) -> tuple[tuple[str, ...], Callable[[int], tuple[st
     dtype = a.values.dtype
 
     def row(t: int) -> tuple[str, ...]:
-        ai, bi = a.index[t].tolist(), b.index[t].tolist()
-        return (str(t), f"[{ai[0]}, {ai[1]}, {ai[2]}, {ai[3]}]",
-                exact_text(float(a.values[t]), dtype), f"[{bi[0]}, {bi[1]}, {bi[2]}, {bi[3]}]",
+        return (str(t), _index_text(a.index[t].tolist()),
+                exact_text(float(a.values[t]), dtype), _index_text(b.index[t].tolist()),
                 exact_text(float(b.values[t]), dtype), f"{float(products[t]):.10g}")
 
     return ("#", f"{a.port} index", f"{a.port}", f"{b.port} index", f"{b.port}",

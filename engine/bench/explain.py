@@ -1,6 +1,6 @@
 """Benchmark of element provenance: ``python -m engine.bench.explain [--batch N] [--repeat R]``.
 
-For each of the six conv ops on a ResNet-sized layer (``N`` x 56 x 56 x 64, 3 x 3 x 64 x 64
+For each of the six 2-D conv ops on a ResNet-sized layer (``N`` x 56 x 56 x 64, 3 x 3 x 64 x 64
 filter, SAME, float32; the depthwise ops with multiplier 1), explains the element in the middle
 of the output and prints its number of terms and the median milliseconds of ``R`` calls of
 :func:`engine.explain.terms.explain_element`, of its float64 sum, and of building and serialising
@@ -70,7 +70,8 @@ def row(type_id: str, batch: int, repeat: int, size: int = 56, depth: int = 64) 
 def rows(batch: int, repeat: int, size: int = 56, depth: int = 64) -> list[list[str]]:
     """A header and one :func:`row` per op."""
     header = ["op", "terms", "explain ms", "sum ms", "json ms"]
-    return [header] + [row(t, batch, repeat, size, depth) for t in OPS]
+    return [header] + [row(t, batch, repeat, size, depth) for t, op in OPS.items()
+                       if op.rank == 2]
 
 
 def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:

@@ -19,8 +19,11 @@ NODE is a node id, or a block title naming exactly one block. Exit status: 0; 2 
 canvas, a bad node, port or index (an index entry of more than
 :data:`~engine.cli.common.MAX_INDEX_DIGITS` digits included), a ``--limit`` above
 :data:`MAX_LIMIT`, an element whose terms would take more memory to list than
-``--memory-limit-gib`` (:data:`engine.explain.terms.TERM_BYTES` each), or a block that is not one
-of the six conv blocks; 1 when the block fails at run time.
+``--memory-limit-gib`` (:func:`engine.explain.terms.term_bytes` each), or a block that is not one
+of the conv blocks; 1 when the block fails at run time.
+
+The index has one entry per axis of the output: four for the 2-D blocks, five (``N,D,H,W,C`` or
+``N,C,D,H,W``) for Conv3D and its two gradients.
 """
 
 from __future__ import annotations
@@ -55,11 +58,11 @@ from engine.cli.common import (
 from engine.explain.terms import (
     CHUNK_TERMS,
     OPS,
-    TERM_BYTES,
     Explanation,
     TooManyTerms,
     check_index,
     explain_element,
+    term_bytes,
 )
 from engine.graph.budget import gib
 from engine.graph.compiler import DEFAULT_MEMORY_LIMIT, Plan, place
@@ -83,7 +86,8 @@ def add_parser(sub: Subparsers) -> None:
                    help="the conv block: its id, or its title if no other block has it")
     p.add_argument("index", nargs="+", metavar="I,J,K,L",
                    help="the output element, comma-separated in the output's own layout "
-                        "(NCHW: N,C,H,W); spaces allowed")
+                        "(NCHW: N,C,H,W; the 3-D blocks: five entries, N,D,H,W,C or "
+                        "N,C,D,H,W); spaces allowed")
     p.add_argument("--limit", type=_table_limit, default=DEFAULT_LIMIT, metavar="N",
                    help=f"terms shown in the table (default {DEFAULT_LIMIT}, at most "
                         f"{MAX_LIMIT}; --json lists all)")
@@ -182,8 +186,9 @@ def write_json(out: TextIO, node_id: str, port: str, value: float, e: Explanatio
     a, b = e.factors
     # json.dumps's own layout, filled in directly (3x faster than dumping dicts); a finite
     # float is written by float.__repr__ there as here
-    term = (f'{{"factors": [{{"port": {json.dumps(a.port)}, "index": [%d, %d, %d, %d]}}, '
-            f'{{"port": {json.dumps(b.port)}, "index": [%d, %d, %d, %d]}}], "product": %s}}')
+    slots = ", ".join(["%d"] * a.index.shape[1])  # rank + 2 entries per index
+    term = (f'{{"factors": [{{"port": {json.dumps(a.port)}, "index": [{slots}]}}, '
+            f'{{"port": {json.dumps(b.port)}, "index": [{slots}]}}], "product": %s}}')
     products = e.products
     for start in range(0, e.terms, CHUNK_TERMS):
         part = slice(start, start + CHUNK_TERMS)
@@ -196,8 +201,9 @@ def write_json(out: TextIO, node_id: str, port: str, value: float, e: Explanatio
 
 
 def _scalar(v: object) -> str:
-    """An array element as its dtype prints it (shortest text that reads back the same)."""
-    return str(v) if not isinstance(v, float) else repr(v)
+    """An array element as its dtype prints it (shortest text that reads back the same; a
+    NumPy float64 is a float whose repr names its type)."""
+    return str(v) if not isinstance(v, float) or isinstance(v, np.generic) else repr(v)
 
 
 def as_text(label: str, node_id: str, port: str, value: SupportsFloat, e: Explanation,
@@ -267,14 +273,14 @@ def cmd_explain(opts: argparse.Namespace, executor: Executor) -> int:
         print_error(f"{shown_path(path)}: {label} failed:",
                     [f"{place(plan.label(n))}: {m}" for n, m in result.errors.items()])
         return 1
-    step = next(s for s in plan.steps if s.node_id == node_id)
+    step, form = next(s for s in plan.steps if s.node_id == node_id), OPS[node.type]
     inputs = {p: result.outputs[src] for p, src in step.inputs.items()}
-    limit = getattr(opts, "memory_limit", DEFAULT_MEMORY_LIMIT)
+    limit, per_term = getattr(opts, "memory_limit", DEFAULT_MEMORY_LIMIT), term_bytes(form.rank)
     try:
-        e = explain_element(node.type, step.attrs, inputs, index, max_terms=limit // TERM_BYTES)
+        e = explain_element(node.type, step.attrs, inputs, index, max_terms=limit // per_term)
     except TooManyTerms as err:
         print_error(f"{label} ({node_id}).{port}{list(index)} is a sum of {err.terms} terms: "
-                    f"listing them needs about {gib(err.terms * TERM_BYTES)}, more than the "
+                    f"listing them needs about {gib(err.terms * per_term)}, more than the "
                     f"memory limit ({gib(limit)}; --memory-limit-gib raises it)")
         return 2
     except InvalidArgumentError as err:  # the block ran, so this is not expected

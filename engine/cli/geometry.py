@@ -1,4 +1,4 @@
-"""``gradblocks geometry CANVAS NODE -o FILE.png|FILE.gif [--frame K] [--overlap]``.
+"""``gradblocks geometry CANVAS NODE -o FILE.png|FILE.gif [--frame K] [--overlap] [--slice S]``.
 
 Checks the canvas (shapes inferred, nothing run: the geometry needs shapes and attributes
 only) and draws what a conv block's attributes mean on its shapes (:mod:`engine.explain.geometry`,
@@ -8,6 +8,10 @@ only) and draws what a conv block's attributes mean on its shapes (:mod:`engine.
 :data:`engine.explain.geometry.MAX_FRAMES` frames spread evenly. The file is written atomically,
 never over the canvas, a file the canvas reads (an image of a Tensor block) or a file that is not a
 regular file (:func:`engine.cli.common.check_target`).
+
+A 3-D block (Conv3D and its gradients) is drawn as depth slices of the 2-D picture: ``--slice S``
+picks the output plane (the filter gradient: the depth tap; with ``--overlap``, the input plane)
+of a still, and a ``.gif`` steps through every frame of every slice.
 
 NODE is a node id, or a block title naming exactly one block. Exit status: 0; 2 for an invalid
 canvas, an unknown node, a block that is not a conv block, a bad extension, frame or output
@@ -63,6 +67,9 @@ def add_parser(sub: Subparsers) -> None:
                    help="the frame of the still (default 0; .png only)")
     p.add_argument("--overlap", action="store_true",
                    help="draw the overlap-count map instead (.png only)")
+    p.add_argument("--slice", type=count_argument, default=None, metavar="S", dest="depth_slice",
+                   help="a 3-D block's depth slice (default 0; .png only): the output plane "
+                        "(the filter gradient: the depth tap), with --overlap the input plane")
     # nothing runs: no memory budget applies to a canvas that is only checked
     p.set_defaults(memory_limit=NO_RUN_LIMIT)
 
@@ -76,6 +83,8 @@ def _options_problem(opts: argparse.Namespace) -> str | None:
     if ext not in EXTENSIONS:
         return (f"output {opts.output!r}: the extension must be .png (a still) or .gif (the "
                 f"animation), got {ext or 'none'!r}")
+    if ext == ".gif" and getattr(opts, "depth_slice", None) is not None:
+        return "--slice is for a .png still; a .gif holds every depth slice"
     if ext == ".gif" and (opts.frame is not None or opts.overlap):
         return "--frame and --overlap are for a .png still; a .gif holds every frame"
     if opts.frame is not None and opts.overlap:
@@ -127,7 +136,8 @@ def cmd_geometry(opts: argparse.Namespace, executor: Executor) -> int:
         count: list[int] = []
         if not write_target(opts.output, lambda f: count.append(write_gif(model, title, f))):
             return 1
-        say(f"wrote {escaped(opts.output)}: {count[0]} frame(s) of {model.frame_count}")
+        say(f"wrote {escaped(opts.output)}: {count[0]} frame(s) of "
+            f"{model.frame_count * model.slice_count}")
         return 0
     return _write_picture(opts, model, title, f"{place(plan.label(node_id))} ({node_id})")
 
@@ -138,8 +148,11 @@ def _write_picture(opts: argparse.Namespace, model: GeometryModel, title: str,
     block ``label``; the exit status."""
     from engine.explain.geometry_render import render_frame, render_overlap, write_png
 
+    depth = _depth_slice(opts, model, label)
+    if depth is None:
+        return 2
     if opts.overlap:
-        image = render_overlap(model, title)
+        image = render_overlap(model, title, depth)
     else:
         k = opts.frame or 0
         if not model.frame_count:
@@ -150,8 +163,26 @@ def _write_picture(opts: argparse.Namespace, model: GeometryModel, title: str,
             print_error(f"--frame {k}: {label} has {model.frame_count} frame(s), "
                         f"0 to {model.frame_count - 1}")
             return 2
-        image = render_frame(model, k, title)
+        image = render_frame(model, k, title, depth)
     if not write_target(opts.output, lambda f: write_png(image, f)):
         return 1
     say(f"wrote {escaped(opts.output)}: {image.width}x{image.height}")
     return 0
+
+
+def _depth_slice(opts: argparse.Namespace, model: GeometryModel, label: str) -> int | None:
+    """``--slice`` checked against the block (0 when absent); None after saying what is
+    wrong."""
+    s = getattr(opts, "depth_slice", None)
+    if s is None:
+        return 0
+    if model.depth is None:
+        print_error(f"--slice {s}: {label} is a 2-D block, it has no depth slices")
+        return None
+    count, what = ((model.depth.size, "input plane(s)") if opts.overlap
+                   else (model.slice_count, "depth tap(s)" if model.kind == "filter"
+                         else "output plane(s)"))
+    if s >= count:
+        print_error(f"--slice {s}: {label} has {count} {what}, 0 to {count - 1}")
+        return None
+    return s

@@ -1,13 +1,14 @@
 """Output indices of a conv op and its geometry: an index checked against the result's shape
 (what is wrong with it, said in one line), the geometry from the block's attributes and
-inputs, and activation indices in either data format. Shared by :mod:`engine.explain.terms` (the
+inputs, and activation and filter indices in either data format, for any number of spatial
+dimensions (index tuples of ``rank + 2`` entries). Shared by :mod:`engine.explain.terms` (the
 terms of one element) and :mod:`engine.explain.reverse` (what an element feeds).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -15,10 +16,16 @@ import numpy as np
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import shown
 from engine.shapes.conv import (
+    FORMATS,
     ConvGeometry,
+    ConvGeometryNd,
     backprop_filter_geometry,
     backprop_input_geometry,
+    channels_last,
     conv2d_geometry,
+    conv3d_backprop_filter_geometry,
+    conv3d_backprop_input_geometry,
+    conv3d_geometry,
 )
 from engine.shapes.ops import ConvOp
 
@@ -73,43 +80,63 @@ def check_index(index: Sequence[object], shape: Sequence[int]) -> tuple[int, ...
 
 
 def op_geometry(form: ConvOp, attrs: Mapping[str, object],
-                inputs: Mapping[str, np.ndarray]) -> ConvGeometry:
+                inputs: Mapping[str, np.ndarray]) -> ConvGeometryNd:
     """The geometry of ``form`` with the block's ``attrs`` (TensorFlow's defaults where absent)
     and ``inputs`` (the size-vector ports give the sizes they hold); InvalidArgumentError as the
-    kernel would raise it."""
+    kernel would raise it. Any rank: the 2-D ops' geometry is given as its :attr:`~ConvGeometry.nd`
+    view."""
+    unit = [1] * (form.rank + 2)
     padding = attrs.get("padding", "VALID")
     kw: dict[str, Any] = {
-        "strides": attrs.get("strides", [1, 1, 1, 1]),
+        "strides": attrs.get("strides", unit),
         "padding": padding,
-        "explicit_paddings": attrs.get("explicit_paddings", []) if padding == "EXPLICIT" else [],
-        "data_format": attrs.get("data_format", "NHWC"),
-        "dilations": attrs.get("dilations", [1, 1, 1, 1]),
-        "depthwise": form.depthwise,
+        "data_format": attrs.get("data_format", FORMATS[form.rank][0]),
+        "dilations": attrs.get("dilations", unit),
     }
-    if form.kind == "forward":
-        return conv2d_geometry(inputs["input"].shape, inputs["filter"].shape, **kw)
-    if form.kind == "filter":
-        return backprop_filter_geometry(inputs["input"].shape,
-                                        np.asarray(inputs["filter_sizes"]),
-                                        inputs["out_backprop"].shape, **kw)
-    return backprop_input_geometry(np.asarray(inputs["input_sizes"]), inputs["filter"].shape,
-                                   inputs["out_backprop"].shape, **kw)
+    if form.rank == 3:
+        rules3: dict[str, Callable[..., ConvGeometryNd]] = {
+            "forward": conv3d_geometry, "filter": conv3d_backprop_filter_geometry,
+            "input": conv3d_backprop_input_geometry}
+        return rules3[form.kind](*_rule_args(form, inputs), **kw)
+    kw["explicit_paddings"] = attrs.get("explicit_paddings", []) if padding == "EXPLICIT" else []
+    kw["depthwise"] = form.depthwise
+    rules2: dict[str, Callable[..., ConvGeometry]] = {
+        "forward": conv2d_geometry, "filter": backprop_filter_geometry,
+        "input": backprop_input_geometry}
+    return rules2[form.kind](*_rule_args(form, inputs), **kw).nd
 
 
-def result_shape(form: ConvOp, g: ConvGeometry) -> tuple[int, ...]:
+def _rule_args(form: ConvOp, inputs: Mapping[str, np.ndarray]) -> tuple:
+    """The shape rule's positional arguments: the array ports' shapes, the size ports'
+    values."""
+    return tuple(np.asarray(inputs[p]) if p.endswith("_sizes") else np.shape(inputs[p])
+                 for p in form.ports)
+
+
+def result_shape(form: ConvOp, g: ConvGeometryNd) -> tuple[int, ...]:
     """The shape of the op's result: the output, the filter gradient or the input gradient."""
     return {"forward": g.output_shape, "filter": g.filter_shape, "input": g.input_shape}[form.kind]
 
 
-def layout_free(index: tuple[int, ...], data_format: str) -> tuple[int, int, int, int]:
-    """(n, row, col, channel) of an activation index in ``data_format``."""
-    if data_format == "NHWC":
-        return index[0], index[1], index[2], index[3]
-    return index[0], index[2], index[3], index[1]
+def layout_free(index: tuple[int, ...], data_format: str) -> tuple[int, tuple[int, ...], int]:
+    """(n, spatial positions, channel) of an activation index in ``data_format`` (any rank)."""
+    if channels_last(data_format):
+        return index[0], tuple(index[1:-1]), index[-1]
+    return index[0], tuple(index[2:]), index[1]
 
 
-def activation_indices(n: Any, h: Any, w: Any, ch: Any, data_format: str) -> np.ndarray:
-    """(terms, 4) indices in ``data_format`` from broadcastable n, row, col, channel arrays."""
-    cols = (n, h, w, ch) if data_format == "NHWC" else (n, ch, h, w)
+def activation_indices(n: Any, spatial: Sequence[Any], ch: Any, data_format: str) -> np.ndarray:
+    """(terms, rank + 2) indices in ``data_format`` from broadcastable n, spatial and channel
+    arrays."""
+    cols = (n, *spatial, ch) if channels_last(data_format) else (n, ch, *spatial)
+    return _stacked(cols)
+
+
+def filter_indices(taps: Sequence[Any], q: Any, o: Any) -> np.ndarray:
+    """(terms, rank + 2) filter indices ``[taps..., q, o]`` from broadcastable arrays."""
+    return _stacked((*taps, q, o))
+
+
+def _stacked(cols: Sequence[Any]) -> np.ndarray:
     stacked = np.stack(np.broadcast_arrays(*cols), axis=1)
-    return stacked.astype(np.int64, copy=False).reshape(-1, 4)
+    return stacked.astype(np.int64, copy=False).reshape(-1, len(cols))

@@ -18,6 +18,14 @@ modelled; batch and channels are summarised in :attr:`GeometryModel.caption`.
 
 Input row ``h = r * stride + i * dilation - pad_before`` is what tap ``i`` reads for output row
 ``r`` (columns alike), as in :mod:`engine.explain.terms`.
+
+A 3-D op (Conv3D and its gradients) is shown as depth slices of this 2-D picture: its planes are
+a third :class:`Axis` (:attr:`GeometryModel.depth`), the rows and columns are drawn as above, and
+:meth:`GeometryModel.depth_slice` says which input plane(s) each output plane reads, one per depth
+tap (``plane = p * stride + a * dilation - pad_front``; a plane outside the input is padding), or
+for a filter gradient which planes depth tap ``a`` pairs. The overlap map is the same 2-D map on
+every plane, times the (output plane, depth tap) pairs touching it
+(:meth:`GeometryModel.plane_overlap`).
 """
 
 from __future__ import annotations
@@ -28,9 +36,11 @@ from typing import Any
 
 import numpy as np
 
+from engine.explain.element_index import op_geometry
 from engine.explain.terms import OPS
 from engine.shapes.conv import (
     ConvGeometry,
+    ConvGeometryNd,
     backprop_filter_geometry,
     backprop_input_geometry,
     conv2d_geometry,
@@ -103,6 +113,48 @@ def _grid(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class DepthSlice:
+    """One depth slice of a 3-D op's picture: ``pairs[t]`` = (depth tap, input plane, output
+    plane) of its t-th (tap, plane) pair, ``real[t]`` False when the input plane is padding
+    (the pair adds nothing). Forward and input gradient: the depth taps of output (or
+    out_backprop) plane ``index``; filter gradient: every output plane of depth tap
+    ``index``."""
+
+    index: int
+    label: str
+    pairs: np.ndarray  # (k, 3)
+    real: np.ndarray  # (k,) bool
+
+
+def _planes_text(planes: Sequence[int]) -> str:
+    return ", ".join(str(int(p)) for p in planes) or "none"
+
+
+def _depth_label(model: GeometryModel, s: int, pairs: np.ndarray, real: np.ndarray) -> str:
+    """A depth slice in words: which planes pair with which, and which taps read padding."""
+    d = model.depth
+    assert d is not None
+    how = f"(stride {d.stride}, dilation {d.dilation}, padding front {d.pad_before})"
+    pad = pairs[~real]
+    if model.kind == "filter":
+        text = (f"depth tap a={s} pairs input planes {_planes_text(pairs[real, 1])} with "
+                f"out_backprop planes {_planes_text(pairs[real, 2])} {how}")
+        if len(pad):
+            text += (f"; out_backprop plane(s) {_planes_text(pad[:, 2])} with padding (plane(s) "
+                     f"{_planes_text(pad[:, 1])})")
+        return text
+    reads = ", ".join(f"{p} (tap a={a})" for a, p, _ in pairs[real].tolist()) or "no plane"
+    if model.kind == "forward":
+        text = f"output plane {s} reads input plane(s) {reads} {how}"
+    else:
+        text = f"out_backprop plane {s} scatters into dx plane(s) {reads} {how}"
+    if len(pad):
+        text += (f"; tap(s) a={_planes_text(pad[:, 0])} in padding (plane(s) "
+                 f"{_planes_text(pad[:, 1])}, add nothing)")
+    return text
+
+
+@dataclass(frozen=True)
 class GeometryModel:
     """The spatial geometry of one conv block (see the module docstring)."""
 
@@ -112,6 +164,8 @@ class GeometryModel:
     rows: Axis
     cols: Axis
     caption: str
+    #: The 3-D ops' planes (None for a 2-D op): the picture is one of its depth slices.
+    depth: Axis | None = None
 
     @property
     def input_name(self) -> str:
@@ -185,11 +239,52 @@ class GeometryModel:
         return sorted({int(x) for x in np.rint(np.linspace(0, n - 1, max_frames))})
 
     def summary(self) -> str:
-        """Attributes in words: stride, dilation, padding per side."""
-        r, c = self.rows, self.cols
-        return (f"stride {r.stride}x{c.stride}, dilation {r.dilation}x{c.dilation}, filter "
-                f"{r.taps}x{c.taps} (spans {r.span}x{c.span}), {self.padding} padding top "
-                f"{r.pad_before} bottom {r.pad_after} left {c.pad_before} right {c.pad_after}")
+        """Attributes in words: stride, dilation, padding per side (planes first for 3-D)."""
+        r, c, d = self.rows, self.cols, self.depth
+        if d is None:
+            return (f"stride {r.stride}x{c.stride}, dilation {r.dilation}x{c.dilation}, filter "
+                    f"{r.taps}x{c.taps} (spans {r.span}x{c.span}), {self.padding} padding top "
+                    f"{r.pad_before} bottom {r.pad_after} left {c.pad_before} right "
+                    f"{c.pad_after}")
+        return (f"stride {d.stride}x{r.stride}x{c.stride}, dilation {d.dilation}x{r.dilation}x"
+                f"{c.dilation}, filter {d.taps}x{r.taps}x{c.taps} (spans {d.span}x{r.span}x"
+                f"{c.span}), {self.padding} padding front {d.pad_before} back {d.pad_after} "
+                f"top {r.pad_before} bottom {r.pad_after} left {c.pad_before} right "
+                f"{c.pad_after}")
+
+    @property
+    def slice_count(self) -> int:
+        """The depth slices a picture can show: the output (or out_backprop) planes, or for a
+        filter gradient the depth taps; 1 for a 2-D op."""
+        if self.depth is None:
+            return 1
+        return self.depth.taps if self.kind == "filter" else self.depth.out
+
+    def depth_slice(self, s: int) -> DepthSlice:
+        """Depth slice ``s`` (0 <= s < slice_count) of a 3-D op; IndexError outside, ValueError
+        for a 2-D op."""
+        d = self.depth
+        if d is None:
+            raise ValueError(f"{self.type_id} has no depth: it is a 2-D op")
+        if not 0 <= s < self.slice_count:
+            raise IndexError(f"slice {s} is out of range: this block has {self.slice_count} "
+                             f"depth slice(s), 0 to {self.slice_count - 1}")
+        if self.kind == "filter":
+            outs = np.arange(d.out, dtype=np.int64)
+            taps = np.full(d.out, s, np.int64)
+        else:
+            taps = np.arange(d.taps, dtype=np.int64)
+            outs = np.full(d.taps, s, np.int64)
+        planes = np.asarray(d.reads(outs, taps), dtype=np.int64)
+        pairs = np.stack([taps, planes, outs], axis=1).reshape(-1, 3)
+        real = (planes >= 0) & (planes < d.size)
+        return DepthSlice(s, _depth_label(self, s, pairs, real), pairs, real)
+
+    def plane_overlap(self, plane: int) -> np.ndarray:
+        """The overlap map of input plane ``plane`` of a 3-D op: :meth:`overlap` (the same 2-D
+        map on every plane) times the (output plane, depth tap) pairs that touch the plane."""
+        assert self.depth is not None, "a 2-D op has no planes"
+        return self.overlap() * int(self.depth.counts()[plane])
 
 
 def _axes(g: ConvGeometry) -> tuple[Axis, Axis]:
@@ -199,18 +294,32 @@ def _axes(g: ConvGeometry) -> tuple[Axis, Axis]:
                  g.stride_cols, g.out_cols))
 
 
-def _caption(kind: str, g: ConvGeometry) -> str:
+def _caption(kind: str, g: ConvGeometry | ConvGeometryNd) -> str:
     chans = (f"{g.in_depth} channel(s) x multiplier {g.filter_out} -> {g.out_depth}"
              if g.depthwise else f"{g.in_depth} -> {g.out_depth} channel(s)"
              + (f" in {g.groups} groups" if g.groups > 1 else ""))
+    planes = (", every depth slice the same rows x cols picture"
+              if isinstance(g, ConvGeometryNd) else "")
     return (f"{g.data_format}, batch {g.batch}, {chans}: every batch element and channel "
-            f"(pair) repeats this spatial picture")
+            f"(pair) repeats this spatial picture{planes}")
 
 
-def model_from_geometry(type_id: str, g: ConvGeometry) -> GeometryModel:
-    """The model of a ``type_id`` block whose shape rule gave ``g``."""
-    rows, cols = _axes(g)
+def _axes_nd(g: ConvGeometryNd) -> tuple[Axis, ...]:
+    """One axis per spatial dimension (planes, rows, cols)."""
+    names = {2: ("rows", "cols"), 3: ("planes", "rows", "cols")}[g.rank]
+    return tuple(Axis(name, size, before, after, k, d, s, out) for name, size, (before, after),
+                 k, d, s, out in zip(names, g.in_spatial, g.pads, g.filter_spatial, g.dilations,
+                                     g.strides, g.out_spatial, strict=True))
+
+
+def model_from_geometry(type_id: str, g: ConvGeometry | ConvGeometryNd) -> GeometryModel:
+    """The model of a ``type_id`` block whose shape rule gave ``g`` (a 3-D op's: an N-d
+    geometry with three spatial dimensions)."""
     kind = OPS[type_id].kind
+    if isinstance(g, ConvGeometryNd):
+        depth, rows, cols = _axes_nd(g)
+        return GeometryModel(type_id, kind, g.padding, rows, cols, _caption(kind, g), depth)
+    rows, cols = _axes(g)
     return GeometryModel(type_id, kind, g.padding, rows, cols, _caption(kind, g))
 
 
@@ -225,6 +334,10 @@ def conv_geometry_model(
     (``filter_sizes`` or ``input_sizes``). Raises InvalidArgumentError as the shape rule does,
     KeyError for a type that is not a conv block."""
     form = OPS[type_id]
+    if form.rank != 2:
+        arrays = {p: np.broadcast_to(np.zeros((), np.bool_), tuple(s)) for p, s in shapes.items()}
+        sized = {p: np.asarray(v, np.int64) for p, v in (sizes or {}).items()}
+        return model_from_geometry(type_id, op_geometry(form, attrs, arrays | sized))
     kw: dict[str, Any] = {k: attrs[k] for k in ("strides", "padding", "data_format", "dilations")}
     kw["explicit_paddings"] = attrs["explicit_paddings"] if attrs["padding"] == "EXPLICIT" else []
     sizes = sizes or {}

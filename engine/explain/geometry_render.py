@@ -3,7 +3,9 @@ overlap-count map and the animated GIF (the CLI and the app draw the same images
 
 A picture has a title, the attributes in words, three panels side by side - the padded input
 grid (padding cells grey), the filter footprint with its dilation gaps, the output (or
-out_backprop) grid - then the frame's caption, the batch/channel summary and a legend. Grids
+out_backprop) grid - then the frame's caption, the batch/channel summary and a legend. A 3-D
+op's picture is one depth slice of that, with a fourth panel of the planes (input planes over
+output planes, the slice's pairs marked) and a caption line saying which planes pair. Grids
 are drawn as NumPy arrays (one colour per cell, scaled up, grid lines between cells when cells
 are big enough), so a 224x224 input renders in milliseconds; a dimension longer than
 :data:`MAX_CELLS` is shown as a window around the current frame, with a note.
@@ -12,38 +14,37 @@ are big enough), so a 224x224 input renders in milliseconds; a dimension longer 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import lru_cache
 from typing import BinaryIO
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
 
-from engine.explain.geometry import MAX_FRAMES, Frame, GeometryModel
+from engine.explain.geometry import MAX_FRAMES, DepthSlice, Frame, GeometryModel
+from engine.explain.geometry_cells import (
+    CURRENT,
+    CURRENT_PAD,
+    GAP,
+    INK,
+    INPUT,
+    LINE,
+    MUTED,
+    OUTPUT,
+    PADDING,
+    TAP,
+    TAP_ON,
+    TOUCHED,
+    TOUCHED_PAD,
+    WHITE,
+    Panel,
+    Window,
+    cell_size,
+    cell_window,
+    cut_note,
+    mark_cells,
+    paint,
+    text_font,
+)
 from engine.view.colormaps import LUTS, SEQUENTIAL
-
-#: Cells drawn per dimension at most (larger grids: a window around the frame).
-MAX_CELLS = 240
-#: Pixels a grid panel aims for, and the cell size bounds.
-PANEL_PIXELS = 480
-MIN_CELL, MAX_CELL = 2, 26
-#: Cells at least this big get grid lines.
-GRID_LINES_FROM = 6
-
-WHITE = (255, 255, 255)
-INK = (34, 34, 34)
-MUTED = (96, 96, 96)
-LINE = (190, 196, 204)
-INPUT = (226, 236, 250)  # a real input element
-PADDING = (208, 208, 208)  # a padding element
-TOUCHED = (45, 110, 210)  # an input element this frame touches
-TOUCHED_PAD = (236, 130, 130)  # a padding element it touches (adds nothing)
-OUTPUT = (250, 240, 222)  # an output element
-CURRENT = (232, 128, 30)  # the output element(s) of this frame
-CURRENT_PAD = (246, 200, 150)  # filter gradient: out_backprop paired with padding
-TAP = (200, 235, 210)  # a filter tap
-TAP_ON = (30, 140, 75)  # a tap of this frame
-GAP = (255, 255, 255)  # a dilation gap
 
 MARGIN = 14
 GAP_X = 28
@@ -51,84 +52,17 @@ GAP_X = 28
 COLUMN = 210
 
 
-@lru_cache(maxsize=16)
-def _font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
-    """DejaVu Sans where the system has it (clear spacing), else Pillow's own font."""
-    try:
-        return ImageFont.truetype("DejaVuSans.ttf", size)
-    except OSError:
-        pass
-    try:
-        return ImageFont.load_default(size=size)
-    except (TypeError, OSError):  # Pillow without FreeType: the fixed bitmap font
-        return ImageFont.load_default()
-
-
-@dataclass(frozen=True)
-class _Window:
-    """The cells [lo, hi) of a dimension that are drawn."""
-
-    lo: int
-    hi: int
-    total: int
-
-    @property
-    def cut(self) -> bool:
-        return self.hi - self.lo < self.total
-
-
-def _window(total: int, centre: float) -> _Window:
-    if total <= MAX_CELLS:
-        return _Window(0, total, total)
-    lo = int(min(max(centre - MAX_CELLS / 2, 0), total - MAX_CELLS))
-    return _Window(lo, lo + MAX_CELLS, total)
-
-
-def _cell_size(n: int) -> int:
-    return max(MIN_CELL, min(MAX_CELL, PANEL_PIXELS // max(n, 1)))
-
-
-def _paint(colours: np.ndarray, cell: int) -> Image.Image:
-    """An (r, c, 3) uint8 array of cell colours as an image of cell x cell squares, with grid
-    lines when cells are big enough and a border."""
-    img = np.repeat(np.repeat(colours, cell, axis=0), cell, axis=1)
-    if cell >= GRID_LINES_FROM:
-        img[::cell, :] = LINE
-        img[:, ::cell] = LINE
-    img = np.pad(img, ((0, 1), (0, 1), (0, 0)), constant_values=0)
-    img[-1, :] = LINE
-    img[:, -1] = LINE
-    img[0, :] = img[:, 0] = LINE
-    return Image.fromarray(img, "RGB")
-
-
-def _mark(colours: np.ndarray, cells: np.ndarray, rw: _Window, cw: _Window, colour) -> None:
-    """Colour ``cells`` (panel coordinates) that fall in the window."""
-    if not len(cells):
-        return
-    r, c = cells[:, 0] - rw.lo, cells[:, 1] - cw.lo
-    keep = (r >= 0) & (r < rw.hi - rw.lo) & (c >= 0) & (c < cw.hi - cw.lo)
-    colours[r[keep], c[keep]] = colour
-
-
-@dataclass(frozen=True)
-class _Panel:
-    image: Image.Image
-    heading: str
-    note: str = ""
-
-
 def _centre(cells: np.ndarray, axis: int, default: float) -> float:
     return float(cells[:, axis].mean()) if len(cells) else default
 
 
-def _input_panel(model: GeometryModel, frame: Frame | None, counts: np.ndarray | None) -> _Panel:
+def _input_panel(model: GeometryModel, frame: Frame | None, counts: np.ndarray | None) -> Panel:
     rows, cols = model.rows, model.cols
     shift = np.array([rows.pad_before, cols.pad_before])
     touched = (np.concatenate([frame.input_cells, frame.pad_cells]) + shift
                if frame is not None else np.zeros((0, 2), np.int64))
-    rw = _window(rows.padded, _centre(touched, 0, rows.padded / 2))
-    cw = _window(cols.padded, _centre(touched, 1, cols.padded / 2))
+    rw = cell_window(rows.padded, _centre(touched, 0, rows.padded / 2))
+    cw = cell_window(cols.padded, _centre(touched, 1, cols.padded / 2))
     colours = np.empty((rw.hi - rw.lo, cw.hi - cw.lo, 3), np.uint8)
     colours[:] = PADDING
     r0, c0 = rows.pad_before - rw.lo, cols.pad_before - cw.lo
@@ -142,21 +76,21 @@ def _input_panel(model: GeometryModel, frame: Frame | None, counts: np.ndarray |
     else:
         assert frame is not None  # the panel shows a frame's cells or the overlap counts
         colours[rs, cs] = INPUT
-        _mark(colours, frame.input_cells + shift, rw, cw, TOUCHED)
-        _mark(colours, frame.pad_cells + shift, rw, cw, TOUCHED_PAD)
-    cell = _cell_size(max(colours.shape[:2]))
-    image = _paint(colours, cell)
+        mark_cells(colours, frame.input_cells + shift, rw, cw, TOUCHED)
+        mark_cells(colours, frame.pad_cells + shift, rw, cw, TOUCHED_PAD)
+    cell = cell_size(max(colours.shape[:2]))
+    image = paint(colours, cell)
     if counts is not None and cell >= 14:
         _numbers(image, counts, rs, cs, r0, c0, cell)
     what = "overlap count of " + model.input_name if counts is not None else model.input_name
     heading = (f"{what} {rows.size}x{cols.size}, padded {rows.padded}x{cols.padded}")
-    return _Panel(image, heading, _cut_note(rw, cw, "padded "))
+    return Panel(image, heading, cut_note(rw, cw, "padded "))
 
 
 def _numbers(image: Image.Image, counts: np.ndarray, rs: slice, cs: slice, r0: int, c0: int,
              cell: int) -> None:
     draw = ImageDraw.Draw(image)
-    font = _font(max(8, cell // 2))
+    font = text_font(max(8, cell // 2))
     for pr in range(rs.start, rs.stop):
         for pc in range(cs.start, cs.stop):
             v = int(counts[pr - r0, pc - c0])
@@ -165,44 +99,37 @@ def _numbers(image: Image.Image, counts: np.ndarray, rs: slice, cs: slice, r0: i
             draw.text((x, y), str(v), fill=colour, font=font, anchor="mm")
 
 
-def _cut_note(rw: _Window, cw: _Window, what: str = "") -> str:
-    """Which cells a windowed panel shows ("" when it shows them all)."""
-    parts = [f"{name} {w.lo}..{w.hi - 1} of {w.total}" for name, w in (("rows", rw), ("cols", cw))
-             if w.cut]
-    return (f"showing {what}" + ", ".join(parts)) if parts else ""
-
-
-def _filter_panel(model: GeometryModel, frame: Frame | None) -> _Panel:
+def _filter_panel(model: GeometryModel, frame: Frame | None) -> Panel:
     rows, cols = model.rows, model.cols
-    rw, cw = _window(rows.span, rows.span / 2), _window(cols.span, cols.span / 2)
+    rw, cw = cell_window(rows.span, rows.span / 2), cell_window(cols.span, cols.span / 2)
     colours = np.empty((rw.hi - rw.lo, cw.hi - cw.lo, 3), np.uint8)
     colours[:] = GAP
     taps = np.stack(np.meshgrid(np.arange(rows.taps) * rows.dilation,
                                 np.arange(cols.taps) * cols.dilation, indexing="ij"),
                     axis=-1).reshape(-1, 2)
-    _mark(colours, taps, rw, cw, TAP)
+    mark_cells(colours, taps, rw, cw, TAP)
     if frame is not None:
         on = frame.taps * np.array([rows.dilation, cols.dilation])
-        _mark(colours, on, rw, cw, TAP_ON)
+        mark_cells(colours, on, rw, cw, TAP_ON)
     gaps = "" if rows.dilation == cols.dilation == 1 else ", white: dilation gaps"
     heading = f"filter {rows.taps}x{cols.taps} taps over {rows.span}x{cols.span}{gaps}"
-    return _Panel(_paint(colours, _cell_size(max(colours.shape[:2]))), heading,
-                  _cut_note(rw, cw))
+    return Panel(paint(colours, cell_size(max(colours.shape[:2]))), heading,
+                  cut_note(rw, cw))
 
 
-def _output_panel(model: GeometryModel, frame: Frame) -> _Panel:
+def _output_panel(model: GeometryModel, frame: Frame) -> Panel:
     rows, cols = model.rows, model.cols
     cells = frame.paired if model.kind == "filter" else frame.output_cells
-    rw = _window(rows.out, _centre(cells, 0, rows.out / 2))
-    cw = _window(cols.out, _centre(cells, 1, cols.out / 2))
+    rw = cell_window(rows.out, _centre(cells, 0, rows.out / 2))
+    cw = cell_window(cols.out, _centre(cells, 1, cols.out / 2))
     colours = np.empty((max(rw.hi - rw.lo, 1), max(cw.hi - cw.lo, 1), 3), np.uint8)
     colours[:] = OUTPUT if rows.out and cols.out else WHITE
     if model.kind == "filter":
-        _mark(colours, frame.output_cells, rw, cw, CURRENT_PAD)
-    _mark(colours, cells, rw, cw, CURRENT)
+        mark_cells(colours, frame.output_cells, rw, cw, CURRENT_PAD)
+    mark_cells(colours, cells, rw, cw, CURRENT)
     heading = f"{model.output_name} {rows.out}x{cols.out}, stride {rows.stride}x{cols.stride}"
-    return _Panel(_paint(colours, _cell_size(max(colours.shape[:2]))), heading,
-                  _cut_note(rw, cw))
+    return Panel(paint(colours, cell_size(max(colours.shape[:2]))), heading,
+                  cut_note(rw, cw))
 
 
 def _legend(model: GeometryModel, overlap: bool) -> list[tuple[tuple[int, int, int], str]]:
@@ -237,9 +164,44 @@ def _wrap(draw: ImageDraw.ImageDraw, text: str, font, width: int, lines: int) ->
     return out + [""] * (lines - len(out))
 
 
-def _compose(model: GeometryModel, title: str, panels: Sequence[_Panel], caption: str,
-             overlap_max: int | None) -> Image.Image:
-    head, body, small = _font(15), _font(12), _font(11)
+def _row(colours: np.ndarray, row: int, cells: np.ndarray, w: Window, colour) -> None:
+    """Colour the ``cells`` of row ``row`` that fall in the window ``w``."""
+    keep = cells[(cells >= w.lo) & (cells < w.hi)] - w.lo
+    colours[row, keep] = colour
+
+
+def _depth_panel(model: GeometryModel, ds: DepthSlice | None, plane: int = 0) -> Panel:
+    """A 3-D op's planes: the (padded) input planes in the top row, the output planes in the
+    bottom one; the slice's pairs marked (or, for the overlap map, the plane shown)."""
+    d = model.depth
+    assert d is not None
+    iw, ow = cell_window(d.padded, d.padded / 2), cell_window(d.out, d.out / 2)
+    if ds is not None and len(ds.pairs):
+        iw = cell_window(d.padded, float(ds.pairs[:, 1].mean()) + d.pad_before)
+        ow = cell_window(d.out, float(ds.pairs[:, 2].mean()))
+    colours = np.empty((3, max(iw.hi - iw.lo, ow.hi - ow.lo, 1), 3), np.uint8)
+    colours[:] = WHITE
+    _row(colours, 0, np.arange(d.padded), iw, PADDING)
+    _row(colours, 0, np.arange(d.size) + d.pad_before, iw, INPUT)
+    _row(colours, 2, np.arange(d.out), ow, OUTPUT)
+    if ds is None:
+        _row(colours, 0, np.array([plane + d.pad_before]), iw, TOUCHED)
+    else:
+        pairs, real = ds.pairs, ds.real
+        _row(colours, 0, pairs[real, 1] + d.pad_before, iw, TOUCHED)
+        _row(colours, 0, pairs[~real, 1] + d.pad_before, iw, TOUCHED_PAD)
+        _row(colours, 2, pairs[~real, 2], ow, CURRENT_PAD)
+        _row(colours, 2, pairs[real, 2] if model.kind == "filter" else np.array([ds.index]), ow,
+             CURRENT)
+    heading = (f"planes: {model.input_name} {d.size}, padded {d.padded} (top), "
+               f"{model.output_name} {d.out} (bottom)")
+    return Panel(paint(colours, cell_size(colours.shape[1])), heading,
+                  cut_note(Window(0, 1, 1), iw, "padded "))
+
+
+def _compose(model: GeometryModel, title: str, panels: Sequence[Panel], caption: str,
+             overlap_max: int | None, depth_text: str = "") -> Image.Image:
+    head, body, small = text_font(15), text_font(12), text_font(11)
     width = max(sum(max(p.image.width, COLUMN) for p in panels) + GAP_X * (len(panels) - 1)
                 + 2 * MARGIN, 720)
     grid_h = max(p.image.height for p in panels)
@@ -250,8 +212,10 @@ def _compose(model: GeometryModel, title: str, panels: Sequence[_Panel], caption
     width = max(width, legend_w + 2 * MARGIN)
     text_w = width - 2 * MARGIN
     top = [*_wrap(probe, title, head, text_w, 1), *_wrap(probe, model.summary(), body, text_w, 2)]
-    bottom = [*_wrap(probe, caption, body, text_w, 2), *_wrap(probe, model.caption, small,
-                                                              text_w, 2)]
+    depth = _wrap(probe, depth_text, body, text_w, 2) if depth_text else []
+    bottom = [*_wrap(probe, caption, body, text_w, 2), *depth,
+              *_wrap(probe, model.caption, small, text_w, 2)]
+    ink = 2 + len(depth)
     line_h, panel_head = 18, 34
     height = (MARGIN + line_h * len(top) + panel_head + grid_h + 18 + line_h * len(bottom)
               + 26 + MARGIN)
@@ -272,7 +236,8 @@ def _compose(model: GeometryModel, title: str, panels: Sequence[_Panel], caption
         x += max(p.image.width, COLUMN) + GAP_X
     y += panel_head + grid_h + 18
     for i, text in enumerate(bottom):
-        draw.text((MARGIN, y), text, fill=INK if i < 2 else MUTED, font=body if i < 2 else small)
+        draw.text((MARGIN, y), text, fill=INK if i < ink else MUTED,
+                  font=body if i < ink else small)
         y += line_h
     _draw_legend(draw, model, MARGIN, y + 4, small, overlap_max)
     return img
@@ -297,23 +262,41 @@ def picture_title(label: str, node_id: str, type_id: str) -> str:
     return f"{label} ({node_id}): {type_id}"
 
 
-def render_frame(model: GeometryModel, k: int, title: str) -> Image.Image:
-    """Frame ``k`` as a picture (IndexError for a frame out of range)."""
+def render_frame(model: GeometryModel, k: int, title: str, depth_slice: int = 0) -> Image.Image:
+    """Frame ``k`` as a picture (IndexError for a frame out of range); for a 3-D op, of depth
+    slice ``depth_slice`` (:meth:`GeometryModel.depth_slice`), with a panel of the planes."""
     frame = model.frame(k)
     panels = [_input_panel(model, frame, None), _filter_panel(model, frame),
               _output_panel(model, frame)]
     caption = f"frame {k + 1} of {model.frame_count}: {frame.label}"
-    return _compose(model, title, panels, caption, None)
+    depth_text = ""
+    if model.depth is not None:
+        ds = model.depth_slice(depth_slice)
+        panels.append(_depth_panel(model, ds))
+        depth_text = f"depth slice {depth_slice + 1} of {model.slice_count}: {ds.label}"
+    return _compose(model, title, panels, caption, None, depth_text)
 
 
-def render_overlap(model: GeometryModel, title: str) -> Image.Image:
+def render_overlap(model: GeometryModel, title: str, plane: int = 0) -> Image.Image:
     """The overlap-count map: each input element coloured by how many (output position, tap)
-    pairs touch it."""
-    counts = model.overlap()
-    panels = [_input_panel(model, None, counts), _filter_panel(model, None)]
+    pairs touch it; for a 3-D op, of input plane ``plane`` (IndexError outside)."""
+    panels = []
+    depth_text = ""
+    if model.depth is None:
+        counts = model.overlap()
+    else:
+        if not 0 <= plane < model.depth.size:
+            raise IndexError(f"plane {plane} is out of range: the input has "
+                             f"{model.depth.size} plane(s), 0 to {model.depth.size - 1}")
+        counts = model.plane_overlap(plane)
+        pairs = int(model.depth.counts()[plane])
+        depth_text = (f"input plane {plane} of {model.depth.size}: touched by {pairs} (output "
+                      f"plane, depth tap) pair(s), so its map is {pairs} times the 2-D one")
+        panels.append(_depth_panel(model, None, plane))
+    panels = [_input_panel(model, None, counts), _filter_panel(model, None), *panels]
     caption = overlap_caption(model, counts)
     hi = int(counts.max()) if counts.size else 0
-    return _compose(model, title, panels, caption, hi)
+    return _compose(model, title, panels, caption, hi, depth_text)
 
 
 def overlap_caption(model: GeometryModel, counts: np.ndarray) -> str:
@@ -335,20 +318,33 @@ def write_png(image: Image.Image, f: BinaryIO) -> None:
     image.save(f, format="PNG", optimize=False)
 
 
+def gif_steps(model: GeometryModel, max_frames: int = MAX_FRAMES) -> list[tuple[int, int]]:
+    """The (depth slice, frame) pairs an animation shows: every frame of every depth slice
+    (one slice for a 2-D op), or ``max_frames`` of them spread evenly."""
+    n = model.frame_count
+    if model.slice_count == 1:
+        return [(0, k) for k in model.frame_indices(max_frames)]
+    total = n * model.slice_count
+    picks = (range(total) if total <= max_frames else
+             sorted({int(x) for x in np.rint(np.linspace(0, total - 1, max_frames))}))
+    return [divmod(i, n) for i in picks]
+
+
 def write_gif(model: GeometryModel, title: str, f: BinaryIO,
               max_frames: int = MAX_FRAMES) -> int:
     """The animation (frames of :meth:`GeometryModel.frame_indices`, looping) as a GIF;
     returns the number of frames written."""
-    indices = model.frame_indices(max_frames)
-    if not indices:
+    steps = gif_steps(model, max_frames)
+    total = model.frame_count * model.slice_count
+    if not steps:
         images = [render_overlap(model, title)]
     else:
-        images = [render_frame(model, k, title) for k in indices]
-        if len(indices) < model.frame_count:
-            note = (f"(GIF: {len(indices)} of {model.frame_count} frames, evenly spaced)")
+        images = [render_frame(model, k, title, s) for s, k in steps]
+        if len(steps) < total:
+            note = (f"(GIF: {len(steps)} of {total} frames, evenly spaced)")
             for im in images:
                 ImageDraw.Draw(im).text((im.width - MARGIN, MARGIN), note, fill=MUTED,
-                                        font=_font(11), anchor="ra")
+                                        font=text_font(11), anchor="ra")
     palette = images[0].quantize(colors=255, method=Image.Quantize.MEDIANCUT)
     frames = [im.quantize(palette=palette, dither=Image.Dither.NONE) for im in images]
     frames[0].save(f, format="GIF", save_all=True, append_images=frames[1:], loop=0,

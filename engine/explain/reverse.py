@@ -19,12 +19,13 @@ from engine.base.errors import InvalidArgumentError
 from engine.explain.element_index import (
     activation_indices,
     check_index,
+    filter_indices,
     layout_free,
     op_geometry,
     result_shape,
 )
 from engine.explain.terms import OPS
-from engine.shapes.conv import ConvGeometry
+from engine.shapes.conv import ConvGeometryNd
 from engine.shapes.ops import ConvOp
 
 
@@ -34,7 +35,7 @@ def _shaped(shape: Sequence[int]) -> np.ndarray:
 
 
 def geometry_of(type_id: str, attrs: Mapping[str, object],
-                input_shapes: Mapping[str, Sequence[int]]) -> tuple[ConvOp, ConvGeometry]:
+                input_shapes: Mapping[str, Sequence[int]]) -> tuple[ConvOp, ConvGeometryNd]:
     """The op form and geometry of a ``type_id`` block from its inputs' shapes (the size-vector
     ports ``filter_sizes`` / ``input_sizes`` give the sizes they hold)."""
     form = OPS.get(type_id)
@@ -46,7 +47,7 @@ def geometry_of(type_id: str, attrs: Mapping[str, object],
     return form, op_geometry(form, attrs, inputs)
 
 
-def _operand_shape(form: ConvOp, g: ConvGeometry, port: str) -> tuple[int, ...]:
+def _operand_shape(form: ConvOp, g: ConvGeometryNd, port: str) -> tuple[int, ...]:
     return {"input": g.input_shape, "filter": g.filter_shape,
             "out_backprop": g.output_shape}[port]
 
@@ -94,35 +95,43 @@ def _cross(*axes: np.ndarray) -> tuple[np.ndarray, ...]:
     return tuple(a.ravel().astype(np.int64) for a in grids)
 
 
-def _group_outputs(g: ConvGeometry, ch: int) -> np.ndarray:
-    """Conv2D: the output channels of the group that input channel ``ch`` belongs to."""
+def _group_outputs(g: ConvGeometryNd, ch: int) -> np.ndarray:
+    """Conv2D / Conv3D: the output channels of the group that input channel ``ch`` belongs
+    to."""
     per = g.filter_out // g.groups
     first = (ch // g.filter_in_depth) * per
     return np.arange(first, first + per, dtype=np.int64)
 
 
-def _rows(g: ConvGeometry):
-    return g.filter_rows, g.stride_rows, g.dilation_rows, g.pad_top
+def _per_dim(rule, g: ConvGeometryNd, at: Sequence[int], bound: Sequence[int]) -> list:
+    """``rule(at[d], taps, stride, dilation, pad_before, bound[d])`` for each spatial
+    dimension ``d``."""
+    return [rule(p, k, s, d, before, b) for p, k, s, d, (before, _), b in
+            zip(at, g.filter_spatial, g.strides, g.dilations, g.pads, bound, strict=True)]
 
 
-def _cols(g: ConvGeometry):
-    return g.filter_cols, g.stride_cols, g.dilation_cols, g.pad_left
+def _per_tap(rule, g: ConvGeometryNd, taps: Sequence[int], bound: Sequence[int]) -> list:
+    """``rule(taps[d], out[d], stride, dilation, pad_before, bound[d])`` per dimension."""
+    return [rule(t, o, s, d, before, b) for t, o, s, d, (before, _), b in
+            zip(taps, g.out_spatial, g.strides, g.dilations, g.pads, bound, strict=True)]
 
 
 def feeds(type_id: str, attrs: Mapping[str, object], input_shapes: Mapping[str, Sequence[int]],
           port: str, index: Sequence[object]) -> np.ndarray:
-    """The output indices (``(k, 4)`` int64, ascending, each in the output's own layout) whose
-    defining sum has element ``index`` of operand ``port`` as a factor of some term.
+    """The output indices (``(k, rank + 2)`` int64, ascending, each in the output's own layout)
+    whose defining sum has element ``index`` of operand ``port`` as a factor of some term.
 
     ``input_shapes`` maps every input port of the block to its array's shape, and the
     size-vector ports to the sizes they hold. Raises :class:`InvalidArgumentError` for an
     unknown type, a port that is not one of the block's two array operands, or a bad index.
     """
-    return _ascending(_feeds(type_id, attrs, input_shapes, port, index))
+    form = OPS.get(type_id)
+    width = (form.rank if form is not None else 2) + 2
+    return _ascending(_feeds(type_id, attrs, input_shapes, port, index), width)
 
 
-def _ascending(rows: np.ndarray) -> np.ndarray:
-    rows = rows.reshape(-1, 4).astype(np.int64)
+def _ascending(rows: np.ndarray, width: int) -> np.ndarray:
+    rows = rows.reshape(-1, width).astype(np.int64)
     return rows[np.lexsort(rows.T[::-1])] if len(rows) else rows
 
 
@@ -141,80 +150,69 @@ def _feeds(type_id: str, attrs: Mapping[str, object],
     return reach(form, g, port, idx)
 
 
-def _forward_feeds(form: ConvOp, g: ConvGeometry, port: str,
+def _forward_feeds(form: ConvOp, g: ConvGeometryNd, port: str,
                    idx: tuple[int, ...]) -> np.ndarray:
-    """Conv2D and DepthwiseConv2dNative: the outputs an input or filter element feeds."""
-    fmt = g.data_format
-    kh, sr, dr, pt = _rows(g)
-    kw, sc, dc, pl = _cols(g)
-    M = g.filter_out
+    """Conv2D, Conv3D and DepthwiseConv2dNative: the outputs an input or filter element
+    feeds."""
+    fmt, M = g.data_format, g.filter_out
     if port == "input":
-        n, h, w, ch = layout_free(idx, fmt)
-        rs = _reached(h, kh, sr, dr, pt, g.out_rows)
-        cs = _reached(w, kw, sc, dc, pl, g.out_cols)
+        n, pos, ch = layout_free(idx, fmt)
+        reached = _per_dim(_reached, g, pos, g.out_spatial)
         chans = (np.arange(ch * M, ch * M + M, dtype=np.int64) if form.depthwise
                  else _group_outputs(g, ch))
-        a, b, outs = _cross(rs, cs, chans)
-        return activation_indices(n, a, b, outs, fmt)
-    i, j, q, o = idx
-    rs = _positions(i, g.out_rows, sr, dr, pt, g.in_rows)
-    cs = _positions(j, g.out_cols, sc, dc, pl, g.in_cols)
+        *spatial, outs = _cross(*reached, chans)
+        return activation_indices(n, spatial, outs, fmt)
+    *taps, q, o = idx
+    at = _per_tap(_positions, g, taps, g.in_spatial)
     ch = q * M + o if form.depthwise else o
-    nn, a, b = _cross(np.arange(g.batch, dtype=np.int64), rs, cs)
-    return activation_indices(nn, a, b, ch, fmt)
+    nn, *spatial = _cross(np.arange(g.batch, dtype=np.int64), *at)
+    return activation_indices(nn, spatial, ch, fmt)
 
 
-def _filter_grad_feeds(form: ConvOp, g: ConvGeometry, port: str,
+def _filter_grad_feeds(form: ConvOp, g: ConvGeometryNd, port: str,
                        idx: tuple[int, ...]) -> np.ndarray:
-    """The filter gradients: the elements of ``dw[i, j, q, o]`` (HWIO) an input or
-    out_backprop element feeds."""
-    kh, sr, dr, pt = _rows(g)
-    kw, sc, dc, pl = _cols(g)
+    """The filter gradients: the elements of ``dw[taps..., q, o]`` an input or out_backprop
+    element feeds."""
     M = g.filter_out
-    _n, h, w, ch = layout_free(idx, g.data_format)
+    _n, pos, ch = layout_free(idx, g.data_format)
     if port == "input":
-        ti = _taps_of(h, kh, sr, dr, pt, g.out_rows)
-        tj = _taps_of(w, kw, sc, dc, pl, g.out_cols)
+        taps = _per_dim(_taps_of, g, pos, g.out_spatial)
         if form.depthwise:
             qs, outs = np.array([ch]), np.arange(M, dtype=np.int64)
         else:
             qs, outs = np.array([ch % g.filter_in_depth]), _group_outputs(g, ch)
-    else:  # out_backprop[n, r, c, ch]
-        ti = _real_taps(h, kh, sr, dr, pt, g.in_rows)
-        tj = _real_taps(w, kw, sc, dc, pl, g.in_cols)
+    else:  # out_backprop[n, positions..., ch]
+        taps = _per_dim(_real_taps, g, pos, g.in_spatial)
         if form.depthwise:
             qs, outs = np.array([ch // M]), np.array([ch % M])
         else:
             qs, outs = np.arange(g.filter_in_depth, dtype=np.int64), np.array([ch])
-    a, b, qq, oo = _cross(ti, tj, qs, outs)
-    return np.stack([a, b, qq, oo], axis=1).reshape(-1, 4)
+    *tt, qq, oo = _cross(*taps, qs, outs)
+    return filter_indices(tt, qq, oo)
 
 
-def _input_grad_feeds(form: ConvOp, g: ConvGeometry, port: str,
+def _input_grad_feeds(form: ConvOp, g: ConvGeometryNd, port: str,
                       idx: tuple[int, ...]) -> np.ndarray:
-    """The input gradients: the elements of ``dx[n, h, w, ch]`` a filter or out_backprop
-    element feeds."""
-    fmt = g.data_format
-    kh, sr, dr, pt = _rows(g)
-    kw, sc, dc, pl = _cols(g)
-    M = g.filter_out
+    """The input gradients: the elements of ``dx[n, positions..., ch]`` a filter or
+    out_backprop element feeds."""
+    fmt, M = g.data_format, g.filter_out
     if port == "filter":
-        i, j, q, o = idx
-        hs = g.stride_rows * _positions(i, g.out_rows, sr, dr, pt, g.in_rows) + i * dr - pt
-        ws = g.stride_cols * _positions(j, g.out_cols, sc, dc, pl, g.in_cols) + j * dc - pl
+        *taps, q, o = idx
+        at = _per_tap(_positions, g, taps, g.in_spatial)
+        xs = [s * r + t * d - before for r, s, t, d, (before, _) in
+              zip(at, g.strides, taps, g.dilations, g.pads, strict=True)]
         ch = q if form.depthwise else (o // (M // g.groups)) * g.filter_in_depth + q
-        nn, a, b = _cross(np.arange(g.batch, dtype=np.int64), hs, ws)
-        return activation_indices(nn, a, b, ch, fmt)
-    n, r, c, ch = layout_free(idx, fmt)  # out_backprop
-    hs = _read(r, kh, sr, dr, pt, g.in_rows)
-    ws = _read(c, kw, sc, dc, pl, g.in_cols)
+        nn, *spatial = _cross(np.arange(g.batch, dtype=np.int64), *xs)
+        return activation_indices(nn, spatial, ch, fmt)
+    n, pos, ch = layout_free(idx, fmt)  # out_backprop
+    read = _per_dim(_read, g, pos, g.in_spatial)
     if form.depthwise:
         chans = np.array([ch // M])
     else:
         first = (ch // (M // g.groups)) * g.filter_in_depth
         chans = np.arange(first, first + g.filter_in_depth, dtype=np.int64)
-    a, b, k = _cross(hs, ws, chans)
-    return activation_indices(n, a, b, k, fmt)
+    *spatial, k = _cross(*read, chans)
+    return activation_indices(n, spatial, k, fmt)
 
 
 def output_shape(type_id: str, attrs: Mapping[str, object],

@@ -26,6 +26,22 @@ a row outside ``[0, in_rows)`` is padding.
 - DepthwiseConv2dNativeBackpropInput: ``dx[n,h,w,k] = sum over i,j,m of filter[i,j,k,m] *
   out_backprop[n,r,c,k*M+m]``, ``r`` and ``c`` as above.
 
+The 3-D ops (Conv3D and its gradients) are the same sums over one more spatial dimension, the
+planes: depth tap ``a``, output plane ``p``, input plane ``d = p*sp + a*dp - pf`` (``pf`` the
+padding in front), indices of five entries in the tensors' own layout (NDHWC or NCDHW, the filter
+``[a, i, j, q, o]``), the formulas naming the variables in that order:
+
+- Conv3D: ``output[n,p,r,c,o] = sum over a,i,j,q of input[n, d, h, w, g(o)*Q + q] *
+  filter[a,i,j,q,o]``.
+- Conv3DBackpropFilterV2: ``dw[a,i,j,q,o] = sum over n,p,r,c of input[n, d, h, w, g(o)*Q + q]
+  * out_backprop[n,p,r,c,o]``.
+- Conv3DBackpropInputV2: ``dx[n,d,h,w,g*Q+q] = sum over a,i,j and o of group g of
+  filter[a,i,j,q,o] * out_backprop[n,p,r,c,o]`` over the taps whose ``p``, ``r`` and ``c`` are
+  whole numbers in range.
+
+One enumeration serves every rank: per spatial dimension the valid (tap, position) pairs, then
+their product (:func:`_dims` gives each dimension's taps, stride, dilation and padding).
+
 Padding terms contribute nothing (the NaN/Inf contract) and are counted, not listed:
 ``padding_terms`` is the number of product terms of the sum over taps whose input element would
 be padding (Conv2D: one per such tap and input channel of the group; the filter gradients: one
@@ -51,16 +67,22 @@ from engine.base.errors import InvalidArgumentError
 from engine.explain.element_index import (
     activation_indices,
     check_index,
+    filter_indices,
     layout_free,
     op_geometry,
     result_shape,
 )
-from engine.shapes.conv import ConvGeometry
+from engine.shapes.conv import ConvGeometryNd, channels_last
 from engine.shapes.ops import CONV_OPS, ConvOp
 
 #: The conv block types by type id: their rows of the op table (each names its tf.raw_ops op
 #: ``name``, its ``kind``, ``depthwise`` and its two array ``operands``).
-OPS: dict[str, ConvOp] = {op.block_type: op for op in CONV_OPS if op.rank == 2}
+OPS: dict[str, ConvOp] = {op.block_type: op for op in CONV_OPS}
+
+#: The names of the filter taps and of the output positions per number of spatial dimensions
+#: (planes, rows, columns).
+TAP_VARS: dict[int, tuple[str, ...]] = {2: ("i", "j"), 3: ("a", "i", "j")}
+OUT_VARS: dict[int, tuple[str, ...]] = {2: ("r", "c"), 3: ("p", "r", "c")}
 
 #: How a formula names the output of each kind of op.
 OUTPUT_NAMES = {"forward": "output", "filter": "dw", "input": "dx"}
@@ -69,6 +91,15 @@ OUTPUT_NAMES = {"forward": "output", "filter": "dw", "input": "dx"}
 #: (terms, 4) int64 index arrays and their values (72-80 bytes kept) plus the temporaries that
 #: build them, with a margin.
 TERM_BYTES = 128
+#: What each further spatial dimension adds per term (one more int64 in each index array, in the
+#: grid and in the temporaries, with a margin): :func:`term_bytes`.
+TERM_BYTES_PER_DIM = 48
+
+
+def term_bytes(rank: int) -> int:
+    """Bytes per term of an op with ``rank`` spatial dimensions (:data:`TERM_BYTES` for 2)."""
+    return TERM_BYTES + TERM_BYTES_PER_DIM * (rank - 2)
+
 #: Terms converted to Python floats at a time (the exact sum, the JSON of ``gradblocks explain``).
 CHUNK_TERMS = 1 << 16
 
@@ -87,7 +118,7 @@ class Factor:
     """One operand of every term: ``index[t]`` (in the array's own layout) and its value."""
 
     port: str
-    index: np.ndarray  # (terms, 4) int64
+    index: np.ndarray  # (terms, rank + 2) int64
     values: np.ndarray  # (terms,) in the array's dtype
 
 
@@ -193,8 +224,18 @@ def _fmt(name: str, parts: Sequence[object]) -> str:
     return f"{name}[{', '.join(str(p) for p in parts)}]"
 
 
-def _act_text(name: str, n, h, w, ch, data_format: str) -> str:
-    return _fmt(name, (n, h, w, ch) if data_format == "NHWC" else (n, ch, h, w))
+def _act_text(name: str, n, spatial: Sequence[object], ch, data_format: str) -> str:
+    return _fmt(name, (n, *spatial, ch) if channels_last(data_format) else (n, ch, *spatial))
+
+
+def _pads(g: ConvGeometryNd) -> tuple[int, ...]:
+    """The padding before each spatial dimension."""
+    return tuple(before for before, _ in g.pads)
+
+
+def _dims(g: ConvGeometryNd, *fields: Sequence[int]) -> Iterator[tuple[int, ...]]:
+    """Per spatial dimension: filter taps, stride, dilation, padding before, then ``fields``."""
+    return zip(g.filter_spatial, g.strides, g.dilations, _pads(g), *fields, strict=True)
 
 
 def explain_element(type_id: str, attrs: Mapping[str, object],
@@ -230,75 +271,69 @@ def explain_element(type_id: str, attrs: Mapping[str, object],
                        domain)
 
 
-def _forward(g: ConvGeometry, idx: tuple[int, ...], form: ConvOp,
+def _forward(g: ConvGeometryNd, idx: tuple[int, ...], form: ConvOp,
              max_terms: int | None = None):
-    """Conv2D / depthwise: terms over taps (i, j) and, for Conv2D, the group's channels q."""
-    fmt = g.data_format
-    n, r, c, ch = layout_free(idx, fmt)
-    ti, rows = _taps_reading(r, g.filter_rows, g.stride_rows, g.dilation_rows,
-                             g.pad_top, g.in_rows)
-    tj, cols = _taps_reading(c, g.filter_cols, g.stride_cols, g.dilation_cols,
-                             g.pad_left, g.in_cols)
-    row_t = _lin("i", g.dilation_rows, r * g.stride_rows - g.pad_top)
-    col_t = _lin("j", g.dilation_cols, c * g.stride_cols - g.pad_left)
-    padded_taps = g.filter_rows * g.filter_cols - len(ti) * len(tj)
+    """Conv2D / Conv3D / depthwise: terms over the taps and, unless depthwise, the group's
+    channels q."""
+    fmt, taps = g.data_format, TAP_VARS[g.rank]
+    n, pos, ch = layout_free(idx, fmt)
+    hit = [_taps_reading(p, k, s, d, pad, size)
+           for k, s, d, pad, p, size in _dims(g, pos, g.in_spatial)]
+    texts = [_lin(v, d, p * s - pad) for v, (_k, s, d, pad, p) in zip(taps, _dims(g, pos))]
+    padded_taps = math.prod(g.filter_spatial) - math.prod(len(t) for t, _ in hit)
+    tap_domain = ", ".join(f"{v} < {k}" for v, k in zip(taps, g.filter_spatial, strict=True))
     if form.depthwise:
         k, m = divmod(ch, g.filter_out)
-        a, b = _grid(len(ti), len(tj), max_terms=max_terms)
-        x_idx = activation_indices(n, rows[a], cols[b], k, fmt)
-        w_idx = activation_indices(ti[a], tj[b], k, m, "NHWC")
-        formula = (f"sum over i,j of {_act_text('input', n, row_t, col_t, k, fmt)} * "
-                   f"{_fmt('filter', ('i', 'j', k, m))}")
-        domain = f"i < {g.filter_rows}, j < {g.filter_cols}"
-        return x_idx, w_idx, padded_taps, formula, domain
+        taps_grid = _grid(*(len(t) for t, _ in hit), max_terms=max_terms)
+        x_idx = activation_indices(n, [x[a] for (_, x), a in zip(hit, taps_grid)], k, fmt)
+        w_idx = filter_indices([t[a] for (t, _), a in zip(hit, taps_grid)], k, m)
+        formula = (f"sum over {','.join(taps)} of {_act_text('input', n, texts, k, fmt)} * "
+                   f"{_fmt('filter', (*taps, k, m))}")
+        return x_idx, w_idx, padded_taps, formula, tap_domain
     q_in = g.filter_in_depth
     base = (ch // (g.filter_out // g.groups)) * q_in
-    a, b, q = _grid(len(ti), len(tj), q_in, max_terms=max_terms)
-    x_idx = activation_indices(n, rows[a], cols[b], base + q, fmt)
-    w_idx = activation_indices(ti[a], tj[b], q, ch, "NHWC")
-    formula = (f"sum over i,j,q of {_act_text('input', n, row_t, col_t, _lin('q', 1, base), fmt)}"
-               f" * {_fmt('filter', ('i', 'j', 'q', ch))}")
-    domain = f"i < {g.filter_rows}, j < {g.filter_cols}, q < {q_in}"
-    return x_idx, w_idx, padded_taps * q_in, formula, domain
+    *grid, q = _grid(*(len(t) for t, _ in hit), q_in, max_terms=max_terms)
+    x_idx = activation_indices(n, [x[a] for (_, x), a in zip(hit, grid)], base + q, fmt)
+    w_idx = filter_indices([t[a] for (t, _), a in zip(hit, grid)], q, ch)
+    formula = (f"sum over {','.join((*taps, 'q'))} of "
+               f"{_act_text('input', n, texts, _lin('q', 1, base), fmt)}"
+               f" * {_fmt('filter', (*taps, 'q', ch))}")
+    return x_idx, w_idx, padded_taps * q_in, formula, f"{tap_domain}, q < {q_in}"
 
 
-def _filter_grad(g: ConvGeometry, idx: tuple[int, ...], form: ConvOp,
+def _filter_grad(g: ConvGeometryNd, idx: tuple[int, ...], form: ConvOp,
                  max_terms: int | None = None):
-    """The filter gradients: terms over batch n and output positions (r, c)."""
-    fmt = g.data_format
-    i, j, q, o = idx
-    rs, rows = _positions_reading(i, g.out_rows, g.stride_rows, g.dilation_rows,
-                                  g.pad_top, g.in_rows)
-    cs, cols = _positions_reading(j, g.out_cols, g.stride_cols, g.dilation_cols,
-                                  g.pad_left, g.in_cols)
+    """The filter gradients: terms over batch n and the output positions."""
+    fmt, outs = g.data_format, OUT_VARS[g.rank]
+    *tap, q, o = idx
+    hit = [_positions_reading(t, count, s, d, pad, size)
+           for _k, s, d, pad, t, count, size in _dims(g, tap, g.out_spatial, g.in_spatial)]
     if form.depthwise:
         x_ch, dy_ch = q, q * g.filter_out + o
     else:
         x_ch, dy_ch = (o // (g.filter_out // g.groups)) * g.filter_in_depth + q, o
-    nn, a, b = _grid(g.batch, len(rs), len(cs), max_terms=max_terms)
-    x_idx = activation_indices(nn, rows[a], cols[b], x_ch, fmt)
-    dy_idx = activation_indices(nn, rs[a], cs[b], dy_ch, fmt)
-    padding_terms = g.batch * (g.out_rows * g.out_cols - len(rs) * len(cs))
-    row_t = _lin("r", g.stride_rows, i * g.dilation_rows - g.pad_top)
-    col_t = _lin("c", g.stride_cols, j * g.dilation_cols - g.pad_left)
-    formula = (f"sum over n,r,c of {_act_text('input', 'n', row_t, col_t, x_ch, fmt)} * "
-               f"{_act_text('out_backprop', 'n', 'r', 'c', dy_ch, fmt)}")
-    domain = f"n < {g.batch}, r < {g.out_rows}, c < {g.out_cols}"
+    nn, *grid = _grid(g.batch, *(len(r) for r, _ in hit), max_terms=max_terms)
+    x_idx = activation_indices(nn, [x[a] for (_, x), a in zip(hit, grid)], x_ch, fmt)
+    dy_idx = activation_indices(nn, [r[a] for (r, _), a in zip(hit, grid)], dy_ch, fmt)
+    padding_terms = g.batch * (math.prod(g.out_spatial) - math.prod(len(r) for r, _ in hit))
+    texts = [_lin(v, s, t * d - pad) for v, (_k, s, d, pad, t) in zip(outs, _dims(g, tap))]
+    formula = (f"sum over {','.join(('n', *outs))} of "
+               f"{_act_text('input', 'n', texts, x_ch, fmt)} * "
+               f"{_act_text('out_backprop', 'n', outs, dy_ch, fmt)}")
+    domain = ", ".join(f"{v} < {c}" for v, c in
+                       zip(("n", *outs), (g.batch, *g.out_spatial), strict=True))
     return x_idx, dy_idx, padding_terms, formula, domain
 
 
-def _input_grad(g: ConvGeometry, idx: tuple[int, ...], form: ConvOp,
+def _input_grad(g: ConvGeometryNd, idx: tuple[int, ...], form: ConvOp,
                 max_terms: int | None = None):
-    """The input gradients: terms over the taps (i, j) that some output position (r, c) pairs
-    with this input element, and the output channels this input channel feeds."""
-    fmt = g.data_format
-    n, h, w, ch = layout_free(idx, fmt)
-    ti, rs = _pairs_hitting(h, g.filter_rows, g.stride_rows, g.dilation_rows, g.pad_top,
-                            g.out_rows)
-    tj, cs = _pairs_hitting(w, g.filter_cols, g.stride_cols, g.dilation_cols, g.pad_left,
-                            g.out_cols)
-    row_t = _back(h + g.pad_top, "i", g.dilation_rows, g.stride_rows)
-    col_t = _back(w + g.pad_left, "j", g.dilation_cols, g.stride_cols)
+    """The input gradients: terms over the taps that some output position pairs with this
+    input element, and the output channels this input channel feeds."""
+    fmt, taps = g.data_format, TAP_VARS[g.rank]
+    n, pos, ch = layout_free(idx, fmt)
+    hit = [_pairs_hitting(x, k, s, d, pad, count)
+           for k, s, d, pad, x, count in _dims(g, pos, g.out_spatial)]
+    texts = [_back(x + pad, v, d, s) for v, (_k, s, d, pad, x) in zip(taps, _dims(g, pos))]
     if form.depthwise:
         m_count, q, var = g.filter_out, ch, "m"
         first = ch * g.filter_out
@@ -307,17 +342,17 @@ def _input_grad(g: ConvGeometry, idx: tuple[int, ...], form: ConvOp,
         m_count = g.filter_out // g.groups
         q, first, var = ch % g.filter_in_depth, (ch // g.filter_in_depth) * m_count, "o"
         chan_domain = f"{first} <= o < {first + m_count}" if first else f"o < {m_count}"
-    a, b, m = _grid(len(ti), len(tj), m_count, max_terms=max_terms)
-    if form.depthwise:
-        w_idx = activation_indices(ti[a], tj[b], q, m, "NHWC")
-        w_text = _fmt("filter", ("i", "j", q, "m"))
-    else:
-        w_idx = activation_indices(ti[a], tj[b], q, first + m, "NHWC")
-        w_text = _fmt("filter", ("i", "j", q, "o"))
-    dy_idx = activation_indices(n, rs[a], cs[b], first + m, fmt)
+    *grid, m = _grid(*(len(t) for t, _ in hit), m_count, max_terms=max_terms)
+    w_idx = filter_indices([t[a] for (t, _), a in zip(hit, grid)], q,
+                           m if form.depthwise else first + m)
+    w_text = _fmt("filter", (*taps, q, var))
+    dy_idx = activation_indices(n, [r[a] for (_, r), a in zip(hit, grid)], first + m, fmt)
     dy_ch = _lin("m", 1, first) if form.depthwise else "o"
-    formula = (f"sum over i,j,{var} of {w_text} * "
-               f"{_act_text('out_backprop', n, row_t, col_t, dy_ch, fmt)}")
-    domain = (f"i < {g.filter_rows}, j < {g.filter_cols}, {chan_domain}, where {row_t} is a "
-              f"whole number in [0, {g.out_rows}) and {col_t} one in [0, {g.out_cols})")
+    formula = (f"sum over {','.join((*taps, var))} of {w_text} * "
+               f"{_act_text('out_backprop', n, texts, dy_ch, fmt)}")
+    wholes = [f"{t} is a whole number in [0, {g.out_spatial[0]})" if d == 0 else
+              f"{t} one in [0, {g.out_spatial[d]})" for d, t in enumerate(texts)]
+    tap_domain = ", ".join(f"{v} < {k}" for v, k in zip(taps, g.filter_spatial, strict=True))
+    domain = (f"{tap_domain}, {chan_domain}, where {', '.join(wholes[:-1])} and "
+              f"{wholes[-1]}")
     return w_idx, dy_idx, 0, formula, domain

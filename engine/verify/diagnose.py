@@ -44,7 +44,11 @@ SUBSET_TERMS = 12
 #: Axis names of an array's index, by port (activations by data_format).
 AXIS_NAMES = {"NHWC": ("image", "row", "column", "channel"),
               "NCHW": ("image", "channel", "row", "column"),
-              "filter": ("row", "column", "in channel", "out channel")}
+              "filter": ("row", "column", "in channel", "out channel"),
+              # the 3-D ops' (explain lists their terms too)
+              "NDHWC": ("image", "plane", "row", "column", "channel"),
+              "NCDHW": ("image", "channel", "plane", "row", "column"),
+              "filter3d": ("plane", "row", "column", "in channel", "out channel")}
 @dataclass(frozen=True)
 class Diagnosis:
     """A mistake id of :data:`MISTAKES` (None: no known mistake, or no mistake) and a sentence
@@ -207,7 +211,8 @@ def _term_masks(e: Explanation, data_format: str) -> list[tuple[np.ndarray, str]
     ``port axis value`` naming it (``input row 5 and filter row 2``)."""
     found: dict[bytes, tuple[np.ndarray, list[str]]] = {}
     for f in e.factors:
-        names = AXIS_NAMES["filter" if f.port == "filter" else data_format]
+        filter_names = "filter" if f.index.shape[1] == 4 else "filter3d"
+        names = AXIS_NAMES[filter_names if f.port == "filter" else data_format]
         for axis, name in enumerate(names):
             column = f.index[:, axis]
             for value in np.unique(column):

@@ -137,3 +137,23 @@ def tile_names(shape: tuple[int, ...], axes: tuple[str, ...]) -> tuple[str, str,
     if kind == "filter3d":
         return axes[1], axes[2], axes[3], f"{axes[4]} × {axes[0]}"
     return "H", "W", "D +", "D"
+
+
+def tile_positions(shape: tuple[int, ...], axes: tuple[str, ...], index: dict[int, int],
+                   indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The inverse of :func:`tensor_index` for ``(m, ndim)`` tensor indices: the mask of those
+    the montage shows (a depth montage shows one batch index and channel) and their ``(k, 4)``
+    tiles-array indices."""
+    idx = np.asarray(indices, dtype=np.int64)
+    kind = tiles_kind(tuple(shape), tuple(axes))
+    keep = np.ones(len(idx), dtype=bool)
+    if kind == "filter":
+        return keep, idx[:, :4]
+    if kind == "filter3d":
+        kd = shape[0]
+        return keep, np.stack([idx[:, 1], idx[:, 2], idx[:, 3], idx[:, 4] * kd + idx[:, 0]], 1)
+    for ax in fixed_axes(axes):
+        keep &= idx[:, ax] == int(index.get(ax, 0))
+    cols = (tiles_shape(shape, axes) or (0, 0, 0, 1))[3]
+    d, h, w = (idx[keep, axes.index(x)] for x in "DHW")
+    return keep, np.stack([h, w, d // max(cols, 1), d % max(cols, 1)], 1)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.view import depth_tiles
 from engine.view.tensor_view import ViewState
 
 
 def show_element(state: ViewState, index: tuple[int, ...]) -> None:
-    """Fix every axis the view does not show at ``index``'s value there (a montage shows every
-    element already)."""
-    if state.array is None or state.montage_mode:
+    """Fix every axis the view does not show at ``index``'s value there (a filter's montage
+    shows every element already; a depth montage, those of one batch index and channel)."""
+    if state.array is None or (state.montage_mode and not state.depth_montage):
         return
     for ax in state.fixed_axes():
         state.index[ax] = int(index[ax])
@@ -31,9 +32,10 @@ def shown_cells(state: ViewState, indices: np.ndarray) -> np.ndarray:
     if a is None or idx.ndim != 2 or len(idx) == 0:
         return np.zeros((0, 2), dtype=np.int64)
     if state.montage_mode:
-        kh, kw = a.shape[0], a.shape[1]
-        rows = idx[:, 2] * (kh + 1) + idx[:, 0]
-        cols = idx[:, 3] * (kw + 1) + idx[:, 1]
+        kh, kw = state.tiles(a).shape[:2]
+        _, at = depth_tiles.tile_positions(a.shape, state.axes, state.index, idx)
+        rows = at[:, 2] * (kh + 1) + at[:, 0]
+        cols = at[:, 3] * (kw + 1) + at[:, 1]
         return np.stack([rows, cols], axis=1)
     if a.ndim < 2:
         cols = idx[:, 0] if a.ndim == 1 else np.zeros(len(idx), dtype=np.int64)
