@@ -48,15 +48,17 @@ def _cast(t, dtype):
     return _fw(t).astype(_DTYPES[dtype])
 
 
+#: The filter layout of each number of spatial dimensions (the canvas's, TensorFlow's).
+_FILTERS = {2: "HWIO", 3: "DHWIO"}
+
+
 def _conv(x, w, g):
-    rank = len(g["strides"])
     if g["depthwise"]:
         *taps, c, m = w.shape
         w, groups = w.reshape(*taps, 1, c * m), c
     else:
         groups = g["groups"]
-    layout = g["data_format"]
-    filters = "DHW"[3 - rank:] + "IO"  # HWIO, DHWIO
+    layout, filters = g["data_format"], _FILTERS[len(g["strides"])]
     return jax.lax.conv_general_dilated(
         x, w, window_strides=tuple(g["strides"]), padding=[tuple(p) for p in g["pads"]],
         rhs_dilation=tuple(g["dilations"]), dimension_numbers=(layout, filters, layout),
