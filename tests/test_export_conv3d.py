@@ -20,7 +20,7 @@ import pytest
 from blocks.conv import relayout_attrs
 from engine import kernels
 from engine.api import new_canvas
-from engine.base.dtypes import RTOL
+from engine.base.dtypes import DTYPES, RTOL
 from engine.export.frameworks import sources_path
 from engine.graph.canvas_file import load_canvas
 from engine.graph.compiler import compile_canvas
@@ -31,20 +31,26 @@ from tests.export_support import (
     REPO,
     assert_bitwise_equal,
     executor_outputs,
+    npz_safe,
     run_script,
 )
 
 LAYOUTS = ("NDHWC", "NCDHW")
 #: Each case channels last: input and filter shapes, dtype, the attributes (strides and
 #: dilations NDHWC), and whether the gradients' size vectors come from ShapeOf blocks.
+#: TensorFlow 2.21's CPU Conv3D kernels refuse groups in every build; dilations and NCDHW in
+#: float64 (and in every dtype without oneDNN, TF_ENABLE_ONEDNN_OPTS=0).
 CASES = {
-    # every refusal of TF's CPU Conv3D ops at once: groups 2, dilations, strides, SAME with
-    # an odd padding
-    "a": ([2, 5, 6, 7, 4], [2, 3, 2, 2, 6], "float32",
+    # every refusal at once, in float64 (refused by every build): groups 2, dilations,
+    # strides, SAME with an odd padding
+    "a": ([2, 5, 6, 7, 4], [2, 3, 2, 2, 6], "float64",
           {"strides": [1, 2, 1, 2, 1], "dilations": [1, 1, 2, 2, 1], "padding": "SAME"}, True),
-    # what the raw ops take as they are: VALID, one group, no dilation
-    "b": ([1, 4, 5, 6, 3], [2, 2, 3, 3, 4], "float64",
+    # what the raw ops take as they are (channels last): VALID, one group, no dilation
+    "b": ([1, 4, 5, 6, 3], [2, 2, 3, 3, 4], "float32",
           {"strides": [1, 1, 2, 1, 1], "dilations": [1, 1, 1, 1, 1], "padding": "VALID"}, False),
+    # dilations in bfloat16 (the spread filter in that dtype), stride 1, SAME
+    "c": ([1, 5, 4, 6, 2], [2, 2, 3, 2, 3], "bfloat16",
+          {"strides": [1, 1, 1, 1, 1], "dilations": [1, 2, 1, 2, 1], "padding": "SAME"}, True),
 }
 TYPES = {"y": "Conv3D", "dw": "Conv3DBackpropFilterV2", "dx": "Conv3DBackpropInputV2"}
 
@@ -115,13 +121,17 @@ def _definition(case: str, fmt: str, kind: str, got: dict) -> tuple[np.ndarray, 
 
 
 def _kernel(case: str, fmt: str, kind: str, got: dict) -> np.ndarray:
-    attrs = _attrs(case, fmt)
-    x, w, dy = (got[f"{case}_{p}"] for p in ("x", "w", "dy"))
+    """The kernel's result on the script's sources (in the case's dtype: an .npz stores
+    bfloat16 as float32), as an .npz stores it."""
+    attrs, dtype = _attrs(case, fmt), DTYPES[CASES[case][2]]
+    x, w, dy = (got[f"{case}_{p}"].astype(dtype) for p in ("x", "w", "dy"))
     if kind == "y":
-        return kernels.conv3d(x, w, **attrs)
-    if kind == "dw":
-        return kernels.conv3d_backprop_filter(x, list(w.shape), dy, **attrs)
-    return kernels.conv3d_backprop_input(list(x.shape), w, dy, **attrs)
+        out = kernels.conv3d(x, w, **attrs)
+    elif kind == "dw":
+        out = kernels.conv3d_backprop_filter(x, list(w.shape), dy, **attrs)
+    else:
+        out = kernels.conv3d_backprop_input(list(x.shape), w, dy, **attrs)
+    return npz_safe(out)
 
 
 def _export(canvas: Path, script: Path, *args: str) -> str:
