@@ -21,12 +21,15 @@ from blocks.conv import relayout_attrs
 from engine import kernels
 from engine.api import new_canvas
 from engine.base.dtypes import DTYPES, RTOL
+from engine.export.crosscheck import compare, tolerance
 from engine.export.frameworks import sources_path
 from engine.graph.canvas_file import load_canvas
 from engine.graph.compiler import compile_canvas
+from engine.graph.executor import Executor
+from engine.graph.result_names import result_keys
 from engine.shapes.conv import conv3d_geometry
 from tests import conv3d_reference as ref
-from tests.crosscheck_support import crosscheck_cli, framework_python, report
+from tests.crosscheck_support import conventions_canvas, crosscheck_cli, framework_python, report
 from tests.export_support import (
     REPO,
     assert_bitwise_equal,
@@ -240,6 +243,52 @@ def test_the_pytorch_script_of_a_3d_canvas_calls_conv3d_with_the_geometry(tmp_pa
         assert g["pads"] == [[0, 1], [2, 2], [1, 1]]
         assert g["filter_shape"] == [2, 3, 2, 2, 6]
         assert g["input_shape"] == ([2, 5, 6, 7, 4] if fmt == "NDHWC" else [2, 4, 5, 6, 7])
+
+
+#: A stand-in for torch (tests/fake_torch/torch: PyTorch's documented semantics of the calls
+#: the scripts make, computed with JAX): runs a PyTorch script's glue where torch is absent.
+FAKE_TORCH = REPO / "tests" / "fake_torch"
+
+
+def _run_with_fake_torch(script: Path, out: Path) -> dict[str, np.ndarray]:
+    pytest.importorskip("jax")  # the fake computes with JAX
+    env = {**os.environ, "PYTHONPATH": str(FAKE_TORCH)}
+    proc = subprocess.run([sys.executable, str(script), str(out)], capture_output=True,
+                          text=True, cwd=script.parent, env=env, check=False, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    with np.load(out, allow_pickle=False) as f:
+        return {key: f[key] for key in f.files}
+
+
+@pytest.mark.parametrize("fmt", LAYOUTS)
+def test_the_pytorch_script_of_a_3d_canvas_run_with_a_stand_in_torch_equals_the_kernels(
+        tmp_path, fmt):
+    """The PyTorch script's permutes, OIDHW weights, F.pad order and groups, run by the
+    stand-in torch (not PyTorch's kernels): within RTOL of the float64 definition."""
+    canvas = _canvas(tmp_path / "c3.gbc.json", fmt)
+    script = tmp_path / "by_torch.py"
+    _export(canvas, script, "--to", "pytorch")
+    _assert_the_kernels_and_the_definition(_run_with_fake_torch(script, tmp_path / "o.npz"),
+                                           fmt)
+
+
+def test_the_pytorch_script_of_the_2d_conventions_canvas_with_a_stand_in_torch_agrees(
+        tmp_path):
+    """The 2-D helpers, now shared with the 3-D ops, still get every 2-D convention right
+    (NCHW, EXPLICIT pads, groups, depthwise, the check blocks), run by the stand-in torch and
+    compared as crosscheck compares."""
+    canvas = conventions_canvas(tmp_path / "conv.gbc.json")
+    script = tmp_path / "by_torch.py"
+    _export(canvas, script, "--to", "pytorch")
+    got = _run_with_fake_torch(script, tmp_path / "o.npz")
+    plan = compile_canvas(load_canvas(canvas), tmp_path)
+    values = Executor().run(plan).outputs
+    keys = result_keys(plan.steps, plan.labels)
+    assert sorted(got) == sorted(keys.values())
+    for ref_, key in keys.items():
+        tol = tolerance(plan, values, ref_, got[key])
+        *_, agree, error = compare(values[ref_], got[key], tol)
+        assert agree and error is None, key
 
 
 def test_crosscheck_of_a_3d_canvas_file_agrees(tmp_path):
