@@ -2,9 +2,11 @@
 canvas run and equal the kernels within the documented tolerance of the float64 definition
 (``RTOL[dtype] * sum |products|``, :mod:`tests.conv3d_reference`), in both layouts, with
 strides, dilations and a grouped filter (which TensorFlow's CPU Conv3D kernels refuse: the
-script works around them); the PyTorch script is checked by its text (torch is not installed
-here); ``gradblocks crosscheck`` of a 3-D canvas file agrees. A framework that is not
-importable is skipped."""
+script works around them, with oneDNN and without); the PyTorch script (torch is not
+installable here) is checked by its text and run by a stand-in torch (``tests/fake_torch``:
+PyTorch's documented semantics of the scripts' few calls, computed with JAX), which checks the
+script's glue, not PyTorch; ``gradblocks crosscheck`` of a 3-D canvas file agrees. A framework
+that is not importable is skipped."""
 
 from __future__ import annotations
 
@@ -145,9 +147,10 @@ def _export(canvas: Path, script: Path, *args: str) -> str:
     return script.read_text(encoding="utf-8")
 
 
-def _run_framework_script(python: str, script: Path, out: Path) -> dict[str, np.ndarray]:
+def _run_framework_script(python: str, script: Path, out: Path,
+                          **env_vars: str) -> dict[str, np.ndarray]:
     """``python script.py out.npz`` without GradBlocks on the path, as crosscheck runs it."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **env_vars}
     env.pop("PYTHONPATH", None)
     proc = subprocess.run([python, str(script), str(out)], capture_output=True, text=True,
                           cwd=script.parent, env=env, check=False, timeout=900)
@@ -203,6 +206,20 @@ def test_the_framework_script_of_a_3d_canvas_equals_the_kernels(tmp_path, name, 
     assert sources_path(script).is_file()
     got = _run_framework_script(python, script, tmp_path / "out.npz")
     _assert_the_kernels_and_the_definition(got, fmt)
+
+
+def test_the_tensorflow_script_of_a_3d_canvas_is_right_without_onednn_too(tmp_path):
+    """Without oneDNN (TF_ENABLE_ONEDNN_OPTS=0) TensorFlow's CPU Conv3D kernels refuse
+    dilations and NCDHW in every dtype, not only float64: the script still runs and agrees."""
+    python = framework_python("tensorflow")
+    if python is None:
+        pytest.skip("tensorflow is not installed")
+    canvas = _canvas(tmp_path / "c3.gbc.json", "NCDHW")
+    script = tmp_path / "by_tf.py"
+    _export(canvas, script, "--to", "tensorflow")
+    got = _run_framework_script(python, script, tmp_path / "out.npz",
+                                TF_ENABLE_ONEDNN_OPTS="0")
+    _assert_the_kernels_and_the_definition(got, "NCDHW")
 
 
 def _geometry_literals(text: str) -> dict[str, dict]:
