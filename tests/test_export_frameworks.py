@@ -105,7 +105,7 @@ def test_every_block_type_has_a_translation():
     from blocks.registry import REGISTRY
 
     missing = [t for t, spec in REGISTRY.items() if frameworks._emitter(spec) is None]
-    assert missing == ["Conv3DBackpropFilterV2", "Conv3DBackpropInputV2", "Conv3D"]  # not yet
+    assert missing == []
 
 
 def test_the_scripts_compare_gives_inf_minus_inf_as_nan_quietly():

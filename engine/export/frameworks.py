@@ -44,7 +44,7 @@ import numpy as np
 
 from engine.base.literal import literal
 from engine.export import script_common, to_jax, to_tf, to_torch
-from engine.export.conv import CONV_OPS, check_step_geometry, conv_step_geometry
+from engine.export.conv import CONV_OPS, check_step_geometry, conv_step_geometry, dilated
 from engine.export.to_numpy import block_entry, result_entries, step_variables
 from engine.graph.compiler import Plan
 from engine.io.npz import npz_safe
@@ -320,10 +320,10 @@ def known_defects(plan: Plan, target: str) -> dict[str, str]:
         defect = None
         if step.spec.op in CONV_OPS:
             g = conv_step_geometry(step, plan.specs)
-            defect = module.known_defect(g["op"], g["depthwise"], g["dilations"] != [1, 1])
+            defect = module.known_defect(g["op"], g["depthwise"], dilated(g))
         elif step.spec.type_id == "AdjointCheck":
             g = check_step_geometry(step, plan.specs)
-            defect = module.known_defect("filter", g["depthwise"], g["dilations"] != [1, 1])
+            defect = module.known_defect("filter", g["depthwise"], dilated(g))
         if defect is None:
             defect = next((found[src[0]] for src in step.inputs.values() if src[0] in found),
                           None)

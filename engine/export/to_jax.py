@@ -2,10 +2,11 @@
 ``jax.lax.conv_general_dilated`` with its gradients from ``jax.vjp``.
 
 ``conv_general_dilated`` takes the canvas's layout directly (dimension numbers ``NHWC`` or
-``NCHW`` with ``HWIO`` filters) and explicit ``(low, high)`` pads, so TensorFlow's SAME is
-passed as its explicit amounts (JAX's own "SAME" is the same rule, but explicit leaves no
-doubt). A depthwise filter ``[kh, kw, C, M]`` becomes ``[kh, kw, 1, C * M]`` with
-``feature_group_count = C``. float64 needs ``jax_enable_x64``, which the script sets.
+``NCHW`` with ``HWIO`` filters; ``NDHWC`` or ``NCDHW`` with ``DHWIO`` for the Conv3D ops) and
+explicit ``(low, high)`` pads per spatial dimension, so TensorFlow's SAME is passed as its
+explicit amounts (JAX's own "SAME" is the same rule, but explicit leaves no doubt). A depthwise
+filter ``[kh, kw, C, M]`` becomes ``[kh, kw, 1, C * M]`` with ``feature_group_count = C``.
+float64 needs ``jax_enable_x64``, which the script sets.
 """
 
 from __future__ import annotations
@@ -47,16 +48,20 @@ def _cast(t, dtype):
     return _fw(t).astype(_DTYPES[dtype])
 
 
+#: The filter layout of each number of spatial dimensions (the canvas's, TensorFlow's).
+_FILTERS = {2: "HWIO", 3: "DHWIO"}
+
+
 def _conv(x, w, g):
     if g["depthwise"]:
-        kh, kw, c, m = w.shape
-        w, groups = w.reshape(kh, kw, 1, c * m), c
+        *taps, c, m = w.shape
+        w, groups = w.reshape(*taps, 1, c * m), c
     else:
         groups = g["groups"]
-    layout = g["data_format"]
+    layout, filters = g["data_format"], _FILTERS[len(g["strides"])]
     return jax.lax.conv_general_dilated(
         x, w, window_strides=tuple(g["strides"]), padding=[tuple(p) for p in g["pads"]],
-        rhs_dilation=tuple(g["dilations"]), dimension_numbers=(layout, "HWIO", layout),
+        rhs_dilation=tuple(g["dilations"]), dimension_numbers=(layout, filters, layout),
         feature_group_count=groups, precision=jax.lax.Precision.HIGHEST)
 
 

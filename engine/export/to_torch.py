@@ -1,12 +1,15 @@
 """The PyTorch target of ``gradblocks export --to pytorch``: helpers over
-``torch.nn.functional.conv2d`` with its gradients from autograd.
+``torch.nn.functional.conv2d`` (``conv3d`` for the Conv3D ops) with its gradients from autograd.
 
-PyTorch computes in NCHW with OIHW weights: an NHWC canvas is permuted around each op, HWIO
-filters become OIHW, a depthwise filter ``[kh, kw, C, M]`` becomes ``C * M`` single-channel
-filters with ``groups = C`` (output channel ``c * M + m``, TensorFlow's order). PyTorch's
-``padding="same"`` pads differently from TensorFlow's SAME (and refuses strides), so every
-padding is applied as TensorFlow's explicit amounts with ``F.pad``. The filter and input
-gradients are ``torch.autograd.grad`` of that same forward call.
+PyTorch computes channels first (NCHW, NCDHW) with OIHW (OIDHW) weights: a channels-last
+canvas is permuted around each op, HWIO (DHWIO) filters become OIHW (OIDHW), a depthwise filter
+``[kh, kw, C, M]`` becomes ``C * M`` single-channel filters with ``groups = C`` (output channel
+``c * M + m``, TensorFlow's order). PyTorch's ``padding="same"`` pads differently from
+TensorFlow's SAME (and refuses strides), so every padding is applied as TensorFlow's explicit
+amounts with ``F.pad`` (one pair per spatial dimension, the last dimension's first). The filter
+and input gradients are ``torch.autograd.grad`` of that same forward call. One set of helpers
+serves every rank (the geometry's lists have one entry per spatial dimension,
+:mod:`engine.export.conv`).
 """
 
 from __future__ import annotations
@@ -48,48 +51,63 @@ def _cast(t, dtype):
     return _fw(t).to(_DTYPES[dtype])
 
 
-def _to_nchw(t, g):
-    return t.permute(0, 3, 1, 2) if g["data_format"] == "NHWC" else t
+def _rank(g):
+    """The number of spatial dimensions."""
+    return len(g["strides"])
 
 
-def _from_nchw(t, g):
-    return t.permute(0, 2, 3, 1).contiguous() if g["data_format"] == "NHWC" else t
+def _channels_last(g):
+    return g["data_format"].endswith("C")
 
 
-def _nchw_shape(shape, g):
-    n, a, b, c = shape
-    return [n, c, a, b] if g["data_format"] == "NHWC" else [n, a, b, c]
+def _to_first(t, g):
+    r = _rank(g)
+    return t.permute(0, r + 1, *range(1, r + 1)) if _channels_last(g) else t
+
+
+def _from_first(t, g):
+    r = _rank(g)
+    return t.permute(0, *range(2, r + 2), 1).contiguous() if _channels_last(g) else t
+
+
+def _first_shape(shape, g):
+    return [shape[0], shape[-1], *shape[1:-1]] if _channels_last(g) else list(shape)
+
+
+_CONV = {2: F.conv2d, 3: F.conv3d}
 
 
 def _conv(x, w, g):
-    """TF's conv of NCHW x and HWIO (or depthwise [kh, kw, C, M]) w, in PyTorch terms."""
-    (t, b), (left, right) = g["pads"]
-    x = F.pad(x, (left, right, t, b))
+    """TF's conv of channels-first x and HWIO / DHWIO (or depthwise [kh, kw, C, M]) w, in
+    PyTorch terms."""
+    r = _rank(g)
+    x = F.pad(x, tuple(p for pair in reversed(g["pads"]) for p in pair))
     if g["depthwise"]:
-        kh, kw, c, m = w.shape
-        weight, groups = w.reshape(kh, kw, 1, c * m).permute(3, 2, 0, 1), c
+        *taps, c, m = w.shape
+        w, groups = w.reshape(*taps, 1, c * m), c
     else:
-        weight, groups = w.permute(3, 2, 0, 1), g["groups"]
-    return F.conv2d(x, weight, stride=tuple(g["strides"]), dilation=tuple(g["dilations"]),
+        groups = g["groups"]
+    weight = w.permute(r + 1, r, *range(r))
+    return _CONV[r](x, weight, stride=tuple(g["strides"]), dilation=tuple(g["dilations"]),
                     groups=groups)
 
 
 def _forward(x, w, g):
-    return _from_nchw(_conv(_to_nchw(_fw(x), g), _fw(w), g), g)
+    return _from_first(_conv(_to_first(_fw(x), g), _fw(w), g), g)
 
 
 def _backprop_filter(x, dy, g):
-    x = _to_nchw(_fw(x), g)
+    x = _to_first(_fw(x), g)
     w0 = torch.zeros(g["filter_shape"], dtype=x.dtype, requires_grad=True)
-    (dw,) = torch.autograd.grad(_conv(x, w0, g), w0, _to_nchw(_fw(dy), g))
+    (dw,) = torch.autograd.grad(_conv(x, w0, g), w0, _to_first(_fw(dy), g))
     return dw
 
 
 def _backprop_input(w, dy, g):
     w = _fw(w)
-    x0 = torch.zeros(_nchw_shape(g["input_shape"], g), dtype=w.dtype, requires_grad=True)
-    (dx,) = torch.autograd.grad(_conv(x0, w, g), x0, _to_nchw(_fw(dy), g))
-    return _from_nchw(dx, g)
+    x0 = torch.zeros(_first_shape(g["input_shape"], g), dtype=w.dtype, requires_grad=True)
+    (dx,) = torch.autograd.grad(_conv(x0, w, g), x0, _to_first(_fw(dy), g))
+    return _from_first(dx, g)
 '''
 
 
