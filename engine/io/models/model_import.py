@@ -112,13 +112,13 @@ class ConvLayer:
     @property
     def op(self) -> str:
         if self.transposed:
-            return "transposed" if self.rank == 2 else "transposed 3-D"
+            return "transposed"
         if self.pointwise is not None:
             return "separable"
         if self.depthwise:
             return "depthwise"
         if self.groups > 1:
-            return "grouped" if self.rank == 2 else "grouped 3-D"
+            return "grouped"
         return "Conv2D" if self.rank == 2 else "Conv3D"
 
     def padding_text(self) -> str:
@@ -249,7 +249,7 @@ def _same_or_valid(layer: ConvLayer, input_hw: tuple[int, ...], pads: tuple[int,
     k, s, d = layer.kernel, layer.strides, layer.dilations
     if layer.transposed:  # the conv whose input gradient it is: on the output Y, giving X
         sizes, counts = transposed_output_hw(layer, input_hw), tuple(input_hw)
-        op, where = "Conv3DBackpropInputV2", "the output (the input of its forward conv)"
+        op, where = "Conv3DBackpropInputV2", "the output"
     else:
         sizes = tuple(input_hw)
         counts = tuple(conv_count(n, kn, sn, dn, b, a) for n, kn, sn, dn, (b, a) in zip(

@@ -64,8 +64,8 @@ def pads_problem(name: str, sizes: Sequence[int], kernel: Sequence[int],
     SAME nor VALID on ``sizes`` (``where`` says which tensor those are)."""
     same = [p for n, k, s, d in zip(sizes, kernel, strides, dilations, strict=True)
             for p in same_pads(n, k, s, d)]
-    return (f"layer {name!r}: pads (before,after per depth, height, width) {pads_text(pads)} on "
-            f"{where} {'x'.join(map(str, sizes))} (kernel {'x'.join(map(str, kernel))}, strides "
-            f"{','.join(map(str, strides))}, dilations {','.join(map(str, dilations))}) compute "
-            f"neither SAME (pads {pads_text(same)} there) nor VALID (no pads): {op} takes SAME "
-            "or VALID padding only (tf.raw_ops has no EXPLICIT padding for 3-D convs)")
+    return (f"layer {name!r}: pads {pads_text(pads)} (before,after per D,H,W) on {where} "
+            f"{'x'.join(map(str, sizes))} are neither SAME ({pads_text(same)} here: kernel "
+            f"{'x'.join(map(str, kernel))}, strides {','.join(map(str, strides))}, dilations "
+            f"{','.join(map(str, dilations))}) nor VALID: {op} takes SAME or VALID only (no "
+            "EXPLICIT padding in tf.raw_ops)")
