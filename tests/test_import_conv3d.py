@@ -193,11 +193,42 @@ def test_keras_list_shows_every_3d_layer(keras_imported, fmt):
 
 
 def _float64_layer(keras, layer):
-    """``layer`` built again in float64 with the same weights."""
-    twin = type(layer).from_config({**layer.get_config(), "dtype": "float64"})
-    twin.build(layer.input.shape)
+    """``layer`` built again in float64 with the same weights, channels_last (TensorFlow's CPU
+    Conv3D ops take NDHWC only in float64; Keras keeps a kernel in one layout for both)."""
+    shape = tuple(layer.input.shape)
+    if layer.get_config()["data_format"] == "channels_first":
+        shape = (shape[0], *shape[2:], shape[1])
+    twin = type(layer).from_config({**layer.get_config(), "dtype": "float64",
+                                    "data_format": "channels_last"})
+    twin.build(shape)
     twin.set_weights([w.astype(np.float64) for w in layer.get_weights()])
     return twin
+
+
+def _dilated_transpose_reference(layer, x: np.ndarray, dy: np.ndarray):
+    """Keras Conv3DTranspose (channels_last, VALID, stride 1, no bias) by its definition in
+    float64: the input gradient (``jax.vjp``) of the VALID dilated conv with the layer's kernel
+    [k..., filters, in] that maps its output to its input; the forward and both gradients."""
+    jax = nd._jax()
+    from jax import lax
+
+    config = layer.get_config()
+    assert config["padding"] == "valid" and tuple(config["strides"]) == (1, 1, 1)
+    d = tuple(config["dilation_rate"])
+    kernel = layer.get_weights()[0].astype(np.float64)
+    k = kernel.shape[:3]
+    y_shape = (x.shape[0], *(n + (kn - 1) * dn for n, kn, dn in zip(x.shape[1:4], k, d,
+                                                                       strict=True)),
+               kernel.shape[3])
+
+    def f(v, w):
+        def conv(y):
+            return lax.conv_general_dilated(y, w, (1, 1, 1), "VALID", rhs_dilation=d,
+                                            dimension_numbers=("NDHWC", "DHWIO", "NDHWC"))
+        return jax.vjp(conv, np.zeros(y_shape))[1](v)[0]
+    y, vjp = jax.vjp(f, x.astype(np.float64), kernel)
+    gx, gw = vjp(dy.astype(np.float64))
+    return np.asarray(y), np.asarray(gx), np.asarray(gw)
 
 
 @pytest.mark.parametrize("fmt", ["keras", "h5"])
@@ -219,17 +250,25 @@ def test_keras_3d_layer_matches_keras_and_its_gradients_tf(keras_imported, fmt, 
         bias = weights[1].reshape((-1, 1, 1, 1) if channels_first else (-1,))
     want = np.asarray(layer(x))  # the Keras layer itself, float32
     assert nd.close(r["forward"] + bias, want) < nd.TOL
-    twin = _float64_layer(keras, layer)
-    x64 = tf.constant(x.astype(np.float64))
-    with tf.GradientTape() as tape:
-        tape.watch(x64)
-        y = twin(x64)
-        loss = tf.reduce_sum(y * dy.astype(np.float64))
-    gx, gw = tape.gradient(loss, [x64, twin.kernel])
-    y64 = y.numpy() - bias
+    if name == "k_td":  # TensorFlow's CPU Conv3DBackpropInputV2 refuses dilations
+        y64, gx, gw = _dilated_transpose_reference(layer, x, dy)
+    else:
+        twin = _float64_layer(keras, layer)
+        last, first = (0, 2, 3, 4, 1), (0, 4, 1, 2, 3)  # NCDHW -> NDHWC and back
+        x64 = tf.constant((x.transpose(last) if channels_first else x).astype(np.float64))
+        dy64 = (dy.transpose(last) if channels_first else dy).astype(np.float64)
+        with tf.GradientTape() as tape:
+            tape.watch(x64)
+            y = twin(x64)
+            loss = tf.reduce_sum(y * dy64)
+        gx, gw = (g.numpy() for g in tape.gradient(loss, [x64, twin.kernel]))
+        y64 = y.numpy()
+        if channels_first:
+            y64, gx = y64.transpose(first), gx.transpose(first)
+        y64 = y64 - bias
     assert nd.close(r["forward"], y64) < nd.TOL
-    assert nd.close(r["grad_input"], gx.numpy()) < nd.TOL
-    assert nd.close(r["grad_filter"], gw.numpy()) < nd.TOL
+    assert nd.close(r["grad_input"], gx) < nd.TOL
+    assert nd.close(r["grad_filter"], gw) < nd.TOL
     np.testing.assert_array_equal(r["filter"], weights[0])  # the kernel, as Keras keeps it
 
 

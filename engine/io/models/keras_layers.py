@@ -172,6 +172,18 @@ def separable_layer(name: str, c: dict, weights: list[np.ndarray],
     return depthwise
 
 
+def _paddings(value: object, rank: int) -> tuple[int, ...]:
+    """A transposed conv's ``output_padding``: one integer >= 0 or a list of ``rank``."""
+    def fine(v: object) -> bool:
+        return type(v) is int and v >= 0
+    if fine(value):
+        return (value,) * rank  # type: ignore[return-value]
+    if isinstance(value, list) and len(value) == rank and all(fine(v) for v in value):
+        return tuple(value)
+    raise LayerProblem(f"output_padding is {found_text(value)}, expected an integer >= 0 or a "
+                       f"list of {rank} (a {rank}-D conv)")
+
+
 def transposed_layer(name: str, c: dict, weights: list[np.ndarray],
                      input_hw: tuple[int, ...] | None, unknown: str | None,
                      rank: int = 2) -> ConvLayer:
@@ -184,7 +196,7 @@ def transposed_layer(name: str, c: dict, weights: list[np.ndarray],
         raise LayerProblem(f"groups is {found_text(c.get('groups'))}: a grouped Conv{rank}"
                            "DTranspose cannot be imported")
     op = c.get("output_padding")
-    op = (None,) * rank if op is None else int_pair(c, "output_padding", rank=rank)
+    op = (None,) * rank if op is None else _paddings(op, rank)
     w = _kernel(name, "kernel", weights[0], (*kernel, filters, None))
     pads, extra = [], []
     for k, s, d, o in zip(kernel, strides, dilations, op, strict=True):
