@@ -278,3 +278,19 @@ def test_keras_canvas_runs_with_gradblocks_run(keras_imported):
     by_cli, in_process = nd.run_cli(canvas), nd.run_canvas(canvas)
     for key in ("forward", "grad_input", "grad_filter"):
         np.testing.assert_array_equal(by_cli[key], in_process[key])
+
+
+def test_keras_input_sizes_walk_through_3d_pooling(tmp_path):
+    """A Conv3D after MaxPooling3D and BatchNormalization gets its input size from the config
+    walk (no --input-size)."""
+    keras = _keras()
+    inp = keras.Input((8, 8, 6, 2))
+    x = keras.layers.Conv3D(3, 3, padding="same", name="a")(inp)
+    x = keras.layers.MaxPooling3D(2, name="p")(x)
+    x = keras.layers.BatchNormalization(name="bn")(x)
+    x = keras.layers.Conv3D(2, 2, name="b")(x)
+    path = tmp_path / "pool.keras"
+    keras.Model(inp, x).save(path)
+    _, index = nd.all_canvases(path, tmp_path / "all")
+    assert [(i["layer"], i["input_shape"], i["output_shape"]) for i in index] == [
+        ("a", [1, 8, 8, 6, 2], [1, 8, 8, 6, 3]), ("b", [1, 4, 4, 3, 3], [1, 3, 3, 2, 2])]

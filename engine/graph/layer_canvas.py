@@ -120,7 +120,7 @@ def _input_array(layer: ConvLayer, path: str, layout: str) -> np.ndarray:
     return arr
 
 
-def plan_layer(layer: ConvLayer, input_hw: tuple[int, int] | None = None, batch: int = 1,
+def plan_layer(layer: ConvLayer, input_hw: tuple[int, ...] | None = None, batch: int = 1,
                layout: str | None = None, input_array: np.ndarray | None = None,
                memory_limit: int = DEFAULT_MEMORY_LIMIT) -> tuple[TfConv, tuple[int, ...]]:
     """The TF op for ``layer`` and its output shape, checked: a one-line error naming the layer

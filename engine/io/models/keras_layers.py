@@ -145,7 +145,7 @@ def as_2d(c: dict) -> tuple[dict, tuple[int, int, int, int] | None]:
 
 
 def separable_layer(name: str, c: dict, weights: list[np.ndarray],
-                    input_hw: tuple[int, int] | None, unknown: str | None) -> ConvLayer:
+                    input_hw: tuple[int, ...] | None, unknown: str | None) -> ConvLayer:
     """A SeparableConv2D as its depthwise conv with its pointwise conv (``weights``:
     depthwise_kernel, pointwise_kernel, bias if use_bias)."""
     kernel, strides, dilations, padding, fmt, use_bias = common(c)

@@ -190,7 +190,7 @@ class _Reader(KerasWeights):
         return [self.conv_layer(name, kind, c, wpath, hw, unknown)]
 
     def conv_layer(self, name: str, kind: str, c: dict, wpath: str,
-                   input_hw: tuple[int, int] | None, unknown: str | None,
+                   input_hw: tuple[int, ...] | None, unknown: str | None,
                    one_d: bool = False,
                    causal: tuple[int, int, int, int] | None = None) -> ConvLayer:
         """A Conv2D, DepthwiseConv2D or Conv3D layer (``causal``: a 1-D conv's config made 2-D,

@@ -208,6 +208,15 @@ def pooling2d(config: dict, shapes: list[Shape]) -> Shape:
     return _conv(conv, shapes, lambda c: c)
 
 
+def pooling3d(config: dict, shapes: list[Shape]) -> Shape:
+    """Max/average 3-D pooling: strides default to pool_size."""
+    pool = _triple(config.get("pool_size"), "pool_size", 2)
+    strides = config.get("strides")
+    conv = {**config, "kernel_size": pool, "strides": pool if strides is None else strides,
+            "dilation_rate": 1}
+    return _conv(conv, shapes, lambda c: c, dims=3)
+
+
 def global_pooling2d(config: dict, shapes: list[Shape]) -> Shape:
     (x,) = shapes
     r, c, ch = _spatial(config, len(x))
@@ -332,7 +341,7 @@ def permute(config: dict, shapes: list[Shape]) -> Shape:
 
 SAME_SHAPE = ("BatchNormalization", "LayerNormalization", "GroupNormalization",
               "UnitNormalization", "Activation", "ReLU", "LeakyReLU", "PReLU", "ELU", "Softmax",
-              "ThresholdedReLU", "Dropout", "SpatialDropout2D", "GaussianNoise",
+              "ThresholdedReLU", "Dropout", "SpatialDropout2D", "SpatialDropout3D", "GaussianNoise",
               "GaussianDropout", "AlphaDropout", "ActivityRegularization", "Rescaling",
               "Normalization", "Identity", "Masking")
 MERGES = ("Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum")
@@ -343,7 +352,8 @@ SHAPE_RULES: dict[str, Callable[[dict, list[Shape]], Shape]] = {
     "Conv2DTranspose": conv2d_transpose, "Conv1D": conv1d, "DepthwiseConv1D": depthwise_conv1d,
     "Conv3D": conv3d, "Conv3DTranspose": conv3d_transpose,
     "MaxPooling2D": pooling2d, "AveragePooling2D": pooling2d,
-    "MaxPool2D": pooling2d, "AvgPool2D": pooling2d,
+    "MaxPool2D": pooling2d, "AvgPool2D": pooling2d, "MaxPooling3D": pooling3d,
+    "AveragePooling3D": pooling3d, "MaxPool3D": pooling3d, "AvgPool3D": pooling3d,
     "GlobalAveragePooling2D": global_pooling2d, "GlobalMaxPooling2D": global_pooling2d,
     "GlobalAvgPool2D": global_pooling2d, "GlobalMaxPool2D": global_pooling2d,
     "ZeroPadding2D": zero_padding2d, "Cropping2D": cropping2d, "UpSampling2D": up_sampling2d,
