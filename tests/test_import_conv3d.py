@@ -40,11 +40,18 @@ ONNX_NODES = [
      {"strides": [2, 2, 2], "auto_pad": "SAME_UPPER"}),
     ("t_shape", "ConvTranspose", "T", [4, 1, 3, 3, 3], None,
      {"strides": [2, 2, 2], "group": 2, "output_shape": [6, 8, 10], "auto_pad": "SAME_UPPER"}),
+    ("t_bad", "ConvTranspose", "T", [4, 2, 3, 3, 3], None,  # SAME's pads are 0,1 on 6x8x10
+     {"strides": [2, 2, 2], "pads": [1, 1, 1, 0, 0, 0]}),
 ]
+REFUSED = ("c_bad", "t_bad")
 BAD_REASON = ("layer 'c_bad': pads 1,1 1,1 1,1 (before,after per D,H,W) on the input 8x8x8 "
               "are neither SAME (0,1 0,1 0,1 here: kernel 3x3x3, strides 2,2,2, dilations "
               "1,1,1) nor VALID: Conv3D takes SAME or VALID only (no EXPLICIT padding in "
               "tf.raw_ops)")
+T_BAD_REASON = ("layer 't_bad': pads 1,0 1,0 1,0 (before,after per D,H,W) on the output 6x8x10 "
+                "are neither SAME (0,1 0,1 0,1 here: kernel 3x3x3, strides 2,2,2, dilations "
+                "1,1,1) nor VALID: Conv3DBackpropInputV2 takes SAME or VALID only (no EXPLICIT "
+                "padding in tf.raw_ops)")
 
 
 @pytest.fixture(scope="module")
@@ -61,15 +68,15 @@ def test_onnx_list_shows_the_3d_nodes_and_refuses_pads_neither_same_nor_valid(on
     _, _, listed, index, _ = onnx_imported
     lines = listed.splitlines()
     rows = {line.split()[0]: line.split() for line in lines[1:] if not line.startswith("cannot")}
-    assert set(rows) == {n for n, *_ in ONNX_NODES} - {"c_bad"}, listed
+    assert set(rows) == {n for n, *_ in ONNX_NODES} - set(REFUSED), listed
     assert rows["c_same"][1:5] == ["grouped", "3x3x3", "1,1,1", "1,1,1"]
     assert rows["c_valid"][1:2] == ["Conv3D"]
     assert rows["t_same"][1:3] == ["transposed", "3x3x3"]
-    assert lines[-1] == "cannot import: " + BAD_REASON
+    assert lines[-2:] == ["cannot import: " + BAD_REASON, "cannot import: " + T_BAD_REASON]
     skipped = {i["layer"]: i.get("skipped") for i in index}
-    assert skipped["c_bad"] == BAD_REASON
+    assert (skipped["c_bad"], skipped["t_bad"]) == (BAD_REASON, T_BAD_REASON)
     assert [i["layer"] for i in index if "canvas" in i] == [n for n, *_ in ONNX_NODES
-                                                             if n != "c_bad"]
+                                                             if n not in REFUSED]
     attrs = {i["layer"]: i["attrs"] for i in index if "canvas" in i}
     assert attrs["c_same"]["padding"] == "SAME" and attrs["c_sameish"]["padding"] == "SAME"
     assert attrs["c_valid"]["padding"] == "VALID" and attrs["t_valid"]["padding"] == "VALID"
@@ -85,7 +92,7 @@ def test_onnx_refusal_by_layer_is_one_line(onnx_imported, tmp_path):
     assert not (tmp_path / "b.gbc.json").exists()
 
 
-@pytest.mark.parametrize("name", [n for n, *_ in ONNX_NODES if n != "c_bad"])
+@pytest.mark.parametrize("name", [n for n, *_ in ONNX_NODES if n not in REFUSED])
 def test_onnx_3d_node_matches_onnx_runtime_and_its_gradients_jax(onnx_imported, name):
     pytest.importorskip("onnxruntime")
     pytest.importorskip("jax")
