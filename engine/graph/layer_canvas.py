@@ -56,6 +56,7 @@ from engine.io.models.model_import import (
     ModelImportError,
     ModelLayers,
     TfConv,
+    conv_format,
     translate,
     transposed_output_hw,
 )
@@ -116,7 +117,7 @@ def _input_array(layer: ConvLayer, path: str, layout: str) -> np.ndarray:
         want = f"[N, {sizes}, %d]" if last else f"[N, %d, {sizes}]"
         raise ModelImportError(f"--input {escaped(path)}: shape {list(arr.shape)} dtype {arr.dtype}, "
                                f"expected numbers of shape {want % layer.in_channels} "
-                               f"(layer {layer.name!r}, {layout})")
+                               f"(layer {layer.name!r}, {conv_format(layout, layer.rank)})")
     return arr
 
 
