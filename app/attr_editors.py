@@ -1,139 +1,27 @@
-"""Typed editors for block attributes, chosen by ``AttrSpec.kind``.
+"""The typed editors of block attributes, and :func:`make_editor`, which chooses one by
+``AttrSpec.kind``.
 
-Each editor shows a value, turns what the user typed into a Python value (``parse``, raising
-InvalidArgumentError naming the attribute and what was expected) and emits ``committed`` when
-the user finishes an edit. Validation against the spec is the panel's job.
+Each editor keeps :class:`app.attr_editor_base.AttrEditor`'s contract: it shows a value, turns
+what the user typed into a Python value (:mod:`app.attr_text`) and emits ``committed`` when the
+user finishes an edit. Validation against the spec is the panel's job.
 """
 
 from __future__ import annotations
 
-import ast
-import json
-import os
-from pathlib import Path
-
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app import dialog_folders
+from app.attr_editor_base import AttrEditor, LineEditor
+from app.attr_text import (
+    list_text,
+    literal_text,
+    parse_float,
+    parse_int,
+    parse_int_list,
+    parse_literal,
+)
+from app.cells_editor import IntCellsEditor, cells_length
+from app.path_editor import PathEditor
 from engine.base.dtypes import DTYPES
-from engine.base.errors import InvalidArgumentError
-
-ERROR_STYLE = "border: 1px solid #e0503c; background: #3a1c1c;"
-AXES_BY_FORMAT = {"NHWC": ("N", "H", "W", "C"), "NCHW": ("N", "C", "H", "W")}
-
-
-def parse_int(attr: str, text: str) -> int:
-    text = text.strip()
-    try:
-        return int(text, 10)
-    except ValueError:
-        raise InvalidArgumentError(
-            f"{attr} must be an integer, got {text!r}" if text
-            else f"{attr} must be an integer, got an empty field") from None
-
-
-def parse_float(attr: str, text: str) -> float:
-    """'1e-3', '0.001', '2' -> a float; anything else (an empty field included) is a message
-    naming the attribute. Range and finiteness are the spec's to check."""
-    text = text.strip()
-    if not text:
-        raise InvalidArgumentError(f"{attr} must be a number (e.g. 0.001 or 1e-3), got an "
-                                   "empty field")
-    try:
-        return float(text)
-    except ValueError:
-        raise InvalidArgumentError(
-            f"{attr} must be a number (e.g. 0.001 or 1e-3), got {text[:40]!r}") from None
-
-
-def parse_int_list(attr: str, text: str) -> list[int]:
-    """'1, 2, 3' or '[1, 2, 3]' -> [1, 2, 3]."""
-    body = text.strip()
-    if body.startswith("[") and body.endswith("]"):
-        body = body[1:-1]
-    if not body.strip():
-        return []
-    parts = [p for p in body.replace(";", ",").replace(",", " ").split()]
-    out = []
-    for i, part in enumerate(parts):
-        try:
-            out.append(int(part, 10))
-        except ValueError:
-            raise InvalidArgumentError(
-                f"{attr}[{i}] must be an integer, got {part!r}") from None
-    return out
-
-
-def parse_literal(attr: str, text: str):
-    """A JSON or Python literal (numbers, nested lists); never evaluates code."""
-    body = text.strip()
-    if not body:
-        raise InvalidArgumentError(f"{attr} must be a list of numbers (e.g. [[1, 2], [3, 4]]), "
-                                   "got an empty field")
-    try:
-        return json.loads(body)
-    except ValueError:
-        pass
-    try:
-        return ast.literal_eval(body)
-    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError) as exc:
-        raise InvalidArgumentError(
-            f"{attr} must be a literal list of numbers, got {body[:40]!r} "
-            f"({type(exc).__name__}: {exc})") from None
-
-
-def list_text(value) -> str:
-    if isinstance(value, (list, tuple)):
-        return ", ".join(str(v) for v in value)
-    return "" if value is None else str(value)
-
-
-def literal_text(value) -> str:
-    if value is None:
-        return ""
-    try:
-        text = json.dumps(value)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text
-
-
-class AttrEditor(QtWidgets.QWidget):
-    """Base class: ``committed`` fires when the user finished an edit of this attribute."""
-
-    committed = QtCore.Signal()
-
-    def __init__(self, spec, parent: QtWidgets.QWidget | None = None):
-        super().__init__(parent)
-        self.spec = spec
-        self.setToolTip(spec.doc or spec.name)
-
-    def set_value(self, value) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def parse(self):  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def raw_text(self) -> str:
-        """What the user typed, for showing an invalid value back."""
-        return ""
-
-    def set_raw(self, raw: str) -> None:
-        """Show an invalid value the user typed earlier."""
-
-    def set_error(self, message: str | None) -> None:
-        """Mark the fields red with ``message`` (None: unmark them). A field keeps the height
-        it has unmarked: the red border is no other box, so no field below it moves."""
-        for w in self.findChildren(QtWidgets.QWidget) or [self]:
-            if isinstance(w, (QtWidgets.QLineEdit, QtWidgets.QComboBox,
-                              QtWidgets.QPlainTextEdit, QtWidgets.QCheckBox)):
-                if w.minimumHeight() != w.maximumHeight() and not w.styleSheet():
-                    w.setFixedHeight(w.sizeHint().height())
-                w.setStyleSheet(ERROR_STYLE if message else "")
-                w.setToolTip(message or self.spec.doc or self.spec.name)
-
-    def set_context(self, attrs: dict) -> None:
-        """Other attributes of the node changed (e.g. data_format names the axes)."""
 
 
 class ComboEditor(AttrEditor):
@@ -192,48 +80,6 @@ class CheckEditor(AttrEditor):
 
     def raw_text(self) -> str:
         return str(self.check.isChecked())
-
-
-class LineEditor(AttrEditor):
-    """One QLineEdit; subclasses define how its text parses."""
-
-    def __init__(self, spec, parent=None, placeholder: str = ""):
-        super().__init__(spec, parent)
-        self.edit = QtWidgets.QLineEdit(self)
-        self.edit.setPlaceholderText(placeholder)
-        self.edit.setToolTip(spec.doc or spec.name)
-        self.edit.editingFinished.connect(self._finished)
-        self._shown = ""
-        self.lay = QtWidgets.QHBoxLayout(self)
-        self.lay.setContentsMargins(0, 0, 0, 0)
-        self.lay.setSpacing(2)
-        self.lay.addWidget(self.edit)
-
-    def _finished(self) -> None:
-        if self.edit.isModified() or self.edit.text() != self._shown:
-            self.edit.setModified(False)
-            self.committed.emit()
-
-    def _show(self, text: str) -> None:
-        self._shown = text
-        if self.edit.text() != text:
-            self.edit.setText(text)
-        self.edit.setModified(False)
-
-    def set_value(self, value) -> None:
-        self._show(self.format(value))
-
-    def format(self, value) -> str:
-        return "" if value is None else str(value)
-
-    def raw_text(self) -> str:
-        return self.edit.text()
-
-    def set_raw(self, raw: str) -> None:
-        self._show(raw)
-
-    def parse(self):
-        return self.edit.text()
 
 
 class IntEditor(LineEditor):
@@ -311,148 +157,6 @@ class LiteralEditor(AttrEditor):
     def set_raw(self, raw: str) -> None:
         if self.text.toPlainText() != raw:
             self.text.setPlainText(raw)
-
-
-#: A path editor's file dialog for a Tensor fill: (dialog_folders kind, what to choose, the
-#: dialog's file filter); .npy files for any other fill.
-PATH_CHOICES = {"image": ("image", "a PNG or JPEG image",
-                          "Images (*.png *.jpg *.jpeg);;All files (*)")}
-NPY_CHOICE = ("tensor", "a .npy file", "NumPy arrays (*.npy);;All files (*)")
-
-
-class PathEditor(LineEditor):
-    """A file path (relative to the canvas file) with a browse button: .npy files, or PNG/JPEG
-    images while the block's fill is ``image``."""
-
-    def __init__(self, spec, parent=None, base_dir=None):
-        super().__init__(spec, parent, "file.npy (relative to the canvas)")
-        self.base_dir = base_dir
-        self.kind, what, self.filter = NPY_CHOICE
-        self.browse_button = browse = QtWidgets.QToolButton(self)
-        browse.setText("…")
-        browse.setToolTip(f"Choose {what}")
-        browse.clicked.connect(self.browse)
-        self.lay.addWidget(browse)
-
-    def set_context(self, attrs: dict) -> None:
-        self.kind, what, self.filter = PATH_CHOICES.get(str(attrs.get("fill")), NPY_CHOICE)
-        self.browse_button.setToolTip(f"Choose {what}")
-        self.edit.setPlaceholderText(
-            "image.png (relative to the canvas)" if self.kind == "image"
-            else "file.npy (relative to the canvas)")
-
-    def browse(self) -> None:
-        path, _ = QtWidgets.QFileDialog.getOpenFileName(
-            self, f"Choose {self.spec.name}", dialog_folders.start(self.kind), self.filter)
-        if path:
-            dialog_folders.remember(self.kind, path)
-            self._show(self.relative(path))
-            self.committed.emit()
-
-    def relative(self, path: str) -> str:
-        base = self.base_dir() if callable(self.base_dir) else None
-        if base is None:
-            return path
-        try:
-            rel = os.path.relpath(path, base)
-        except ValueError:
-            return path
-        return path if rel.startswith("..") else Path(rel).as_posix()
-
-
-class IntCellsEditor(AttrEditor):
-    """A fixed-length int list (strides, dilations: 4; explicit_paddings: 8) as small cells.
-
-    4 cells are labelled with the axes of the node's data_format; 8 cells form a grid of
-    (before, after) pairs per axis. A cell takes any text, as every field does: what is no
-    whole number is marked red on leaving it, the reason below the fields.
-    """
-
-    def __init__(self, spec, parent=None):
-        super().__init__(spec, parent)
-        self.length = cells_length(spec)
-        self.cells: list[QtWidgets.QLineEdit] = []
-        self.headers: list[QtWidgets.QLabel] = []
-        grid = QtWidgets.QGridLayout(self)
-        grid.setContentsMargins(0, 0, 0, 0)
-        grid.setHorizontalSpacing(3)
-        grid.setVerticalSpacing(1)
-        pairs = self.length == 8
-        ncols = 4 if pairs else self.length
-        for c in range(ncols):
-            h = QtWidgets.QLabel("", self)
-            h.setAlignment(QtCore.Qt.AlignCenter)
-            h.setStyleSheet("color: #8a8f98; font-size: 8pt;")
-            grid.addWidget(h, 0, c + (1 if pairs else 0))
-            self.headers.append(h)
-        if pairs:
-            for r, name in enumerate(("before", "after")):
-                lab = QtWidgets.QLabel(name, self)
-                lab.setStyleSheet("color: #8a8f98; font-size: 8pt;")
-                grid.addWidget(lab, r + 1, 0)
-        for i in range(self.length):  # any text goes in: an invalid one is marked, not refused
-            cell = QtWidgets.QLineEdit(self)
-            cell.setAlignment(QtCore.Qt.AlignCenter)
-            cell.setMaximumWidth(44)
-            cell.setToolTip(spec.doc or spec.name)
-            cell.editingFinished.connect(self._finished)
-            if pairs:
-                grid.addWidget(cell, 1 + i % 2, 1 + i // 2)
-            else:
-                grid.addWidget(cell, 1, i)
-            self.cells.append(cell)
-        grid.setColumnStretch(ncols + (1 if pairs else 0), 1)
-        self._shown: list[str] = [""] * self.length
-        self.set_context({})
-
-    def set_context(self, attrs: dict) -> None:
-        axes = AXES_BY_FORMAT.get(str(attrs.get("data_format", "NHWC")), ("0", "1", "2", "3"))
-        if self.length not in (4, 8):
-            axes = tuple(str(i) for i in range(len(self.headers)))
-        for h, a in zip(self.headers, axes):
-            h.setText(a)
-
-    def _finished(self) -> None:
-        if [c.text() for c in self.cells] != self._shown:
-            self._shown = [c.text() for c in self.cells]
-            self.committed.emit()
-
-    def set_value(self, value) -> None:
-        values = list(value) if isinstance(value, (list, tuple)) else []
-        texts = [str(v) for v in values[: self.length]]
-        texts += [""] * (self.length - len(texts))
-        self._show(texts)
-
-    def _show(self, texts: list[str]) -> None:
-        self._shown = list(texts)
-        for cell, t in zip(self.cells, texts):
-            if cell.text() != t:
-                cell.setText(t)
-
-    def parse(self):
-        out = []
-        for i, cell in enumerate(self.cells):
-            out.append(parse_int(f"{self.spec.name}[{i}]", cell.text()))
-        return out
-
-    def raw_text(self) -> str:
-        return ", ".join(c.text() for c in self.cells)
-
-    def set_raw(self, raw: str) -> None:
-        parts = [p.strip() for p in raw.split(",")]
-        parts += [""] * (self.length - len(parts))
-        self._show(parts[: self.length])
-
-
-def cells_length(spec) -> int | None:
-    """4 or 8 when the attribute is an int list of exactly that length, else None."""
-    length = spec.length
-    if isinstance(length, int):
-        length = (length,)
-    if spec.kind == "int_list" and length is not None and len(length) == 1 \
-            and length[0] in (4, 8):
-        return int(length[0])
-    return None
 
 
 def make_editor(spec, parent=None, base_dir=None) -> AttrEditor:

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
-from app.attr_editors import AttrEditor, make_editor
+from app.attr_editor_base import AttrEditor
+from app.attr_editors import make_editor
 from app.input_size_hint import input_size_hint
 from app.message_label import MessageLabel
-from blocks.conv import LAYOUT_ATTRS, relayout_attrs
+from blocks.check_support import OP_ATTR, rank_attrs
+from blocks.conv import relayout_attrs
 from blocks.registry import get_spec
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import MAX_TITLE
@@ -51,7 +53,20 @@ class AttributePanel(QtWidgets.QWidget):
         self.hint.setAlignment(QtCore.Qt.AlignCenter)
         self.hint.setWordWrap(True)
         self.hint.setStyleSheet("color: #8a8f98; padding: 12px;")
+        self._build_header()
+        self._build_form()
+        lay = QtWidgets.QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.hint)
+        lay.addWidget(self.scroll)
+        self.scroll.hide()
 
+        doc.changed.connect(lambda _c: self.refresh())
+        session.plan_changed.connect(lambda _p: self._show_errors())
+        session.pending_changed.connect(self._on_pending_changed)
+
+    def _build_header(self) -> None:
+        """The block's title field, its type and doc, the input-size hint and its messages."""
         self.title_edit = QtWidgets.QLineEdit(self)
         self.title_edit.setObjectName("title_edit")
         self.title_edit.setToolTip("Title shown on the block (its id stays the same)")
@@ -77,6 +92,8 @@ class AttributePanel(QtWidgets.QWidget):
         self.errors_label.setStyleSheet("color: #f07868;")
         self.errors_label.setTextInteractionFlags(QtCore.Qt.TextSelectableByMouse)
 
+    def _build_form(self) -> None:
+        """The attributes' form below the header, the messages below it, in a scroll area."""
         self.form_host = QtWidgets.QWidget(self)
         self.form = QtWidgets.QFormLayout(self.form_host)
         self.form.setContentsMargins(0, 4, 0, 0)
@@ -108,16 +125,6 @@ class AttributePanel(QtWidgets.QWidget):
         scroll.setWidget(body)
         scroll.setFocusPolicy(QtCore.Qt.NoFocus)  # Tab moves between fields, not to the area
         self.scroll = scroll
-
-        lay = QtWidgets.QVBoxLayout(self)
-        lay.setContentsMargins(0, 0, 0, 0)
-        lay.addWidget(self.hint)
-        lay.addWidget(scroll)
-        scroll.hide()
-
-        doc.changed.connect(lambda _c: self.refresh())
-        session.plan_changed.connect(lambda _p: self._show_errors())
-        session.pending_changed.connect(self._on_pending_changed)
 
     # --- selection -------------------------------------------------------------------------
     def show_selection(self, node_ids: list[str]) -> None:
@@ -284,11 +291,15 @@ class AttributePanel(QtWidgets.QWidget):
 
     def _relayout(self, nid: str, name: str, value) -> dict:
         """Switching data_format moves strides, dilations and explicit_paddings with the axes
-        (:func:`blocks.conv.relayout_attrs`): the attributes that change."""
+        (:func:`blocks.conv.relayout_attrs`), and switching a check block's op to one of
+        another rank moves them to its layout (:func:`blocks.check_support.rank_attrs`): the
+        attributes that change."""
         node = self.doc.canvas.nodes[nid]
         spec = get_spec(node.type)
         attrs = {**spec.defaults(), **node.attrs}
-        if name != "data_format" or not set(LAYOUT_ATTRS) <= set(attrs):
+        if name == "op" and OP_ATTR in spec.attrs:
+            return {a: v for a, v in rank_attrs(attrs, value).items() if v != attrs.get(a)}
+        if name != "data_format" or not {"strides", "dilations"} <= set(attrs):
             return {}
         if attrs.get("data_format") == value:
             return {}

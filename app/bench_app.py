@@ -149,7 +149,8 @@ def latency_main(args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None):
+    """The benchmark's options (``--help`` lists them)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--blocks", type=int, default=200)
     p.add_argument("--repeat", type=int, default=5, help="window opens (runs) to time")
@@ -160,13 +161,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="measure GUI event latency while the biggest engine case runs")
     p.add_argument("--latency-source", action="store_true",
                    help="with --latency, also while a 64x128x128x64 source is generated")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     if args.latency or args.latency_source:
         return latency_main(args)
 
     from PySide6 import QtCore, QtWidgets
-
-    from app.main_window import MainWindow
 
     qapp = QtWidgets.QApplication.instance() or QtWidgets.QApplication([sys.argv[0]])
     tmp = Path(tempfile.mkdtemp(prefix="gradblocks-bench-"))
@@ -174,41 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     path = tmp / "big.gbc.json"
     save_canvas(canvas, path)
     settings = QtCore.QSettings(str(tmp / "settings.ini"), QtCore.QSettings.IniFormat)
-
-    open_times, compile_times = [], []
-    window = None
-    for _ in range(args.repeat):
-        if window is not None:
-            window.doc.undo_stack.setClean()
-            window.close()
-            window.deleteLater()
-            qapp.processEvents()
-        window = MainWindow(settings=settings, recovery_dir=None, autosave=False,
-                            restore_layout=False, quiet=True)
-        window.show()
-        qapp.processEvents()
-        t0 = time.perf_counter()
-        assert window.files.open_path(path, ask=False)
-        qapp.processEvents()
-        open_times.append(time.perf_counter() - t0)
-        compile_times.append(window.session.compile_seconds)
+    window, open_times, compile_times = time_opens(qapp, path, settings, args.repeat)
     n_nodes = len(window.doc.canvas.nodes)
     n_errors = sum(len(v) for v in window.session.plan.errors.values())
-
-    # one attribute edit through the panel: strides of one gradient block, alternating values
-    window.adapter.select(["grad0"])
-    qapp.processEvents()
-    row = window.attributes.rows["strides"]
-    edit_times = []
-    for i in range(args.edits):
-        value = "2" if i % 2 == 0 else "1"
-        row.editor.cells[1].setText(value)
-        row.editor.cells[2].setText(value)
-        t0 = time.perf_counter()
-        window.attributes.commit("strides")
-        qapp.processEvents()
-        edit_times.append(time.perf_counter() - t0)
-    assert window.doc.canvas.nodes["grad0"].attrs["strides"] in ([1, 1, 1, 1], [1, 2, 2, 1])
+    edit_times = time_edits(qapp, window, args.edits)
 
     med = statistics.median
     print(f"canvas: {n_nodes} blocks, {len(window.doc.canvas.edges)} wires, "
@@ -225,6 +197,50 @@ def main(argv: list[str] | None = None) -> int:
     if args.thumbnail:
         bench_thumbnails(args.repeat)
     return 0
+
+
+def time_opens(qapp, path: Path, settings, repeat: int):
+    """Open ``path`` in ``repeat`` new windows: (the last window, open times, compile
+    times), in seconds."""
+    from app.main_window import MainWindow
+
+    open_times, compile_times = [], []
+    window = None
+    for _ in range(repeat):
+        if window is not None:
+            window.doc.undo_stack.setClean()
+            window.close()
+            window.deleteLater()
+            qapp.processEvents()
+        window = MainWindow(settings=settings, recovery_dir=None, autosave=False,
+                            restore_layout=False, quiet=True)
+        window.show()
+        qapp.processEvents()
+        t0 = time.perf_counter()
+        assert window.files.open_path(path, ask=False)
+        qapp.processEvents()
+        open_times.append(time.perf_counter() - t0)
+        compile_times.append(window.session.compile_seconds)
+    return window, open_times, compile_times
+
+
+def time_edits(qapp, window, edits: int) -> list[float]:
+    """Seconds of each of ``edits`` attribute edits through the panel (strides of one gradient
+    block, alternating values), shape inference included."""
+    window.adapter.select(["grad0"])
+    qapp.processEvents()
+    row = window.attributes.rows["strides"]
+    edit_times = []
+    for i in range(edits):
+        value = "2" if i % 2 == 0 else "1"
+        row.editor.cells[1].setText(value)
+        row.editor.cells[2].setText(value)
+        t0 = time.perf_counter()
+        window.attributes.commit("strides")
+        qapp.processEvents()
+        edit_times.append(time.perf_counter() - t0)
+    assert window.doc.canvas.nodes["grad0"].attrs["strides"] in ([1, 1, 1, 1], [1, 2, 2, 1])
+    return edit_times
 
 
 def bench_canvas_previews(window, repeat: int) -> None:

@@ -9,7 +9,7 @@ import shiboken6
 from PySide6 import QtCore, QtGui
 
 from app import clipboard
-from app.files import dropped_tensor_attrs
+from app.dropped_tensors import dropped_tensor_attrs
 from engine.graph.canvas import CanvasError, parse_fragment
 
 

@@ -1,5 +1,5 @@
-"""File handling of the window: New/Open/Save/Save As/Open Recent, the unsaved-changes prompt,
-autosave to a recovery file and the restore offer after a crash, examples, dropped files.
+"""The File menu's logic for one window: New/Open/Save/Save As/Open Recent, the unsaved-changes
+prompt, autosave to a recovery file (:mod:`app.recovery`) and the restore offer after a crash.
 
 A file that fails to load shows the loader's messages and leaves the current canvas untouched.
 Save over a file that another program changed (or deleted) since it was opened or saved asks
@@ -10,234 +10,25 @@ disk state (app.disk_watch).
 
 from __future__ import annotations
 
-import json
 import os
-import time
-import uuid
 from pathlib import Path
 
-import numpy as np
 from PySide6 import QtCore, QtWidgets
 
 from app import dialog_folders, disk_watch
+from app.canvas_paths import CANVAS_SUFFIX, FILE_FILTER, display_name, is_canvas_file
 from app.disk_watch import DiskWatch
 from app.document import Document
-from engine.base.atomic import write_bytes_atomically
-from engine.base.dtypes import DTYPES, dtype_name
+from app.load_messages import internal_error_text, load_error_line, load_error_text
+from app.recovery import Recovery
 from engine.base.errors import InvalidArgumentError
 from engine.base.file_stamp import FileStamp
-from engine.base.names import counted
 from engine.graph.canvas import Canvas, CanvasError
 from engine.graph.canvas_file import load_canvas, save_canvas
-from engine.graph.report import canvas_error_lines, file_problem
-from engine.io import image_source
 
-CANVAS_SUFFIX = ".gbc.json"
-FILE_FILTER = "GradBlocks canvas (*.gbc.json);;All files (*)"
 AUTOSAVE_MS = 30_000
 MAX_RECENT = 10
 RECENT_KEY = "files/recent"
-EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "assets" / "examples"
-#: The pitfalls gallery (File > Examples > Pitfalls): one canvas per framework pitfall.
-PITFALLS_DIR = EXAMPLES_DIR / "pitfalls"
-
-
-def is_canvas_file(path: str | os.PathLike) -> bool:
-    return str(path).lower().endswith(CANVAS_SUFFIX)
-
-
-def display_name(path: Path | None) -> str:
-    if path is None:
-        return "untitled"
-    name = path.name
-    return name[: -len(CANVAS_SUFFIX)] if name.lower().endswith(CANVAS_SUFFIX) else name
-
-
-def example_files(folder: Path = EXAMPLES_DIR) -> list[Path]:
-    """The example canvases shipped in assets/examples, sorted by name."""
-    if not folder.is_dir():
-        return []
-    return sorted(p for p in folder.iterdir() if is_canvas_file(p))
-
-
-def load_error_text(path: Path, exc: Exception) -> tuple[str, str]:
-    """(summary, details) for a canvas that failed to load: every problem, a block attribute's
-    named as the compiler names it, the others by JSON path (as ``gradblocks check``)."""
-    problems = getattr(exc, "problems", None)
-    whole = file_problem(exc) if isinstance(exc, CanvasError) else None
-    if whole is not None:
-        return f"Cannot open {path.name}: {whole}", whole
-    if problems:
-        lines = _problem_lines(exc)
-        summary = f"{path.name} has {counted(len(lines), 'problem')}:"
-        return summary + "\n" + "\n".join(lines[:12]), "\n".join(lines)
-    if isinstance(exc, OSError):
-        return f"Cannot read {path}: {exc.strerror or exc}", str(exc)
-    return f"Cannot open {path.name}: {exc}", str(exc)
-
-
-def load_error_line(path: Path, exc: Exception, shown: int = 3) -> str:
-    """One line for a canvas that failed to load: its first problems, and how to see the rest."""
-    problems = getattr(exc, "problems", None)
-    if not problems or (isinstance(exc, CanvasError) and file_problem(exc) is not None):
-        return " ".join(load_error_text(path, exc)[0].split())
-    parts = _problem_lines(exc)
-    line = f"{path.name}: " + "; ".join(" ".join(p.split()) for p in parts[:shown])
-    if len(parts) > shown:
-        line += f" (and {len(parts) - shown} more: `gradblocks check {path}` lists them)"
-    return line
-
-
-def _problem_lines(exc: Exception) -> list[str]:
-    if isinstance(exc, CanvasError):
-        return canvas_error_lines(exc)
-    return [f"{where}: {msg}" if where else msg for where, msg in exc.problems]
-
-
-def internal_error_text(path: Path, exc: Exception) -> str:
-    """The message for an unexpected failure while opening ``path`` (a GradBlocks bug)."""
-    return (f"Cannot open {path.name}: internal error ({type(exc).__name__}: {exc}). The canvas "
-            "that was open is unchanged. Please report this with the file.")
-
-
-#: Suffixes of the images a dropped file becomes a Tensor block (fill=image) for.
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
-TENSOR_SUFFIXES = (".npy", *IMAGE_SUFFIXES)
-
-
-def _stored_path(path: Path, base_dir: Path | None) -> str:
-    """``path`` relative to ``base_dir`` when the file lies below it, else as it is."""
-    stored = str(path)
-    if base_dir is not None:
-        try:
-            stored = Path(os.path.relpath(path, base_dir)).as_posix()
-            if stored.startswith(".."):
-                stored = str(path)
-        except ValueError:  # another drive on Windows
-            stored = str(path)
-    return stored
-
-
-def dropped_tensor_attrs(path: Path, base_dir: Path | None) -> tuple[dict, str | None]:
-    """Attributes of a Tensor block reading a dropped .npy (fill=file) or PNG/JPEG image
-    (fill=image) and a warning, if any."""
-    if str(path).lower().endswith(IMAGE_SUFFIXES):
-        return image_tensor_attrs(path, base_dir)
-    return npy_tensor_attrs(path, base_dir)
-
-
-def image_tensor_attrs(path: Path, base_dir: Path | None) -> tuple[dict, str | None]:
-    """Attributes of a Tensor block reading the image ``path`` (fill=image): gray for a gray
-    image, else rgb; the path stored as for .npy files. A header that cannot be read is a
-    warning (the block shows the error on its path)."""
-    attrs: dict = {"fill": "image", "path": _stored_path(path, base_dir)}
-    try:
-        header = image_source.read_header(str(path))
-    except InvalidArgumentError as exc:
-        return attrs, f"{path.name}: {exc}"
-    attrs["color"] = "gray" if header.mode in image_source.GRAY_MODES else "rgb"
-    return attrs, None
-
-
-def npy_tensor_attrs(path: Path, base_dir: Path | None) -> tuple[dict, str | None]:
-    """Attributes of a Tensor block reading ``path`` (fill=file) and a warning, if any.
-
-    The path is stored relative to ``base_dir`` when the file lies below it; the dtype comes from
-    the .npy header (read without unpickling).
-    """
-    stored = _stored_path(path, base_dir)
-    attrs: dict = {"fill": "file", "path": stored}
-    warning = None
-    try:
-        arr = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        return attrs, f"{path.name}: cannot read the .npy header: {exc}"
-    name = dtype_name(arr.dtype)
-    if name in DTYPES:
-        attrs["dtype"] = name
-    else:
-        warning = f"{path.name}: dtype {name} is not one of {', '.join(DTYPES)}"
-    return attrs, warning
-
-
-def _write_json_atomic(path: Path, data: dict) -> None:
-    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-    write_bytes_atomically(path, text.encode("utf-8"))
-
-
-def _read_meta(path: Path) -> dict:
-    """An autosave's note: {"path": str | None, "saved_at": str}, whatever the file holds."""
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        meta = None
-    meta = meta if isinstance(meta, dict) else {}
-    original, when = meta.get("path"), meta.get("saved_at")
-    return {"path": original if isinstance(original, str) and original
-            and "\x00" not in original else None,
-            "saved_at": when if isinstance(when, str) else ""}
-
-
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:  # gone meanwhile (another session cleaned up): last
-        return 0.0
-
-
-class Recovery:
-    """This session's autosave file, guarded by a lock file so other sessions see it is alive.
-
-    Files: ``session-<id>.gbc.json`` (the canvas), ``session-<id>.json`` (original path, time),
-    ``session-<id>.lock`` (held while the session runs; a crash leaves it stale).
-    """
-
-    def __init__(self, folder: Path):
-        self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        stem = f"session-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self.canvas_path = self.folder / (stem + CANVAS_SUFFIX)
-        self.meta_path = self.folder / (stem + ".json")
-        self.lock = QtCore.QLockFile(str(self.folder / (stem + ".lock")))
-        self.lock.setStaleLockTime(0)
-        self.lock.tryLock(0)
-
-    def write(self, canvas: Canvas, original: Path | None) -> None:
-        save_canvas(canvas, self.canvas_path)
-        _write_json_atomic(self.meta_path, {
-            "path": str(original) if original else None,
-            "saved_at": time.strftime("%Y-%m-%d %H:%M:%S"),
-        })
-
-    def discard(self) -> None:
-        for p in (self.canvas_path, self.meta_path):
-            p.unlink(missing_ok=True)
-
-    def release(self) -> None:
-        self.discard()
-        self.lock.unlock()
-
-    def orphans(self) -> list[tuple[Path, dict]]:
-        """Autosaves of sessions that ended without cleaning up (crashed), newest first."""
-        found = []
-        for canvas_path in self.folder.glob("session-*" + CANVAS_SUFFIX):
-            if canvas_path == self.canvas_path:
-                continue
-            stem = canvas_path.name[: -len(CANVAS_SUFFIX)]
-            lock = QtCore.QLockFile(str(self.folder / (stem + ".lock")))
-            lock.setStaleLockTime(0)
-            if not lock.tryLock(0):
-                continue  # that session is still running
-            lock.unlock()
-            found.append((canvas_path, _read_meta(self.folder / (stem + ".json"))))
-        found.sort(key=lambda item: _mtime(item[0]), reverse=True)
-        return found
-
-    @staticmethod
-    def remove(canvas_path: Path) -> None:
-        stem = canvas_path.name[: -len(CANVAS_SUFFIX)]
-        for p in (canvas_path, canvas_path.with_name(stem + ".json")):
-            p.unlink(missing_ok=True)
 
 
 class FileController(QtCore.QObject):

@@ -1,10 +1,13 @@
-"""The Help menu's list of keyboard shortcuts and canvas gestures."""
+"""The Help menu's texts: the list of keyboard shortcuts and canvas gestures, and About."""
 
 from __future__ import annotations
 
 import html
+import sys
 
-from PySide6 import QtGui, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from engine.base.version import version
 
 GESTURES = (
     ("Drag a block from the palette", "add it where it is dropped"),
@@ -48,3 +51,18 @@ def shortcuts_html(window: QtWidgets.QMainWindow) -> str:
     keys = [(k, name) for name, k in shortcut_rows(window)]
     return ("<h3>Keyboard shortcuts</h3><table>" + rows(keys) + "</table>"
             "<h3>On the canvas</h3><table>" + rows(GESTURES) + "</table>")
+
+
+def about_text() -> str:
+    """Help > About: what GradBlocks is, its version and the versions a bug report needs."""
+    import NodeGraphQt
+    import numpy
+    import PySide6
+
+    return (f"GradBlocks {version()}\n\n"
+            "A block editor for seeing and checking TensorFlow convolution gradients "
+            "(Conv2DBackpropFilter, Conv2DBackpropInput, DepthwiseConv2dNativeBackpropFilter "
+            "and their forward ops).\n\n"
+            f"Python {sys.version.split()[0]}, NumPy {numpy.__version__}, "
+            f"PySide6 {PySide6.__version__} (Qt {QtCore.qVersion()}), "
+            f"NodeGraphQt {NodeGraphQt.__version__}")

@@ -24,7 +24,7 @@ from pathlib import Path
 from PySide6 import QtCore, QtWidgets
 
 from app import dialog_folders
-from app.files import FILE_FILTER
+from app.canvas_paths import FILE_FILTER
 from engine.base.names import escaped, file_stem
 from engine.graph.layer_canvas import MODEL_SUFFIXES, read_model, write_layer_canvas
 from engine.graph.merged_canvas import write_merged_canvas
@@ -88,7 +88,12 @@ class ImportLayerDialog(QtWidgets.QDialog):
         self.canvas_path: Path | None = None
         self.done_message = ""
         self._selected: tuple[int, ...] = ()
+        self._build_fields()
+        self._lay_out()
+        self._layer_chosen()
 
+    def _build_fields(self) -> None:
+        """The model's path, the layers' table, the choices and the buttons."""
         self.path_edit = QtWidgets.QLineEdit(readOnly=True, placeholderText="no model chosen")
         self.choose_button = QtWidgets.QPushButton("Choose Model…")
         self.choose_button.clicked.connect(self.choose_model)
@@ -129,6 +134,8 @@ class ImportLayerDialog(QtWidgets.QDialog):
         self.buttons.accepted.connect(self.import_chosen)
         self.buttons.rejected.connect(self.reject)
 
+    def _lay_out(self) -> None:
+        """Top to bottom: the path, the attributes, the table, the choices, the buttons."""
         top = QtWidgets.QHBoxLayout()
         top.addWidget(self.path_edit, 1)
         top.addWidget(self.choose_button)
@@ -154,7 +161,6 @@ class ImportLayerDialog(QtWidgets.QDialog):
         form.addLayout(sizes)
         form.addWidget(self.error_label)
         form.addWidget(self.buttons)
-        self._layer_chosen()
 
     @staticmethod
     def _size_spin() -> QtWidgets.QSpinBox:

@@ -71,6 +71,17 @@ def compute_look(node, plan, pending: dict[str, str], run: RunInfo | None,
     otherwise valid it runs with the last valid values, and its badge says so."""
     spec = get_spec(node.type)
     specs = plan.specs if plan is not None else {}
+    errors = tuple(node_messages(node.id, plan, pending))
+    # only invalid edits, the block itself valid: it runs with the last valid values
+    last_valid = bool(pending) and plan is not None and not plan.errors.get(node.id)
+    badge, state = _badge(pending, run, errors, running, last_valid, stale)
+    return NodeLook(_out_labels(node, spec, specs, stale), _in_tips(spec, specs, incoming),
+                    errors, badge, state, _tooltip(node, spec, errors, run, stale),
+                    stale is not None)
+
+
+def _out_labels(node, spec, specs, stale: str | None) -> tuple[tuple[str, str, str], ...]:
+    """(port, label, tooltip) of each output port: its inferred shape, or "shape unknown"."""
     out_labels = []
     for p in spec.outputs:
         ts = specs.get((node.id, p.name))
@@ -82,6 +93,11 @@ def compute_look(node, plan, pending: dict[str, str], run: RunInfo | None,
     if stale is not None:  # the port's value (last run) is not the current one
         out_labels = [(port, text, f"{tip}\nlast result is stale: {stale}")
                       for port, text, tip in out_labels]
+    return tuple(out_labels)
+
+
+def _in_tips(spec, specs, incoming: dict[str, tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """(port, tooltip) of each input port: its doc and what feeds it (or "not connected")."""
     in_tips = []
     for p in spec.inputs:
         src = incoming.get(p.name)
@@ -92,24 +108,31 @@ def compute_look(node, plan, pending: dict[str, str], run: RunInfo | None,
         elif ts is not None:
             tip += f"\nfrom {src[0]}.{src[1]}: " + spec_tooltip(p.name, ts)
         in_tips.append((p.name, tip))
-    errors = tuple(node_messages(node.id, plan, pending))
-    # only invalid edits, the block itself valid: it runs with the last valid values
-    last_valid = bool(pending) and plan is not None and not plan.errors.get(node.id)
+    return tuple(in_tips)
+
+
+def _badge(pending: dict[str, str], run: RunInfo | None, errors: tuple[str, ...],
+           running: bool, last_valid: bool, stale: str | None) -> tuple[str, str]:
+    """(badge text, badge state): running, last valid values, stale, failed, its time, cannot
+    run, or nothing, the first that applies."""
     if running:
-        badge, state = "running…", "running"
-    elif last_valid and (stale is None or stale.startswith("invalid")):
-        badge, state = f"⚠ runs with last valid {', '.join(pending)}", "last_valid"
-    elif stale is not None:
-        badge, state = f"stale: {_short(stale)}", "stale"
-    elif run is not None and run.error:
-        badge, state = "✗ failed", "failed"
-    elif run is not None and run.seconds is not None:
-        badge = ("✓ cached " if run.cached else "✓ ") + ms_text(run.seconds)
-        state = "ok"
-    elif errors:
-        badge, state = "⚠ cannot run", "error"
-    else:
-        badge, state = "", ""
+        return "running…", "running"
+    if last_valid and (stale is None or stale.startswith("invalid")):
+        return f"⚠ runs with last valid {', '.join(pending)}", "last_valid"
+    if stale is not None:
+        return f"stale: {_short(stale)}", "stale"
+    if run is not None and run.error:
+        return "✗ failed", "failed"
+    if run is not None and run.seconds is not None:
+        return ("✓ cached " if run.cached else "✓ ") + ms_text(run.seconds), "ok"
+    if errors:
+        return "⚠ cannot run", "error"
+    return "", ""
+
+
+def _tooltip(node, spec, errors: tuple[str, ...], run: RunInfo | None,
+             stale: str | None) -> str:
+    """The block's tooltip (HTML): title and id, type and op, doc, problems, the last run."""
     title = html.escape(node.title or node.id)
     parts = [f"<b>{title}</b> <span style='color:#999'>({html.escape(node.id)})</span>",
              f"{html.escape(spec.title)} — mirrors {html.escape(str(spec.op))}"]
@@ -124,8 +147,7 @@ def compute_look(node, plan, pending: dict[str, str], run: RunInfo | None,
         parts.append(f"<span style='color:#f07060'>run failed: {html.escape(run.error)}</span>")
     elif run is not None and run.seconds is not None:
         parts.append(f"last run: {ms_text(run.seconds)}" + (" (cached)" if run.cached else ""))
-    return NodeLook(tuple(out_labels), tuple(in_tips), errors, badge, state,
-                    "<br/>".join(parts), stale is not None)
+    return "<br/>".join(parts)
 
 
 def _text_width(text: str, font: QtGui.QFont) -> float:

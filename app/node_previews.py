@@ -19,8 +19,9 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.node_item import BlockItem
 from blocks.registry import get_spec
+from engine.view.depth_tiles import tiles_shape
 from engine.view.stats import default_axes, default_view_axes
-from engine.view.thumbnail import is_filter, picture_size, thumbnail, value_range
+from engine.view.thumbnail import picture_size, thumbnail, value_range
 
 SETTINGS_KEY = "view/show_previews"
 #: Largest thumbnail (width, height) on a node: small enough for canvases laid out without one.
@@ -87,8 +88,9 @@ def picture_cells(shape: tuple[int, ...], axes: tuple[str, ...] | None) -> tuple
     """(rows, cols) of the view a thumbnail of a tensor of ``shape`` draws (the cells of
     :func:`engine.view.thumbnail.thumbnail_view`, known before any value is)."""
     names = tuple(axes) if axes and len(axes) == len(shape) else default_axes(len(shape))
-    if is_filter(tuple(shape), names):
-        kh, kw, cin, cout = shape
+    tiles = tiles_shape(tuple(shape), names)
+    if tiles is not None:
+        kh, kw, cin, cout = tiles
         return cin * (kh + 1) - 1, cout * (kw + 1) - 1
     if len(shape) < 2:
         return 1, (shape[0] if shape else 1)

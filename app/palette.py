@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from app.block_mime import NODE_MIME, block_mime_text
 from app.block_search import ranked, search_rank
-from app.graph_adapter import NODE_MIME, block_mime_text
 from blocks.registry import categories
 
 TYPE_ROLE = QtCore.Qt.UserRole

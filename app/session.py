@@ -27,12 +27,11 @@ from PySide6 import QtCore
 
 from app.document import Change, Document
 from app.node_decorations import Decorator, RunInfo, compute_look
+from app.pending_edits import PendingEdits
+from app.run_summary import element_counts, run_summary
 from app.run_worker import RunController
 from blocks.registry import get_spec
 from blocks.spec import read_paths
-from engine.base.names import shown
-from engine.graph.labels import block_labels, label_list
-from engine.graph.report import verdict
 
 #: Auto-run re-runs what changed when those blocks' last runs took less than this in total.
 AUTO_RUN_SECONDS = 0.2
@@ -40,8 +39,9 @@ AUTO_RUN_SECONDS = 0.2
 AUTO_RUN_DELAY_MS = 150
 
 
-class Session(QtCore.QObject):
-    """Plan, pending edits and results of the Document shown by a GraphAdapter."""
+class Session(PendingEdits, QtCore.QObject):
+    """Plan, pending edits (:class:`app.pending_edits.PendingEdits`) and results of the
+    Document shown by a GraphAdapter."""
 
     plan_changed = QtCore.Signal(object)  # Plan
     results_changed = QtCore.Signal()
@@ -194,7 +194,7 @@ class Session(QtCore.QObject):
         nodes = self.to_compute()
         if not nodes or any(n not in self.last_seconds for n in nodes):
             return False
-        expected, counts = 0.0, _element_counts(self.plan)
+        expected, counts = 0.0, element_counts(self.plan)
         for n in nodes:
             then, now = self.last_elements.get(n, 0), counts.get(n, 0)
             expected += self.last_seconds[n] * (max(1.0, now / then) if then else 1.0)
@@ -241,57 +241,6 @@ class Session(QtCore.QObject):
                                       incoming.get(nid, {}), running=nid == self._running_node,
                                       stale=stale.get(nid))
         self.decorator.apply(looks)
-
-    # --- pending invalid edits -------------------------------------------------------------
-    def set_pending(self, node_id: str, attr: str, raw: str, message: str) -> None:
-        """Remember an invalid value typed into the panel: the node shows it as an error."""
-        old = self.pending.get(node_id, {}).get(attr)
-        stale = self.stale_nodes()
-        self.pending.setdefault(node_id, {})[attr] = (raw, message)
-        if old is None or old[1] != message:
-            self.log.emit(message, "error", node_id)
-        self.refresh()
-        self.pending_changed.emit(node_id)
-        if self.stale_nodes() != stale:
-            self.results_changed.emit()
-
-    def clear_pending(self, node_id: str, attr: str) -> None:
-        attrs = self.pending.get(node_id)
-        if attrs and attr in attrs:
-            stale = self.stale_nodes()
-            del attrs[attr]
-            if not attrs:
-                del self.pending[node_id]
-            self.refresh()
-            self.pending_changed.emit(node_id)
-            if self.stale_nodes() != stale:
-                self.results_changed.emit()
-
-    def pending_for(self, node_id: str) -> dict[str, tuple[str, str]]:
-        return dict(self.pending.get(node_id, {}))
-
-    def last_valid_value(self, node_id: str, attr: str) -> str:
-        """The value a run uses for an attribute with a pending invalid edit, as text."""
-        node = self.doc.canvas.nodes[node_id]
-        spec = get_spec(node.type).attr(attr)
-        value = node.attrs.get(attr, spec.default)
-        return value if isinstance(value, str) else shown(value)
-
-    def last_valid_note(self, node_id: str, attr: str) -> str:
-        """What the block says while ``attr`` has a pending invalid edit."""
-        return (f"Until it is fixed, {self.label(node_id)} runs with the last valid value "
-                f"{self.last_valid_value(node_id, attr)} of {attr}.")
-
-    def drop_pending(self) -> bool:
-        """Forget every pending invalid edit (Undo: the fields show the last valid values
-        again); False when there was none."""
-        if not self.pending:
-            return False
-        for nid in list(self.pending):
-            for attr in list(self.pending.get(nid, {})):
-                self.clear_pending(nid, attr)
-        self.log.emit("invalid edit undone: the last valid value is shown again", "info", None)
-        return True
 
     def node_errors(self, node_id: str) -> list[str]:
         msgs = [m for _raw, m in self.pending.get(node_id, {}).values()]
@@ -364,7 +313,7 @@ class Session(QtCore.QObject):
                 spec = self._run_plan.specs.get(key) if self._run_plan else None
                 self.output_axes[key] = getattr(spec, "axes", None)
         computed = set(getattr(result, "computed", set()))
-        counts = _element_counts(self._run_plan)
+        counts = element_counts(self._run_plan)
         for nid, seconds in result.times.items():
             if nid not in skip:
                 self.run_info[nid] = RunInfo(seconds=seconds, cached=nid not in computed)
@@ -420,49 +369,3 @@ class Session(QtCore.QObject):
                 return p.name, self.outputs[(node_id, p.name)]
         outs = get_spec(node.type).outputs
         return (outs[0].name if outs else None), None
-
-
-def _element_counts(plan) -> dict[str, int]:
-    """Node -> how many elements its outputs have in ``plan``."""
-    counts: dict[str, int] = {}
-    for (nid, _port), spec in (plan.specs.items() if plan is not None else ()):
-        n = 1
-        for d in spec.shape:
-            n *= int(d)
-        counts[nid] = counts.get(nid, 0) + n
-    return counts
-
-
-def run_summary(result, plan, canvas) -> str:
-    """``"3 ok, 1 skipped (invalid: dW), 0 failed"``: blocks that ran or came from the cache,
-    blocks not run (invalid in the plan, or after a failed input), and blocks that failed, named
-    by title (:mod:`engine.graph.labels`; the id where a node is gone)."""
-    labels = block_labels(canvas)
-    ok = [n for n in result.times if n not in result.errors]
-    after_failure = [n for n, m in result.errors.items() if m.startswith("skipped")]
-    failed = [n for n in result.errors if n not in after_failure]
-    invalid = list(plan.errors) if plan is not None else []
-    parts = []
-    if invalid:
-        parts.append(f"invalid: {label_list(labels, invalid)}")
-    if after_failure:
-        parts.append(f"after a failed input: {label_list(labels, after_failure)}")
-    skipped = len(invalid) + len(after_failure)
-    text = f"{len(ok)} ok, {skipped} skipped" + (f" ({'; '.join(parts)})" if parts else "")
-    text += f", {len(failed)} failed" + (f" ({label_list(labels, failed)})" if failed else "")
-    verdicts = failed_checks(result, plan)
-    if verdicts:  # a check that ran and says FAIL is no failed run, but must not read as fine
-        text += f"; {len(verdicts)} check(s) FAIL ({label_list(labels, verdicts)})"
-    return text
-
-
-def failed_checks(result, plan) -> list[str]:
-    """The check blocks (:attr:`blocks.spec.BlockSpec.verdict`) whose verdict this run is
-    FAIL (:func:`engine.graph.report.verdict`)."""
-    out = []
-    for step in plan.steps if plan is not None else ():
-        value = result.outputs.get((step.node_id, step.spec.verdict)) if step.spec.verdict \
-            else None
-        if value is not None and verdict(value) == "FAIL":
-            out.append(step.node_id)
-    return out

@@ -23,7 +23,7 @@ from pathlib import Path
 from PySide6 import QtCore, QtWidgets
 
 from app import platform_check
-from app.files import internal_error_text, load_error_line
+from app.load_messages import internal_error_text, load_error_line
 from app.main_window import APP_NAME, MainWindow
 from app.theme import apply_dark_theme
 from engine.base.errors import InvalidArgumentError

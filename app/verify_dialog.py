@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6 import QtCore, QtGui, QtWidgets
+from PySide6 import QtCore, QtWidgets
 
 from app import dialog_folders
 from app.formatting import progress_format_literal
@@ -66,6 +66,13 @@ class VerifyDialog(QtWidgets.QDialog):
 
     # --- construction ----------------------------------------------------------------------
     def _build(self) -> None:
+        self._build_case_fields()
+        self._build_run_fields()
+        self._lay_out()
+
+    def _build_case_fields(self) -> None:
+        """What to verify: the file, the function, the convention and op, the dtypes, the
+        cases and what the implementation supports."""
         from engine.verify.defaults import CONVENTIONS, DEFAULT_CASES, DEFAULT_TIMEOUT, MAX_CASES
 
         self.file_edit = QtWidgets.QLineEdit(placeholderText="a Python file (.py)")
@@ -101,6 +108,9 @@ class VerifyDialog(QtWidgets.QDialog):
         self.support_link.setTextInteractionFlags(QtCore.Qt.LinksAccessibleByMouse
                                                   | QtCore.Qt.LinksAccessibleByKeyboard)
         self.support_link.linkActivated.connect(self.open_support_guide)
+
+    def _build_run_fields(self) -> None:
+        """Run and Cancel, the progress, the report and the reproduction folder."""
         self.run_button = QtWidgets.QPushButton("Run")
         self.run_button.setDefault(True)
         self.run_button.clicked.connect(self.run)
@@ -122,6 +132,8 @@ class VerifyDialog(QtWidgets.QDialog):
         self.close_button = QtWidgets.QPushButton("Close")
         self.close_button.clicked.connect(self.reject)
 
+    def _lay_out(self) -> None:
+        """The form, the run row, the report and the reproduction row, top to bottom."""
         form = QtWidgets.QFormLayout()
         form.addRow("Python file", self._row(self.file_edit, self.choose_button,
                                              self.load_button))
@@ -369,30 +381,3 @@ class VerifyDialog(QtWidgets.QDialog):
         self.say("")
         self.progress.setFormat(progress_format_literal(f"opened {self.repro_canvas}"))
         return True
-
-
-class VerifyAction(QtCore.QObject):
-    """The Run > Verify an Implementation... action of ``window``; one dialog, kept."""
-
-    def __init__(self, window):
-        super().__init__(window)
-        self.window = window
-        self.dialog: VerifyDialog | None = None
-        self.action = QtGui.QAction("&Verify an Implementation…", window)
-        self.action.setObjectName("act_verify")
-        self.action.setStatusTip("Check a Python conv or conv-gradient function against the "
-                                 "exact reference, shrink each failure and say what is wrong")
-        self.action.triggered.connect(self.open)
-
-    def open(self) -> VerifyDialog:
-        if self.dialog is None:
-            self.dialog = VerifyDialog(self.window)
-        self.dialog.show()
-        self.dialog.raise_()
-        self.dialog.activateWindow()
-        return self.dialog
-
-    def shutdown(self) -> None:
-        """Cancel a sweep and wait for it (a QThread must not be destroyed while it runs)."""
-        if self.dialog is not None:
-            self.dialog.shutdown()

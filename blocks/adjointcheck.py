@@ -20,6 +20,7 @@ from blocks.check_support import (
     adjoint_errors,
     conv_kwargs,
     forward_geometry,
+    op_rank,
     tolerance,
 )
 from blocks.conv import shared_dtype
@@ -38,15 +39,17 @@ def _dot(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def adjoint_check(input: np.ndarray, filter: np.ndarray, out_backprop: np.ndarray, op: str,
-                  strides, padding: str, explicit_paddings, data_format: str,
-                  dilations) -> dict[str, np.ndarray]:
+                  strides, padding: str, data_format: str, dilations,
+                  explicit_paddings=()) -> dict[str, np.ndarray]:
     """``forward`` = <op(x, w), dy>, ``via_input`` = <x, dx>, ``via_filter`` = <w, dw>,
     ``max_rel_error`` (largest pairwise difference over the largest magnitude) and ``ok``
     (within the inputs' dtype's check tolerance). The kernels are looked up in
-    :mod:`engine.kernels` at call time."""
+    :mod:`engine.kernels` at call time; ``explicit_paddings`` is for the 2-D ops only."""
     fwd, bfilter, binput = (getattr(kernels, name) for name in OP_KERNELS[op])
-    kw = {"strides": strides, "padding": padding, "explicit_paddings": explicit_paddings,
-          "data_format": data_format, "dilations": dilations}
+    kw = {"strides": strides, "padding": padding, "data_format": data_format,
+          "dilations": dilations}
+    if op_rank(op) == 2:
+        kw["explicit_paddings"] = explicit_paddings
     x, w, dy = (np.asarray(a) for a in (input, filter, out_backprop))
     forward = _dot(fwd(x, w, **kw), dy)
     via_input = _dot(x, binput(np.array(x.shape), w, dy, **kw))

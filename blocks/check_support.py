@@ -11,9 +11,11 @@ a restatement.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from blocks.conv import CONV_ATTRS, float_port, kernel_attrs
+from blocks.conv import CONV_ATTRS, conv_attrs, float_port, kernel_attrs
 from blocks.spec import AttrError, AttrSpec, TensorSpec, blame
 from engine.base.dtypes import CHECK_TOLERANCE  # noqa: F401  (re-exported: blocks.gradcheck)
 from engine.base.errors import InvalidArgumentError
@@ -23,47 +25,115 @@ from engine.base.tolerance import (  # noqa: F401  (tolerance re-exported: the c
     tolerance,
     verdict,
 )
-from engine.shapes.conv import ConvGeometry, conv2d_geometry
+from engine.shapes.conv import (
+    FORMATS,
+    PADDINGS_3D,
+    ConvGeometry,
+    ConvGeometryNd,
+    channels_last,
+    conv2d_geometry,
+    conv3d_geometry,
+)
+from engine.shapes.ops import CONV_OPS, ConvOp
 
-CONV2D, DEPTHWISE = "Conv2D", "DepthwiseConv2dNative"
+CONV2D, DEPTHWISE, CONV3D = "Conv2D", "DepthwiseConv2dNative", "Conv3D"
 
+
+def _kernels(forward: ConvOp) -> tuple[str, str, str]:
+    """The kernels of a forward op and of its two gradients (the op table's rows of the same
+    rank and depthwise-ness)."""
+    def of(kind: str) -> str:
+        return next(op.kernel for op in CONV_OPS if op.kind == kind
+                    and (op.rank, op.depthwise) == (forward.rank, forward.depthwise))
+    return forward.kernel, of("filter"), of("input")
+
+
+_FORWARD = {op.name: op for op in CONV_OPS if op.kind == "forward"}
 #: The forward op's kernel, its filter-gradient and its input-gradient kernel (names in
-#: :mod:`engine.kernels`, looked up at call time).
-OP_KERNELS: dict[str, tuple[str, str, str]] = {
-    CONV2D: ("conv2d", "conv2d_backprop_filter", "conv2d_backprop_input"),
-    DEPTHWISE: ("depthwise_conv2d_native", "depthwise_conv2d_native_backprop_filter",
-                "depthwise_conv2d_native_backprop_input"),
-}
+#: :mod:`engine.kernels`, looked up at call time), for each forward op of the op table.
+OP_KERNELS: dict[str, tuple[str, str, str]] = {name: _kernels(op) for name, op in _FORWARD.items()}
 
-OP_ATTR = AttrSpec("op", "enum", CONV2D, choices=(CONV2D, DEPTHWISE),
-                   doc="The forward op whose gradient is checked: Conv2D or "
-                       "DepthwiseConv2dNative (tf.raw_ops names).")
+OP_ATTR = AttrSpec("op", "enum", CONV2D, choices=tuple(_FORWARD),
+                   doc="The forward op whose gradient is checked (tf.raw_ops names): "
+                       f"{', '.join(_FORWARD)}. Conv3D takes 5-D tensors and strides and "
+                       "dilations of 5.")
 
-#: ``op`` and the conv attributes, with the conv blocks' validation and inactive rules.
-CHECK_CONV_ATTRS: tuple[AttrSpec, ...] = (OP_ATTR, *CONV_ATTRS)
+
+def _either(two: AttrSpec, three: AttrSpec) -> AttrSpec:
+    """An attribute of the 2-D ops that also takes its 3-D values (lengths, choices)."""
+    if two.kind == "int_list":
+        return replace(two, length=(*(two.length or ()), *(three.length or ())),
+                       doc=f"{two.doc} For Conv3D: {len(three.default)} entries.")
+    return replace(two, choices=(*two.choices, *(c for c in three.choices
+                                                if c not in two.choices)))
+
+
+_THREE = {a.name: a for a in conv_attrs(3)}
+#: ``op`` and the conv attributes, with the conv blocks' validation and inactive rules; the
+#: window attributes take 4 (2-D ops) or 5 (Conv3D) entries, and :func:`forward_geometry`
+#: checks them against the op.
+CHECK_CONV_ATTRS: tuple[AttrSpec, ...] = (OP_ATTR, *(
+    _either(a, _THREE[a.name]) if a.name in _THREE else a for a in CONV_ATTRS))
 
 SCALAR = TensorSpec((), "float64")
 VERDICT = TensorSpec((), "bool")
 
 
+def op_rank(op: str) -> int:
+    """The spatial dimensions of the forward op ``op``."""
+    return _FORWARD[op].rank
+
+
+def rank_attrs(attrs: dict, op: str) -> dict:
+    """What changes in a check block's ``attrs`` when its op becomes ``op``: for an op of
+    another rank, ``data_format`` in that rank's layout of the same kind (NHWC <-> NDHWC, NCHW
+    <-> NCDHW) and strides and dilations with a depth entry of 1 added (or the depth entry
+    dropped): the same window on H and W. Nothing when the rank stays."""
+    fmt, rank = attrs.get("data_format", "NHWC"), op_rank(op)
+    old = len(fmt) - 2
+    if old == rank or old not in FORMATS:
+        return {}
+    out: dict = {"data_format": FORMATS[rank][FORMATS[old].index(fmt)]}
+    depth = 1 if channels_last(fmt) else 2  # where D sits in a 5-entry list
+    for name in ("strides", "dilations"):
+        value = attrs.get(name)
+        if isinstance(value, list) and len(value) == old + 2:
+            out[name] = (value[:depth] + [1] + value[depth:] if rank == 3
+                         else value[:depth] + value[depth + 1:])
+    return out
+
+
 def conv_kwargs(attrs: dict) -> dict:
-    """The conv attributes as the kernels take them (explicit_paddings only with EXPLICIT)."""
-    return kernel_attrs(attrs, cudnn=False)
+    """The conv attributes as the op's kernels take them (explicit_paddings only with
+    EXPLICIT, and only for the 2-D ops)."""
+    kw = kernel_attrs(attrs, cudnn=False)
+    if op_rank(attrs["op"]) != 2:
+        kw.pop("explicit_paddings", None)
+    return kw
 
 
-def forward_geometry(attrs: dict, inputs: dict[str, TensorSpec], names: set[str]) -> ConvGeometry:
+def forward_geometry(attrs: dict, inputs: dict[str, TensorSpec],
+                     names: set[str]) -> ConvGeometry | ConvGeometryNd:
     """The forward op's geometry on the ``input`` and ``filter`` ports, with ``out_backprop``
     checked against its output shape; raises :class:`AttrError` naming the port or attribute."""
     x, w = float_port(inputs, "input"), float_port(inputs, "filter")
     dy = float_port(inputs, "out_backprop")
+    op = attrs["op"]
     try:
-        g = conv2d_geometry(x.shape, w.shape, **conv_kwargs(attrs),
-                            depthwise=attrs["op"] == DEPTHWISE)
+        if op_rank(op) == 2:
+            g: ConvGeometry | ConvGeometryNd = conv2d_geometry(
+                x.shape, w.shape, **conv_kwargs(attrs), depthwise=op == DEPTHWISE)
+        else:
+            if attrs["padding"] not in PADDINGS_3D:
+                raise InvalidArgumentError(
+                    f"padding {attrs['padding']} is not one of {op}'s: "
+                    f"{', '.join(PADDINGS_3D)}", "padding")
+            g = conv3d_geometry(x.shape, w.shape, **conv_kwargs(attrs))
     except InvalidArgumentError as err:
         raise blame(err, names) from None
     if tuple(dy.shape) != tuple(g.output_shape):
         raise AttrError("out_backprop", f"out_backprop shape {list(dy.shape)} does not match the "
-                                        f"{attrs['op']} output shape: expected "
+                                        f"{op} output shape: expected "
                                         f"{list(g.output_shape)}, got {list(dy.shape)}")
     return g
 

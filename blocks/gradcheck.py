@@ -38,117 +38,27 @@ from blocks.check_support import (
     conv_kwargs,
     forward_geometry,
     gradient_errors,
+    op_rank,
     tolerance,
 )
-from blocks.conv import DEPTHWISE_FILTER_AXES, FILTER_AXES, activation_axes, float_port
+from blocks.conv import activation_axes, filter_axes, float_port
+from blocks.local_loss import LocalLoss, channels_last_view
 from blocks.spec import INT32_MAX, AttrError, AttrSpec, BlockSpec, PortSpec, TensorSpec
-from engine import kernels
 from engine.base import cancel as cancellation
 from engine.base.dtypes import tolerance_text
 from engine.base.literal import literal
 from engine.kernels.memory import SLACK, conv_workspace
-from engine.shapes.conv import ConvGeometry, conv2d_geometry
+from engine.shapes.conv import (
+    ConvGeometry,
+    ConvGeometryNd,
+    channels_last,
+    conv2d_geometry,
+    conv3d_geometry,
+)
 
 WRT = ("input", "filter")
 PORTS = ("input", "filter", "out_backprop", "gradient")
 OUTPUTS = ("numeric", "error", "max_abs_error", "max_rel_error", "ok")
-
-
-def _nhwc(a: np.ndarray, data_format: str) -> np.ndarray:
-    return a if data_format == "NHWC" else a.transpose(0, 2, 3, 1)
-
-
-class _Loss:
-    """Evaluates the part of L that one element of the input or filter changes."""
-
-    def __init__(self, g: ConvGeometry, x: np.ndarray, w: np.ndarray, dy: np.ndarray):
-        self.g, self.x, self.w, self.dy = g, x, w, dy
-        self.kernel = (kernels.depthwise_conv2d_native if g.depthwise else kernels.conv2d)
-        self.kw: dict[str, Any] = {"strides": [1, g.stride_rows, g.stride_cols, 1], "padding": "VALID",
-                   "data_format": "NHWC",
-                   "dilations": [1, g.dilation_rows, g.dilation_cols, 1]}
-        self.span_rows = (g.filter_rows - 1) * g.dilation_rows + 1
-        self.span_cols = (g.filter_cols - 1) * g.dilation_cols + 1
-        self._windows: dict[int, np.ndarray] = {}
-
-    def window(self, batch: slice, rows: tuple[int, int], cols: tuple[int, int],
-               chans: slice) -> np.ndarray:
-        """A float64 copy of the zero-padded input over padded rows and cols ``[lo, hi)``."""
-        g, x = self.g, self.x
-        n = len(range(*batch.indices(x.shape[0])))
-        out = np.zeros((n, rows[1] - rows[0], cols[1] - cols[0], chans.stop - chans.start))
-        r0, r1 = max(rows[0] - g.pad_top, 0), min(rows[1] - g.pad_top, g.in_rows)
-        c0, c1 = max(cols[0] - g.pad_left, 0), min(cols[1] - g.pad_left, g.in_cols)
-        if r0 < r1 and c0 < c1:
-            out[:, r0 + g.pad_top - rows[0]:r1 + g.pad_top - rows[0],
-                c0 + g.pad_left - cols[0]:c1 + g.pad_left - cols[0]] = x[batch, r0:r1, c0:c1,
-                                                                           chans]
-        return out
-
-    def _value(self, xw: np.ndarray, ww: np.ndarray, dyw: np.ndarray) -> float:
-        return float(np.sum(self.kernel(xw, ww, **self.kw) * dyw))
-
-    def _difference(self, arr: np.ndarray, index: tuple, eps: float, xw: np.ndarray,
-                    ww: np.ndarray, dyw: np.ndarray) -> float:
-        """The central difference of L in ``arr[index]`` (``arr`` is ``xw`` or ``ww``)."""
-        orig = arr[index]
-        up, down = orig + eps, orig - eps
-        arr[index] = up
-        plus = self._value(xw, ww, dyw)
-        arr[index] = down
-        minus = self._value(xw, ww, dyw)
-        arr[index] = orig
-        return (plus - minus) / (up - down)
-
-    def _group(self, channel: int, filter_channel: bool) -> tuple[slice, slice, int]:
-        """Input channels, output channels and the channel's offset in its input slice, for
-        input channel ``channel`` (or the filter's output channel when ``filter_channel``)."""
-        g = self.g
-        if g.depthwise:
-            return slice(channel, channel + 1), slice(channel * g.filter_out,
-                                                      (channel + 1) * g.filter_out), 0
-        per_group = g.filter_out // g.groups
-        grp = channel // per_group if filter_channel else channel // g.filter_in_depth
-        q = g.filter_in_depth
-        return slice(grp * q, (grp + 1) * q), slice(grp * per_group, (grp + 1) * per_group), \
-            channel - grp * q
-
-    def filter_element(self, i: int, j: int, q: int, o: int, eps: float) -> float:
-        """dL/dw[i, j, q, o]: L restricted to the output channel the element feeds."""
-        g = self.g
-        if g.depthwise:
-            chans, out = slice(q, q + 1), q * g.filter_out + o
-            ww, qq = self.w[:, :, q:q + 1, o:o + 1].copy(), 0
-        else:
-            chans, _, _ = self._group(o, filter_channel=True)
-            out, ww, qq = o, self.w[:, :, :, o:o + 1].copy(), q
-        xw = self._windows.get(chans.start)
-        if xw is None:
-            rows = (0, (g.out_rows - 1) * g.stride_rows + self.span_rows)
-            cols = (0, (g.out_cols - 1) * g.stride_cols + self.span_cols)
-            xw = self._windows.setdefault(chans.start,
-                                          self.window(slice(None), rows, cols, chans))
-        dyw = self.dy[:, :, :, out:out + 1]
-        return self._difference(ww, (i, j, qq, 0), eps, xw, ww, dyw)
-
-    def input_element(self, n: int, h: int, v: int, c: int, eps: float) -> float:
-        """dL/dx[n, h, v, c] (NHWC): L restricted to the output window that reads it."""
-        g = self.g
-        hp, vp = h + g.pad_top, v + g.pad_left
-        r_lo = max(0, -(-(hp - self.span_rows + 1) // g.stride_rows))
-        r_hi = min(g.out_rows - 1, hp // g.stride_rows)
-        c_lo = max(0, -(-(vp - self.span_cols + 1) // g.stride_cols))
-        c_hi = min(g.out_cols - 1, vp // g.stride_cols)
-        if r_lo > r_hi or c_lo > c_hi:
-            return 0.0  # no output reads the element: L does not depend on it
-        chans, outs, local = self._group(c, filter_channel=False)
-        rows = (r_lo * g.stride_rows, r_hi * g.stride_rows + self.span_rows)
-        cols = (c_lo * g.stride_cols, c_hi * g.stride_cols + self.span_cols)
-        xw = self.window(slice(n, n + 1), rows, cols, chans)
-        ww = self.w[:, :, chans, :] if g.depthwise else self.w[:, :, :, outs]
-        dyw = self.dy[n:n + 1, r_lo:r_hi + 1, c_lo:c_hi + 1, outs]
-        index = (0, hp - rows[0], vp - cols[0], local)
-        return self._difference(xw, index, eps, xw, ww, dyw)
 
 
 def sample_indices(size: int, samples: int, seed: int) -> np.ndarray:
@@ -172,33 +82,41 @@ def sampled_mask(shape: tuple[int, ...], attrs: dict) -> np.ndarray:
 
 def grad_check(input: np.ndarray, filter: np.ndarray, out_backprop: np.ndarray,
                gradient: np.ndarray, op: str, wrt: str, strides, padding: str,
-               explicit_paddings, data_format: str, dilations, epsilon: float, samples: int,
-               seed: int) -> dict[str, np.ndarray]:
+               explicit_paddings=(), data_format: str = "NHWC", dilations=None,
+               epsilon: float = 1e-3, samples: int = 64, seed: int = 0) -> dict[str, np.ndarray]:
     """``gradient`` (of L w.r.t. ``wrt``) against float64 central differences of L on the
     sampled elements: ``numeric`` and ``error`` (NaN where not sampled), ``max_abs_error``,
     ``max_rel_error`` (over ``max |numeric|``) and ``ok`` (within :data:`CHECK_TOLERANCE` of
-    ``gradient``'s dtype; with ``max |numeric|`` 0, ``max_abs_error`` is compared instead)."""
-    g = conv2d_geometry(np.shape(input), np.shape(filter), strides, padding, explicit_paddings,
-                        data_format, dilations, depthwise=op == DEPTHWISE)
+    ``gradient``'s dtype; with ``max |numeric|`` 0, ``max_abs_error`` is compared instead).
+    ``explicit_paddings`` is for the 2-D ops only; ``dilations`` default to ones."""
+    rank = op_rank(op)
+    dilations = [1] * (rank + 2) if dilations is None else dilations
+    if rank == 2:
+        g = conv2d_geometry(np.shape(input), np.shape(filter), strides, padding,
+                            explicit_paddings, data_format, dilations,
+                            depthwise=op == DEPTHWISE).nd
+    else:
+        g = conv3d_geometry(np.shape(input), np.shape(filter), strides, padding, data_format,
+                            dilations)
     grad = np.asarray(gradient)
-    x = _nhwc(np.asarray(input, np.float64), data_format)
-    dy = _nhwc(np.asarray(out_backprop, np.float64), data_format)
-    loss = _Loss(g, x, np.asarray(filter, np.float64), dy)
+    x = channels_last_view(np.asarray(input, np.float64), data_format)
+    dy = channels_last_view(np.asarray(out_backprop, np.float64), data_format)
+    loss = LocalLoss(g, x, np.asarray(filter, np.float64), dy)
     flat = sample_indices(grad.size, samples, seed)
     numbers = np.zeros(flat.size)
-    empty = g.batch == 0 or g.out_rows == 0 or g.out_cols == 0 or g.out_depth == 0
+    empty = min(g.batch, *g.out_spatial, g.out_depth) == 0
+    last = channels_last(data_format)
     for k, index in enumerate(zip(*np.unravel_index(flat, grad.shape), strict=True)):
         cancellation.checkpoint()
         cancellation.progress(k, flat.size)
         if empty:
             continue  # L is the empty sum: no element changes it
+        at = tuple(map(int, index))
         if wrt == "filter":
-            i, j, q, o = map(int, index)
-            numbers[k] = loss.filter_element(i, j, q, o, epsilon)
+            numbers[k] = loss.filter_element(at[:-2], at[-2], at[-1], epsilon)
         else:
-            n, a, b, c = map(int, index)
-            nhwc = (n, a, b, c) if data_format == "NHWC" else (n, b, c, a)
-            numbers[k] = loss.input_element(*nhwc, epsilon)
+            pos, c = (at[1:-1], at[-1]) if last else (at[2:], at[1])
+            numbers[k] = loss.input_element(at[0], pos, c, epsilon)
     cancellation.progress(flat.size, flat.size)
     return gradient_errors(grad, flat, numbers, tolerance(grad.dtype))
 
@@ -207,14 +125,18 @@ def _names() -> set[str]:
     return {a.name for a in ATTRS} | set(PORTS)
 
 
+def _nd(g: ConvGeometry | ConvGeometryNd) -> ConvGeometryNd:
+    return g.nd if isinstance(g, ConvGeometry) else g
+
+
 def _infer(attrs: dict, inputs: dict[str, TensorSpec]) -> dict[str, TensorSpec]:
-    g = forward_geometry(attrs, inputs, _names())
+    g = _nd(forward_geometry(attrs, inputs, _names()))
     grad = float_port(inputs, "gradient")
     wrt = attrs["wrt"]
     if wrt == "input":
         want, axes = g.input_shape, activation_axes(attrs["data_format"])
     else:
-        want, axes = g.filter_shape, DEPTHWISE_FILTER_AXES if g.depthwise else FILTER_AXES
+        want, axes = g.filter_shape, filter_axes(g.rank, g.depthwise)
     if tuple(grad.shape) != tuple(want):
         raise AttrError("wrt", f"gradient shape {list(grad.shape)} does not match the {wrt} "
                                f"shape (wrt={wrt}): expected {list(want)}, got "
@@ -224,21 +146,31 @@ def _infer(attrs: dict, inputs: dict[str, TensorSpec]) -> dict[str, TensorSpec]:
             "max_rel_error": SCALAR, "ok": VERDICT}
 
 
+def _spans(g: ConvGeometryNd) -> tuple[int, ...]:
+    """The padded input each spatial dimension's outputs read: ``(out - 1) * s + span``."""
+    return tuple(max(0, (o - 1) * s + (k - 1) * d + 1) for o, s, k, d in zip(
+        g.out_spatial, g.strides, g.filter_spatial, g.dilations))
+
+
 def _workspace(attrs: dict, inputs: dict[str, TensorSpec],
                outputs: dict[str, TensorSpec]) -> int:
     """float64 copies of the four inputs, the cached zero-padded input windows, one window
     copy, one restricted conv's output and product, its kernel workspace, the sample lists."""
-    g = forward_geometry(attrs, inputs, _names())
+    g = _nd(forward_geometry(attrs, inputs, _names()))
     sizes = {p: math.prod(inputs[p].shape) for p in PORTS}
-    rows = max(0, (g.out_rows - 1) * g.stride_rows + (g.filter_rows - 1) * g.dilation_rows + 1)
-    cols = max(0, (g.out_cols - 1) * g.stride_cols + (g.filter_cols - 1) * g.dilation_cols + 1)
-    padded = g.batch * rows * cols * g.in_depth
-    out = g.batch * g.out_rows * g.out_cols * g.out_depth
+    spans = _spans(g)
+    padded = g.batch * math.prod(spans) * g.in_depth
+    out = g.batch * math.prod(g.out_spatial) * g.out_depth
     kernel = 0
-    if min(g.batch, g.out_rows, g.out_cols, g.out_depth) > 0:
-        cropped = conv2d_geometry((g.batch, rows, cols, g.in_depth), g.filter_shape,
-                                  [1, g.stride_rows, g.stride_cols, 1], "VALID", [], "NHWC",
-                                  [1, g.dilation_rows, g.dilation_cols, 1], g.depthwise)
+    if min(g.batch, *g.out_spatial, g.out_depth) > 0:
+        window = (g.batch, *spans, g.in_depth)
+        if g.rank == 2:
+            cropped: ConvGeometry | ConvGeometryNd = conv2d_geometry(
+                window, g.filter_shape, [1, *g.strides, 1], "VALID", [], "NHWC",
+                [1, *g.dilations, 1], g.depthwise)
+        else:
+            cropped = conv3d_geometry(window, g.filter_shape, [1, *g.strides, 1], "VALID",
+                                      "NDHWC", [1, *g.dilations, 1])
         finite = all(inputs[p].finite for p in ("input", "filter", "out_backprop"))
         kernel = conv_workspace(cropped, "forward", "float64", finite)
     samples = sizes["gradient"] if attrs["samples"] == 0 else min(attrs["samples"],
@@ -266,21 +198,20 @@ def checked_elements(size: int, samples: int) -> int:
     return size if samples == 0 or samples >= size else samples
 
 
-def evaluation_macs(g: ConvGeometry, wrt: str) -> int:
+def evaluation_macs(g: ConvGeometry | ConvGeometryNd, wrt: str) -> int:
     """Multiply-adds of one evaluation of the part of L one element changes (see the module
     docstring): one output channel of the whole batch for a filter element, the window of
     output positions (all output channels of its group) that reads an input element."""
-    if min(g.batch, g.out_rows, g.out_cols, g.out_depth) == 0:
+    g = _nd(g)
+    if min(g.batch, *g.out_spatial, g.out_depth) == 0:
         return 0
-    taps = g.filter_rows * g.filter_cols * (1 if g.depthwise else g.filter_in_depth)
+    taps = math.prod(g.filter_spatial) * (1 if g.depthwise else g.filter_in_depth)
     if wrt == "filter":
-        return g.batch * g.out_rows * g.out_cols * taps
-    span_rows = (g.filter_rows - 1) * g.dilation_rows + 1
-    span_cols = (g.filter_cols - 1) * g.dilation_cols + 1
-    rows = min(g.out_rows, -(-span_rows // g.stride_rows))
-    cols = min(g.out_cols, -(-span_cols // g.stride_cols))
+        return g.batch * math.prod(g.out_spatial) * taps
+    window = math.prod(min(o, -(-((k - 1) * d + 1) // s)) for o, k, d, s in zip(
+        g.out_spatial, g.filter_spatial, g.dilations, g.strides))
     outs = g.filter_out if g.depthwise else g.filter_out // g.groups
-    return rows * cols * outs * taps
+    return window * outs * taps
 
 
 def estimated_seconds(attrs: dict, inputs: dict[str, TensorSpec]) -> tuple[float, int, int]:

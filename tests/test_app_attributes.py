@@ -39,7 +39,8 @@ def out_label(w, node_id, port="output") -> str:
 
 
 def test_panel_builds_typed_editors_with_spec_tooltips(window):
-    from app.attr_editors import CheckEditor, ComboEditor, IntCellsEditor
+    from app.attr_editors import CheckEditor, ComboEditor
+    from app.cells_editor import IntCellsEditor
 
     rows = window.attributes.rows
     spec = get_spec("Conv2DBackpropFilter")

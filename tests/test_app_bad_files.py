@@ -18,6 +18,7 @@ from tests.app_support import drop_mime, drop_on, grad_canvas, url_mime
 QtCore = pytest.importorskip("PySide6.QtCore")
 from PySide6 import QtWidgets
 
+from app import window_menus
 from engine.graph.canvas_file import MAX_FILE_BYTES, save_canvas
 
 EXAMPLE = Path(__file__).parents[1] / "assets" / "examples" / "enuspace_style.gbc.json"
@@ -71,7 +72,7 @@ def test_file_open_recent_and_drop_of_bad_canvases_show_a_dialog_and_keep_the_ca
                             staticmethod(lambda *a, p=path, **k: (str(p), "")))
         assert not window.files.open_dialog(), name
         window.files.add_recent(path)
-        window._fill_recent()
+        window_menus.fill_recent(window)
         window.recent_menu.actions()[0].trigger()
         drop_mime(window, url_mime(path), QtCore.QPoint(200, 200))
         assert len(errors) == count + 3, name  # one dialog per attempt
@@ -166,7 +167,7 @@ def test_every_kind_of_bad_file_on_every_open_path_shows_its_message_and_keeps_t
                             staticmethod(lambda *a, p=path, **k: (str(p), "")))
         window.act_open.trigger()  # File > Open
         window.files.add_recent(path)
-        window._fill_recent()
+        window_menus.fill_recent(window)
         window.recent_menu.actions()[0].trigger()  # File > Open Recent > the file
         drop_mime(window, url_mime(path), QtCore.QPoint(200, 200))  # drop on the canvas
         drop_on(window.log, url_mime(path), QtCore.QPoint(5, 5))  # drop on a panel
@@ -181,6 +182,8 @@ def test_every_kind_of_bad_file_on_every_open_path_shows_its_message_and_keeps_t
 STARTUP = """
 import sys
 from PySide6 import QtWidgets
+
+from app import window_menus
 import app
 
 def critical(parent, title, text, *args, **kwargs):

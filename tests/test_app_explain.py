@@ -271,8 +271,8 @@ def test_the_table_is_capped_and_copy_takes_every_term(qtbot, tmp_path, monkeypa
 def test_explain_shot_writes_the_panel_picture(qapp, tmp_path):
     """``python -m app.explain.shot`` (the README's picture) explains the element and saves the
     panel; a bad node is exit 2."""
+    from app.canvas_paths import example_files
     from app.explain.shot import main
-    from app.files import example_files
 
     example = next(p for p in example_files() if p.name.startswith(EXAMPLE))
     out = tmp_path / "shots" / "explain.png"

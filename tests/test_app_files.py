@@ -205,7 +205,7 @@ def test_drop_npy_creates_tensor_block_reading_it(tmp_path, window):
 
 
 def test_examples_are_in_the_file_menu_and_open(window):
-    from app.files import example_files
+    from app.canvas_paths import example_files
 
     examples = example_files()
     assert len(examples) >= 5
@@ -269,7 +269,7 @@ def test_file_dialogs_remember_the_last_folder_of_each_kind(qtbot, tmp_path, win
     """Save As, Open and the .npy/.png dialogs start where the user last went for that kind of
     file (kept in the settings), never in the working directory; an example's Save As
     suggests the example's name."""
-    from app.files import example_files
+    from app.canvas_paths import example_files
 
     starts: list[tuple[str, str]] = []
 

@@ -116,7 +116,7 @@ def test_an_invalid_strides_cell_is_kept_red_and_moves_no_field(qtbot, grad_wind
     """Typing "abc" into a strides cell: the text stays, marked red, the reason below the
     fields, and padding, data_format and dilations stay where they were (they moved ~40 px
     down under a hint, and the cell refused the letters)."""
-    from app.attr_editors import ERROR_STYLE
+    from app.attr_editor_base import ERROR_STYLE
 
     w = grad_window
     w.adapter.select(["grad"])
@@ -137,7 +137,7 @@ def test_an_invalid_strides_cell_is_kept_red_and_moves_no_field(qtbot, grad_wind
 def test_the_tensor_shape_field_behaves_as_a_strides_cell(qtbot, grad_window):
     """The same "abc" in a Tensor block's shape field: kept, red, the reason below the fields,
     no field moved."""
-    from app.attr_editors import ERROR_STYLE
+    from app.attr_editor_base import ERROR_STYLE
 
     w = grad_window
     w.adapter.select(["x"])

@@ -19,7 +19,7 @@ EXAMPLES = sorted((Path(__file__).parents[1] / "assets" / "examples").glob("*.gb
 
 
 def test_every_example_checks_and_runs(capsys):
-    assert len(EXAMPLES) == 5
+    assert len(EXAMPLES) == 6
     for path in EXAMPLES:
         assert main(["check", str(path)]) == 0
         assert main(["run", str(path)]) == 0

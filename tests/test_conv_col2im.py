@@ -1,5 +1,5 @@
 """The compiled im2col forward and col2im input gradient for few channels
-(engine.kernels._compiled.conv_tiles.conv2d_im2col / backprop_input_col2im,
+(engine.kernels._compiled.conv_tiles.conv2d_im2col / conv_tiles_input.backprop_input_col2im,
 engine.kernels._compiled.conv_tiles_jit.im2col_rows / col2im_rows,
 engine.kernels._compiled.simd_runs: the ``numba im2col`` and ``numba col2im`` paths).
 
@@ -22,7 +22,7 @@ numba = pytest.importorskip("numba")
 from engine import kernels
 from engine.base import cancel
 from engine.kernels import accel, compute, parallel
-from engine.kernels._compiled import conv_tiles, conv_tiles_jit
+from engine.kernels._compiled import conv_tiles, conv_tiles_input, conv_tiles_jit
 from engine.kernels._compiled.simd_runs import add_into, copy_into
 from engine.kernels.memory import conv_workspace
 from engine.shapes.conv import conv2d_geometry
@@ -173,7 +173,7 @@ def test_the_same_bits_whatever_the_split_of_rows_and_calls(monkeypatch):
     whole = INPUT(shape, w, dy, **attrs)
     assert kernels.last_path() == COL2IM
     monkeypatch.setattr(conv_tiles, "CALL_POSITIONS", 1)
-    monkeypatch.setattr(conv_tiles, "COL2IM_MIN_ROWS", 0)  # ranges of one input row
+    monkeypatch.setattr(conv_tiles_input, "COL2IM_MIN_ROWS", 0)  # ranges of one input row
     monkeypatch.setattr(parallel, "workers", lambda: 2)
     split = INPUT(shape, w, dy, **attrs)
     monkeypatch.setattr(parallel, "workers", lambda: 7)  # ranges starting inside images

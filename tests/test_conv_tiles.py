@@ -37,7 +37,7 @@ from engine import kernels
 from engine.base import cancel
 from engine.base.dtypes import DTYPES, RTOL
 from engine.kernels import accel, compute, dispatch, parallel
-from engine.kernels._compiled import conv_tiles, conv_tiles_jit
+from engine.kernels._compiled import conv_tiles, conv_tiles_input, conv_tiles_jit
 from engine.kernels._compiled.numba_simd import lanes, tile_columns
 from engine.kernels.layout import PhaseLayout, Tap
 from engine.kernels.memory import conv_workspace
@@ -160,7 +160,8 @@ def _col2im_compiled(g, dtype: str) -> bool:
 
 
 def _spy(monkeypatch) -> set[str]:
-    """Record which entry points of engine.kernels._compiled.conv_tiles compute (the in-place filter
+    """Record which entry points of engine.kernels._compiled.conv_tiles and conv_tiles_input
+    compute (the in-place filter
     gradient only when it takes the call: it declines operands it cannot read in place; the input
     gradient's phase products as ``backprop_input(into)`` when they go straight into the
     result) and which loops of engine.kernels._compiled.conv_tiles_jit run."""
@@ -178,9 +179,10 @@ def _spy(monkeypatch) -> set[str]:
 
         monkeypatch.setattr(module, name, spy)
 
-    for name in ("conv2d", "backprop_filter_direct", "backprop_input", "backprop_input_into",
-                 "backprop_input_col2im", "conv2d_im2col"):
+    for name in ("conv2d", "backprop_filter_direct", "conv2d_im2col"):
         wrap(conv_tiles, name)
+    for name in ("backprop_input", "backprop_input_into", "backprop_input_col2im"):
+        wrap(conv_tiles_input, name)
     for name in ("filter_direct", "filter_direct_grouped", "shifted_products",
                  "segment_products", "col2im_rows", "im2col_rows"):
         wrap(conv_tiles_jit, name)
@@ -251,7 +253,7 @@ def test_fixed_geometries_take_the_tiles_and_match_numpy(monkeypatch, case):
         monkeypatch.setenv(accel.ENV, "numpy")
         _close(compiled, numpy_out, op(*_abs_args(kind, x, w, dy, g), **attrs), dtype)
     if routes[2] is INPUT_SEGMENTS:  # segments written over, or added to a zeroed result
-        assert conv_tiles.covers_input(PhaseLayout.of(g)) == (name != "stride2-dilated")
+        assert conv_tiles_input.covers_input(PhaseLayout.of(g)) == (name != "stride2-dilated")
 
 
 # --- the jit loops against their docstring formulas ------------------------------------------

@@ -228,7 +228,7 @@ def test_infer_gives_shapes_dtypes_and_axes_before_running():
     ("epsilon", 10**400, "beyond the float range"),
     ("samples", -1, "samples must be >= 0"),
     ("wrt", "output", "wrt 'output' is not one of input, filter"),
-    ("op", "Conv3D", "op 'Conv3D' is not one of Conv2D, DepthwiseConv2dNative"),
+    ("op", "Conv4D", "op 'Conv4D' is not one of Conv2D, DepthwiseConv2dNative, Conv3D"),
 ])
 def test_invalid_attributes_are_named(name, value, match):
     from blocks.spec import AttrError

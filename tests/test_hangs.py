@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from blocks import gradcheck
+from blocks import gradcheck, local_loss
 from engine.base import cancel
 from engine.graph import executor
 from engine.graph.canvas import Canvas
@@ -224,7 +224,7 @@ def test_a_cancel_stops_a_gradcheck_at_the_next_element(monkeypatch, wrt, kernel
     assert plan.ok
     event = threading.Event()
     calls = []
-    real = gradcheck._Loss._value
+    real = local_loss.LocalLoss._value
 
     def counted(self, *args):
         calls.append(1)
@@ -232,7 +232,7 @@ def test_a_cancel_stops_a_gradcheck_at_the_next_element(monkeypatch, wrt, kernel
             event.set()
         return real(self, *args) if kernel else 0.0
 
-    monkeypatch.setattr(gradcheck._Loss, "_value", counted)
+    monkeypatch.setattr(local_loss.LocalLoss, "_value", counted)
     ex = Executor()
     result = ex.run(plan, cancel=event)
     assert result.cancelled and len(calls) == 10
@@ -283,7 +283,7 @@ def test_ctrl_c_inside_a_gradcheck_leaves_the_run_and_caches_nothing(monkeypatch
         calls.append(1)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(gradcheck._Loss, "_value", interrupted)
+    monkeypatch.setattr(local_loss.LocalLoss, "_value", interrupted)
     ex = Executor()
     with pytest.raises(KeyboardInterrupt):
         ex.run(plan)
@@ -299,14 +299,14 @@ def test_ctrl_c_of_gradblocks_run_during_a_gradcheck_prints_one_line(tmp_path):
     save_canvas(gradcheck_canvas([1, 64, 64, 8], [3, 3, 8, 8], "input", 0), path)
     script = (
         "import sys\n"
-        "from blocks import gradcheck\n"
-        "real, calls = gradcheck._Loss._value, []\n"
+        "from blocks import local_loss\n"
+        "real, calls = local_loss.LocalLoss._value, []\n"
         "def value(self, *a):\n"
         "    calls.append(1)\n"
         "    if len(calls) == 1:\n"
         "        print('evaluating', flush=True)\n"
         "    return real(self, *a)\n"
-        "gradcheck._Loss._value = value\n"
+        "local_loss.LocalLoss._value = value\n"
         "from engine.cli import main\n"
         "code = main(['run', sys.argv[1]])\n"
         "print('evaluations', len(calls), flush=True)\n"

@@ -1,5 +1,5 @@
-"""Modules and functions of engine/ and blocks/ stay small enough to read whole (issue 32 point
-4): no module over :data:`MAX_MODULE_LINES` lines, no function or method over
+"""Modules and functions of engine/, blocks/ and app/ stay small enough to read whole (issue
+32 point 4): no module over :data:`MAX_MODULE_LINES` lines, no function or method over
 :data:`MAX_FUNCTION_LINES` lines, counted from its first decorator (or its ``def``) to its last
 line, docstring and comments included. Measured with ast, so it needs no import of the code. A
 module that grows past the limit splits by job; a function, into named steps."""
@@ -13,12 +13,14 @@ MAX_FUNCTION_LINES = 60
 
 #: Held to the rule later, by the changes that own them today: the kernels (engine/kernels/,
 #: the numba loops and their NumPy twins), the N-d conv shape rule (engine/shapes/conv.py) and
-#: the failing-case shrinker (engine/verify/shrink.py). Nothing else is excused.
+#: the failing-case shrinker (engine/verify/shrink.py). Nothing else is excused
+#: (app/ has no exclusion).
+CHECKED = ("engine", "blocks", "app")
 EXCLUDED = ("engine/kernels/", "engine/shapes/conv.py", "engine/verify/shrink.py")
 
 
 def _modules() -> list[Path]:
-    return [path for top in ("engine", "blocks") for path in sorted((ROOT / top).rglob("*.py"))
+    return [path for top in CHECKED for path in sorted((ROOT / top).rglob("*.py"))
             if not path.relative_to(ROOT).as_posix().startswith(EXCLUDED)]
 
 

@@ -78,9 +78,27 @@ class ExplainPanel(QtWidgets.QWidget):
         self.sum_label = self._label(mono=True)
         self.sum_label.setObjectName("explain_sum")
         self.legend = self._label(muted=True)
-
         self.pictures: dict[str, MarkedPicture] = {}
         self.notes: dict[str, QtWidgets.QLabel] = {}
+        row = self._build_pictures()
+        bottom = self._build_table()
+        self.splitter = QtWidgets.QSplitter(QtCore.Qt.Vertical, self)
+        self.splitter.addWidget(row)
+        self.splitter.addWidget(bottom)
+        self.splitter.setStretchFactor(0, 3)
+        self.splitter.setStretchFactor(1, 2)
+        self.splitter.setSizes([220, 120])
+        lay = QtWidgets.QVBoxLayout(self)
+        lay.setContentsMargins(6, 4, 6, 4)
+        lay.setSpacing(3)
+        for w in (self.title, self.formula, self.domain, self.counts, self.sum_label,
+                  self.legend):
+            lay.addWidget(w)
+        lay.addWidget(self.splitter, 1)
+        self.show_message(HINT)
+
+    def _build_pictures(self) -> QtWidgets.QWidget:
+        """The row of three pictures, each with its note above it."""
         row = QtWidgets.QWidget(self)
         pics = QtWidgets.QHBoxLayout(row)
         pics.setContentsMargins(0, 0, 0, 0)
@@ -94,7 +112,10 @@ class ExplainPanel(QtWidgets.QWidget):
             box.addWidget(pic, 1)
             pics.addLayout(box, 1)
             self._slots.append((note, pic))
+        return row
 
+    def _build_table(self) -> QtWidgets.QWidget:
+        """The term table, its note and its Copy all rows button."""
         self.model = RowsModel(self)
         self.table = QtWidgets.QTableView(self)
         self.table.setObjectName("explain_terms")
@@ -117,21 +138,7 @@ class ExplainPanel(QtWidgets.QWidget):
         bl.setContentsMargins(0, 0, 0, 0)
         bl.addWidget(self.table, 1)
         bl.addLayout(foot)
-
-        self.splitter = QtWidgets.QSplitter(QtCore.Qt.Vertical, self)
-        self.splitter.addWidget(row)
-        self.splitter.addWidget(bottom)
-        self.splitter.setStretchFactor(0, 3)
-        self.splitter.setStretchFactor(1, 2)
-        self.splitter.setSizes([220, 120])
-        lay = QtWidgets.QVBoxLayout(self)
-        lay.setContentsMargins(6, 4, 6, 4)
-        lay.setSpacing(3)
-        for w in (self.title, self.formula, self.domain, self.counts, self.sum_label,
-                  self.legend):
-            lay.addWidget(w)
-        lay.addWidget(self.splitter, 1)
-        self.show_message(HINT)
+        return bottom
 
     def _label(self, bold: bool = False, mono: bool = False, muted: bool = False
                ) -> QtWidgets.QLabel:
@@ -242,7 +249,8 @@ class ExplainPanel(QtWidgets.QWidget):
         note, pic = self._slots[slot]
         st = pic.state
         fixed = ", ".join(f"{st.axes[ax]} = {st.index.get(ax, 0)}" for ax in st.fixed_axes())
-        where = "every element (filter montage)" if st.montage_mode else f"slice {fixed}"
+        where = ("every element (filter montage)" if st.montage_mode and not st.depth_montage
+                 else f"slice {fixed}")
         note.setText(f"{text}\n{where}")
         note.setToolTip(pic.toolTip())
 

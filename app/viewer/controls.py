@@ -106,7 +106,7 @@ class ViewerControls(WrapBar):
         st = self.state
         self._updating = True
         self.set_enabled(True)
-        self.mode_combo.model().item(1).setEnabled(st.is_filter)
+        self.mode_combo.model().item(1).setEnabled(st.can_montage)
         self.mode_combo.setCurrentText(st.mode)
         self.scale_combo.setCurrentText(st.scale)
         if new_layout:
@@ -150,8 +150,9 @@ class ViewerControls(WrapBar):
         """Show the controls that apply: mode for filters, scale for montages, axis pickers and
         the spin boxes of the fixed axes for slices."""
         slicing = not st.montage_mode and st.array is not None and st.array.ndim >= 2
-        self.set_shown(self.mode_combo, st.is_filter)
-        self.set_shown(self.scale_combo, st.montage_mode)
+        shows_scale = st.montage_mode and not st.depth_montage
+        self.set_shown(self.mode_combo, st.can_montage)
+        self.set_shown(self.scale_combo, shows_scale)
         self.set_shown(self.row_combo, slicing)
         self.set_shown(self.col_combo, slicing)
         fixed = st.fixed_axes()

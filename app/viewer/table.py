@@ -24,14 +24,16 @@ class TableView:
     def __init__(self, st: ViewState, tensor: np.ndarray):
         names = st.axes
         if st.montage_mode:  # tiles as in the picture, without the separators
-            kh, kw, cin, cout = tensor.shape
-            self.values = tensor.transpose(2, 0, 3, 1).reshape(cin * kh, cout * kw)
-            self.rows = [f"{names[2]} {i}, {names[0]} {a}" for i in range(cin) for a in range(kh)]
-            self.cols = [f"{names[3]} {o}, {names[1]} {b}" for o in range(cout)
-                         for b in range(kw)]
-            self.what = (f"{names[2]} ({cin}) × {names[0]} ({kh}) down, {names[3]} ({cout}) × "
-                         f"{names[1]} ({kw}) across")
-            self._index = lambda r, c: (r % kh, c % kw, r // kh, c // kw)
+            tiles = st.tiles(tensor)
+            kh, kw, cin, cout = tiles.shape
+            tr, tc, gr, gc = st.tile_names()
+            self.values = tiles.transpose(2, 0, 3, 1).reshape(cin * kh, cout * kw)
+            self.rows = [f"{gr} {i}, {tr} {a}" if gr else f"{tr} {a}"
+                         for i in range(cin) for a in range(kh)]
+            self.cols = [f"{gc} {o}, {tc} {b}" for o in range(cout) for b in range(kw)]
+            down = f"{gr} ({cin}) × {tr} ({kh})" if gr else f"{tr} ({kh})"
+            self.what = f"{down} down, {gc} ({cout}) × {tc} ({kw}) across"
+            self._index = lambda r, c: st.tile_index((r % kh, c % kw, r // kh, c // kw))
             return
         self.values = st.slice(tensor)
         h, w = self.values.shape
@@ -48,8 +50,10 @@ class TableView:
             self._index = lambda _r, c: (c,) if tensor.ndim == 1 else ()
         self.names = names
 
-    def index(self, r: int, c: int) -> tuple[int, ...]:
-        return tuple(int(i) for i in self._index(r, c))
+    def index(self, r: int, c: int) -> tuple[int, ...] | None:
+        """The tensor index of cell (r, c); None for an empty tile of a depth montage."""
+        at = self._index(r, c)
+        return None if at is None else tuple(int(i) for i in at)
 
 
 def cell_texts(a: np.ndarray, dtype: np.dtype) -> list[list[str]]:
@@ -107,6 +111,8 @@ class SliceModel(QtCore.QAbstractTableModel):
         return self._texts
 
     def text(self, r: int, c: int) -> str:
+        if self._view is not None and self._view.index(r, c) is None:
+            return ""  # an empty tile of a depth montage
         if self._texts is not None:
             return self._texts[r][c]
         return exact_text(self._shown[r, c], self._dtype)
@@ -125,6 +131,8 @@ class SliceModel(QtCore.QAbstractTableModel):
             return self.text(r, c)
         if role == QtCore.Qt.ToolTipRole:
             idx = self._view.index(r, c) if self._view is not None else ()
+            if idx is None:
+                return "an empty tile (after the last depth slice)"
             where = ", ".join(f"{n} {i}" for n, i in zip(self._axes, idx, strict=False))
             return f"[{where}] = {self.text(r, c)}"
         if role == QtCore.Qt.TextAlignmentRole:

@@ -15,7 +15,7 @@ from engine.base.errors import InvalidArgumentError
 from engine.base.names import shown
 
 #: The pages: ``assets/guide`` beside the installed packages (package data, as the example
-#: canvases of ``app.files``), so a ``pip install .`` finds them as a source checkout does.
+#: canvases of ``app.canvas_paths``), so a ``pip install .`` finds them as a source checkout does.
 GUIDE_DIR = Path(__file__).resolve().parents[2] / "assets" / "guide"
 INDEX = "index"
 SUFFIX = ".md"

@@ -20,14 +20,14 @@ from __future__ import annotations
 import numpy as np
 
 from engine.kernels import compute
-from engine.kernels._compiled import conv_tiles
+from engine.kernels._compiled import conv_tiles, conv_tiles_input
 from engine.kernels.buffers import contiguous, zeroed
 from engine.kernels.layout import PhaseLayout
 
 
 def col2im_in_place(out: np.ndarray, ctype: np.dtype, channels: int) -> bool:
     """True when the input gradient of ``channels`` input channels per group into ``out`` can
-    run as :func:`~engine.kernels._compiled.conv_tiles.backprop_input_col2im`: few channels and
+    run as :func:`~engine.kernels._compiled.conv_tiles_input.backprop_input_col2im`: few channels and
     ``out`` NHWC in the compute dtype with its channels adjacent."""
     return (compute.few_channels(channels) and out.dtype == ctype and out.size > 0
             and conv_tiles.flat_nhwc(out) is not None)
@@ -77,14 +77,14 @@ def conv2d_backprop_input(lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype
         for sl in compute.chunks(n, g.out_rows * g.out_cols * co * ctype.itemsize):
             flat = conv_tiles.flat_nhwc(out[sl])
             assert flat is not None  # col2im_in_place(out), which the dispatch checked
-            conv_tiles.backprop_input_col2im(g, contiguous(dy[sl], ctype), wc, out[sl], flat)
+            conv_tiles_input.backprop_input_col2im(g, contiguous(dy[sl], ctype), wc, out[sl], flat)
         return False
     wc = np.ascontiguousarray(w, ctype)
     if out.dtype == ctype and (planes := conv_tiles.transposes().nchw_target(out)) is not None:
         return _input_via_nhwc(lay, dy, wc, ctype, planes)
     direct = lay.identity and out.dtype == ctype and out.flags.c_contiguous
     segments = not direct and out.dtype == ctype and conv_tiles.flat_nhwc(out) is not None
-    overwrite = segments and conv_tiles.covers_input(lay)
+    overwrite = segments and conv_tiles_input.covers_input(lay)
     if not cleared and not (overwrite or direct):
         out[...] = 0
     sr, sc = g.stride_rows, g.stride_cols
@@ -93,10 +93,10 @@ def conv2d_backprop_input(lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype
         nb = sl.stop - sl.start
         e = _embedded(lay, dy[sl], ctype)
         if segments and (flat := conv_tiles.flat_nhwc(out[sl])):
-            finite &= conv_tiles.backprop_input_into(lay, e, wc, out[sl], flat, overwrite)
+            finite &= conv_tiles_input.backprop_input_into(lay, e, wc, out[sl], flat, overwrite)
             continue
         into = out[sl].reshape(1, 1, -1, ci) if direct else None
-        d, ok = conv_tiles.backprop_input(lay, e, wc, into)
+        d, ok = conv_tiles_input.backprop_input(lay, e, wc, into)
         finite &= ok
         if not direct:
             lay.merge_input(d.reshape(sr, sc, nb, lay.hq, lay.wq, ci), out[sl])
@@ -118,7 +118,7 @@ def _input_via_nhwc(lay: PhaseLayout, dy: np.ndarray, wc: np.ndarray, ctype: np.
     than merging phase images into the NCHW view. True when every row written is finite."""
     g = lay.g
     n, ci, co = dy.shape[0], wc.shape[2], wc.shape[3]
-    overwrite = conv_tiles.covers_input(lay)
+    overwrite = conv_tiles_input.covers_input(lay)
     finite = True
     for sl in compute.chunks(n, compute.per_image_bytes(lay, ci, co, ctype.itemsize)):
         nb = sl.stop - sl.start
@@ -126,6 +126,6 @@ def _input_via_nhwc(lay: PhaseLayout, dy: np.ndarray, wc: np.ndarray, ctype: np.
         e = _embedded(lay, dy[sl], ctype)
         flat = conv_tiles.flat_nhwc(buf)
         assert flat is not None  # buf is C-contiguous
-        finite &= conv_tiles.backprop_input_into(lay, e, wc, buf, flat, overwrite)
+        finite &= conv_tiles_input.backprop_input_into(lay, e, wc, buf, flat, overwrite)
         conv_tiles.transposes().to_nchw(buf, planes[sl])
     return finite

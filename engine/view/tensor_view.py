@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.view import depth_tiles
 from engine.view.stats import (
     colour_levels,
     default_axes,
@@ -20,7 +21,6 @@ from engine.view.stats import (
     finite_range,
     montage,
     montage_index,
-    montage_separators,
     slice_2d,
     slice_index,
 )
@@ -130,7 +130,7 @@ class ViewState:
         if new:
             self.view_axes = default_view_axes(names)
             self.index = {}
-            self.mode = "montage" if self.is_filter else "slice"
+            self.mode = "montage" if self.can_montage else "slice"
         return new
 
     @property
@@ -143,8 +143,39 @@ class ViewState:
         return self.array is not None and self.array.ndim == 4 and self.axes[:2] == ("kh", "kw")
 
     @property
+    def tiles_kind(self) -> str | None:
+        """The montage the tensor has (:func:`engine.view.depth_tiles.tiles_kind`): a 2-D or
+        3-D filter's, a 3-D activation's depth slices, or None."""
+        if self.array is None:
+            return None
+        return depth_tiles.tiles_kind(self.array.shape, self.axes)
+
+    @property
+    def can_montage(self) -> bool:
+        return self.tiles_kind is not None
+
+    @property
     def montage_mode(self) -> bool:
-        return self.mode == "montage" and self.is_filter
+        return self.mode == "montage" and self.can_montage
+
+    @property
+    def depth_montage(self) -> bool:
+        """Showing a 3-D activation's depth slices (values coloured as a slice's)."""
+        return self.montage_mode and self.tiles_kind == "depth"
+
+    def tiles(self, t: np.ndarray) -> np.ndarray:
+        """``t`` (a tensor of the shown layout) as its 4-D tiles array."""
+        return depth_tiles.as_tiles(t, self.axes, self.index)
+
+    def tile_names(self) -> tuple[str, str, str, str]:
+        """(tile rows, tile cols, grid rows, grid cols) of the montage."""
+        assert self.array is not None
+        return depth_tiles.tile_names(self.array.shape, self.axes)
+
+    def tile_index(self, at: tuple[int, int, int, int]) -> tuple[int, ...] | None:
+        """The tensor index of index ``at`` of the tiles array (None: an empty tile)."""
+        assert self.array is not None
+        return depth_tiles.tensor_index(self.array.shape, self.axes, self.index, at)
 
     @property
     def boolean(self) -> bool:
@@ -154,7 +185,7 @@ class ViewState:
     def set_mode(self, mode: str) -> None:
         if mode not in MODES:
             raise ValueError(f"mode {mode!r} is not one of {', '.join(MODES)}")
-        self.mode = mode if self.is_filter else "slice"
+        self.mode = mode if self.can_montage else "slice"
 
     def set_side(self, side: str) -> None:
         if side not in SIDES:
@@ -179,7 +210,10 @@ class ViewState:
         return self.view_axes
 
     def fixed_axes(self) -> list[int]:
-        """Axes fixed at an index (not shown) in slice mode."""
+        """Axes fixed at an index (not shown): in slice mode, and a depth montage's batch and
+        channel."""
+        if self.depth_montage:
+            return depth_tiles.fixed_axes(self.axes)
         if self.array is None or self.montage_mode or self.array.ndim < 2:
             return []
         return [ax for ax in range(self.array.ndim) if ax not in self.view_axes]
@@ -212,7 +246,19 @@ class ViewState:
             return []
         ta, tb = self.titles
         boolean = self.boolean
+        div = self._diverging
+        if self.depth_montage:  # the depth slices' values, coloured as a slice's
+            if b is None or d is None:
+                view = montage(self.tiles(a), "none")
+                levels = (0.0, 1.0) if boolean else colour_levels(div, view)
+                return [Picture(view, levels, div, boolean, "")]
+            va, vb, vd = (montage(self.tiles(t), "none") for t in (a, b, d))
+            levels = (0.0, 1.0) if boolean else colour_levels(div, va, vb)
+            return [Picture(va, levels, div, boolean, ta), Picture(vb, levels, div, boolean, tb),
+                    Picture(vd, colour_levels(True, vd), True, False, f"{ta} − {tb}")]
         if self.montage_mode:
+            a, b, d = (None if t is None else self.tiles(t) for t in (a, b, d))
+            assert a is not None
             if b is None or d is None:  # not comparing (compare sets both)
                 return [Picture(montage(a, self.scale), (-1.0, 1.0), True, False, "")]
             vmax = None
@@ -224,7 +270,6 @@ class ViewState:
                     # on the scale of both (as the caption says): agreeing filters leave it blank
                     Picture(montage(d, self.scale, vmax), (-1.0, 1.0), True, False,
                             f"{ta} − {tb}")]
-        div = self._diverging
         if b is None or d is None:
             view = self.slice(a)
             levels = (0.0, 1.0) if boolean else colour_levels(div, view)
@@ -241,7 +286,9 @@ class ViewState:
         if t is None:
             return np.zeros((0, 0)), None
         if self.montage_mode:
-            return montage(t, "none"), montage_separators(t.shape)
+            assert self.array is not None
+            return (montage(self.tiles(t), "none"),
+                    depth_tiles.blank_cells(self.array.shape, self.axes))
         return self.slice(t), None
 
     def values_text(self, side: str | None = None) -> str:
@@ -261,8 +308,12 @@ class ViewState:
         if a is None:
             return "", "", [], []
         if self.montage_mode:
-            kh, kw, cin, cout = a.shape
-            return names[2], names[3], tile_ticks(cin, kh), tile_ticks(cout, kw)
+            kh, kw, cin, cout = self.tiles(a).shape
+            rows, cols = self.tile_names()[2:]
+            row_ticks = tile_ticks(cin, kh)
+            if self.depth_montage:  # a row's first slice: D = row tick + column tick
+                row_ticks = [(y, str(int(t) * cout)) for y, t in row_ticks]
+            return rows, cols, row_ticks, tile_ticks(cout, kw)
         h, w = self.slice_shape()
         if a.ndim >= 2:
             r, c = self.view_axes
@@ -287,16 +338,23 @@ class ViewState:
             return ""
         title = (f"{self.titles[0]} vs {self.titles[1]}" if self.comparing
                  else self.titles[0]) or "tensor"
+        if self.depth_montage:
+            fixed = ", ".join(f"{names[ax]} = {self.index.get(ax, 0)}"
+                              for ax in self.fixed_axes())
+            depth, rows, cols = (a.shape[names.index(x)] for x in "DHW")
+            return (f"{title}: the {depth} depth slices (D = row + column), each H ({rows}) "
+                    f"down × W ({cols}) across;  {fixed}")
         if self.montage_mode:
-            kh, kw, cin, cout = a.shape
+            kh, kw, cin, cout = self.tiles(a).shape
+            tr, tc, gr, gc = self.tile_names()
             if self.scale == "tile":
                 colour = "colour: value / max |value| of its tile"
             elif self.comparing:
                 colour = "colour: value / max |value| of both"
             else:
                 colour = f"colour: value / max |value| ({(top_abs or 0.0):.4g})"
-            return (f"{title}: {names[2]} ({cin}) down × {names[3]} ({cout}) across, "
-                    f"tiles of {names[0]} × {names[1]} ({kh}×{kw});  {colour}")
+            return (f"{title}: {gr} ({cin}) down × {gc} ({cout}) across, "
+                    f"tiles of {tr} × {tc} ({kh}×{kw});  {colour}")
         if a.ndim >= 2:
             r, c = self.view_axes
             fixed = ", ".join(f"{names[ax]} = {self.index.get(ax, 0)}"
@@ -311,7 +369,8 @@ class ViewState:
         if a is None or row < 0 or col < 0:
             return None
         if self.montage_mode:
-            return montage_index(a.shape, row, col)
+            at = montage_index(self.tiles(a).shape, row, col)
+            return None if at is None else self.tile_index(at)
         h, w = self.slice_shape()
         if row >= h or col >= w:
             return None

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.view.colormaps import DIVERGING, LUTS, SEQUENTIAL
+from engine.view.depth_tiles import as_tiles, blank_cells, tiles_kind, tiles_shape
 from engine.view.stats import default_axes, default_view_axes, montage, montage_separators
 
 #: RGBA of NaN and infinite cells; transparent montage separators.
@@ -50,8 +51,8 @@ class ThumbView:
 
 
 def is_filter(shape: tuple[int, ...], axes: tuple[str, ...]) -> bool:
-    """A 4-D tensor whose axes start kh, kw: shown as a montage."""
-    return len(shape) == 4 and tuple(axes[:2]) == ("kh", "kw")
+    """A 2-D filter (axes kh, kw, ...) or a 3-D one (kd, kh, kw, ...): shown as a montage."""
+    return tiles_kind(tuple(shape), tuple(axes)) in ("filter", "filter3d")
 
 
 def value_range(a: np.ndarray) -> tuple[tuple[float, float] | None, bool]:
@@ -140,10 +141,19 @@ def thumbnail_view(array: np.ndarray, axes: tuple[str, ...] | None = None,
     names = _axes_of(a, axes)
     if a.size == 0:
         return ThumbView("empty", SEQUENTIAL, (0.0, 1.0), (0, 0))
-    if is_filter(a.shape, names):
-        kh, kw, cin, cout = a.shape
-        return ThumbView("montage", DIVERGING, (-1.0, 1.0),
-                         (cin * (kh + 1) - 1, cout * (kw + 1) - 1))
+    tiles = tiles_shape(a.shape, names)
+    if tiles is not None:
+        kh, kw, cin, cout = tiles
+        cells = (cin * (kh + 1) - 1, cout * (kw + 1) - 1)
+        if is_filter(a.shape, names):
+            return ThumbView("montage", DIVERGING, (-1.0, 1.0), cells)
+        t = as_tiles(a, names, {})  # the depth slices at batch 0, channel 0
+        if a.dtype == np.bool_:
+            return ThumbView("depth", SEQUENTIAL, (0.0, 1.0), cells)
+        diverging = has_negative(t) if scan is None else (scan[0] is not None
+                                                          and scan[0][0] < 0)
+        return ThumbView("depth", DIVERGING if diverging else SEQUENTIAL,
+                         colour_levels(diverging, finite_range(t)), cells)
     view_axes = default_view_axes(names)
     s = _as_2d(a, view_axes)
     if a.dtype == np.bool_:
@@ -251,7 +261,18 @@ def thumbnail(array: np.ndarray, axes: tuple[str, ...] | None = None,
     if view.kind == "empty":
         return np.zeros((0, 0, 4), np.uint8)
     h, w = picture_size(view.cells, size)
+    names = _axes_of(a, axes)
+    if view.kind == "depth":  # the depth slices, coloured as a slice, blank cells transparent
+        t = as_tiles(a, names, {})
+        picture = montage(t.view(np.uint8) if t.dtype == np.bool_ else t, "none")
+        blank = blank_cells(a.shape, names)
+        rows = _nearest(picture.shape[0], min(h, picture.shape[0]))
+        cols = _nearest(picture.shape[1], min(w, picture.shape[1]))
+        img = colourise(picture[rows[:, None], cols[None, :]], view.levels, view.cmap)
+        img[blank[rows[:, None], cols[None, :]]] = SEPARATOR
+        return _upscale(img, h, w)
     if view.kind == "montage":
+        a = as_tiles(a, names, {})
         fits = view.cells[0] <= h and view.cells[1] <= w
         values = _montage_values(a, h, w, fits)
         if fits:  # +-Inf were clipped to +-1 by the scaling: mark them from the raw values

@@ -16,8 +16,8 @@ im2col).
 With the flat phase images ``P`` and the zero-embedded ``E`` of
 :class:`~engine.kernels.layout.PhaseLayout`:
 
-- input gradient: ``D_phase[q] = sum_{t in phase} E[q - off_t] @ w_t.T``, written by
-  :func:`backprop_input_into` straight into the result, one segment per phase row (columns
+- input gradient (:mod:`engine.kernels._compiled.conv_tiles_input`): ``D_phase[q] = sum_{t in
+  phase} E[q - off_t] @ w_t.T``, written by :func:`backprop_input_into` straight into the result, one segment per phase row (columns
   ``stride_cols`` pixels apart), over the result's old contents when the phases cover every
   pixel (:func:`covers_input`), so the result needs no zeroing pass; or by
   :func:`backprop_input` into flat phase images. Destination rows are split over cores (one
@@ -36,14 +36,12 @@ range.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from engine.base.cancel import checkpoint
 from engine.kernels import parallel
-from engine.kernels.buffers import readonly, zeroed
+from engine.kernels.buffers import readonly
 from engine.kernels.layout import PhaseLayout
 from engine.kernels.parallel import map_ranges
 from engine.shapes.conv import ConvGeometry
@@ -69,26 +67,19 @@ def l1_operand_bytes() -> int:
 
 
 def row_block(k: int, itemsize: int) -> int:
-    """Destination rows per block of :func:`_shifted`: :data:`ROW_BLOCK`, fewer (a multiple of
+    """Destination rows per block of :func:`shifted`: :data:`ROW_BLOCK`, fewer (a multiple of
     6, the tiles' rows, at least 24) when the block's ``k``-long operand rows would not stay in
     L1 (:func:`l1_operand_bytes`)."""
     fit = l1_operand_bytes() // max(1, k * itemsize) // 6 * 6
     return max(24, min(ROW_BLOCK, fit))
 
 
-#: A core's range of the col2im input gradient has at least this many input rows per filter
-#: row (at its start it recomputes the output-gradient rows its neighbour shares: about one
-#: per filter row).
-COL2IM_MIN_ROWS = 8
-#: Segments of each phase per block of :func:`_segments`: every phase writes its segments of
-#: a block before the next block, so the column phases of a destination row fill its cache
-#: lines while they are in cache.
-SEGMENT_BLOCK = 16
 #: Positions (or destination rows) per compiled call: a cancel checkpoint between calls.
 CALL_POSITIONS = 2**15
 
 
-def _jit():
+def jit_loops():
+    """:mod:`engine.kernels._compiled.conv_tiles_jit` (imported on first use: it compiles)."""
     from engine.kernels._compiled import conv_tiles_jit
 
     return conv_tiles_jit
@@ -101,19 +92,22 @@ def transposes():
     return transpose
 
 
-def _tile_columns(itemsize: int) -> int:
+def tile_columns(itemsize: int) -> int:
+    """Columns of the register tile for ``itemsize``-byte floats."""
     from engine.kernels._compiled.numba_simd import tile_columns
 
     return tile_columns(itemsize)
 
 
-def _lanes(itemsize: int) -> int:
+def lanes(itemsize: int) -> int:
+    """Vector lanes for ``itemsize``-byte floats."""
     from engine.kernels._compiled.numba_simd import lanes
 
     return lanes(itemsize)
 
 
-def _phase(lay: PhaseLayout, phase_row: int, phase_col: int) -> int:
+def phase(lay: PhaseLayout, phase_row: int, phase_col: int) -> int:
+    """The flat index of phase ``(phase_row, phase_col)``."""
     return phase_row * lay.g.stride_cols + phase_col
 
 
@@ -127,10 +121,10 @@ def tap_panels(w: np.ndarray, taps, transposed: bool) -> np.ndarray:
     before the cores start)."""
     ci, co = w.shape[2], w.shape[3]
     k, n = (co, ci) if transposed else (ci, co)
-    nr = _tile_columns(w.dtype.itemsize)
+    nr = tile_columns(w.dtype.itemsize)
     out = np.empty(len(taps) * -(-n // nr) * k * nr, w.dtype)
     rows, cols = (np.array([getattr(t, a) for t in taps], np.int64) for a in ("row", "col"))
-    _jit().pack_panels(out, readonly(w), rows, cols, transposed, nr)
+    jit_loops().pack_panels(out, readonly(w), rows, cols, transposed, nr)
     return readonly(out)
 
 
@@ -181,7 +175,7 @@ def backprop_filter_direct(g: ConvGeometry, x: np.ndarray, dy: np.ndarray) -> np
     items = x.shape[0] * blocks
     per_call = max(1, CALL_POSITIONS // (rows * g.out_cols))
     xsa, dsa = np.array(xs, np.int64), np.array(ds, np.int64)
-    jit = _jit()
+    jit = jit_loops()
 
     def part(lo: int, hi: int) -> np.ndarray:
         acc = np.zeros(taps * ci * co, x.dtype)
@@ -207,15 +201,15 @@ def backprop_filter_direct(g: ConvGeometry, x: np.ndarray, dy: np.ndarray) -> np
     return acc.reshape(g.filter_rows, g.filter_cols, ci, co)
 
 
-def _shifted(c: np.ndarray, c_base: int, rows: int, a: np.ndarray, bp: np.ndarray, k: int,
+def shifted(c: np.ndarray, c_base: int, rows: int, a: np.ndarray, bp: np.ndarray, k: int,
              n: int, shifts, a_bases, a_rows: int, lda: int, ldc: int, overwrite: bool) -> bool:
     """:func:`~engine.kernels._compiled.conv_tiles_jit.shifted_products` over destination rows
     ``[0, rows)``, split over cores; ``bp`` the ``(taps, k, n)`` matrices as :func:`tap_panels`.
     True when every row came out finite."""
-    jit = _jit()
+    jit = jit_loops()
     s, ab = (np.asarray(v, np.int64) for v in (shifts, a_bases))
     a = readonly(a)
-    nr = _tile_columns(bp.dtype.itemsize)
+    nr = tile_columns(bp.dtype.itemsize)
     mb = row_block(k, bp.dtype.itemsize)
 
     def part(lo: int, hi: int) -> bool:
@@ -227,30 +221,6 @@ def _shifted(c: np.ndarray, c_base: int, rows: int, a: np.ndarray, bp: np.ndarra
         return ok
 
     return all(map_ranges(part, rows))
-
-
-def backprop_input(lay: PhaseLayout, e: np.ndarray, w: np.ndarray,
-                   into: np.ndarray | None) -> tuple[np.ndarray, bool]:
-    """Flat phase gradients ``(sr, sc, L, C)`` of one chunk (written into ``into`` when given;
-    its contents do not matter): ``E`` ``(T, O)`` and the C-contiguous ``w``
-    ``(KH, KW, C, O)``; and whether every phase row came out finite."""
-    g = lay.g
-    t, co = e.shape
-    ci = w.shape[2]
-    length = t + lay.max_offset
-    d = into if into is not None else zeroed(
-        (g.stride_rows, g.stride_cols, length, ci), e.dtype)
-    whole = len(lay.grids) == g.stride_rows * g.stride_cols  # every phase written
-    if into is not None and not whole:
-        into[...] = 0
-    dflat, eflat = d.reshape(-1), np.ascontiguousarray(e).reshape(-1)
-    finite = True
-    for grid in lay.grids:
-        taps = [lay.taps[i] for i in grid.taps]
-        finite &= _shifted(dflat, _phase(lay, grid.phase_row, grid.phase_col) * length * ci,
-                           length, eflat, tap_panels(w, taps, True), co, ci,
-                           [-tap.offset for tap in taps], [0] * len(taps), t, co, ci, whole)
-    return d, finite
 
 
 def flat_pixels(a: np.ndarray) -> tuple[np.ndarray, tuple[int, int, int], int] | None:
@@ -277,132 +247,6 @@ def flat_nhwc(out: np.ndarray) -> tuple[np.ndarray, tuple[int, int, int]] | None
     return view[0], view[1]
 
 
-def covers_input(lay: PhaseLayout) -> bool:
-    """True when the phases that taps write hold every input pixel, so
-    :func:`backprop_input_into` with ``overwrite`` writes every element of its ``out``."""
-    g = lay.g
-    written = {(gr.phase_row, gr.phase_col) for gr in lay.grids}
-    pixels = sum((rs.stop - rs.start) * (cs.stop - cs.start)
-                 for pr, pc, (rs, cs), _ in lay.spans() if (pr, pc) in written)
-    return pixels == g.in_rows * g.in_cols
-
-
-def backprop_input_into(lay: PhaseLayout, e: np.ndarray, w: np.ndarray, out: np.ndarray,
-                        flat: tuple[np.ndarray, tuple[int, int, int]],
-                        overwrite: bool = False) -> bool:
-    """The input gradient of one chunk added straight into the zeroed NHWC ``out`` (its
-    :func:`flat_nhwc` view ``flat``) in the compute dtype, or written over whatever ``out``
-    holds with ``overwrite`` (only when :func:`covers_input`): each phase's rows that hold
-    input rows are segments of ``out`` with a column step of ``stride_cols`` pixels, so no
-    phase buffer is zeroed, filled and merged, and the phase positions outside the input (the
-    padding the layout adds) are never computed. True when every segment written came out
-    finite."""
-    g = lay.g
-    t, co = e.shape
-    ci = w.shape[2]
-    base, (sn, sh, sw) = flat
-    eflat = readonly(np.ascontiguousarray(e).reshape(-1))
-    nb = out.shape[0]
-    phases = []
-    for pr, pc, (rs, cs), (ri, cols) in lay.spans():
-        grid = next((gr for gr in lay.grids if (gr.phase_row, gr.phase_col) == (pr, pc)), None)
-        if grid is None:
-            continue  # no tap writes this phase: its pixels stay 0
-        taps = [lay.taps[i] for i in grid.taps]
-        shifts = np.array([-tap.offset for tap in taps], np.int64)
-        bp = tap_panels(w, taps, True)
-        rows = np.arange(rs.start, rs.stop)
-        n_idx = np.repeat(np.arange(nb), len(rows))
-        i_idx = np.tile(rows, nb)
-        q_starts = ((n_idx * lay.hq + i_idx) * lay.wq + cs.start).astype(np.int64)
-        out_rows = ri.start + (i_idx - rs.start) * g.stride_rows
-        c_bases = (n_idx * sn + out_rows * sh + cols.start * sw).astype(np.int64)
-        phases.append(_Segments(bp, c_bases, q_starts, cs.stop - cs.start, shifts))
-    return _segments(base, eflat, phases, g.stride_cols * sw, t, co, ci, overwrite)
-
-
-class _Segments(NamedTuple):
-    """One stride phase's row segments of :func:`backprop_input_into`: its taps' filter
-    panels and shifts, and per segment where it starts in ``E`` and in the result."""
-
-    panels: np.ndarray
-    c_bases: np.ndarray
-    q_starts: np.ndarray
-    length: int
-    shifts: np.ndarray
-
-
-def _segments(c: np.ndarray, a: np.ndarray, phases: list[_Segments], ldc: int, a_rows: int,
-              k: int, n: int, overwrite: bool) -> bool:
-    """:func:`~engine.kernels._compiled.conv_tiles_jit.segment_products` over every segment of every
-    phase in one pass over the cores (each core takes the same share of each phase's segments; each
-    segment has one owner), in blocks of :data:`SEGMENT_BLOCK` segments that every phase writes
-    before the next block, a cancel checkpoint before each call."""
-    if not phases:
-        return True
-    jit = _jit()
-    nr = _tile_columns(a.dtype.itemsize)
-    most = max(len(p.q_starts) for p in phases)
-    zeros = [np.zeros(len(p.shifts), np.int64) for p in phases]
-
-    def part(lo: int, hi: int) -> bool:
-        ok = True
-        for b0 in range(lo, hi, SEGMENT_BLOCK):
-            b1 = min(hi, b0 + SEGMENT_BLOCK)
-            for p, a_bases in zip(phases, zeros, strict=True):
-                count = len(p.q_starts)
-                per_call = max(1, CALL_POSITIONS // max(1, p.length))
-                for s0 in range(b0 * count // most, b1 * count // most, per_call):
-                    checkpoint()
-                    ok &= jit.segment_products(c, a, p.panels, p.c_bases, p.q_starts, p.length,
-                                               ldc, s0, min(b1 * count // most, s0 + per_call),
-                                               p.shifts, a_bases, a_rows, k, k, n, nr,
-                                               overwrite)
-        return ok
-
-    return all(map_ranges(part, most, max(1, ROW_BLOCK * 16 // max(1, phases[0].length))))
-
-
-def backprop_input_col2im(g: ConvGeometry, dy: np.ndarray, w: np.ndarray, out: np.ndarray,
-                          flat: tuple[np.ndarray, tuple[int, int, int]]) -> None:
-    """The input gradient of few channels (one group) written into NHWC ``out`` (its
-    :func:`flat_nhwc` view ``flat``) in the compute dtype, from C-contiguous NHWC ``dy`` and
-    ``w`` ``(KH, KW, C, O)``: per output-gradient row one register-tile product with the
-    filter as an ``(O, KH*KW*C)`` matrix (columns padded to whole vectors, so no column runs
-    alone), its columns added where their taps land
-    (:func:`~engine.kernels._compiled.conv_tiles_jit.col2im_rows`). Input rows are split over cores,
-    one owner each that zeroes and sums them (a core recomputes the few output-gradient rows it
-    shares with its neighbour), so every element sums in the same order whatever the split; a cancel
-    checkpoint before each call."""
-    kh, kw, ci, co = w.shape
-    ctype = dy.dtype
-    j = kh * kw * ci
-    step = _lanes(ctype.itemsize)
-    wm = np.zeros((co, -(-j // step) * step), ctype)
-    wm[:, :j] = w.reshape(j, co).T
-    wm, dyr = readonly(wm), readonly(dy)
-    base, (sn, sh, sw) = flat
-    rows, pt, sr, dr = g.in_rows, g.pad_top, g.stride_rows, g.dilation_rows
-    per_call = max(1, CALL_POSITIONS // max(1, g.out_cols))
-    jit = _jit()
-
-    def part(lo: int, hi: int) -> None:
-        cols = np.empty((g.out_cols, wm.shape[1]), ctype)
-        for n in range(lo // rows, (hi - 1) // rows + 1):
-            h0, h1 = max(lo - n * rows, 0), min(hi - n * rows, rows)
-            out[n, h0:h1] = 0
-            # output-gradient rows with a tap in [h0, h1): r*sr + i*dr - pt in it, i < kh
-            r_lo = max(0, -((pt + h0 - (kh - 1) * dr) // -sr))
-            r_hi = min(g.out_rows, (h1 - 1 + pt) // sr + 1)
-            for r0 in range(r_lo, r_hi, per_call):
-                checkpoint()
-                jit.col2im_rows(base, sn, sh, sw, g.in_cols, dyr, wm, cols, n, r0,
-                                min(r_hi, r0 + per_call), h0, h1, pt, g.pad_left, sr,
-                                g.stride_cols, dr, g.dilation_cols, kh, kw, ci)
-
-    map_ranges(part, out.shape[0] * rows, max(1, COL2IM_MIN_ROWS * kh * dr))
-
-
 def conv2d_im2col(g: ConvGeometry, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> None:
     """The forward conv of few channels (one group) written into C-contiguous NHWC ``y`` from
     C-contiguous NHWC ``x`` and ``w`` ``(KH, KW, C, O)`` in the compute dtype: per output row
@@ -416,7 +260,7 @@ def conv2d_im2col(g: ConvGeometry, x: np.ndarray, w: np.ndarray, y: np.ndarray) 
     xr = readonly(x)
     rows = y.shape[0] * g.out_rows
     per_call = max(1, CALL_POSITIONS // max(1, g.out_cols))
-    jit = _jit()
+    jit = jit_loops()
 
     def part(lo: int, hi: int) -> None:
         patch = np.empty((g.out_cols, kh * kw * ci), x.dtype)
@@ -438,16 +282,16 @@ def conv2d(lay: PhaseLayout, pf: np.ndarray, wc: np.ndarray) -> np.ndarray:
     acc = np.empty((length, co), wc.dtype)
     acc[t:] = 0
     taps = lay.taps
-    _shifted(acc.reshape(-1), 0, t, pf.reshape(-1), tap_panels(wc, taps, False), ci, co,
+    shifted(acc.reshape(-1), 0, t, pf.reshape(-1), tap_panels(wc, taps, False), ci, co,
              [tap.offset for tap in taps],
-             [_phase(lay, tap.phase_row, tap.phase_col) * length * ci for tap in taps], length,
+             [phase(lay, tap.phase_row, tap.phase_col) * length * ci for tap in taps], length,
              ci, co, True)
     return acc
 
 
 def warm(dtypes: tuple[type[np.floating], ...] = (np.float32, np.float64)) -> None:
     """Compile (or load from numba's disk cache) the loops for ``dtypes``."""
-    jit = _jit()
+    jit = jit_loops()
     one = np.ones(1, np.int64)
     for dt in dtypes:
         z = np.zeros(8, dt)
