@@ -1,11 +1,12 @@
 """A canvas of one imported conv layer: its forward op and both gradients, with fixed ids.
 
 Blocks: ``input`` (the given array, else random_normal of the layer's input shape), ``filter``
-(the layer's weights in TensorFlow's layout, a .npy file), ``forward`` (Conv2D or
-DepthwiseConv2D with the translated attributes), ``out_backprop`` (random_normal shaped like the
-forward output), ``grad_filter`` and ``grad_input`` (the matching backprop blocks, sized by the
-ShapeOf blocks ``filter_sizes`` and ``input_sizes``), and ``bias`` (a Tensor of the layer's bias,
-not connected: TensorFlow's conv op has no bias) when the layer has one. A separable conv adds
+(the layer's weights in TensorFlow's layout, a .npy file), ``forward`` (Conv2D,
+DepthwiseConv2D or Conv3D with the translated attributes; a transposed conv's input-gradient
+op), ``out_backprop`` (random_normal shaped like the forward output), ``grad_filter`` and
+``grad_input`` (the matching backprop blocks, sized by the ShapeOf blocks ``filter_sizes`` and
+``input_sizes``), and ``bias`` (a Tensor of the layer's bias, not connected: TensorFlow's conv
+op has no bias) when the layer has one. A separable conv adds
 its pointwise conv's blocks (:mod:`engine.graph.separable_canvas`).
 
 Arrays are written as ``<canvas stem>.<id>.<hash12>.npy`` (:func:`engine.graph.import_files.array_name`: named by their
