@@ -30,6 +30,7 @@ ONNX_NODES = [
      {"strides": [1, 2, 2], "dilations": [2, 1, 1]}),
     ("c_upper", "Conv", "X", [2, 4, 3, 3, 3], None, {"strides": [2, 2, 2],
                                                      "auto_pad": "SAME_UPPER"}),
+    ("c_dw", "Conv", "X", [8, 1, 3, 3, 3], None, {"group": 4, "auto_pad": "SAME_LOWER"}),
     ("c_sameish", "Conv", "X8", [2, 2, 3, 3, 3], None,  # SAME's own pads, stride 2: 0,1
      {"strides": [2, 2, 2], "pads": [0, 0, 0, 1, 1, 1]}),
     ("c_bad", "Conv", "X8", [2, 2, 3, 3, 3], None, {"strides": [2, 2, 2],
@@ -40,6 +41,8 @@ ONNX_NODES = [
      {"strides": [2, 2, 2], "auto_pad": "SAME_UPPER"}),
     ("t_shape", "ConvTranspose", "T", [4, 1, 3, 3, 3], None,
      {"strides": [2, 2, 2], "group": 2, "output_shape": [6, 8, 10], "auto_pad": "SAME_UPPER"}),
+    ("t_dil", "ConvTranspose", "T", [4, 2, 2, 2, 2], None, {"dilations": [2, 1, 1],
+                                                              "group": 2}),
     ("t_bad", "ConvTranspose", "T", [4, 2, 3, 3, 3], None,  # SAME's pads are 0,1 on 6x8x10
      {"strides": [2, 2, 2], "pads": [1, 1, 1, 0, 0, 0]}),
 ]
@@ -81,6 +84,7 @@ def test_onnx_list_shows_the_3d_nodes_and_refuses_pads_neither_same_nor_valid(on
     assert attrs["c_same"]["padding"] == "SAME" and attrs["c_sameish"]["padding"] == "SAME"
     assert attrs["c_valid"]["padding"] == "VALID" and attrs["t_valid"]["padding"] == "VALID"
     assert attrs["t_same"]["padding"] == "SAME" and attrs["t_shape"]["padding"] == "SAME"
+    assert attrs["c_dw"]["padding"] == "SAME" and attrs["t_dil"]["padding"] == "VALID"
     assert attrs["c_same"]["data_format"] == "NCDHW"
 
 
