@@ -305,3 +305,19 @@ def test_keras_input_sizes_walk_through_3d_pooling(tmp_path):
     _, index = nd.all_canvases(path, tmp_path / "all")
     assert [(i["layer"], i["input_shape"], i["output_shape"]) for i in index] == [
         ("a", [1, 8, 8, 6, 2], [1, 8, 8, 6, 3]), ("b", [1, 4, 4, 3, 3], [1, 3, 3, 2, 2])]
+
+
+def test_keras_output_padding_entries_of_zero_import_in_2d_too(tmp_path):
+    """output_padding (0, 1) is a valid Keras Conv2DTranspose (it was refused as "not a positive
+    integer"): the canvas's forward plus the bias is the Keras layer's output."""
+    keras = _keras()
+    inp = keras.Input((5, 6, 3))
+    layer = keras.layers.Conv2DTranspose(2, 3, strides=2, padding="same", output_padding=(0, 1),
+                                         name="t")
+    path = tmp_path / "op.keras"
+    keras.Model(inp, layer(inp)).save(path)
+    listed, index = nd.all_canvases(path, tmp_path / "all")
+    assert "cannot import" not in listed, listed
+    r = nd.run_canvas(tmp_path / "all" / index[0]["canvas"])
+    want = np.asarray(layer(r["input"]))
+    assert nd.close(r["forward"] + layer.get_weights()[1], want) < nd.TOL
