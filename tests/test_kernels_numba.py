@@ -447,11 +447,11 @@ def test_a_wrong_guess_of_the_compiled_path_still_scans_the_inputs(monkeypatch):
 def test_compiled_channel_repeat_is_numpys_repeat(m, dtype):
     """The forward and filter gradient read output channel ``c*M + m`` from input channel
     ``c``: the compiled repeat (its own loop for ``M = 2``) equals ``np.repeat``."""
-    from engine.kernels._compiled import numba_depthwise
+    from engine.kernels._compiled import transpose
 
     x = np.random.default_rng(m).standard_normal((7, 5), dtype)
     out = np.full((7, 5 * m), np.nan, dtype)
-    numba_depthwise._repeat_channels(x, out)
+    transpose.repeat_channels(x, out)
     np.testing.assert_array_equal(out, np.repeat(x, m, axis=1))
 
 

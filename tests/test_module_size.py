@@ -11,12 +11,20 @@ ROOT = Path(__file__).parents[1]
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 
-#: Held to the rule later, by the changes that own them today: the kernels (engine/kernels/,
-#: the numba loops and their NumPy twins), the N-d conv shape rule (engine/shapes/conv.py) and
-#: the failing-case shrinker (engine/verify/shrink.py). Nothing else is excused
-#: (app/ has no exclusion).
+#: Held to the rule later, by the changes that own them today: the N-d conv shape rule
+#: (engine/shapes/conv.py) and the failing-case shrinker (engine/verify/shrink.py). Nothing
+#: else is excused (app/ and engine/kernels/ have no excluded module).
 CHECKED = ("engine", "blocks", "app")
-EXCLUDED = ("engine/kernels/", "engine/shapes/conv.py", "engine/verify/shrink.py")
+EXCLUDED = ("engine/shapes/conv.py", "engine/verify/shrink.py")
+#: Functions that stay long, and why: each is one compiled unit, a numba loop nest or an LLVM
+#: code generator, whose parts split into functions would change what LLVM inlines and
+#: vectorizes (the register tiles and the depthwise forward's tap loop).
+LONG_COMPILED = {
+    "engine/kernels/_compiled/numba_depthwise.py _forward",
+    "engine/kernels/_compiled/numba_simd.py _codegen",
+    "engine/kernels/_compiled/numba_simd.py _gemm_codegen",
+    "engine/kernels/_compiled/numba_simd.py _gemm_codegen.codegen",
+}
 
 
 def _modules() -> list[Path]:
@@ -56,7 +64,8 @@ def test_no_function_is_over_the_limit():
     long = []
     for path in _modules():
         for name, first, lines in function_lengths(path.read_text(encoding="utf-8")):
-            if lines > MAX_FUNCTION_LINES:
+            where = f"{path.relative_to(ROOT).as_posix()} {name}"
+            if lines > MAX_FUNCTION_LINES and where not in LONG_COMPILED:
                 long.append(f"{path.relative_to(ROOT).as_posix()}:{first} {name}: {lines} lines")
     assert long == [], f"split these into named steps (at most {MAX_FUNCTION_LINES} lines)"
 
@@ -71,3 +80,12 @@ def test_the_excused_paths_exist():
     """An excuse outlives nothing: each excluded path is still there."""
     for excluded in EXCLUDED:
         assert (ROOT / excluded).exists(), excluded
+
+
+def test_each_long_compiled_function_is_there_and_still_long():
+    """An excused function that was split or removed leaves the list."""
+    for entry in LONG_COMPILED:
+        path, name = entry.split(" ")
+        lengths = {n: lines for n, _, lines in
+                   function_lengths((ROOT / path).read_text(encoding="utf-8"))}
+        assert lengths.get(name, 0) > MAX_FUNCTION_LINES, entry

@@ -40,6 +40,7 @@ from engine.kernels import path_record
 from engine.kernels._compiled import (
     cache_key,  # noqa: F401 - before any cache=True
     depthwise_planes,
+    transpose,
 )
 from engine.kernels._compiled.depthwise_simd import window3x3, window5x5
 from engine.kernels._compiled.loop_rules import JIT as _JIT
@@ -250,35 +251,15 @@ def _input_chunk(g: ConvGeometry, x: np.ndarray, ctype: np.dtype) -> np.ndarray:
     if g.filter_out == 1:
         return readonly(xc)
     out = np.empty(xc.shape[:3] + (xc.shape[3] * g.filter_out,), ctype)
-    _repeat_channels(readonly(xc.reshape(-1, xc.shape[3])), out.reshape(-1, out.shape[3]))
+    transpose.repeat_channels(readonly(xc.reshape(-1, xc.shape[3])), out.reshape(-1, out.shape[3]))
     return readonly(out)
-
-
-@numba.jit(**_JIT)
-def _repeat_channels(x, out):  # pragma: no cover - compiled
-    """``out[p, c*M + m] = x[p, c]`` for the 2-D ``x (P, C)`` and ``out (P, C*M)``. ``M = 2``
-    has its own loop, which LLVM vectorizes (0.5 MiB here: 24 us; the general loop 100 us,
-    NumPy's ``repeat`` along a short last axis 215 us)."""
-    n = x.shape[1]
-    m = out.shape[1] // n
-    for p in range(x.shape[0]):
-        src, dst = x[p], out[p]
-        if m == 2:
-            for c in range(n):
-                v = src[c]
-                dst[2 * c] = v
-                dst[2 * c + 1] = v
-        else:
-            for j in range(m):
-                for c in range(n):
-                    dst[c * m + j] = src[c]
 
 
 def warm(dtypes: tuple[type[np.floating], ...] = (np.float32, np.float64)) -> None:
     """Compile (or load) the helpers the tiny problems of :func:`engine.kernels.accel.warm_up`
     do not reach (the channel repeat of ``M > 1``)."""
     for dt in dtypes:
-        _repeat_channels(readonly(np.ones((1, 1), dt)), np.empty((1, 2), dt))
+        transpose.repeat_channels(readonly(np.ones((1, 1), dt)), np.empty((1, 2), dt))
 
 
 def _rows(count: int, row_products: int, call) -> list:

@@ -4,6 +4,7 @@ shuffle network (:func:`_block8`), the other dtypes and the edges value by value
 indices (no negative-index wraparound, which kept LLVM from vectorizing).
 
 Images are split over the cores (:mod:`engine.kernels.parallel`), a cancel checkpoint before each.
+:func:`repeat_channels` is the depthwise ops' channel repeat (``M`` copies of each channel).
 """
 
 from __future__ import annotations
@@ -176,3 +177,23 @@ def warm(dtypes: tuple[type[np.floating], ...] = (np.float32, np.float64)) -> No
             _transpose_f32(a, np.zeros(64, dt), 0, 1, 8, 8, 8)
         else:
             _transpose(a, np.zeros(64, dt), 0, 1, 8, 8)
+
+
+@numba.njit(nogil=True, cache=True)
+def repeat_channels(x, out):  # pragma: no cover - compiled
+    """``out[p, c*M + m] = x[p, c]`` for the 2-D ``x (P, C)`` and ``out (P, C*M)``: the
+    depthwise ops' operands, output channel ``c*M + m`` reading input channel ``c``. ``M = 2``
+    has its own loop, which LLVM vectorizes (the guide's performance page has the figures)."""
+    n = x.shape[1]
+    m = out.shape[1] // n
+    for p in range(x.shape[0]):
+        src, dst = x[p], out[p]
+        if m == 2:
+            for c in range(n):
+                v = src[c]
+                dst[2 * c] = v
+                dst[2 * c + 1] = v
+        else:
+            for j in range(m):
+                for c in range(n):
+                    dst[c * m + j] = src[c]

@@ -45,6 +45,7 @@ from typing import NamedTuple
 import numpy as np
 
 from engine.base.cancel import checkpoint
+from engine.kernels._compiled import winograd_filters
 from engine.kernels.buffers import readonly
 from engine.kernels.nonfinite import all_finite
 from engine.kernels.parallel import map_ranges, workers
@@ -74,7 +75,6 @@ MIN_CHUNK_TILES = 128
 #: code takes the GIL, and when the other core's thread holds it the wait is a sleep and a
 #: wake-up, which on two cores cost more than the chunks' Python glue.
 CALL_CHUNKS = 8
-_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 _last = threading.local()
 
 
@@ -211,41 +211,6 @@ def _nhwc_operand(a: np.ndarray, ctype: np.dtype) -> np.ndarray:
     return transpose.contiguous_nhwc(a, ctype)
 
 
-#: Columns of the flattened rest per core range of :func:`_sandwich` at least (below, one core).
-SANDWICH_MIN_COLUMNS = 8192
-
-
-def _sandwich(m: np.ndarray, a: np.ndarray) -> np.ndarray:
-    """``m a m^T`` over the first two axes of ``a`` ``(p, p, ...)``: ``(q, q, ...)`` for ``m``
-    ``(q, p)``, in ``a``'s dtype, as two BLAS products per range of the flattened rest, the
-    ranges split over cores (a three-operand einsum would walk every index combination)."""
-    q, p = m.shape
-    rest = a.shape[2:]
-    m = np.ascontiguousarray(m, a.dtype)
-    flat = a.reshape(p, p, -1)
-    out = np.empty((q, q, flat.shape[2]), a.dtype)
-
-    def part(lo: int, hi: int) -> None:
-        t = np.matmul(m, flat[:, :, lo:hi].reshape(p, -1)).reshape(q, p, -1)  # (u, j, r)
-        out[:, :, lo:hi] = np.matmul(m, t)  # out[u, v] = m @ t[u]: (v, r)
-
-    map_ranges(part, flat.shape[2], SANDWICH_MIN_COLUMNS)
-    return out.reshape(q, q, *rest)
-
-
-def _filter_transform(w: np.ndarray, ctype: np.dtype, flipped: bool = False) -> np.ndarray:
-    """``U[u*4+v] = (G w G^T)[u, v]``: ``(16, C, K)`` of a ``(3, 3, C, K)`` filter; with
-    ``flipped``, of the input gradient's filter ``w[2-i, 2-j].T`` ``(16, K, C)``: ``G``'s
-    columns reversed, then each point's matrix transposed (the compiled layout copy)."""
-    g = _G[:, ::-1] if flipped else _G
-    u = _sandwich(g, np.ascontiguousarray(w, dtype=ctype)).reshape(16, *w.shape[2:])
-    if not flipped:
-        return u
-    from engine.kernels._compiled import transpose
-
-    return transpose.transposed_planes(u)
-
-
 def _forward(src: np.ndarray, u: np.ndarray, row0: int, col0: int, out_rows: int,
              out_cols: int, ctype: np.dtype) -> np.ndarray:
     """``y[n, r, c, k] = sum_{i,j,q} src[n, r + i - row0, c + j - col0, q] w[i, j, q, k]`` (zero
@@ -283,13 +248,13 @@ def _forward(src: np.ndarray, u: np.ndarray, row0: int, col0: int, out_rows: int
 
 def conv2d(g: ConvGeometry, x: np.ndarray, w: np.ndarray, ctype: np.dtype) -> np.ndarray:
     """Forward conv of NHWC ``x`` ``(N, OH, OW, K)`` in ``ctype`` (:func:`applies` holds)."""
-    return _forward(_nhwc_operand(x, ctype), _filter_transform(w, ctype), g.pad_top,
+    return _forward(_nhwc_operand(x, ctype), winograd_filters.filter_transform(w, ctype), g.pad_top,
                     g.pad_left, g.out_rows, g.out_cols, ctype)
 
 
 def backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarray, ctype: np.dtype) -> np.ndarray:
     """Input gradient ``(N, H, W, C)`` in ``ctype`` of NHWC ``dy`` (:func:`applies` holds)."""
-    return _forward(_nhwc_operand(dy, ctype), _filter_transform(w, ctype, True), 2 - g.pad_top,
+    return _forward(_nhwc_operand(dy, ctype), winograd_filters.filter_transform(w, ctype, True), 2 - g.pad_top,
                     2 - g.pad_left, g.in_rows, g.in_cols, ctype)
 
 
@@ -333,7 +298,7 @@ def backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndarray,
     acc = parts[0].acc
     for part in parts[1:]:
         acc += part.acc
-    dw = _sandwich(_G.T, acc.reshape(4, 4, ci, co))
+    dw = winograd_filters.sandwich(winograd_filters.G.T, acc.reshape(4, 4, ci, co))
     # taps that read only padding (tiny images) have no terms: exactly 0, not rounding
     dw[~_taps_meeting_data(g.in_rows, g.out_rows, g.pad_top)] = 0
     dw[:, ~_taps_meeting_data(g.in_cols, g.out_cols, g.pad_left)] = 0

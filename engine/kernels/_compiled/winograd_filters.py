@@ -1,0 +1,48 @@
+"""Winograd F(2x2, 3x3)'s filter-side transforms, as BLAS products over the channels:
+``U = G w G^T`` of the forward and input-gradient filters (:func:`filter_transform`) and the
+filter gradient's inverse ``dw = G^T M G`` (:func:`sandwich` with ``G.T``), with
+``G = [[1,0,0],[.5,.5,.5],[.5,-.5,.5],[0,0,1]]``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.kernels.parallel import map_ranges
+
+#: Winograd F(2x2, 3x3)'s filter transform matrix.
+G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+
+
+#: Columns of the flattened rest per core range of :func:`sandwich` at least (below, one core).
+SANDWICH_MIN_COLUMNS = 8192
+
+
+def sandwich(m: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """``m a m^T`` over the first two axes of ``a`` ``(p, p, ...)``: ``(q, q, ...)`` for ``m``
+    ``(q, p)``, in ``a``'s dtype, as two BLAS products per range of the flattened rest, the
+    ranges split over cores (a three-operand einsum would walk every index combination)."""
+    q, p = m.shape
+    rest = a.shape[2:]
+    m = np.ascontiguousarray(m, a.dtype)
+    flat = a.reshape(p, p, -1)
+    out = np.empty((q, q, flat.shape[2]), a.dtype)
+
+    def part(lo: int, hi: int) -> None:
+        t = np.matmul(m, flat[:, :, lo:hi].reshape(p, -1)).reshape(q, p, -1)  # (u, j, r)
+        out[:, :, lo:hi] = np.matmul(m, t)  # out[u, v] = m @ t[u]: (v, r)
+
+    map_ranges(part, flat.shape[2], SANDWICH_MIN_COLUMNS)
+    return out.reshape(q, q, *rest)
+
+
+def filter_transform(w: np.ndarray, ctype: np.dtype, flipped: bool = False) -> np.ndarray:
+    """``U[u*4+v] = (G w G^T)[u, v]``: ``(16, C, K)`` of a ``(3, 3, C, K)`` filter; with
+    ``flipped``, of the input gradient's filter ``w[2-i, 2-j].T`` ``(16, K, C)``: ``G``'s
+    columns reversed, then each point's matrix transposed (the compiled layout copy)."""
+    g = G[:, ::-1] if flipped else G
+    u = sandwich(g, np.ascontiguousarray(w, dtype=ctype)).reshape(16, *w.shape[2:])
+    if not flipped:
+        return u
+    from engine.kernels._compiled import transpose
+
+    return transpose.transposed_planes(u)
