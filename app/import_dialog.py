@@ -262,9 +262,13 @@ class ImportLayerDialog(QtWidgets.QDialog):
         if changed:  # a new choice: the last problem no longer applies
             self._say("")
             layer = self.chosen_layer()
-            h, w = (layer.input_hw if layer is not None else None) or (0, 0)
+            h, w = ((layer.input_hw if layer is not None else None) or (0, 0))[-2:]
             self.height_spin.setValue(h)
             self.width_spin.setValue(w)
+            if layer is not None and layer.rank == 3:  # D, H, W: the model's size
+                for spin in (self.height_spin, self.width_spin):
+                    spin.setEnabled(False)
+                    spin.setToolTip("a 3-D layer takes the model's input size")
 
     def import_chosen(self) -> None:
         """Ask where to save, write and accept; or say why not and stay open."""
@@ -312,7 +316,7 @@ class ImportLayerDialog(QtWidgets.QDialog):
             return
         dialog_folders.remember("canvas", path)
         if self._write(path, lambda: write_layer_canvas(
-                layer, path, input_hw=(h, w) if h else None, batch=self.batch_spin.value(),
+                layer, path, input_hw=(h, w) if h and layer.rank == 2 else None, batch=self.batch_spin.value(),
                 layout=self._layout(), protected=(self.model_path,))):
             self._done(Path(path), f"Imported layer {escaped(layer.name, 80)} into {path}")
 

@@ -47,7 +47,9 @@ def write_onnx(path: Path) -> Path:
     nodes.append(helper.make_node("Relu", ["conv_upper_Y"], ["R"], name="relu"))
     outputs.append(helper.make_tensor_value_info("R", TensorProto.FLOAT, None))
     inits.append(numpy_helper.from_array(_w(2, 1, 2, 2, 2), "conv3d_W"))
-    nodes.append(helper.make_node("Conv", ["X3", "conv3d_W"], ["Y3"], name="conv3d"))
+    # pads 1 on every side of a 2x2x2 kernel: neither SAME nor VALID, which Conv3D cannot take
+    nodes.append(helper.make_node("Conv", ["X3", "conv3d_W"], ["Y3"], name="conv3d",
+                                  pads=[1, 1, 1, 1, 1, 1]))
     outputs.append(helper.make_tensor_value_info("Y3", TensorProto.FLOAT, None))
     graph = helper.make_graph(
         nodes, "small", [helper.make_tensor_value_info("X", TensorProto.FLOAT, ONNX_INPUT),
@@ -119,7 +121,8 @@ KERAS_LAYERS = {
     "cfirst": ("Conv2D", {"filters": 2, "kernel_size": [2, 3], "strides": [1, 1], "padding": "same",
                               "data_format": "channels_first", "dilation_rate": [1, 1], "groups": 1,
                               "use_bias": False}, [None, 3, 5, 6], [_w(2, 3, 3, 2)]),
-    "c3d": ("Conv3D", {"filters": 1, "kernel_size": [1, 1, 1]}, [None, 2, 2, 2, 1],
+    "c3d": ("Conv3D", {"filters": 1, "kernel_size": [1, 1, 1], "use_bias": False},
+            [None, 2, 2, 2, 1],
             [_w(1, 1, 1, 1, 1)]),
     "flat": ("Flatten", {}, [None, 5, 5, 4], []),
 }

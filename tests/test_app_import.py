@@ -87,7 +87,7 @@ def test_import_onnx_layer_opens_its_canvas_and_runs(qtbot, window, tmp_path, mo
     dialog = open_dialog(qtbot, window)
     assert selectable_names(dialog) == ["conv_grouped", "conv_dw_lower", "conv_upper",
                                         "conv_valid"]
-    assert greyed_names(dialog) == ["conv_same_dilated", "conv3d"]  # refused: listed, greyed
+    assert greyed_names(dialog) == ["conv3d", "conv_same_dilated"]  # refused: listed, greyed
     assert "conv3d" in dialog.refused_label.text()
     assert not dialog.ok_button.isEnabled()
     click_row(dialog, "conv_dw_lower")
@@ -273,8 +273,9 @@ def test_a_refused_layer_is_greyed_and_cannot_be_selected(qtbot, window, tmp_pat
     dialog = open_dialog(qtbot, window)
     table = dialog.table
     row = next(r for r in range(table.rowCount()) if table.item(r, 0).text() == "conv3d")
-    assert table.item(row, 0).toolTip() == ("layer 'conv3d': a 3-D conv (weights of rank 5); "
-                                            "only 2-D convs can be imported")
+    assert table.item(row, 0).toolTip().startswith(
+        "layer 'conv3d': pads 1,1 1,1 1,1 (before,after per D,H,W) on the input 3x4x4 are "
+        "neither SAME")
     assert not table.item(row, 0).flags() & QtCore.Qt.ItemIsEnabled  # drawn greyed
     click_row(dialog, "conv3d")
     assert dialog.chosen_layers() == [] and not dialog.ok_button.isEnabled()

@@ -81,9 +81,10 @@ def test_list_onnx_prints_every_conv_layer_and_why_some_cannot_be_imported(model
                                 "3"]
     assert lines[4].split() == ["conv_valid", "Conv2D", "1x2", "1,1", "1,3", "VALID", "1", "4",
                                 "2"]
-    assert lines[5].startswith("cannot import: layer 'conv_same_dilated': auto_pad SAME_UPPER "
+    assert lines[5].startswith("cannot import: layer 'conv3d': pads 1,1 1,1 1,1 (before,after "
+                               "per D,H,W) on the input 3x4x4 are neither SAME")
+    assert lines[6].startswith("cannot import: layer 'conv_same_dilated': auto_pad SAME_UPPER "
                                "with dilations")
-    assert lines[6].startswith("cannot import: layer 'conv3d': a 3-D conv")
     assert len(lines) == 7
 
 
@@ -98,7 +99,7 @@ def test_list_keras_both_file_layouts(models, fmt):
         ["grouped", "grouped", "2x2", "1,2", "1,1", "SAME", "2", "4", "6"],
         ["cfirst", "Conv2D", "2x3", "1,1", "1,1", "SAME", "1", "3", "2"],
     ]
-    assert proc.stdout.splitlines()[5].startswith("cannot import: layer 'c3d': Conv3D")
+    assert rows[5] == ["c3d", "Conv3D", "1x1x1", "1,1,1", "1,1,1", "VALID", "1", "1", "1"]
 
 
 @pytest.mark.parametrize("layer", ONNX_LAYERS)
@@ -228,7 +229,8 @@ def test_hwio_depthwise_weights_with_attrs(tmp_path):
 @pytest.mark.parametrize(("args", "words"), [
     (["--layer", "nope"], ["no layer named 'nope'", "conv_grouped"]),
     (["--layer", "relu"], ["layer 'relu'", "Relu is not a conv"]),
-    (["--layer", "conv3d"], ["layer 'conv3d'", "3-D conv"]),
+    (["--layer", "conv3d"], ["layer 'conv3d'", "Conv3D takes SAME or VALID only"]),
+    (["--layer", "conv3d", "--input-size", "4,4"], ["layer 'conv3d' is a 3-D conv", "D,H,W"]),
     (["--layer", "conv_same_dilated"], ["layer 'conv_same_dilated'", "dilations"]),
     (["--layer", "conv_valid", "--input-size", "3,3"], ["layer 'conv_valid'", "[1, 4, 3, 3]"]),
     (["--layer", "conv_upper"], ["needs -o"]),

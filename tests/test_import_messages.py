@@ -44,14 +44,14 @@ from tests.test_onnx_hostile import (
 A = helper.make_attribute
 
 
-# -- 4. weights of rank 0, 1, 3: say what they are ---------------------------------------------
+# -- 4. weights of rank 0, 1, 6: say what they are ---------------------------------------------
 
 @pytest.mark.parametrize(("dims", "words"), [
     ([5], ("layer 'c': weights of rank 1 (shape [5]) are no conv's weights [out, in / group, kH, "
           "kW]")),
     ([], "layer 'c': weights of rank 0 (shape []) are no conv's weights"),
-    ([3, 2, 3], "layer 'c': a 1-D conv (weights of rank 3); only 2-D convs can be imported"),
-    ([3, 2, 1, 1, 1], "layer 'c': a 3-D conv (weights of rank 5)"),
+    ([3, 2, 1, 1, 1, 1], ("layer 'c': a 4-D conv (weights of rank 6); only 1-D, 2-D and 3-D "
+                          "convs can be imported")),
 ])
 def test_weights_of_another_rank_say_their_rank(tmp_path, dims, words):
     n = int(np.prod(dims))

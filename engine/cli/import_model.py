@@ -29,14 +29,18 @@ if TYPE_CHECKING:  # the readers load for an import only (see cmd_import)
 COMMANDS = {"import": "importing"}
 
 
-def _size(text: str) -> tuple[int, int]:
+def _size(text: str) -> tuple[int, ...]:
+    """``H,W`` (a 2-D layer's input size) or ``D,H,W`` (a 3-D layer's)."""
     try:
-        h, w = (int(v) for v in text.split(","))
+        sizes = tuple(int(v) for v in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not H,W (two integers)") from None
-    if h < 1 or w < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: H and W must be at least 1")
-    return h, w
+        sizes = ()
+    if len(sizes) not in (2, 3):
+        raise argparse.ArgumentTypeError(f"{text!r} is not H,W or D,H,W (two or three "
+                                         "integers)") from None
+    if min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: every size must be at least 1")
+    return sizes
 
 
 def _batch(text: str) -> int:
@@ -65,15 +69,17 @@ def add_parser(sub: Subparsers) -> None:
     source = p.add_mutually_exclusive_group()
     source.add_argument("--input", metavar="FILE.npy",
                         help="the input array (in the canvas layout), copied next to the canvas")
-    source.add_argument("--input-size", type=_size, metavar="H,W",
-                        help="the input's height and width (default: the model's, if it says)")
+    source.add_argument("--input-size", type=_size, metavar="H,W|D,H,W",
+                        help="the input's height and width, or depth, height and width for a "
+                             "3-D layer (default: the model's, if it says)")
     p.add_argument("--batch", type=_batch, metavar="N",
                    help="batch size of the random input (default 1)")
     p.add_argument("--weights", metavar="FILE.npz",
                    help="ONNX: arrays for graph inputs without an initializer (weights fed at "
                         "run time), one per input, keyed by the input's name")
     p.add_argument("--layout", choices=("NHWC", "NCHW"),
-                   help="the canvas data_format (default: the model's own)")
+                   help="the canvas data_format, channels last or first (NDHWC or NCDHW for a "
+                        "3-D layer; default: the model's own)")
     p.add_argument("--attrs", metavar="'strides=2,2 padding=SAME ...'",
                    help="attributes for .safetensors/.npz weights: strides, dilations, "
                         "padding, pads=T,B,L,R, groups, weights=OIHW|HWIO, data_format")

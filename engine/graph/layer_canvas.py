@@ -1,11 +1,12 @@
 """A canvas of one imported conv layer: its forward op and both gradients, with fixed ids.
 
 Blocks: ``input`` (the given array, else random_normal of the layer's input shape), ``filter``
-(the layer's weights in TensorFlow's layout, a .npy file), ``forward`` (Conv2D or
-DepthwiseConv2D with the translated attributes), ``out_backprop`` (random_normal shaped like the
-forward output), ``grad_filter`` and ``grad_input`` (the matching backprop blocks, sized by the
-ShapeOf blocks ``filter_sizes`` and ``input_sizes``), and ``bias`` (a Tensor of the layer's bias,
-not connected: TensorFlow's conv op has no bias) when the layer has one. A separable conv adds
+(the layer's weights in TensorFlow's layout, a .npy file), ``forward`` (Conv2D,
+DepthwiseConv2D or Conv3D with the translated attributes; a transposed conv's input-gradient
+op), ``out_backprop`` (random_normal shaped like the forward output), ``grad_filter`` and
+``grad_input`` (the matching backprop blocks, sized by the ShapeOf blocks ``filter_sizes`` and
+``input_sizes``), and ``bias`` (a Tensor of the layer's bias, not connected: TensorFlow's conv
+op has no bias) when the layer has one. A separable conv adds
 its pointwise conv's blocks (:mod:`engine.graph.separable_canvas`).
 
 Arrays are written as ``<canvas stem>.<id>.<hash12>.npy`` (:func:`engine.graph.import_files.array_name`: named by their
@@ -42,7 +43,9 @@ from engine.graph.report import problem_lines
 from engine.graph.separable_canvas import (
     canvas_notes,
     conv_output,
+    forward_output,
     layer_arrays,
+    ops_of,
     pointwise_blocks,
     pointwise_conv,
 )
@@ -54,13 +57,17 @@ from engine.io.models.model_import import (
     ModelImportError,
     ModelLayers,
     TfConv,
+    conv_format,
     translate,
     transposed_output_hw,
 )
 from engine.io.models.onnx_reader import read_onnx
 from engine.io.models.onnx_tensors import read_weights_npz
 from engine.io.models.weights_reader import parse_attrs, read_weights
-from engine.shapes.conv import conv2d_geometry
+from engine.shapes.conv import channels_last
+
+#: The names of an input's sizes in messages, by the conv's rank.
+SIZE_NAMES = {2: ("height", "width"), 3: ("depth", "height", "width")}
 
 MODEL_SUFFIXES = (".onnx", ".keras", ".h5", ".hdf5", ".safetensors", ".npz")
 
@@ -104,17 +111,18 @@ def _input_array(layer: ConvLayer, path: str, layout: str) -> np.ndarray:
         arr = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as err:
         raise ModelImportError(f"--input {escaped(path)}: not a readable .npy file ({err})") from None
-    channels = arr.shape[3] if layout == "NHWC" and arr.ndim == 4 else (
-        arr.shape[1] if arr.ndim == 4 else None)
-    if arr.ndim != 4 or channels != layer.in_channels or arr.dtype.kind not in "fiu":
-        want = "[N, H, W, %d]" if layout == "NHWC" else "[N, %d, H, W]"
+    ndim, last = layer.rank + 2, channels_last(layout)
+    channels = (arr.shape[-1] if last else arr.shape[1]) if arr.ndim == ndim else None
+    if arr.ndim != ndim or channels != layer.in_channels or arr.dtype.kind not in "fiu":
+        sizes = "H, W" if layer.rank == 2 else "D, H, W"
+        want = f"[N, {sizes}, %d]" if last else f"[N, %d, {sizes}]"
         raise ModelImportError(f"--input {escaped(path)}: shape {list(arr.shape)} dtype {arr.dtype}, "
                                f"expected numbers of shape {want % layer.in_channels} "
-                               f"(layer {layer.name!r}, {layout})")
+                               f"(layer {layer.name!r}, {conv_format(layout, layer.rank)})")
     return arr
 
 
-def plan_layer(layer: ConvLayer, input_hw: tuple[int, int] | None = None, batch: int = 1,
+def plan_layer(layer: ConvLayer, input_hw: tuple[int, ...] | None = None, batch: int = 1,
                layout: str | None = None, input_array: np.ndarray | None = None,
                memory_limit: int = DEFAULT_MEMORY_LIMIT) -> tuple[TfConv, tuple[int, ...]]:
     """The TF op for ``layer`` and its output shape, checked: a one-line error naming the layer
@@ -124,16 +132,20 @@ def plan_layer(layer: ConvLayer, input_hw: tuple[int, int] | None = None, batch:
     fmt = layout or layer.data_format
     if input_array is not None:
         batch = input_array.shape[0]
-        input_hw = input_array.shape[1:3] if fmt == "NHWC" else input_array.shape[2:4]
+        input_hw = (input_array.shape[1:-1] if channels_last(fmt) else input_array.shape[2:])
     input_hw = input_hw or layer.input_hw
+    sizes = "H,W" if layer.rank == 2 else "D,H,W"
     if input_hw is None:
         why = f" ({layer.input_unknown})" if layer.input_unknown else ""
         raise ModelImportError(f"layer {layer.name!r}: the model does not say its input "
-                               f"size{why}: give --input-size H,W or --input FILE.npy")
-    hw = (int(input_hw[0]), int(input_hw[1]))
+                               f"size{why}: give --input-size {sizes} or --input FILE.npy")
+    if len(input_hw) != layer.rank:
+        raise ModelImportError(f"layer {layer.name!r} is a {layer.rank}-D conv: its input size "
+                               f"is {sizes}, not {','.join(map(str, input_hw))}")
+    hw = tuple(int(n) for n in input_hw)
     conv = translate(layer, hw, int(batch), fmt)
     where = f"layer {layer.name!r} on input {list(conv.input_shape)}"
-    for what, size in (("batch", int(batch)), ("height", hw[0]), ("width", hw[1])):
+    for what, size in (("batch", int(batch)), *zip(SIZE_NAMES[layer.rank], hw, strict=True)):
         if size < 1:
             raise ModelImportError(f"{where}: the input {what} is {size}, so the input is empty "
                                    "(it must be at least 1)")
@@ -153,20 +165,19 @@ def plan_layer(layer: ConvLayer, input_hw: tuple[int, int] | None = None, batch:
     return conv, output_shape
 
 
-def _transposed_output(layer: ConvLayer, conv: TfConv, batch: int, input_hw: tuple[int, int],
+def _transposed_output(layer: ConvLayer, conv: TfConv, batch: int, input_hw: tuple[int, ...],
                        where: str) -> tuple[int, ...]:
     """A transposed conv's output shape Y, checked: the forward conv on Y must give back the
     input X's shape."""
-    oh, ow = transposed_output_hw(layer, input_hw)
-    fmt = conv.attrs["data_format"]
+    out = transposed_output_hw(layer, input_hw)
     c = layer.out_channels
-    y = (batch, oh, ow, c) if fmt == "NHWC" else (batch, c, oh, ow)
-    if min(oh, ow) < 1:
+    y = ((batch, *out, c) if channels_last(conv.attrs["data_format"]) else (batch, c, *out))
+    if min(out) < 1:
         raise ModelImportError(f"{where}: the output {list(y)} is empty")
-    g = conv2d_geometry(y, layer.weights.shape, **conv.attrs)
-    if tuple(g.output_shape) != tuple(conv.input_shape):
+    back = forward_output(layer, y, conv.attrs)
+    if back != tuple(conv.input_shape):
         raise ModelImportError(f"{where}: the conv on the output {list(y)} gives "
-                               f"{list(g.output_shape)}, not the input's shape (output_padding "
+                               f"{list(back)}, not the input's shape (output_padding "
                                "must be smaller than the stride)")
     return y
 
@@ -251,12 +262,12 @@ def build_canvas(layer: ConvLayer, conv: TfConv, output_shape: tuple[int, ...],
     c.add_node(conv.op, (600, 0), conv.attrs, id="forward",
                title=title(f"{name} ({'depthwise' if layer.pointwise else layer.op})"))
     if layer.transposed:
-        _transposed_blocks(c, conv, output_shape, name)
+        _transposed_blocks(c, layer, conv, output_shape, name)
     elif layer.pointwise is not None:
         pointwise_blocks(c, layer, pointwise_conv(layer, conv)[0], paths, name)
-        _conv_blocks(c, conv, name, "pointwise_grad_input")
+        _conv_blocks(c, layer, conv, name, "pointwise_grad_input")
     else:
-        _conv_blocks(c, conv, name)
+        _conv_blocks(c, layer, conv, name)
     if "bias" in paths:
         c.add_node("Tensor", (0, 480), {"fill": "file", "path": paths["bias"], "dtype": dtype},
                    id="bias", title=title(f"{name} bias (not part of the conv op)"))
@@ -265,17 +276,18 @@ def build_canvas(layer: ConvLayer, conv: TfConv, output_shape: tuple[int, ...],
     return c
 
 
-def _transposed_blocks(c: Canvas, conv: TfConv, output_shape: tuple[int, ...],
-                       name: str) -> None:
+def _transposed_blocks(c: Canvas, layer: ConvLayer, conv: TfConv,
+                       output_shape: tuple[int, ...], name: str) -> None:
     """forward = Conv2DBackpropInput(output_sizes, filter, input); grad_input = Conv2D(
     out_backprop, filter); grad_filter = Conv2DBackpropFilter(out_backprop, filter_sizes,
-    input): the adjoints of the transposed conv."""
+    input): the adjoints of the transposed conv (Conv3D's ops for a 3-D one)."""
+    forward, grad_filter, _ = ops_of(layer)
     c.add_node("IntVector", (330, 0), {"values": list(output_shape)}, id="output_sizes",
                title="output_sizes")
     c.add_node("ShapeOf", (330, 220), id="filter_sizes", title="filter_sizes")
-    c.add_node("Conv2D", (600, 360), conv.attrs, id="grad_input",
+    c.add_node(forward, (600, 360), conv.attrs, id="grad_input",
                title=escaped(f"{name} grad_input", MAX_TITLE))
-    c.add_node("Conv2DBackpropFilter", (600, 180), conv.attrs, id="grad_filter",
+    c.add_node(grad_filter, (600, 180), conv.attrs, id="grad_filter",
                title=escaped(f"{name} grad_filter", MAX_TITLE))
     for src, dst in (("output_sizes", "forward.input_sizes"), ("filter", "forward.filter"),
                      ("input", "forward.out_backprop"), ("filter", "filter_sizes.input"),
@@ -287,18 +299,19 @@ def _transposed_blocks(c: Canvas, conv: TfConv, output_shape: tuple[int, ...],
         c.connect((src, "output"), (node, port))
 
 
-def _conv_blocks(c: Canvas, conv: TfConv, name: str, upstream: str = "out_backprop") -> None:
-    """The two backprop blocks of a Conv2D / DepthwiseConv2D and their size blocks, fed the
-    gradient of their output by the block ``upstream``."""
+def _conv_blocks(c: Canvas, layer: ConvLayer, conv: TfConv, name: str,
+                 upstream: str = "out_backprop") -> None:
+    """The two backprop blocks of a Conv2D / DepthwiseConv2D / Conv3D and their size blocks,
+    fed the gradient of their output by the block ``upstream``."""
     def title(text: str) -> str:
         return escaped(text, MAX_TITLE)
-    depthwise = conv.op == "DepthwiseConv2D"
+    _, grad_filter, grad_input = ops_of(layer)
     c.add_node("ShapeOf", (330, 220), id="filter_sizes", title="filter_sizes")
     c.add_node("ShapeOf", (330, 420), id="input_sizes", title="input_sizes")
-    c.add_node("DepthwiseBackpropFilter" if depthwise else "Conv2DBackpropFilter", (600, 180),
-               conv.attrs, id="grad_filter", title=title(f"{name} grad_filter"))
-    c.add_node("DepthwiseBackpropInput" if depthwise else "Conv2DBackpropInput", (600, 360),
-               conv.attrs, id="grad_input", title=title(f"{name} grad_input"))
+    c.add_node(grad_filter, (600, 180), conv.attrs, id="grad_filter",
+               title=title(f"{name} grad_filter"))
+    c.add_node(grad_input, (600, 360), conv.attrs, id="grad_input",
+               title=title(f"{name} grad_input"))
     for src, dst in (("input", "forward.input"), ("filter", "forward.filter"),
                      ("filter", "filter_sizes.input"), ("input", "input_sizes.input"),
                      ("input", "grad_filter.input"), ("filter_sizes", "grad_filter.filter_sizes"),

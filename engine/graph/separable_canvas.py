@@ -19,16 +19,26 @@ import numpy as np
 from engine.base.names import MAX_TITLE, escaped
 from engine.graph.canvas import Canvas
 from engine.io.models.model_import import ConvLayer, TfConv, translate
-from engine.shapes.conv import conv2d_geometry
+from engine.shapes.conv import conv2d_geometry, conv3d_geometry, layout_axes
 
 #: The id prefix of the pointwise conv's blocks.
 POINTWISE = "pointwise_"
 
 
+def forward_output(layer: ConvLayer, input_shape: tuple[int, ...],
+                   attrs: dict) -> tuple[int, ...]:
+    """The output shape of ``layer``'s forward conv (Conv2D, DepthwiseConv2D or Conv3D with
+    ``attrs``) on ``input_shape``; a transposed conv's is the conv whose input gradient it is."""
+    if layer.rank == 3:
+        return tuple(conv3d_geometry(input_shape, layer.weights.shape, **attrs).output_shape)
+    return tuple(conv2d_geometry(input_shape, layer.weights.shape,
+                                 depthwise=layer.depthwise and not layer.transposed,
+                                 **attrs).output_shape)
+
+
 def conv_output(layer: ConvLayer, conv: TfConv) -> tuple[int, ...]:
     """The output shape of ``layer``'s own conv (a separable conv's depthwise part)."""
-    return tuple(conv2d_geometry(conv.input_shape, layer.weights.shape,
-                                 depthwise=layer.depthwise, **conv.attrs).output_shape)
+    return forward_output(layer, conv.input_shape, conv.attrs)
 
 
 def pointwise_conv(layer: ConvLayer, conv: TfConv) -> tuple[TfConv, tuple[int, ...]]:
@@ -37,9 +47,18 @@ def pointwise_conv(layer: ConvLayer, conv: TfConv) -> tuple[TfConv, tuple[int, .
     assert layer.pointwise is not None
     mid = conv_output(layer, conv)
     fmt = conv.attrs["data_format"]
-    hw = (mid[1], mid[2]) if fmt == "NHWC" else (mid[2], mid[3])
+    hw = tuple(mid[axis] for axis in layout_axes(fmt)[1])
     pointwise = translate(layer.pointwise, hw, mid[0], fmt)
     return pointwise, conv_output(layer.pointwise, pointwise)
+
+
+def ops_of(layer: ConvLayer) -> tuple[str, str, str]:
+    """The block types of ``layer``'s conv and its filter and input gradients."""
+    if layer.rank == 3:
+        return "Conv3D", "Conv3DBackpropFilterV2", "Conv3DBackpropInputV2"
+    if layer.depthwise and not layer.transposed:
+        return "DepthwiseConv2D", "DepthwiseBackpropFilter", "DepthwiseBackpropInput"
+    return "Conv2D", "Conv2DBackpropFilter", "Conv2DBackpropInput"
 
 
 def layer_arrays(layer: ConvLayer) -> dict[str, np.ndarray]:
@@ -93,10 +112,11 @@ def canvas_notes(layer: ConvLayer) -> list[str]:
     applies after the conv, which the canvas leaves out."""
     notes = []
     if layer.transposed:
-        notes.append("A transposed conv is TensorFlow's Conv2DBackpropInput: forward = the "
-                     "input gradient of a Conv2D on an input shaped like the output, with "
-                     "input = its out_backprop. Its gradients: grad_input = Conv2D(out_backprop, "
-                     "filter), grad_filter = Conv2DBackpropFilter(out_backprop, filter_sizes, "
+        conv, grad_filter, grad_input = ops_of(layer)
+        notes.append(f"A transposed conv is TensorFlow's {grad_input}: forward = the "
+                     f"input gradient of a {conv} on an input shaped like the output, with "
+                     f"input = its out_backprop. Its gradients: grad_input = {conv}(out_backprop, "
+                     f"filter), grad_filter = {grad_filter}(out_backprop, filter_sizes, "
                      "input).")
     if layer.pointwise is not None:
         notes.append("A separable conv: the depthwise conv (forward) feeds the 1x1 pointwise "
@@ -106,8 +126,11 @@ def canvas_notes(layer: ConvLayer) -> list[str]:
                      "and grad_filter are the whole layer's gradients.")
     if layer.conv1d:
         k, s, d = layer.kernel[1], layer.strides[1], layer.dilations[1]
-        causal = (f"; causal padding = {layer.pads[2]} zeros on the left"
-                  if layer.padding == "EXPLICIT" else "")
+        causal = ""
+        if layer.padding == "EXPLICIT":
+            causal = (f"; causal padding = {layer.pads[2]} zeros on the left" if
+                      layer.pads[3] == 0 and not layer.transposed else
+                      f"; pads {layer.pads[2]} on the left, {layer.pads[3]} on the right")
         notes.append(f"A 1-D conv (kernel {k}, stride {s}, dilation {d}) computed as a 2-D "
                      f"conv of height 1: kernel 1x{k}, strides 1,{s}, dilations 1,{d}, the "
                      f"sequence as an input of height 1{causal}.")

@@ -2,7 +2,8 @@
 ``SeparableConv2D`` (one layer: its depthwise conv with the pointwise conv in
 :attr:`ConvLayer.pointwise`), ``Conv2DTranspose`` (TensorFlow's Conv2DBackpropInput) and
 ``Conv1D`` / ``DepthwiseConv1D`` (2-D convs of height 1, :func:`as_2d`), plus the activation a
-layer applies after its conv.
+layer applies after its conv. ``Conv3DTranspose`` is read as Conv2DTranspose is, with three
+spatial axes (TensorFlow's Conv3DBackpropInputV2).
 
 SeparableConv2D is Keras's depthwise conv (its strides, dilation and padding, kernel
 ``depthwise_kernel`` [kh, kw, in, multiplier]) followed by a 1x1 conv with stride 1 and no
@@ -57,15 +58,16 @@ class LayerProblem(Exception):
     """A reason one layer cannot be imported (the reader adds the file and layer names)."""
 
 
-def int_pair(config: dict, key: str, default: object = MISSING) -> tuple[int, int]:
-    """``config[key]``: one positive integer or a list of two (never booleans)."""
+def int_pair(config: dict, key: str, default: object = MISSING,
+             rank: int = 2) -> tuple[int, ...]:
+    """``config[key]``: one positive integer or a list of ``rank`` (never booleans)."""
     value = config.get(key, default)
     if is_count(value):
-        return value, value
-    if isinstance(value, list) and len(value) == 2 and all(is_count(v) for v in value):
-        return value[0], value[1]
-    raise LayerProblem(f"{key} is {found_text(value)}, expected a positive integer or a list of 2 "
-                       "(a 2-D conv)")
+        return (value,) * rank
+    if isinstance(value, list) and len(value) == rank and all(is_count(v) for v in value):
+        return tuple(value)
+    raise LayerProblem(f"{key} is {found_text(value)}, expected a positive integer or a list of "
+                       f"{rank} (a {rank}-D conv)")
 
 
 def positive_int(config: dict, key: str, default: object = MISSING) -> int:
@@ -90,11 +92,13 @@ def activation_of(config: dict) -> str | None:
     return value
 
 
-def common(c: dict) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int], str, str, bool]:
-    """kernel_size, strides, dilation_rate, padding (SAME/VALID), data_format (NHWC/NCHW) and
-    use_bias of a conv layer's config, checked."""
-    kernel, strides = int_pair(c, "kernel_size"), int_pair(c, "strides", 1)
-    dilations = int_pair(c, "dilation_rate", 1)
+def common(c: dict, rank: int = 2) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...],
+                                            str, str, bool]:
+    """kernel_size, strides, dilation_rate, padding (SAME/VALID), data_format (NHWC/NCHW:
+    channels last or first, any rank) and use_bias of a ``rank``-D conv layer's config,
+    checked."""
+    kernel, strides = int_pair(c, "kernel_size", rank=rank), int_pair(c, "strides", 1, rank)
+    dilations = int_pair(c, "dilation_rate", 1, rank)
     padding = c.get("padding", "valid")
     if not isinstance(padding, str) or padding.lower() not in ("same", "valid"):
         raise LayerProblem(f"padding is {found_text(padding)}, expected 'same' or 'valid'")
@@ -112,7 +116,7 @@ def common(c: dict) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int], 
 
 def _kernel(name: str, what: str, array: np.ndarray, want: tuple) -> np.ndarray:
     w = float_weights(name, what, array)
-    if w.ndim != 4 or any(n is not None and n != m for n, m in zip(want, w.shape, strict=False)):
+    if w.ndim != len(want) or any(n is not None and n != m for n, m in zip(want, w.shape, strict=False)):
         shape = ", ".join("*" if n is None else str(n) for n in want)
         raise LayerProblem(f"the {what} has shape {list(w.shape)}, expected [{shape}]")
     return np.ascontiguousarray(w)
@@ -141,7 +145,7 @@ def as_2d(c: dict) -> tuple[dict, tuple[int, int, int, int] | None]:
 
 
 def separable_layer(name: str, c: dict, weights: list[np.ndarray],
-                    input_hw: tuple[int, int] | None, unknown: str | None) -> ConvLayer:
+                    input_hw: tuple[int, ...] | None, unknown: str | None) -> ConvLayer:
     """A SeparableConv2D as its depthwise conv with its pointwise conv (``weights``:
     depthwise_kernel, pointwise_kernel, bias if use_bias)."""
     kernel, strides, dilations, padding, fmt, use_bias = common(c)
@@ -168,17 +172,31 @@ def separable_layer(name: str, c: dict, weights: list[np.ndarray],
     return depthwise
 
 
+def _paddings(value: object, rank: int) -> tuple[int, ...]:
+    """A transposed conv's ``output_padding``: one integer >= 0 or a list of ``rank``."""
+    def fine(v: object) -> bool:
+        return type(v) is int and v >= 0
+    if fine(value):
+        return (value,) * rank  # type: ignore[return-value]
+    if isinstance(value, list) and len(value) == rank and all(fine(v) for v in value):
+        return tuple(value)
+    raise LayerProblem(f"output_padding is {found_text(value)}, expected an integer >= 0 or a "
+                       f"list of {rank} (a {rank}-D conv)")
+
+
 def transposed_layer(name: str, c: dict, weights: list[np.ndarray],
-                     input_hw: tuple[int, int] | None, unknown: str | None) -> ConvLayer:
-    """A Conv2DTranspose (``weights``: kernel [kh, kw, filters, in], bias if use_bias) as the
-    input gradient of a conv (see the module docstring)."""
-    kernel, strides, dilations, padding, fmt, use_bias = common(c)
+                     input_hw: tuple[int, ...] | None, unknown: str | None,
+                     rank: int = 2) -> ConvLayer:
+    """A Conv2DTranspose (``weights``: kernel [kh, kw, filters, in], bias if use_bias) or a
+    Conv3DTranspose (kernel [kd, kh, kw, filters, in]) as the input gradient of a conv (see the
+    module docstring)."""
+    kernel, strides, dilations, padding, fmt, use_bias = common(c, rank)
     filters = positive_int(c, "filters")
     if c.get("groups", 1) != 1:
-        raise LayerProblem(f"groups is {found_text(c.get('groups'))}: a grouped Conv2DTranspose "
-                           "cannot be imported")
+        raise LayerProblem(f"groups is {found_text(c.get('groups'))}: a grouped Conv{rank}"
+                           "DTranspose cannot be imported")
     op = c.get("output_padding")
-    op = (None, None) if op is None else int_pair(c, "output_padding")
+    op = (None,) * rank if op is None else _paddings(op, rank)
     w = _kernel(name, "kernel", weights[0], (*kernel, filters, None))
     pads, extra = [], []
     for k, s, d, o in zip(kernel, strides, dilations, op, strict=True):
@@ -198,11 +216,10 @@ def transposed_layer(name: str, c: dict, weights: list[np.ndarray],
                                "gradient of a conv (output_padding must be below the stride)")
     bias = float_weights(name, "bias", weights[1]) if use_bias else None
     layer = ConvLayer(name=name, kernel=kernel, strides=strides, dilations=dilations,
-                      padding="EXPLICIT" if any(pads) else "VALID",
-                      pads=(pads[0], pads[1], pads[2], pads[3]), groups=1,
-                      in_channels=int(w.shape[3]), out_channels=filters, data_format=fmt,
+                      padding="EXPLICIT" if any(pads) else "VALID", pads=tuple(pads), groups=1,
+                      in_channels=int(w.shape[-1]), out_channels=filters, data_format=fmt,
                       weights=w, bias=bias, input_hw=input_hw, input_unknown=unknown,
                       activation=activation_of(c), transposed=True,
-                      output_padding=(extra[0], extra[1]))
+                      output_padding=tuple(extra))
     check_layer(layer)
     return layer

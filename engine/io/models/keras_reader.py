@@ -74,13 +74,15 @@ from engine.io.models.model_import import (
 )
 
 CONV_CLASSES = ("Conv2D", "DepthwiseConv2D", "SeparableConv2D", "Conv2DTranspose", "Conv1D",
-                "DepthwiseConv1D")
-OTHER_CONV_CLASSES = ("Conv3D", "SeparableConv1D", "Conv3DTranspose", "Conv1DTranspose")
+                "DepthwiseConv1D", "Conv3D", "Conv3DTranspose")
+OTHER_CONV_CLASSES = ("SeparableConv1D", "Conv1DTranspose")
+#: The 3-D conv classes (TensorFlow's Conv3D and its input gradient).
+CONV_3D = ("Conv3D", "Conv3DTranspose")
 #: The 1-D conv classes, imported as the 2-D convs of height 1 (:func:`keras_layers.as_2d`).
 CONV_1D = {"Conv1D": "Conv2D", "DepthwiseConv1D": "DepthwiseConv2D"}
 #: The variables of the conv layers beyond Conv2D / DepthwiseConv2D, in Keras's order.
 VARIABLES = {"SeparableConv2D": ("depthwise_kernel", "pointwise_kernel", "bias"),
-             "Conv2DTranspose": ("kernel", "bias")}
+             "Conv2DTranspose": ("kernel", "bias"), "Conv3DTranspose": ("kernel", "bias")}
 MODEL_CLASSES = ("Sequential", "Functional", "Model")
 #: Keras's data_format -> the canvas layout (Keras's default, null, is channels_last).
 
@@ -93,9 +95,9 @@ def snake_case(class_name: str) -> str:
     return re.sub("([a-z])([A-Z])", r"\1_\2", name).lower()
 
 
-def _input_hw(shape: object, config: dict) -> tuple[tuple[int, int] | None, str | None]:
-    """A conv layer's input rows and columns from its input ``shape`` (the walk's), or None
-    and why they are unknown."""
+def _input_hw(shape: object, config: dict) -> tuple[tuple[int, ...] | None, str | None]:
+    """A conv layer's input sizes (rows and columns; depth, rows and columns of a 3-D conv's
+    rank-5 input) from its input ``shape`` (the walk's), or None and why they are unknown."""
     if isinstance(shape, str):
         return None, shape
     if isinstance(shape, tuple) and len(shape) == 3:  # a 1-D conv's [N, W, C]: height 1
@@ -103,12 +105,12 @@ def _input_hw(shape: object, config: dict) -> tuple[tuple[int, int] | None, str 
         if not is_count(w):
             return None, f"its input shape {list(shape)} leaves the size open"
         return (1, w), None
-    if not isinstance(shape, tuple) or len(shape) != 4:
+    if not isinstance(shape, tuple) or len(shape) not in (4, 5):
         return None, f"its input shape is {shown(shape, 60)}, expected 4 dimensions"
-    hw = shape[2:4] if config.get("data_format") == "channels_first" else shape[1:3]
+    hw = shape[2:] if config.get("data_format") == "channels_first" else shape[1:-1]
     if not all(is_count(v) for v in hw):
         return None, f"its input shape {list(shape)} leaves the size open"
-    return (hw[0], hw[1]), None
+    return tuple(hw), None
 
 
 @dataclass(kw_only=True)
@@ -177,22 +179,24 @@ class _Reader(KerasWeights):
             return [self.conv_layer(name, CONV_1D[kind], c2, wpath, hw, unknown, True, causal)]
         if kind in VARIABLES:
             roles = VARIABLES[kind]
-            common(c)  # the attributes first
+            common(c, 3 if kind in CONV_3D else 2)  # the attributes first
             if c.get("use_bias", True) is False:
                 roles = roles[:-1]
             weights = self.read_roles(wpath, name, roles)
-            if kind == "Conv2DTranspose":
-                return [transposed_layer(name, c, weights, hw, unknown)]
+            if kind in ("Conv2DTranspose", "Conv3DTranspose"):
+                return [transposed_layer(name, c, weights, hw, unknown,
+                                         3 if kind in CONV_3D else 2)]
             return [separable_layer(name, c, weights, hw, unknown)]
         return [self.conv_layer(name, kind, c, wpath, hw, unknown)]
 
     def conv_layer(self, name: str, kind: str, c: dict, wpath: str,
-                   input_hw: tuple[int, int] | None, unknown: str | None,
+                   input_hw: tuple[int, ...] | None, unknown: str | None,
                    one_d: bool = False,
                    causal: tuple[int, int, int, int] | None = None) -> ConvLayer:
-        """A Conv2D or DepthwiseConv2D layer (``causal``: a 1-D conv's config made 2-D, with
-        these explicit pads when its padding is causal)."""
-        kernel, strides, dilations, padding, fmt, use_bias = common(c)
+        """A Conv2D, DepthwiseConv2D or Conv3D layer (``causal``: a 1-D conv's config made 2-D,
+        with these explicit pads when its padding is causal)."""
+        rank = 3 if kind == "Conv3D" else 2
+        kernel, strides, dilations, padding, fmt, use_bias = common(c, rank)
         depthwise = kind == "DepthwiseConv2D"
         if depthwise:
             multiplier, groups, filters = positive_int(c, "depth_multiplier", 1), 1, None
@@ -204,11 +208,12 @@ class _Reader(KerasWeights):
         w = float_weights(name, "kernel", weights[0])
         if one_d and w.ndim == 3:  # [k, in, out]: [1, k, in, out]
             w = w.reshape(1, *w.shape)
-        if w.ndim != 4:
-            raise LayerProblem(f"the kernel has shape {list(w.shape)}, expected 4 dimensions "
-                               f"(H, W, in, {'multiplier' if depthwise else 'out'})")
-        kh, kw, cin, cout = (int(n) for n in w.shape)
-        if (kh, kw) != kernel:
+        if w.ndim != rank + 2:
+            raise LayerProblem(f"the kernel has shape {list(w.shape)}, expected {rank + 2} "
+                               f"dimensions ({'D, ' if rank == 3 else ''}H, W, in, "
+                               f"{'multiplier' if depthwise else 'out'})")
+        cin, cout = int(w.shape[-2]), int(w.shape[-1])
+        if tuple(w.shape[:-2]) != kernel:
             raise LayerProblem(f"kernel_size is {list(kernel)} but the kernel has shape "
                                f"{list(w.shape)}")
         if depthwise:
@@ -224,8 +229,8 @@ class _Reader(KerasWeights):
                 raise LayerProblem(f"groups {groups} does not divide the kernel's {cout} "
                                    "output channels")
             in_channels, out = cin * groups, cout
-            if groups > 1 and cin == 1:  # one input channel per group: TF's depthwise layout
-                w = w.reshape(kh, kw, groups, cout // groups)
+            if groups > 1 and cin == 1 and rank == 2:  # one input channel per group: TF's
+                w = w.reshape(*kernel, groups, cout // groups)  # depthwise layout
         bias = float_weights(name, "bias", weights[1]) if use_bias else None
         layer = ConvLayer(name=name, kernel=kernel, strides=strides, dilations=dilations,
                           padding="EXPLICIT" if causal else padding,

@@ -88,22 +88,45 @@ def _padding(config: dict) -> str:
     return padding.lower()
 
 
+def _triple(value: object, what: str, default: object = None) -> tuple[int, int, int]:
+    value = default if value is None else value
+    if type(value) is int and value >= 0:
+        return value, value, value
+    if isinstance(value, list | tuple) and len(value) == 3 and all(
+            type(v) is int and v >= 0 for v in value):
+        return value[0], value[1], value[2]
+    raise ShapeStop(f"{what} is {value!r}, expected an integer or a list of 3")
+
+
+def _axes(config: dict, rank: int, dims: int) -> tuple[tuple[int, ...], int]:
+    """(spatial axes, channel axis) of a tensor of ``dims`` spatial dimensions."""
+    if dims == 2:
+        r, c, ch = _spatial(config, rank)
+        return (r, c), ch
+    if rank != 5:
+        raise ShapeStop(f"its input has rank {rank}, expected 5 (a 3-D volume batch)")
+    if config.get("data_format") == "channels_first":
+        return (2, 3, 4), 1
+    return (1, 2, 3), 4
+
+
 def _conv(config: dict, shapes: list[Shape], channels: Callable[[int], int],
-          transposed: bool = False) -> Shape:
+          transposed: bool = False, dims: int = 2) -> Shape:
     (x,) = shapes
-    r, c, ch = _spatial(config, len(x))
-    k = _pair(config.get("kernel_size"), "kernel_size")
-    s = _pair(config.get("strides"), "strides", 1)
-    d = _pair(config.get("dilation_rate"), "dilation_rate", 1)
+    spatial, ch = _axes(config, len(x), dims)
+    tup = _pair if dims == 2 else _triple
+    k = tup(config.get("kernel_size"), "kernel_size")
+    s = tup(config.get("strides"), "strides", 1)
+    d = tup(config.get("dilation_rate"), "dilation_rate", 1)
     padding = _padding(config)
     out = list(x)
     if transposed:
         op = config.get("output_padding")
-        op = (None, None) if op is None else _pair(op, "output_padding")
-        for i, axis in enumerate((r, c)):
+        op = (None,) * dims if op is None else tup(op, "output_padding")
+        for i, axis in enumerate(spatial):
             out[axis] = transpose_length(x[axis], k[i], s[i], d[i], padding, op[i])
     else:
-        for i, axis in enumerate((r, c)):
+        for i, axis in enumerate(spatial):
             out[axis] = conv_length(x[axis], k[i], s[i], d[i], padding)
     in_channels = x[ch]
     if in_channels is None:
@@ -130,6 +153,14 @@ def depthwise_conv2d(config: dict, shapes: list[Shape]) -> Shape:
 
 def conv2d_transpose(config: dict, shapes: list[Shape]) -> Shape:
     return _conv(config, shapes, lambda _: _filters(config), transposed=True)
+
+
+def conv3d(config: dict, shapes: list[Shape]) -> Shape:
+    return _conv(config, shapes, lambda _: _filters(config), dims=3)
+
+
+def conv3d_transpose(config: dict, shapes: list[Shape]) -> Shape:
+    return _conv(config, shapes, lambda _: _filters(config), transposed=True, dims=3)
 
 
 def _one(value: object, what: str) -> int:
@@ -175,6 +206,15 @@ def pooling2d(config: dict, shapes: list[Shape]) -> Shape:
     conv = {**config, "kernel_size": pool, "strides": pool if strides is None else strides,
             "dilation_rate": 1}
     return _conv(conv, shapes, lambda c: c)
+
+
+def pooling3d(config: dict, shapes: list[Shape]) -> Shape:
+    """Max/average 3-D pooling: strides default to pool_size."""
+    pool = _triple(config.get("pool_size"), "pool_size", 2)
+    strides = config.get("strides")
+    conv = {**config, "kernel_size": pool, "strides": pool if strides is None else strides,
+            "dilation_rate": 1}
+    return _conv(conv, shapes, lambda c: c, dims=3)
 
 
 def global_pooling2d(config: dict, shapes: list[Shape]) -> Shape:
@@ -301,7 +341,7 @@ def permute(config: dict, shapes: list[Shape]) -> Shape:
 
 SAME_SHAPE = ("BatchNormalization", "LayerNormalization", "GroupNormalization",
               "UnitNormalization", "Activation", "ReLU", "LeakyReLU", "PReLU", "ELU", "Softmax",
-              "ThresholdedReLU", "Dropout", "SpatialDropout2D", "GaussianNoise",
+              "ThresholdedReLU", "Dropout", "SpatialDropout2D", "SpatialDropout3D", "GaussianNoise",
               "GaussianDropout", "AlphaDropout", "ActivityRegularization", "Rescaling",
               "Normalization", "Identity", "Masking")
 MERGES = ("Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum")
@@ -310,8 +350,10 @@ SHAPE_RULES: dict[str, Callable[[dict, list[Shape]], Shape]] = {
     **dict.fromkeys(SAME_SHAPE, same_shape), **dict.fromkeys(MERGES, broadcast),
     "Conv2D": conv2d, "SeparableConv2D": conv2d, "DepthwiseConv2D": depthwise_conv2d,
     "Conv2DTranspose": conv2d_transpose, "Conv1D": conv1d, "DepthwiseConv1D": depthwise_conv1d,
+    "Conv3D": conv3d, "Conv3DTranspose": conv3d_transpose,
     "MaxPooling2D": pooling2d, "AveragePooling2D": pooling2d,
-    "MaxPool2D": pooling2d, "AvgPool2D": pooling2d,
+    "MaxPool2D": pooling2d, "AvgPool2D": pooling2d, "MaxPooling3D": pooling3d,
+    "AveragePooling3D": pooling3d, "MaxPool3D": pooling3d, "AvgPool3D": pooling3d,
     "GlobalAveragePooling2D": global_pooling2d, "GlobalMaxPooling2D": global_pooling2d,
     "GlobalAvgPool2D": global_pooling2d, "GlobalMaxPool2D": global_pooling2d,
     "ZeroPadding2D": zero_padding2d, "Cropping2D": cropping2d, "UpSampling2D": up_sampling2d,

@@ -3,10 +3,12 @@
 The readers (:mod:`engine.io.models.onnx_reader`, :mod:`engine.io.models.keras_reader`,
 :mod:`engine.io.models.weights_reader`) return :class:`ConvLayer` objects whose weights are already
 in TensorFlow's filter layout (HWIO, ``in`` = in_channels / groups; depthwise: H, W, in_channels,
-multiplier). :func:`translate` turns one layer plus an input size into the ``strides``, ``padding``,
-``explicit_paddings``, ``data_format`` and ``dilations`` of a TensorFlow Conv2D /
-DepthwiseConv2dNative that computes exactly the layer's convolution (bias excluded: TensorFlow's
-conv op has none).
+multiplier; a 3-D conv's DHWIO, grouped or not). :func:`translate` turns one layer plus an input
+size into the ``strides``, ``padding``, ``explicit_paddings``, ``data_format`` and ``dilations``
+of a TensorFlow Conv2D / DepthwiseConv2dNative / Conv3D that computes exactly the layer's
+convolution (bias excluded: TensorFlow's conv op has none). A 3-D conv takes SAME or VALID only
+(tf.raw_ops.Conv3D has no EXPLICIT padding): its pads become the one that computes the same
+(:mod:`engine.io.models.pads_3d`), else the layer is refused.
 
 Anything that cannot be translated raises :class:`ModelImportError`, a one-line message naming
 the layer. Names come from files: messages quote them with ``repr`` and tables show them through
@@ -23,6 +25,14 @@ import numpy as np
 
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import escaped
+from engine.io.models.pads_3d import (
+    AXES,
+    conv_count,
+    equivalent_padding,
+    pads_problem,
+    same_pads,
+)
+from engine.shapes.conv import channels_last, layout_axes
 
 #: How the layer pads: TensorFlow's SAME / VALID, ONNX's SAME_LOWER, or explicit pads.
 PADDINGS = ("SAME", "VALID", "SAME_LOWER", "EXPLICIT")
@@ -46,21 +56,23 @@ def need_module(name: str, what: str) -> ModuleType:
 
 @dataclass(frozen=True)
 class ConvLayer:
-    """One 2-D conv layer of a model, in layout-free terms plus TF-layout weights."""
+    """One 2-D or 3-D conv layer of a model, in layout-free terms plus TF-layout weights: a
+    tuple of 2 or 3 numbers per spatial axis (rank = len(kernel); depth, rows, cols)."""
 
     name: str
-    kernel: tuple[int, int]
-    strides: tuple[int, int]
-    dilations: tuple[int, int]
+    kernel: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
     padding: str  # one of PADDINGS
-    pads: tuple[int, int, int, int]  # top, bottom, left, right (padding EXPLICIT only)
+    #: (before, after) per axis: top, bottom, left, right for a 2-D conv (EXPLICIT only)
+    pads: tuple[int, ...]
     groups: int
     in_channels: int
     out_channels: int
-    data_format: str  # the model's own layout: NHWC or NCHW
+    data_format: str  # the model's own layout: NHWC or NCHW (channels last or first, any rank)
     weights: np.ndarray  # TF layout (see the module docstring)
     bias: np.ndarray | None = None
-    input_hw: tuple[int, int] | None = None  # the model's input size for this layer, if known
+    input_hw: tuple[int, ...] | None = None  # the model's input size for this layer, if known
     batch: int | None = None
     input_unknown: str | None = None  # why the model's input size is unknown (for the message)
     activation: str | None = None  # an activation the model applies after the conv (not here)
@@ -69,11 +81,11 @@ class ConvLayer:
     #: transposed conv's input X, out_channels its output Y), weights [kh, kw, out / groups,
     #: in]; output_padding rows/cols are added after, as ONNX and Keras define them.
     transposed: bool = False
-    output_padding: tuple[int, int] = (0, 0)
+    output_padding: tuple[int, ...] = (0, 0)
     #: A transposed conv whose output size is fixed (ONNX ConvTranspose ``output_shape``): its
     #: rows and cols whatever the input size; the pads follow from the input size
     #: (:func:`at_input_size`), the odd one before, or after when ``padding`` is SAME.
-    output_hw: tuple[int, int] | None = None
+    output_hw: tuple[int, ...] | None = None
     #: A separable conv (Keras SeparableConv2D): this layer is its depthwise conv, followed by
     #: ``pointwise``, a 1x1 conv (stride 1, VALID) holding the layer's bias and activation.
     pointwise: ConvLayer | None = None
@@ -87,9 +99,15 @@ class ConvLayer:
         return self.pointwise or self
 
     @property
+    def rank(self) -> int:
+        """Spatial dimensions: 2, or 3 (TensorFlow's Conv3D family)."""
+        return len(self.kernel)
+
+    @property
     def depthwise(self) -> bool:
-        """group == in_channels (> 1): TensorFlow's DepthwiseConv2dNative."""
-        return self.groups > 1 and self.groups == self.in_channels
+        """group == in_channels (> 1) of a 2-D conv: TensorFlow's DepthwiseConv2dNative (a 3-D
+        one is a grouped Conv3D: TensorFlow has no depthwise 3-D op)."""
+        return self.rank == 2 and self.groups > 1 and self.groups == self.in_channels
 
     @property
     def op(self) -> str:
@@ -99,7 +117,9 @@ class ConvLayer:
             return "separable"
         if self.depthwise:
             return "depthwise"
-        return "grouped" if self.groups > 1 else "Conv2D"
+        if self.groups > 1:
+            return "grouped"
+        return "Conv2D" if self.rank == 2 else "Conv3D"
 
     def padding_text(self) -> str:
         if self.output_hw is not None:
@@ -160,88 +180,125 @@ def check_layer(layer: ConvLayer) -> None:
 class TfConv:
     """The TensorFlow op and attributes computing a layer's convolution."""
 
-    op: str  # Conv2D or DepthwiseConv2D (the block types)
+    op: str  # Conv2D, DepthwiseConv2D, Conv2DBackpropInput, Conv3D... (the block types)
     attrs: dict
-    input_shape: tuple[int, int, int, int]
+    input_shape: tuple[int, ...]
 
 
-def _same_pads(size: int, k: int, s: int, d: int) -> tuple[int, int]:
-    """TensorFlow SAME: (before, after) with the odd one after."""
-    out = -(-size // s)  # ceil(size / s) exactly, for any size
-    total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
-    return total // 2, total - total // 2
+def conv_format(layout: str, rank: int) -> str:
+    """The data_format of a ``rank``-D conv in ``layout`` (channels last, NHWC / NDHWC, or
+    first)."""
+    last = channels_last(layout)
+    if rank == 3:
+        return "NDHWC" if last else "NCDHW"
+    return "NHWC" if last else "NCHW"
 
 
-def translate(layer: ConvLayer, input_hw: tuple[int, int], batch: int = 1,
+def _pairs(pads: tuple[int, ...]) -> list[tuple[int, int]]:
+    return [(pads[i], pads[i + 1]) for i in range(0, len(pads), 2)]
+
+
+def translate(layer: ConvLayer, input_hw: tuple[int, ...], batch: int = 1,
               layout: str | None = None) -> TfConv:
-    """The TF op and attributes for ``layer`` on an input of ``input_hw`` (rows, cols).
+    """The TF op and attributes for ``layer`` on an input of ``input_hw`` (its spatial sizes).
 
-    ``layout`` NHWC or NCHW (default: the model's own). SAME_LOWER becomes SAME when the
-    padding is even, else EXPLICIT with the odd pad before, as ONNX defines it.
+    ``layout`` channels last (NHWC) or first (NCHW; default: the model's own). SAME_LOWER
+    becomes SAME when the padding is even, else EXPLICIT with the odd pad before, as ONNX
+    defines it; a 3-D conv's EXPLICIT pads become SAME or VALID (:mod:`.pads_3d`) or raise.
     """
-    fmt = layout or layer.data_format
+    fmt = conv_format(layout or layer.data_format, layer.rank)
     layer = at_input_size(layer, input_hw)
-    (kh, kw), (sh, sw), (dh, dw) = layer.kernel, layer.strides, layer.dilations
     padding, pads = layer.padding, layer.pads
     if padding == "SAME_LOWER":
-        (t, b), (left, r) = (_same_pads(input_hw[0], kh, sh, dh),
-                             _same_pads(input_hw[1], kw, sw, dw))
-        padding, pads = ("SAME", pads) if (t, left) == (b, r) else ("EXPLICIT", (b, t, r, left))
-    spatial = (1, 2) if fmt == "NHWC" else (2, 3)
+        same = [same_pads(n, k, s, d) for n, k, s, d in zip(
+            input_hw, layer.kernel, layer.strides, layer.dilations, strict=True)]
+        padding, pads = ("SAME", pads) if all(b == a for b, a in same) else (
+            "EXPLICIT", tuple(p for b, a in same for p in (a, b)))
+    if layer.rank == 3 and padding == "EXPLICIT":
+        padding = _same_or_valid(layer, input_hw, pads)
+    spatial = layout_axes(fmt)[1]
+    size = layer.rank + 2
 
-    def vec(pair: tuple[int, int]) -> list[int]:
-        out = [1, 1, 1, 1]
-        out[spatial[0]], out[spatial[1]] = pair
+    def vec(values: tuple[int, ...]) -> list[int]:
+        out = [1] * size
+        for axis, v in zip(spatial, values, strict=True):
+            out[axis] = v
         return out
 
-    attrs = {"strides": vec((sh, sw)), "dilations": vec((dh, dw)), "padding": padding,
-             "data_format": fmt}
+    attrs = {"strides": vec(layer.strides), "dilations": vec(layer.dilations),
+             "padding": padding, "data_format": fmt}
     if padding == "EXPLICIT":
         explicit = [0] * 8
-        t, b, left, r = pads
-        explicit[2 * spatial[0]:2 * spatial[0] + 2] = [t, b]
-        explicit[2 * spatial[1]:2 * spatial[1] + 2] = [left, r]
+        for axis, (before, after) in zip(spatial, _pairs(pads), strict=True):
+            explicit[2 * axis:2 * axis + 2] = [before, after]
         attrs["explicit_paddings"] = explicit
-    h, w = input_hw
-    shape = (batch, h, w, layer.in_channels) if fmt == "NHWC" else (batch, layer.in_channels, h, w)
-    op = "Conv2DBackpropInput" if layer.transposed else (
-        "DepthwiseConv2D" if layer.depthwise else "Conv2D")
+    sizes = tuple(input_hw)
+    shape = ((batch, *sizes, layer.in_channels) if channels_last(fmt)
+             else (batch, layer.in_channels, *sizes))
+    if layer.rank == 3:
+        op = "Conv3DBackpropInputV2" if layer.transposed else "Conv3D"
+    else:
+        op = "Conv2DBackpropInput" if layer.transposed else (
+            "DepthwiseConv2D" if layer.depthwise else "Conv2D")
     return TfConv(op, attrs, shape)
 
 
-def transposed_output_hw(layer: ConvLayer, input_hw: tuple[int, int]) -> tuple[int, int]:
-    """A transposed conv's output rows and columns: (in - 1) * stride + (k - 1) * dilation + 1
+def _same_or_valid(layer: ConvLayer, input_hw: tuple[int, ...], pads: tuple[int, ...]) -> str:
+    """SAME or VALID for a 3-D ``layer`` (at its input size) whose pads are ``pads``, or a
+    refusal naming the layer, the pads and why (:mod:`.pads_3d`)."""
+    k, s, d = layer.kernel, layer.strides, layer.dilations
+    if layer.transposed:  # the conv whose input gradient it is: on the output Y, giving X
+        sizes, counts = transposed_output_hw(layer, input_hw), tuple(input_hw)
+        op, where = "Conv3DBackpropInputV2", "the output"
+    else:
+        sizes = tuple(input_hw)
+        counts = tuple(conv_count(n, kn, sn, dn, b, a) for n, kn, sn, dn, (b, a) in zip(
+            sizes, k, s, d, _pairs(pads), strict=True))
+        op, where = "Conv3D", "the input"
+    padding = equivalent_padding(sizes, counts, k, s, d, pads)
+    if padding is None:
+        raise ModelImportError(pads_problem(layer.name, sizes, k, s, d, pads, op, where))
+    return padding
+
+
+def transposed_output_hw(layer: ConvLayer, input_hw: tuple[int, ...]) -> tuple[int, ...]:
+    """A transposed conv's output sizes: (in - 1) * stride + (k - 1) * dilation + 1
     - pad_before - pad_after + output_padding, per axis (ONNX ConvTranspose, Keras
-    Conv2DTranspose)."""
+    Conv2DTranspose / Conv3DTranspose)."""
     layer = at_input_size(layer, input_hw)
-    t, b, left, r = layer.pads if layer.padding == "EXPLICIT" else (0, 0, 0, 0)
+    pads = _pairs(layer.pads) if layer.padding == "EXPLICIT" else [(0, 0)] * layer.rank
     return tuple(
         (size - 1) * s + (k - 1) * d + 1 - p0 - p1 + extra
         for size, s, k, d, (p0, p1), extra in zip(
-            input_hw, layer.strides, layer.kernel, layer.dilations, ((t, b), (left, r)),
+            input_hw, layer.strides, layer.kernel, layer.dilations, pads,
             layer.output_padding, strict=True))
 
 
 def transposed_pads(name: str, axis: str, k: int, s: int, d: int, size: int, before: int,
-                    out: int) -> tuple[int, int, int]:
+                    out: int, op: str = "Conv2DBackpropInput") -> tuple[int, int, int]:
     """(pad before, pad after, output_padding) of a transposed conv's forward conv that maps
     ``size`` input rows to ``out`` output rows with ``before`` rows cropped before: the rows
     after come from the pad after (when the kernel reaches past ``out``) or are output_padding
     rows (zeros beyond the last row the kernel reaches), which must be fewer than the stride
-    for Conv2DBackpropInput to express them."""
+    for ``op`` (Conv2DBackpropInput, Conv3DBackpropInputV2) to express them."""
     after = s * (size - 1) + (k - 1) * d + 1 - before - out
     if before < 0:
         raise ModelImportError(f"layer {name!r}: the output starts {-before} {axis} before the "
                                "first the kernel reaches (a negative pad), which "
-                               "Conv2DBackpropInput cannot express")
+                               f"{op} cannot express")
     if -after >= s:
         raise ModelImportError(f"layer {name!r}: the output has {-after} {axis} after the last "
                                f"the kernel reaches, more than stride {s} - 1, which "
-                               "Conv2DBackpropInput cannot express")
+                               f"{op} cannot express")
     return before, max(after, 0), max(-after, 0)
 
 
-def at_input_size(layer: ConvLayer, input_hw: tuple[int, int]) -> ConvLayer:
+def backprop_input_op(rank: int) -> str:
+    """TensorFlow's input-gradient op of a ``rank``-D conv (a transposed conv's op)."""
+    return "Conv2DBackpropInput" if rank == 2 else "Conv3DBackpropInputV2"
+
+
+def at_input_size(layer: ConvLayer, input_hw: tuple[int, ...]) -> ConvLayer:
     """``layer`` with explicit pads and output_padding for an input of ``input_hw`` when its
     output size is fixed (:attr:`ConvLayer.output_hw`, ONNX ConvTranspose ``output_shape``:
     total = stride * (in - 1) + output_padding + (k - 1) * dilation + 1 - out, split with the
@@ -249,18 +306,19 @@ def at_input_size(layer: ConvLayer, input_hw: tuple[int, int]) -> ConvLayer:
     the rows past the kernel's reach are zeros); else ``layer`` itself."""
     if layer.output_hw is None:
         return layer
-    pads, extra = [], []
+    pads: list[int] = []
+    extra = []
     for axis, size, out, k, s, d, op in zip(
-            ("rows", "cols"), input_hw, layer.output_hw, layer.kernel, layer.strides,
+            AXES[layer.rank], input_hw, layer.output_hw, layer.kernel, layer.strides,
             layer.dilations, layer.output_padding, strict=True):
         total = max(s * (size - 1) + op + (k - 1) * d + 1 - out, 0)
         before = total // 2 if layer.padding == "SAME" else total - total // 2
-        b, a, e = transposed_pads(layer.name, axis, k, s, d, size, before, out)
-        pads.append((b, a))
+        b, a, e = transposed_pads(layer.name, axis, k, s, d, size, before, out,
+                                  backprop_input_op(layer.rank))
+        pads += [b, a]
         extra.append(e)
-    (t, b), (left, r) = pads
-    return replace(layer, padding="EXPLICIT" if any((t, b, left, r)) else "VALID",
-                   pads=(t, b, left, r), output_padding=(extra[0], extra[1]), output_hw=None)
+    return replace(layer, padding="EXPLICIT" if any(pads) else "VALID",
+                   pads=tuple(pads), output_padding=tuple(extra), output_hw=None)
 
 
 @dataclass
@@ -292,7 +350,10 @@ class ModelLayers:
 def from_oihw(weights: np.ndarray, groups: int) -> np.ndarray:
     """ONNX / PyTorch weights [out, in / groups, H, W] in TensorFlow's layout: HWIO, or for a
     depthwise layer (groups == in_channels) H, W, in_channels, multiplier (output channel
-    ``q * multiplier + k`` of input channel ``q``, as both frameworks order them)."""
+    ``q * multiplier + k`` of input channel ``q``, as both frameworks order them); 3-D weights
+    [out, in / groups, D, H, W] as DHWIO, grouped or not."""
+    if weights.ndim == 5:
+        return np.ascontiguousarray(weights.transpose(2, 3, 4, 1, 0))
     out, per_group, kh, kw = weights.shape
     if groups > 1 and per_group == 1 and out % groups == 0:
         return np.ascontiguousarray(

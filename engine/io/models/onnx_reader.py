@@ -1,10 +1,14 @@
-"""The 2-D ``Conv`` nodes of an ONNX model (needs the ``onnx`` package, the ``models`` extra).
+"""The 1-D, 2-D and 3-D ``Conv`` nodes of an ONNX model (needs the ``onnx`` package, the
+``models`` extra).
 
 ``read_onnx(path)`` returns the importable layers and, by name, why each other conv-like node
-cannot be imported (a 3-D conv, weights that are not initializers, SAME_* with dilations, ...).
+cannot be imported (a 4-D conv, weights that are not initializers, SAME_* with dilations, ...).
 ONNX semantics: weights [M, C / group, kH, kW]; ``pads`` = [top, left, bottom, right];
 ``auto_pad`` SAME_UPPER pads like TensorFlow's SAME (odd pad after), SAME_LOWER puts the odd pad
-before (an empty ``auto_pad`` is NOTSET, as ONNX Runtime reads it); NCHW data.
+before (an empty ``auto_pad`` is NOTSET, as ONNX Runtime reads it); NCHW data. A 1-D node
+(weights [M, C / group, k], data [N, C, W]) is the 2-D conv of height 1 that computes it, as
+Keras Conv1D is (:func:`_lift_1d`); a 3-D node (weights [M, C / group, kD, kH, kW], ``pads`` =
+[D, H, W begins, D, H, W ends]) is TensorFlow's Conv3D.
 
 Nothing in the file is trusted: every Conv attribute must have the type the ONNX spec gives it
 (:data:`CONV_ATTRS`) and appear once; a weight tensor's dims must match the data it holds before
@@ -134,13 +138,37 @@ def _attrs(onnx, node, name: str, spec: dict[str, str] = CONV_ATTRS, op: str = "
 
 
 def _rank_problem(w: np.ndarray, what: str = "conv") -> str:
-    """Why weights of a rank other than 4 are no 2-D conv's."""
+    """Why weights of a rank other than 3, 4 or 5 are no 1-D, 2-D or 3-D conv's."""
     if w.ndim < 3:
         layout = "[out, in / group, kH, kW]" if what == "conv" else "[in, out / group, kH, kW]"
         return (f"weights of rank {w.ndim} (shape {list(w.shape)}) are no {what}'s weights "
                 f"{layout}")
-    return (f"{article(f'{w.ndim - 2}-D')} {what} (weights of rank {w.ndim}); only 2-D convs can be "
-            "imported")
+    return (f"{article(f'{w.ndim - 2}-D')} {what} (weights of rank {w.ndim}); only 1-D, 2-D and "
+            "3-D convs can be imported")
+
+
+#: The attributes of a 1-D node with one number per axis, and what a 2-D conv of height 1 has
+#: for the row axis.
+ROW_VALUES = {"strides": 1, "dilations": 1, "kernel_shape": 1, "output_padding": 0,
+              "output_shape": 1}
+
+
+def _lift_1d(name: str, a: dict, w: np.ndarray) -> tuple[dict, np.ndarray]:
+    """A 1-D node's attributes and weights as the 2-D conv of height 1 computing it: one row
+    added to the kernel, strides (1, s), dilations (1, d), pads [0, begin, 0, end]."""
+    lifted = dict(a)
+    for key, row in ROW_VALUES.items():
+        if key in a:
+            if len(a[key]) != 1:
+                raise ModelImportError(f"layer {name!r}: {key} {list(a[key])} has "
+                                       f"{len(a[key])} numbers, expected 1 for a 1-D conv")
+            lifted[key] = (row, a[key][0])
+    if "pads" in a:
+        if len(a["pads"]) != 2:
+            raise ModelImportError(f"layer {name!r}: pads {list(a['pads'])} has "
+                                   f"{len(a['pads'])} numbers, expected 2 for a 1-D conv")
+        lifted["pads"] = (0, a["pads"][0], 0, a["pads"][1])
+    return lifted, w.reshape(w.shape[0], w.shape[1], 1, w.shape[2])
 
 
 def _auto_pad(name: str, a: dict) -> str:
@@ -155,32 +183,33 @@ def _auto_pad(name: str, a: dict) -> str:
     return auto_pad
 
 
-def _pads(name: str, a: dict):
-    """(padding, top/bottom/left/right pads) from auto_pad and pads."""
+def _pads(name: str, a: dict, rank: int):
+    """(padding, pads: (before, after) per axis, top/bottom/left/right for a 2-D conv) from
+    auto_pad and pads."""
     auto_pad = _auto_pad(name, a)
-    pads = a.get("pads", (0, 0, 0, 0))
-    if len(pads) != 4:
+    pads = a.get("pads", (0,) * 2 * rank)
+    if len(pads) != 2 * rank:
         raise ModelImportError(f"layer {name!r}: pads {list(pads)} has {len(pads)} numbers, "
-                               "expected 4 for a 2-D conv")
+                               f"expected {2 * rank} for a {rank}-D conv")
     if min(pads) < 0:
         raise ModelImportError(f"layer {name!r}: negative pads {list(pads)} (cropping) cannot "
                                "be imported")
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        dilations = a.get("dilations", (1, 1))
-        if tuple(dilations) != (1, 1):
+        dilations = a.get("dilations", (1,) * rank)
+        if tuple(dilations) != (1,) * rank:
             raise ModelImportError(
                 f"layer {name!r}: auto_pad {auto_pad} with dilations {list(dilations)}: "
                 "runtimes disagree on whether the padding counts the dilated kernel; "
                 "re-export the model with explicit pads")
-        return ("SAME" if auto_pad == "SAME_UPPER" else "SAME_LOWER"), (0, 0, 0, 0)
+        return ("SAME" if auto_pad == "SAME_UPPER" else "SAME_LOWER"), (0,) * 2 * rank
     if auto_pad == "VALID":
-        return "VALID", (0, 0, 0, 0)
-    tblr = (pads[0], pads[2], pads[1], pads[3])
+        return "VALID", (0,) * 2 * rank
+    tblr = tuple(p for i in range(rank) for p in (pads[i], pads[rank + i]))
     return ("EXPLICIT" if any(tblr) else "VALID"), tblr
 
 
 def _arrays(consts: Constants, node, name: str, what: str = "conv"):
-    """The node's weights (rank 4, float) and bias (float or None), wherever the graph keeps
+    """The node's weights (rank 3, 4 or 5, float) and bias (float or None), wherever the graph keeps
     them (:class:`~engine.io.models.onnx_fold.Constants`); runtime inputs are named with the
     ``--weights`` keys that supply them."""
     if len(node.input) < 2 or not node.input[1]:
@@ -205,7 +234,7 @@ def _arrays(consts: Constants, node, name: str, what: str = "conv"):
                                "array per graph input, keyed by its name)")
     w = consts.value(tensors[0][1], f"layer {name!r}: weights {_str(tensors[0][1])!r}",
                      FLOAT_TYPES)
-    if w.ndim != 4:
+    if w.ndim not in (3, 4, 5):
         raise ModelImportError(f"layer {name!r}: {_rank_problem(w, what)}")
     w = float_weights(name, "weights", w)
     bias = None
@@ -216,41 +245,51 @@ def _arrays(consts: Constants, node, name: str, what: str = "conv"):
 
 
 def _window(name: str, a: dict, w: np.ndarray):
-    """(group, strides, dilations, kernel) of a 2-D conv node, checked against its weights."""
+    """(group, strides, dilations, kernel) of a 2-D or 3-D conv node, checked against its
+    weights."""
+    rank = w.ndim - 2
     group = a.get("group", 1)
-    strides, dilations = a.get("strides", (1, 1)), a.get("dilations", (1, 1))
+    strides, dilations = a.get("strides", (1,) * rank), a.get("dilations", (1,) * rank)
     kernel = a.get("kernel_shape", w.shape[2:])
     for what, value in (("strides", strides), ("dilations", dilations),
                         ("kernel_shape", kernel)):
-        if len(value) != 2:
+        if len(value) != rank:
             raise ModelImportError(f"layer {name!r}: {what} {list(value)} has {len(value)} "
-                                   "numbers, expected 2 for a 2-D conv")
+                                   f"numbers, expected {rank} for a {rank}-D conv")
     if tuple(kernel) != tuple(w.shape[2:]):
         raise ModelImportError(f"layer {name!r}: kernel_shape {list(kernel)} does not match "
                                f"the weights' {list(w.shape[2:])}")
     return group, tuple(strides), tuple(dilations), tuple(kernel)
 
 
-def _input_shape(node, shapes: dict) -> tuple[tuple[int, int] | None, int | None]:
-    """The node's input rows and cols and batch, where the graph says them."""
+def _input_shape(node, shapes: dict, rank: int) -> tuple[tuple[int, ...] | None, int | None]:
+    """The node's input sizes (a 1-D node's as height 1 and its width) and batch, where the
+    graph says them."""
     shape = shapes.get(node.input[0]) if node.input else None
     shape = shape or []
-    hw = tuple(shape[2:4]) if len(shape) == 4 and None not in shape[2:4] else None
-    return hw, (shape[0] if len(shape) == 4 and shape[0] else None)
+    if rank == 1 and len(shape) == 3:
+        shape = [shape[0], shape[1], 1, shape[2]]
+        rank = 2
+    sizes = shape[2:]
+    hw = tuple(sizes) if len(shape) == rank + 2 and None not in sizes else None
+    return hw, (shape[0] if len(shape) == rank + 2 and shape[0] else None)
 
 
 def _layer(onnx, node, name: str, consts: Constants, shapes: dict) -> ConvLayer:
     a = _attrs(onnx, node, name)
     w, bias = _arrays(consts, node, name)
+    hw, batch = _input_shape(node, shapes, w.ndim - 2)
+    one_d = w.ndim == 3
+    if one_d:
+        a, w = _lift_1d(name, a, w)
     group, strides, dilations, kernel = _window(name, a, w)
-    padding, tblr = _pads(name, a)
-    hw, batch = _input_shape(node, shapes)
+    padding, tblr = _pads(name, a, w.ndim - 2)
     in_channels = w.shape[1] * group
     layer = ConvLayer(name=name, kernel=kernel, strides=strides,
                       dilations=dilations, padding=padding, pads=tblr, groups=group,
                       in_channels=in_channels, out_channels=w.shape[0], data_format="NCHW",
                       weights=from_oihw(w, group) if w.shape[0] % max(group, 1) == 0 else w,
-                      bias=bias, input_hw=hw, batch=batch)
+                      bias=bias, input_hw=hw, batch=batch, conv1d=one_d)
     check_layer(layer)
     return layer
 
@@ -258,10 +297,14 @@ def _layer(onnx, node, name: str, consts: Constants, shapes: dict) -> ConvLayer:
 def _transposed(onnx, node, name: str, consts: Constants, shapes: dict) -> ConvLayer:
     a = _attrs(onnx, node, name, TRANSPOSE_ATTRS, "ConvTranspose")
     w, bias = _arrays(consts, node, name, "transposed conv")
+    hw, batch = _input_shape(node, shapes, w.ndim - 2)
+    one_d = w.ndim == 3
+    if one_d:
+        a, w = _lift_1d(name, a, w)
     group, strides, dilations, kernel = _window(name, a, w)
-    hw, batch = _input_shape(node, shapes)
-    return transposed_layer(name, a, _auto_pad(name, a), w, bias, group, strides, dilations,
-                            kernel, hw, batch)
+    layer = transposed_layer(name, a, _auto_pad(name, a), w, bias, group, strides, dilations,
+                             kernel, hw, batch)
+    return dataclasses.replace(layer, conv1d=True) if one_d else layer
 
 
 def _once(node, name: str, defined: Counter) -> None:

@@ -1,5 +1,6 @@
-"""An ONNX ``ConvTranspose`` node (2-D) as a transposed :class:`ConvLayer`: TensorFlow's
-``Conv2DBackpropInput`` with the exact pads.
+"""An ONNX ``ConvTranspose`` node (2-D, or 3-D per axis alike) as a transposed
+:class:`ConvLayer`: TensorFlow's ``Conv2DBackpropInput`` (``Conv3DBackpropInputV2``) with the
+exact pads (a 3-D one's made SAME or VALID when the layer is translated, or refused).
 
 ONNX ConvTranspose (opset 11+): X [N, C, H, W], W [C, M / group, kH, kW], Y [N, M, Ho, Wo] with
 ``Y[m, y] = sum over c, i of X[c, h] * W[c, m, i]`` where ``y = h * stride + i * dilation -
@@ -29,9 +30,11 @@ from engine.io.models.model_import import (
     ConvLayer,
     ModelImportError,
     at_input_size,
+    backprop_input_op,
     check_layer,
     transposed_pads,
 )
+from engine.io.models.pads_3d import AXES
 
 #: The attributes of ONNX ConvTranspose and their types, as the ONNX operator spec defines them.
 TRANSPOSE_ATTRS = {"auto_pad": "STRING", "dilations": "INTS", "group": "INT",
@@ -39,11 +42,12 @@ TRANSPOSE_ATTRS = {"auto_pad": "STRING", "dilations": "INTS", "group": "INT",
                    "pads": "INTS", "strides": "INTS"}
 
 
-def _pair(name: str, what: str, value, default: tuple[int, int]) -> tuple[int, int]:
+def _pair(name: str, what: str, value, default: tuple[int, ...]) -> tuple[int, ...]:
     value = tuple(value) if value is not None else default
-    if len(value) != 2:
+    rank = len(default)
+    if len(value) != rank:
         raise ModelImportError(f"layer {name!r}: {what} {list(value)} has {len(value)} numbers, "
-                               "expected 2 for a 2-D transposed conv")
+                               f"expected {rank} for a {rank}-D transposed conv")
     if min(value) < 0:
         raise ModelImportError(f"layer {name!r}: negative {what} {list(value)} cannot be "
                                "imported")
@@ -51,17 +55,18 @@ def _pair(name: str, what: str, value, default: tuple[int, int]) -> tuple[int, i
 
 
 def transposed_layer(name: str, a: dict, auto_pad: str, w: np.ndarray, bias, group: int,
-                     strides: tuple[int, int], dilations: tuple[int, int],
-                     kernel: tuple[int, int], input_hw: tuple[int, int] | None,
+                     strides: tuple[int, ...], dilations: tuple[int, ...],
+                     kernel: tuple[int, ...], input_hw: tuple[int, ...] | None,
                      batch: int | None) -> ConvLayer:
     """The layer of a ConvTranspose node: attributes ``a`` (checked types), weights ``w``
-    [C, M / group, kH, kW] (see the module docstring)."""
-    output_padding = _pair(name, "output_padding", a.get("output_padding"), (0, 0))
+    [C, M / group, kH, kW] or [C, M / group, kD, kH, kW] (see the module docstring)."""
+    rank = len(kernel)
+    output_padding = _pair(name, "output_padding", a.get("output_padding"), (0,) * rank)
     output_shape = a.get("output_shape")
-    pads = tuple(a.get("pads", (0, 0, 0, 0)))
-    if len(pads) != 4:
+    pads = tuple(a.get("pads", (0,) * 2 * rank))
+    if len(pads) != 2 * rank:
         raise ModelImportError(f"layer {name!r}: pads {list(pads)} has {len(pads)} numbers, "
-                               "expected 4 for a 2-D transposed conv")
+                               f"expected {2 * rank} for a {rank}-D transposed conv")
     if min(pads) < 0:
         raise ModelImportError(f"layer {name!r}: negative pads {list(pads)} cannot be imported")
     for what, pair in (("strides", strides), ("dilations", dilations)):
@@ -69,14 +74,14 @@ def transposed_layer(name: str, a: dict, auto_pad: str, w: np.ndarray, bias, gro
             raise ModelImportError(f"layer {name!r}: {what} {list(pair)} must be >= 1")
     fixed = None
     if output_shape is not None:
-        fixed = _pair(name, "output_shape", output_shape, (0, 0))
+        fixed = _pair(name, "output_shape", output_shape, (0,) * rank)
         padding, tblr, extra = ("SAME" if auto_pad == "SAME_UPPER" else "SAME_LOWER",
-                                (0, 0, 0, 0), output_padding)
+                                (0,) * 2 * rank, output_padding)
     else:
         per_axis = []
         for axis, k, s, d, op, (begin, end) in zip(
-                ("rows", "cols"), kernel, strides, dilations, output_padding,
-                ((pads[0], pads[2]), (pads[1], pads[3])), strict=True):
+                AXES[rank], kernel, strides, dilations, output_padding,
+                ((pads[i], pads[rank + i]) for i in range(rank)), strict=True):
             reach = (k - 1) * d + 1
             if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
                 total = op + reach - s  # for Ho = H * stride, whatever H
@@ -92,15 +97,16 @@ def transposed_layer(name: str, a: dict, auto_pad: str, w: np.ndarray, bias, gro
                 begin = end = 0
             # one input row: the pads do not depend on the input size here
             per_axis.append(transposed_pads(name, axis, k, s, d, 1, begin,
-                                            reach + op - begin - end))
-        (t, b, er), (left, r, ec) = per_axis
-        tblr, extra = (t, b, left, r), (er, ec)
+                                            reach + op - begin - end, backprop_input_op(rank)))
+        tblr = tuple(p for before, after, _ in per_axis for p in (before, after))
+        extra = tuple(e for _, _, e in per_axis)
         padding = "EXPLICIT" if any(tblr) else "VALID"
     c_in, per_group = w.shape[0], w.shape[1]
     layer = ConvLayer(
         name=name, kernel=kernel, strides=strides, dilations=dilations, padding=padding,
         pads=tblr, groups=group, in_channels=c_in, out_channels=per_group * group,
-        data_format="NCHW", weights=np.ascontiguousarray(w.transpose(2, 3, 1, 0)), bias=bias,
+        data_format="NCHW", weights=np.ascontiguousarray(w.transpose(*range(2, rank + 2), 1, 0)),
+        bias=bias,
         input_hw=input_hw, batch=batch, transposed=True, output_padding=extra,
         output_hw=fixed)
     check_layer(layer)
