@@ -1,8 +1,14 @@
 """The third round of boundaries the issue 32 point 7 mutation probe left unpinned: each test
 asserts computed results on both sides of one line (the mutant it kills is in its docstring,
 checked by applying it). Keras shapes (Conv2DTranspose's default and explicit output_padding,
-Cropping2D down to one row, Concatenate on axis -rank, rank-2 shapes, how deep arguments and
-nested models are walked), ... (see each section)."""
+Cropping2D down to one row: the probe found Keras's own refusal missing, concatenating on axis
+-rank, rank-2 shapes, arguments MAX_ARG_DEPTH lists deep, models nested MAX_MODEL_DEPTH deep),
+HDF5 external storage in three files, a --weights member of exactly the memory limit and a
+tensor named only by its suffix, MAX_CONFIG_BYTES in both containers, temporary names of 40
+characters and old members that are not plain names, the GradCheck run-time warning's bounds,
+1-D integer vectors, FLOAT_MAX_INT, finiteness at the largest magnitude, ShapeOf at INT32_MAX,
+frame and note size bounds, ties in the memory message, a pasted 200-character result name, id
+prefixes of long names, the count of a layer's other refused blocks and NAME_MAX."""
 
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ import pytest
 
 from engine.io.models.keras_graph import MAX_ARG_DEPTH, MAX_MODEL_DEPTH, layer_inputs
 from engine.io.models.keras_shapes import ShapeStop, output_shape
+from engine.io.models.model_import import ModelImportError
 
 # -- engine.io.models.keras_shapes ----------------------------------------------------------------
 
@@ -235,17 +242,6 @@ def test_a_temporary_name_keeps_exactly_temp_name_chars_of_the_name_and_is_recog
         assert atomic.temp_pid(got) == 4242
 
 
-@pytest.mark.parametrize("pid, want", [("7", 7), ("1234567890", 1234567890), ("07", None),
-                                       ("0", None), ("12345678901", None)])
-def test_a_temporary_names_pid_has_no_leading_zero(pid, want):
-    """Mutant ``[0-9][0-9]{0,9}`` for ``[1-9][0-9]{0,9}``: names temp_name never gives (a pid
-    of 0, with a leading zero, or of 11 digits) are not temporary files, so the sweep leaves
-    them."""
-    from engine.base import atomic
-
-    assert atomic.temp_pid(f".a.npy.{pid}-{'ab' * atomic.TEMP_RANDOM_BYTES}.tmp") == want
-
-
 def test_old_members_that_are_not_plain_names_are_never_removed(tmp_path):
     """Mutant: ``if _plain_name(n)`` dropped from the old members ``owned_before`` names: an old
     main file naming '../outside.npy' and 'sub/inner.npy' besides its stale 'old.npy' loses
@@ -349,37 +345,6 @@ def test_when_one_element_alone_passes_the_limit_the_warning_still_offers_sample
     assert message.endswith("samples=1 or fewer stays under 60 s")
     _, message = _gradcheck(monkeypatch, 1000.0, n=100)  # 10 s each: 6 fit in 60 s
     assert message.endswith("samples=6 or fewer stays under 60 s")
-
-
-# -- blocks.checks: Compare --------------------------------------------------------------------------------
-
-def test_two_all_zero_tensors_agree():
-    """Mutant ``max_abs < tol * scale`` for ``<=``: a and b both zeros (max|a - b| = 0 = tol x
-    0) agree with no error; one differing element does not."""
-    from blocks.checks import compare
-
-    got = compare(np.zeros((2, 3), np.float32), np.zeros((2, 3), np.float32))
-    assert (bool(got["agree"]), float(got["max_abs_error"]), float(got["max_rel_error"])) == (
-        True, 0.0, 0.0)
-    b = np.zeros((2, 3), np.float32)
-    b[1, 2] = 1e-30
-    assert not compare(np.zeros((2, 3), np.float32), b)["agree"]
-
-
-@pytest.mark.parametrize("dtype_a, dtype_b, copies", [("float64", "float64", 1),
-                                                      ("float32", "float64", 2),
-                                                      ("float16", "float32", 3)])
-def test_compare_workspace_counts_the_abs_temporary_and_each_cast(dtype_a, dtype_b, copies):
-    """Mutant ``casts * 8 * n`` for ``(casts + 1) * 8 * n``: two float64 inputs still need one
-    float64 |a - b| temporary; each other dtype adds a float64 copy."""
-    from blocks.registry import get_spec
-    from blocks.spec import TensorSpec
-
-    spec = get_spec("Compare")
-    attrs, _ = spec.resolve_attrs({})
-    inputs = {"a": TensorSpec((3, 5), dtype_a), "b": TensorSpec((3, 5), dtype_b)}
-    outputs = spec.infer(attrs, inputs)
-    assert spec.workspace(attrs, inputs, outputs) == copies * 8 * 15
 
 
 # -- blocks.port_kinds, blocks.spec, blocks.tensors ------------------------------------------------------------
@@ -509,23 +474,6 @@ def test_the_memory_message_names_the_earliest_of_outputs_of_the_same_size():
     assert sorted(named) == [f"output {b}.output 100 bytes" for b in "abc"]
 
 
-def test_a_canvas_file_of_exactly_max_bytes_loads_and_one_byte_more_is_refused(tmp_path):
-    """Mutant ``st.st_size >= max_bytes``: a canvas file of exactly ``max_bytes`` loads; with
-    one byte less allowed it is refused with both sizes."""
-    from engine.graph.canvas import Canvas, CanvasError
-    from engine.graph.canvas_file import load_canvas, save_canvas
-
-    c = Canvas()
-    c.add_node("Tensor")
-    path = tmp_path / "c.gbc.json"
-    size = len(save_canvas(c, path))
-    assert load_canvas(path, max_bytes=size) == c
-    with pytest.raises(CanvasError) as err:
-        load_canvas(path, max_bytes=size - 1)
-    assert err.value.problems == [
-        ("$", f"the file has {size} bytes, more than the limit of {size - 1}")]
-
-
 def test_a_pasted_output_with_a_name_of_max_title_characters_gets_a_name_that_fits():
     """Mutant ``stem[:MAX_TITLE]`` for ``[:MAX_TITLE - 12]`` in ``unused_result_name``: copying
     an Output whose name has the full 200 characters and pasting it names the copy with the
@@ -552,3 +500,43 @@ def test_id_prefixes_of_one_long_name_stay_prefix_chars_long():
     assert [len(p) for p in got] == [40] * 5
     assert len(set(got)) == 5
     assert got[1].endswith("_2") and got[2].endswith("_3") and got[4] == "b" * 38 + "_2"
+
+
+def test_a_layer_whose_canvas_check_refuses_several_blocks_counts_the_others(tmp_path):
+    """Mutant ``len(lines)`` for ``len(lines) - 1`` in ``_check_like_check``: under a memory
+    limit of 4000 bytes the layer's three conv blocks (each with a 1 MiB workspace) are refused:
+    the first is named "and 2 more"; under 1 byte every one of its 13 blocks is: "and 12
+    more"; with the default limit the layer plans."""
+    from engine.graph.layer_canvas import plan_layer
+    from engine.io.models.weights_reader import read_weights
+
+    (layer,) = read_weights(str(_weights_npz(tmp_path, {"c.weight.npy": W})), {}).layers
+    assert plan_layer(layer, (5, 5))[1] == (1, 4, 4, 4)
+    for limit, first, more in ((4000, "c (Conv2D): the run would need about 1.0 MiB", 2),
+                               (1, "input 1x3x5x5 (random_normal).shape: output output", 12)):
+        with pytest.raises(ModelImportError) as err:
+            plan_layer(layer, (5, 5), memory_limit=limit)
+        message = str(err.value)
+        assert message.startswith("layer 'c' on input [1, 3, 5, 5]: `gradblocks check` would "
+                                  f"refuse its canvas: {first}")
+        assert message.endswith(f" (and {more} more)")
+
+
+def test_an_output_file_name_of_exactly_name_max_bytes_is_writable(tmp_path):
+    """Mutant ``>= NAME_MAX`` for ``> NAME_MAX`` in ``target_problem``: an output file named
+    with exactly the folder's NAME_MAX bytes (255 on the usual file systems) may be written,
+    and is; one byte more is refused with its length."""
+    import os
+
+    from engine.graph.targets import DEFAULT_NAME_MAX, target_problem
+
+    try:
+        name_max = os.pathconf(tmp_path, "PC_NAME_MAX")
+    except (AttributeError, OSError, ValueError):
+        name_max = DEFAULT_NAME_MAX
+    exact = tmp_path / ("n" * (name_max - 4) + ".npz")
+    assert target_problem(str(exact)) is None
+    exact.write_bytes(b"ok")  # the system agrees
+    longer = tmp_path / ("n" * (name_max - 3) + ".npz")
+    assert target_problem(str(longer)) == (f"has a file name of {name_max + 1} bytes, longer "
+                                           "than this system allows")
