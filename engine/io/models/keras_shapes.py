@@ -243,8 +243,9 @@ def _resize(config: dict, shapes: list[Shape], key: str, sign: int) -> Shape:
         size = x[axis]
         if size is not None:
             size += sign * (before + after)
-            if size < 0:
-                raise ShapeStop(f"{key} {amounts} leaves a negative size")
+            if sign < 0 and size < 1:  # Keras refuses a cropping not smaller than the size
+                raise ShapeStop(f"{key} {amounts} leaves no rows or columns of an input of "
+                                f"{list(x)} (Keras needs it smaller than the size)")
             out[axis] = size
     return tuple(out)
 
