@@ -74,10 +74,30 @@ def geometry_2d(g: ConvGeometryNd, batch: int) -> ConvGeometry:
 
 
 def _stack(a: np.ndarray, first: int, count: int, step: int) -> np.ndarray:
-    """Planes ``first, first+step, ...`` (``count`` of them) of ``[N, D, H, W, C]`` ``a`` as
-    ``[N*count, H, W, C]`` (a view when they are adjacent in memory, else a copy)."""
+    """Planes ``first, first+step, ...`` (``count`` of them) of C-contiguous ``[N, D, H, W, C]``
+    ``a`` as ``[N*count, H, W, C]``: a view when they are adjacent in memory, else a copy made
+    on every core."""
     planes = a[:, first:first + (count - 1) * step + 1:step]
-    return planes.reshape(-1, *a.shape[2:])
+    if a.shape[0] == 1 and step == 1 or count == a.shape[1]:
+        return planes.reshape(-1, *a.shape[2:])
+    out = np.empty(planes.shape, a.dtype)
+    _by_planes(np.copyto, out, planes)
+    return out.reshape(-1, *a.shape[2:])
+
+
+def _by_planes(op, dst: np.ndarray, src: np.ndarray) -> None:
+    """``op(dst, src)`` on ``[N, P, ...]`` arrays, split over the planes ``P`` and run on every
+    core (:func:`engine.kernels.parallel.copy_ranges`; NumPy's loops run on one)."""
+    from engine.kernels.parallel import copy_ranges
+
+    def part(lo: int, hi: int) -> None:
+        op(dst[:, lo:hi], src[:, lo:hi])
+
+    copy_ranges(part, dst.shape[1], dst[:, :1].nbytes)
+
+
+def _add(dst: np.ndarray, src: np.ndarray) -> None:
+    np.add(dst, src, out=dst)
 
 
 def _buffer(shape: tuple[int, ...], ctype: np.dtype):
@@ -104,7 +124,7 @@ def conv(g: ConvGeometryNd, x: np.ndarray, w: np.ndarray, ctype: np.dtype) -> np
             continue
         if out is None:
             out = np.zeros(shape, ctype)
-        out[:, p0:p1] += y
+        _by_planes(_add, out[:, p0:p1], y)
     return np.zeros(shape, ctype) if out is None else out
 
 
@@ -141,5 +161,5 @@ def backprop_input(g: ConvGeometryNd, dy: np.ndarray, w: np.ndarray,
             continue
         if dx is None:
             dx = np.zeros(shape, ctype)
-        dx[:, i0:i0 + (n - 1) * s + 1:s] += d
+        _by_planes(_add, dx[:, i0:i0 + (n - 1) * s + 1:s], d)
     return np.zeros(shape, ctype) if dx is None else dx
