@@ -82,6 +82,33 @@ def test_make_args_gives_each_op_its_tensorflow_arguments():
                             "strides"]
 
 
+def test_the_3d_cases_have_the_issue_shapes_and_tensorflows_arguments():
+    """Issue 33 item 8: forward, filter and input gradient of two NDHWC shapes, in group 3-D."""
+    cases = [c for c in bench.CASES if c.group == "3-D"]
+    assert [c.op for c in cases] == ["Conv3D", "Conv3DBackpropFilterV2",
+                                     "Conv3DBackpropInputV2"] * 2
+    big, few = cases[0], cases[3]
+    assert (big.input_shape, big.filter_shape, big.strides, big.padding) == (
+        (2, 16, 56, 56, 64), (3, 3, 3, 64, 64), (1, 1, 1), "SAME")
+    assert (few.input_shape, few.filter_shape, few.strides, few.padding) == (
+        (1, 32, 112, 112, 3), (3, 7, 7, 3, 64), (1, 2, 2), "SAME")
+    assert few.output_shape() == (1, 32, 56, 56, 64)
+    assert few.gflop() == 2 * 32 * 56 * 56 * 3 * 7 * 7 * 3 * 64 / 1e9
+    rng = np.random.default_rng(0)
+    fwd, filt, inp = (bench.make_args(c, rng) for c in cases[3:])
+    assert sorted(fwd) == ["data_format", "filter", "input", "padding", "strides"]
+    assert fwd["strides"] == [1, 1, 2, 2, 1] and fwd["data_format"] == "NDHWC"
+    assert sorted(filt) == ["data_format", "filter_sizes", "input", "out_backprop", "padding",
+                            "strides"]
+    assert list(filt["filter_sizes"]) == [3, 7, 7, 3, 64]
+    assert sorted(inp) == ["data_format", "filter", "input_sizes", "out_backprop", "padding",
+                           "strides"]
+    assert list(inp["input_sizes"]) == [1, 32, 112, 112, 3]
+    assert inp["out_backprop"].shape == (1, 32, 56, 56, 64)
+    assert [bench.OURS[c.op].__name__ for c in cases[:3]] == [
+        "conv3d", "conv3d_backprop_filter", "conv3d_backprop_input"]
+
+
 def test_blas_lines_name_the_library_threads_core_type_and_coretype(monkeypatch):
     from threadpoolctl import threadpool_info
 

@@ -34,6 +34,7 @@ import numpy as np
 from engine import kernels
 from engine.base import cancel
 from engine.base.dtypes import to_dtype
+from engine.bench import cases3d
 from engine.kernels import accel, gemm
 from engine.shapes.conv import conv2d_geometry
 
@@ -82,7 +83,7 @@ class Case:
 DEPTHWISE_SHAPES = [(8, 56, 128, 3, 1, "SAME"), (8, 112, 64, 3, 1, "SAME"),
                     (4, 32, 32, 5, 2, "VALID"), (8, 28, 256, 3, 1, "SAME")]
 
-CASES = [
+CASES: list[Case | cases3d.Case3d] = [
     Case("filter 56x56x64 3x3x64 s1 SAME", "Conv2DBackpropFilter", (8, 56, 56, 64), (3, 3, 64, 64), 1, "SAME"),
     Case("input  56x56x64 3x3x64 s1 SAME", "Conv2DBackpropInput", (8, 56, 56, 64), (3, 3, 64, 64), 1, "SAME"),
     Case("filter 56x56x128 3x3x128 s2 SAME", "Conv2DBackpropFilter", (8, 56, 56, 128), (3, 3, 128, 128), 2, "SAME"),
@@ -115,6 +116,7 @@ CASES = [
       for kind, op in (("forward", "DepthwiseConv2dNative"),
                        ("input", "DepthwiseConv2dNativeBackpropInput"))
       for s in (1, 2)],
+    *cases3d.CASES,  # the Conv3D family (group "3-D")
 ]
 
 #: With ``--compare``, ours and TensorFlow are timed in this many alternating rounds.
@@ -133,11 +135,14 @@ OURS: dict[str, Callable[..., np.ndarray]] = {
     "DepthwiseConv2dNativeBackpropFilter": kernels.depthwise_conv2d_native_backprop_filter,
     "DepthwiseConv2dNative": kernels.depthwise_conv2d_native,
     "DepthwiseConv2dNativeBackpropInput": kernels.depthwise_conv2d_native_backprop_input,
+    **cases3d.OURS,
 }
 
 
-def make_args(case: Case, rng: np.random.Generator) -> dict:
+def make_args(case: Case | cases3d.Case3d, rng: np.random.Generator) -> dict:
     """The op's keyword arguments on random data of the case's dtype."""
+    if isinstance(case, cases3d.Case3d):
+        return case.make_args(rng)
     dtype = to_dtype(case.dtype)
     x_shape, y_shape = case.shapes()
     if not case.op.startswith(("Conv2DBackprop", "DepthwiseConv2dNativeBackprop")):  # forward
@@ -194,7 +199,7 @@ def paired_median_ms(ours: Callable[[], object], theirs: Callable[[], object], r
     return statistics.median(a), statistics.median(b)
 
 
-def tf_call(case: Case, args: dict) -> Callable[[], object] | str:
+def tf_call(case: Case | cases3d.Case3d, args: dict) -> Callable[[], object] | str:
     """A zero-argument call of TensorFlow's op on the same arrays (TensorFlow importable), or
     the first line of TensorFlow's refusal (its Eigen kernels take NHWC only; its oneDNN ones,
     see :func:`tf_lines`, take NCHW too)."""

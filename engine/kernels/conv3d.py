@@ -11,8 +11,12 @@ zero-padded per ``padding`` and NDHWC indices::
 with ``Q`` the filter's in_channels and ``g(o)`` the group of output channel ``o``; the
 gradients are its adjoints (``d<out, dy>/dw`` shaped ``filter_sizes``, ``d<out, dy>/d input``
 shaped ``input_sizes``). Shapes and every refusal come from the N-d rule
-(:func:`engine.shapes.conv.conv3d_geometry` and its twins); the arithmetic is
-:mod:`engine.kernels.conv_nd`.
+(:func:`engine.shapes.conv.conv3d_geometry` and its twins). The arithmetic is chosen by
+:func:`route`, the one rule: a sum over depth taps of the 2-D kernels
+(:mod:`engine.kernels.conv3d_planes`, path ``planes (2-D kernels)``) when the 2-D kernels would
+run compiled for the call's work (:func:`engine.kernels.conv3d_planes.applies`), else the N-d
+NumPy core (:mod:`engine.kernels.conv_nd`, path ``numpy nd``); :func:`engine.kernels.last_path`
+says which.
 
 dtypes: float16, bfloat16, float32, float64; the result has the operands' dtype and half types
 accumulate in float32 (:func:`engine.base.dtypes.compute_dtype`), as the 2-D ops do. NaN and Inf:
@@ -32,7 +36,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from engine.base.dtypes import compute_dtype, float_array, same_dtype
-from engine.kernels import conv_nd, path_record
+from engine.kernels import conv3d_planes, conv_nd, path_record
 from engine.kernels.nonfinite import nonfinite_safe
 from engine.kernels.ops import memory_guard
 from engine.shapes.conv import (
@@ -46,8 +50,10 @@ from engine.shapes.conv import (
 
 IntSeq = Sequence[int] | np.ndarray
 
-#: What :func:`engine.kernels.last_path` says after a 3-D call.
+#: What :func:`engine.kernels.last_path` says after a 3-D call on the N-d NumPy core ...
 PATH = "numpy nd"
+#: ... on the 2-D kernels, plane by plane ...
+PLANES = conv3d_planes.PATH
 #: ... and after one with no terms (an empty result or an empty sum).
 EMPTY = "empty"
 
@@ -60,19 +66,39 @@ def _to_last(a: np.ndarray, data_format: str) -> np.ndarray:
     return a if channels_last(data_format) else np.moveaxis(a, 1, -1)
 
 
+def route(g: ConvGeometryNd, ctype: np.dtype) -> str:
+    """The path of a 3-D call of ``g`` computed in ``ctype``: :data:`EMPTY` when it has no
+    terms (some size is 0: batch, output, channels), :data:`PLANES` when
+    :func:`engine.kernels.conv3d_planes.applies`, else :data:`PATH`."""
+    if min(g.batch, g.in_depth, g.out_depth, *g.out_spatial) == 0:
+        return EMPTY
+    return PLANES if conv3d_planes.applies(g, ctype) else PATH
+
+
+def _operand(a: np.ndarray, data_format: str, path: str, ctype: np.dtype) -> np.ndarray:
+    """``a`` channels last for ``path``: the planes path reads C-contiguous arrays in the
+    compute dtype (an NCDHW operand transposed once, not once per depth tap)."""
+    a = _to_last(a, data_format)
+    return np.ascontiguousarray(a, ctype) if path == PLANES else a
+
+
+#: Each path's (forward, filter gradient, input gradient).
+_KERNELS = {PATH: (conv_nd.conv, conv_nd.backprop_filter, conv_nd.backprop_input),
+            PLANES: (conv3d_planes.conv, conv3d_planes.backprop_filter,
+                     conv3d_planes.backprop_input)}
+
+
 def _from_last(a: np.ndarray, data_format: str, dtype: np.dtype) -> np.ndarray:
     """A channels-last result in ``data_format`` and ``dtype`` (C-contiguous)."""
     a = a if channels_last(data_format) else np.moveaxis(a, -1, 1)
     return np.ascontiguousarray(a, dtype=dtype)
 
 
-def _empty(g: ConvGeometryNd) -> bool:
-    """No terms: some size is 0 (batch, output, channels); recorded as :data:`EMPTY`."""
-    if min(g.batch, g.in_depth, g.out_depth, *g.out_spatial) == 0:
-        path_record.record(EMPTY)
-        return True
-    path_record.record(PATH)
-    return False
+def _record(path: str) -> str:
+    """Note ``path`` for :func:`engine.kernels.last_path` (again after the planes path's 2-D
+    calls, which record their own)."""
+    path_record.record(path)
+    return path
 
 
 @memory_guard
@@ -90,9 +116,11 @@ def conv3d(
     x, w = float_array("input", input), float_array("filter", filter)
     dtype = same_dtype(input=x, filter=w)
     g = conv3d_geometry(x.shape, w.shape, strides, padding, data_format, dilations)
-    if _empty(g):
+    ctype = compute_dtype(dtype)
+    if (path := _record(route(g, ctype))) == EMPTY:
         return np.zeros(g.output_shape, dtype)
-    y = conv_nd.conv(g, _to_last(x, data_format), w, compute_dtype(dtype))
+    y = _KERNELS[path][0](g, _operand(x, data_format, path, ctype), w, ctype)
+    _record(path)
     return _from_last(y, data_format, dtype)
 
 
@@ -113,10 +141,12 @@ def conv3d_backprop_filter(
     dtype = same_dtype(input=x, out_backprop=dy)
     g = conv3d_backprop_filter_geometry(x.shape, filter_sizes, dy.shape, strides, padding,
                                         data_format, dilations)
-    if _empty(g):
+    ctype = compute_dtype(dtype)
+    if (path := _record(route(g, ctype))) == EMPTY:
         return np.zeros(g.filter_shape, dtype)
-    dw = conv_nd.backprop_filter(g, _to_last(x, data_format), _to_last(dy, data_format),
-                                 compute_dtype(dtype))
+    dw = _KERNELS[path][1](g, _operand(x, data_format, path, ctype),
+                           _operand(dy, data_format, path, ctype), ctype)
+    _record(path)
     return dw.astype(dtype, copy=False)
 
 
@@ -137,7 +167,9 @@ def conv3d_backprop_input(
     dtype = same_dtype(filter=w, out_backprop=dy)
     g = conv3d_backprop_input_geometry(input_sizes, w.shape, dy.shape, strides, padding,
                                        data_format, dilations)
-    if _empty(g):
+    ctype = compute_dtype(dtype)
+    if (path := _record(route(g, ctype))) == EMPTY:
         return np.zeros(g.input_shape, dtype)
-    dx = conv_nd.backprop_input(g, _to_last(dy, data_format), w, compute_dtype(dtype))
+    dx = _KERNELS[path][2](g, _operand(dy, data_format, path, ctype), w, ctype)
+    _record(path)
     return _from_last(dx, data_format, dtype)
