@@ -109,12 +109,17 @@ def test_the_command_line_runs_a_3d_canvas_file(tmp_path):
             x.shape, w, y, **attrs))
 
 
+@pytest.mark.parametrize("kernels_env", ["numpy", "numba"])  # the N-d path, the planes path
 @pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
 @pytest.mark.parametrize("port", ["y", "dw", "dx"])
-def test_the_workspace_bounds_what_a_3d_kernel_allocates(dtype, port):
+def test_the_workspace_bounds_what_a_3d_kernel_allocates(monkeypatch, dtype, port, kernels_env):
     """The compiler's memory estimate (engine.kernels.memory.conv_workspace) of each 3-D
-    block covers what its run allocates besides its result (tracemalloc)."""
+    block covers what its run allocates besides its result (tracemalloc), on either path."""
     import tracemalloc
+
+    from engine.kernels import accel
+
+    monkeypatch.setenv(accel.ENV, kernels_env)
 
     from engine.graph.compiler import compile_canvas
     from engine.graph.executor import Executor
@@ -135,4 +140,6 @@ def test_the_workspace_bounds_what_a_3d_kernel_allocates(dtype, port):
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
+    assert kernels.last_path() == ("numpy nd" if kernels_env == "numpy"
+                                   else "planes (2-D kernels)")
     assert 0 < peak - out.nbytes <= workspace

@@ -63,14 +63,7 @@ def _taps(g: ConvGeometryNd) -> Iterator[tuple[int, int, int, int]]:
 
 def geometry_2d(g: ConvGeometryNd, batch: int) -> ConvGeometry:
     """The NHWC 2-D geometry of one depth tap's call on ``batch`` stacked planes."""
-    (_, h, w), (_, kh, kw) = g.in_spatial[:3], g.filter_spatial
-    _, sh, sw = g.strides
-    _, dh, dw = g.dilations
-    _, oh, ow = g.out_spatial
-    _, (top, bottom), (left, right) = g.pads
-    return ConvGeometry("NHWC", g.padding, False, batch, h, w, g.in_depth, kh, kw,
-                        g.filter_in_depth, g.filter_out, sh, sw, dh, dw, oh, ow, top, bottom,
-                        left, right)
+    return g.plane_geometry(batch)
 
 
 def _stack(a: np.ndarray, first: int, count: int, step: int) -> np.ndarray:

@@ -30,11 +30,23 @@ def _elements(g: ConvGeometryNd) -> tuple[int, int, int]:
     return math.prod(g.input_shape), math.prod(g.filter_shape), math.prod(g.output_shape)
 
 
+def _planes_bytes(g: ConvGeometryNd, kind: str, ct: int) -> int:
+    """The 3-D ops' planes path (:mod:`engine.kernels.conv3d_planes`): the widest depth tap's
+    2-D call (its workspace, its stacked operand planes, its result), the operands in the
+    compute dtype and the result with a sum of two taps."""
+    x, w, y = _elements(g)
+    result = {"forward": y, "filter": w, "input": x}[kind]
+    widest = dispatch.workspace_bytes(g.plane_geometry(g.batch * max(1, g.out_spatial[0])),
+                                      kind, ct)
+    return widest + ct * ((x + y) + (x + w + y) + 3 * result)
+
+
 def _kernel_bytes(g: ConvGeometry | ConvGeometryNd, kind: str, ct: int) -> int:
-    """The kernel's own workspace: the 2-D dispatch's paths, or the N-d kernels'."""
+    """The kernel's own workspace: the 2-D dispatch's paths, or the largest of the 3-D ops'
+    two paths (decided at call time)."""
     if isinstance(g, ConvGeometry):
         return dispatch.workspace_bytes(g, kind, ct)
-    return nd_workspace_bytes(g, kind, ct)
+    return max(nd_workspace_bytes(g, kind, ct), _planes_bytes(g, kind, ct))
 
 
 def conv_workspace(g: ConvGeometry | ConvGeometryNd, kind: str, dtype: str,

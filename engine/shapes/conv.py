@@ -89,6 +89,17 @@ class ConvGeometryNd:
     def filter_shape(self) -> Shape:
         return (*self.filter_spatial, self.filter_in_depth, self.filter_out)
 
+    def plane_geometry(self, batch: int) -> ConvGeometry:
+        """The NHWC 2-D geometry of the last two spatial dimensions over ``batch`` stacked
+        planes (a 3-D conv's depth tap as a 2-D conv): their sizes, strides, dilations and
+        pads, copied, not recomputed."""
+        (h, w), (kh, kw) = self.in_spatial[-2:], self.filter_spatial[-2:]
+        (sh, sw), (dh, dw), (oh, ow) = self.strides[-2:], self.dilations[-2:], self.out_spatial[-2:]
+        (top, bottom), (left, right) = self.pads[-2:]
+        return ConvGeometry("NHWC", self.padding, False, batch, h, w, self.in_depth, kh, kw,
+                            self.filter_in_depth, self.filter_out, sh, sw, dh, dw, oh, ow, top,
+                            bottom, left, right)
+
 
 @dataclass(frozen=True)
 class ConvGeometry:
