@@ -119,3 +119,27 @@ def test_a_check_of_conv3d_with_2d_attributes_names_the_attribute():
         c.set("gc", strides=[1, 1, 1, 1, 1])
         c.set("gc", padding="EXPLICIT")
         c.run()
+
+
+@pytest.mark.parametrize("framework", ["tensorflow", "jax"])
+def test_the_3d_example_with_its_checks_crosschecks_with_the_frameworks(framework):
+    """gradblocks crosscheck of the shipped 3-D example (the three blocks, GradCheck and
+    AdjointCheck of op Conv3D): the framework's script agrees on every output, checks
+    included."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.export_support import REPO
+
+    pytest.importorskip(framework)
+    path = REPO / "assets" / "examples" / "conv3d_gradients.gbc.json"
+    proc = subprocess.run([sys.executable, "-m", "engine.cli", "crosscheck", str(path),
+                           "--with", framework, "--json"], capture_output=True, text=True,
+                          cwd=REPO, check=False, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["frameworks"] == {framework: "ran"}
+    outputs = {r["output"] for r in got["rows"]}
+    assert {"check_dw.ok", "adjoint.ok", "dx.output", "dw.output", "y.output"} <= outputs
+    assert all(r["agree"] for r in got["rows"]), [r for r in got["rows"] if not r["agree"]]
