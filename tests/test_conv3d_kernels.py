@@ -13,6 +13,7 @@ from engine.base.dtypes import RTOL
 from engine.kernels import conv_nd
 from engine.shapes.conv import conv2d_geometry, conv3d_geometry
 from tests import conv3d_reference as ref
+from tests import tf_eigen
 
 
 def _geometry2(rng: np.random.Generator):
@@ -128,26 +129,29 @@ def test_jax_conv_general_dilated_and_its_vjp_agree():
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_tensorflows_raw_ops_agree(dtype):
-    """tf.raw_ops.Conv3D, Conv3DBackpropFilterV2 and Conv3DBackpropInputV2 on TF's CPU (NDHWC,
-    no groups or dilations: what it runs) vs the ops, 80 cases, within RTOL[dtype] of the
-    reference's sum of |products|."""
-    tf = pytest.importorskip("tensorflow")
-    r = tf.raw_ops
+    """tf.raw_ops.Conv3D, Conv3DBackpropFilterV2 and Conv3DBackpropInputV2 on TF's Eigen CPU
+    kernels (tests.tf_eigen; NDHWC, no groups or dilations: what they run) vs the ops, 80
+    cases, within RTOL[dtype] of the reference's sum of |products|."""
     rng = np.random.default_rng(13)
+    cases, calls = [], []
     for xs, ws, st, dil, padding, _ in _oracle_cases(rng, 80, plain=True):
         g = ref.geo(xs, ws, st, dil, padding)
         x, w = rng.standard_normal(xs).astype(dtype), rng.standard_normal(ws).astype(dtype)
         dy = rng.standard_normal(g.output_shape).astype(dtype)
         attrs = {"strides": [1, *st, 1], "padding": padding}
-        _, by = ref.forward(x, w, g)
-        _, bdw = ref.backprop_filter(x, dy, g)
-        _, bdx = ref.backprop_input(w, dy, g)
-        tol = 2 * RTOL[dtype]  # two results, each within RTOL of the exact one
-        assert ref.within(kernels.conv3d(x, w, **attrs),
-                          r.Conv3D(input=x, filter=w, **attrs).numpy(), by, tol) <= 0
-        assert ref.within(kernels.conv3d_backprop_filter(x, ws, dy, **attrs),
-                          r.Conv3DBackpropFilterV2(input=x, filter_sizes=ws, out_backprop=dy,
-                                                   **attrs).numpy(), bdw, tol) <= 0
-        assert ref.within(kernels.conv3d_backprop_input(xs, w, dy, **attrs),
-                          r.Conv3DBackpropInputV2(input_sizes=xs, filter=w, out_backprop=dy,
-                                                  **attrs).numpy(), bdx, tol) <= 0
+        cases.append((g, x, w, dy, attrs))
+        calls += [("Conv3D", {"input": x, "filter": w, **attrs}),
+                  ("Conv3DBackpropFilterV2", {"input": x, "filter_sizes": list(ws),
+                                              "out_backprop": dy, **attrs}),
+                  ("Conv3DBackpropInputV2", {"input_sizes": list(xs), "filter": w,
+                                             "out_backprop": dy, **attrs})]
+    results = tf_eigen.raw_ops(calls)
+    tol = 2 * RTOL[dtype]  # two results, each within RTOL of the exact one
+    for k, (g, x, w, dy, attrs) in enumerate(cases):
+        (s1, y), (s2, dw), (s3, dx) = results[3 * k:3 * k + 3]
+        assert (s1, s2, s3) == ("ok", "ok", "ok"), k
+        assert ref.within(kernels.conv3d(x, w, **attrs), y, ref.forward(x, w, g)[1], tol) <= 0
+        assert ref.within(kernels.conv3d_backprop_filter(x, w.shape, dy, **attrs), dw,
+                          ref.backprop_filter(x, dy, g)[1], tol) <= 0
+        assert ref.within(kernels.conv3d_backprop_input(x.shape, w, dy, **attrs), dx,
+                          ref.backprop_input(w, dy, g)[1], tol) <= 0
