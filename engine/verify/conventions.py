@@ -73,6 +73,12 @@ class Geometry:
     depthwise: bool = False
     planes: int | None = None
 
+    def __post_init__(self) -> None:
+        if self.planes is not None:  # the 2-D defaults of 1: 1 in every dimension
+            for name in ("strides", "dilations"):
+                if getattr(self, name) == (1, 1):
+                    object.__setattr__(self, name, (1, 1, 1))
+
     def with_(self, **changes: Any) -> Geometry:
         return replace(self, **changes)
 

@@ -38,7 +38,7 @@ def _forward(x: Any, w: Any, strides: Sequence[int], padding: str, data_format: 
         w = jnp.reshape(w, (kh, kw, 1, c * m))
         groups = channels
     else:
-        groups = channels // w.shape[2] if w.shape[2] else 1
+        groups = channels // w.shape[-2] if w.shape[-2] else 1
     pads: Any = padding
     if padding == "EXPLICIT":
         p = list(explicit_paddings)
