@@ -204,3 +204,19 @@ def test_jax_computes_the_3d_ops_exactly(op):
     pytest.importorskip("jax")
     report = api.verify("jax", op, "tf", cases=30)
     assert report.ok, [m.diagnosis.text for m in report.minimal_failures]
+
+
+def test_a_torch_3d_bug_is_named_and_its_reproduce_line_runs():
+    report = _verify("conv3d_weight_depth_reversed", "conv3d_weight", "torch", cases=120)
+    assert not report.ok
+    m = min(report.minimal_failures, key=lambda m: m.size)
+    assert m.diagnosis.id == "convolution_not_correlation", m.diagnosis.text
+    kernel = m.failure.case.geometry.kernel  # at the minimal case, all of the filter's
+    assert kernel[0] > 1 and ("reversed in depth only" in m.diagnosis.text  # reversal there
+                              or kernel[1:] == (1, 1))
+    command = report.reproduce(m)
+    p = subprocess.run(command, shell=True, capture_output=True, text=True, check=False,
+                       timeout=300, env={**os.environ, "PYTHONPATH": ROOT})
+    assert p.returncode == 0, p.stderr
+    got = np.asarray(json.loads(p.stdout))
+    assert got.ndim == 5 and got.shape == m.failure.got.shape  # OIDHW, as the sweep got it

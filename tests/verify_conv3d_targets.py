@@ -216,3 +216,8 @@ def conv_transpose3d(input, weight, bias=None, stride=(1, 1, 1), padding=(0, 0, 
         spatial, stride, padding, dilation, k, output_padding)]
     return conv3d_input((n, cout_g * groups, *size), weight, input, stride, padding, dilation,
                         groups)
+
+
+def conv3d_weight_depth_reversed(**kw):
+    """conv3d_weight whose result comes out reversed in depth (OIDHW: axis 2)."""
+    return conv3d_weight(**kw)[:, :, ::-1]
