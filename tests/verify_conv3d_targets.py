@@ -183,39 +183,44 @@ def _dhwio(w):
     return np.asarray(w, np.float64).transpose(2, 3, 4, 1, 0)
 
 
+#: The TF-convention functions the torch wrappers call: these loops, or (``KERNELS``) any
+#: others of the same keywords, e.g. engine.kernels'.
+LOOPS = {"forward": forward, "filter": backprop_filter, "input": backprop_input}
+
+
 def conv3d(input, weight, bias=None, stride=(1, 1, 1), padding=(0, 0, 0),
-           dilation=(1, 1, 1), groups=1):
-    y = forward(_padded(_ndhwc(input), padding), _dhwio(weight), **_tf_kw(stride, padding,
-                                                                           dilation))
+           dilation=(1, 1, 1), groups=1, ops=LOOPS):
+    y = ops["forward"](_padded(_ndhwc(input), padding), _dhwio(weight),
+                       **_tf_kw(stride, padding, dilation))
     return np.moveaxis(y, -1, 1).astype(input.dtype)
 
 
 def conv3d_weight(input, weight_size, grad_output, stride=(1, 1, 1), padding=(0, 0, 0),
-                  dilation=(1, 1, 1), groups=1):
+                  dilation=(1, 1, 1), groups=1, ops=LOOPS):
     o, q, *k = weight_size
-    dw = backprop_filter(_padded(_ndhwc(input), padding), [*k, q, o], _ndhwc(grad_output),
+    dw = ops["filter"](_padded(_ndhwc(input), padding), [*k, q, o], _ndhwc(grad_output),
                          **_tf_kw(stride, padding, dilation))
     return dw.transpose(4, 3, 0, 1, 2).astype(input.dtype)
 
 
 def conv3d_input(input_size, weight, grad_output, stride=(1, 1, 1), padding=(0, 0, 0),
-                 dilation=(1, 1, 1), groups=1):
+                 dilation=(1, 1, 1), groups=1, ops=LOOPS):
     n, c, *spatial = input_size
     big = [n, *(s + 2 * p for s, p in zip(spatial, padding)), c]
-    dx = backprop_input(big, _dhwio(weight), _ndhwc(grad_output),
+    dx = ops["input"](big, _dhwio(weight), _ndhwc(grad_output),
                         **_tf_kw(stride, padding, dilation))
     inner = (slice(None), *(slice(p, p + s) for s, p in zip(spatial, padding)))
     return np.moveaxis(dx[inner], -1, 1).astype(weight.dtype)
 
 
 def conv_transpose3d(input, weight, bias=None, stride=(1, 1, 1), padding=(0, 0, 0),
-                     output_padding=(0, 0, 0), groups=1, dilation=(1, 1, 1)):
+                     output_padding=(0, 0, 0), groups=1, dilation=(1, 1, 1), ops=LOOPS):
     n, _, *spatial = input.shape
     _, cout_g, *k = weight.shape
     size = [(s - 1) * st - 2 * p + d * (kk - 1) + op + 1 for s, st, p, d, kk, op in zip(
         spatial, stride, padding, dilation, k, output_padding)]
     return conv3d_input((n, cout_g * groups, *size), weight, input, stride, padding, dilation,
-                        groups)
+                        groups, ops)
 
 
 def conv3d_weight_depth_reversed(**kw):
