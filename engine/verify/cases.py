@@ -123,7 +123,7 @@ def _when(test: Callable[[Geometry], bool], **fixed) -> Draw:
 
 
 def _value(v: Any, rng: np.random.Generator, g: Geometry) -> Any:
-    """A fixed field's value: a callable of rng (of rng and the geometry: :func:`_ranked`),
+    """A fixed field's value: a callable of rng (of rng and the geometry: :func:`_per_rank`),
     a tuple given for 2-D (the same entry in every dimension of a 3-D geometry), or as is."""
     if callable(v):
         return v(rng, g) if getattr(v, "ranked", False) else v(rng)
