@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from engine import api
 from engine.base.dtypes import RTOL
 from engine.verify import cases as case_gen
-from engine.verify.conventions import Geometry, shapes
+from engine.verify.conventions import Geometry, shapes, shapes_nd
 from engine.verify.defaults import OPS
 from engine.verify.shrink import shrink
 from engine.verify.support import parse_support, remainders
@@ -28,27 +28,33 @@ from engine.verify.worker import prepared
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _odd_totals(g: Geometry) -> tuple[bool, ...]:
+    return tuple((b + a) % 2 == 1 for b, a in shapes_nd(g).pads)
+
+
 def _odd_same(g: Geometry) -> bool:
-    cg = shapes(g)
-    return (cg.pad_top + cg.pad_bottom) % 2 == 1 or (cg.pad_left + cg.pad_right) % 2 == 1
+    return any(_odd_totals(g))
+
+
+def _distinct(v: tuple[int, ...]) -> bool:
+    return len(set(v)) > 1
 
 
 #: class -> the property every case it draws has (written from the class's name, not its draw).
 PROPERTY = {
-    "output_remainder": lambda g: g.strides != (1, 1) and remainders(g, shapes(g)) != (0, 0),
-    "one_by_one_stride": lambda g: g.kernel == (1, 1) and min(g.strides) >= 2,
+    "output_remainder": lambda g: max(g.strides) > 1 and any(remainders(g, shapes(g))),
+    "one_by_one_stride": lambda g: set(g.kernel) == {1} and min(g.strides) >= 2,
     "filter_wider_than_stride": lambda g: g.kernel[0] > g.strides[0] > 1,
     "dilation_with_stride": lambda g: min(g.strides) >= 2 and min(g.dilations) >= 2,
     "same_odd_padding": lambda g: g.padding == "SAME" and _odd_same(g),
     "asymmetric_explicit": lambda g: g.padding == "EXPLICIT" and (
         g.pads[0] != g.pads[1] or g.pads[2] != g.pads[3]),
-    "filter_larger_than_input": lambda g: g.kernel[0] > g.height or g.kernel[1] > g.width,
+    "filter_larger_than_input": lambda g: any(k > n for k, n in zip(g.kernel, g.sizes)),
     "empty_output": lambda g: 0 in shapes(g).output_shape and g.batch > 0,
     "zero_batch": lambda g: g.batch == 0,
     "zero_channels": lambda g: g.out_channels == 0,
-    "non_square": lambda g: (g.height != g.width and g.kernel[0] != g.kernel[1]
-                             and g.strides[0] != g.strides[1]
-                             and g.dilations[0] != g.dilations[1]),
+    "non_square": lambda g: all(_distinct(v) for v in (g.sizes, g.kernel, g.strides,
+                                                          g.dilations)),
     "batch_gt_1": lambda g: g.batch >= 2,
     "groups": lambda g: g.groups == 2 and g.channels % 2 == 0 and not g.depthwise,
     "depth_multiplier": lambda g: g.depthwise and g.out_channels >= 2,
@@ -56,6 +62,17 @@ PROPERTY = {
     "layout_nchw": lambda g: g.data_format == "NCHW" and g.channels > 1,
     "noncontiguous": lambda g: True,  # the arrays' memory: checked below
     "readonly": lambda g: True,
+    # the 3-D classes
+    "depth_remainder_only": lambda g: (g.strides[1:] == (1, 1) and g.strides[0] > 1
+                                       and remainders(g, shapes(g))[0] != 0),
+    "stride_in_depth_only": lambda g: g.strides[1:] == (1, 1) and g.strides[0] > 1,
+    "dilation_in_depth_only": lambda g: (g.dilations[1:] == (1, 1) and g.dilations[0] > 1
+                                         and g.kernel[0] > 1),
+    "same_odd_depth_only": lambda g: g.padding == "SAME" and _odd_totals(g) == (True, False,
+                                                                                False),
+    "non_cubic_filter": lambda g: len(set(g.kernel)) == 3,
+    "empty_depth": lambda g: (g.padding == "VALID" and shapes_nd(g).out_spatial[0] == 0
+                              and 0 not in shapes_nd(g).out_spatial[1:]),
 }
 OP_PAIRS = [(conv, op) for conv in ("tf", "torch") for op in OPS[conv]]
 

@@ -97,6 +97,11 @@ def loop_op(op, args, mistake=None):
                                                                       0)[2])
     if mistake == "padding_ignored":
         top = left = 0
+    if mistake == "strides_swapped":  # the output size right, the reads with the other stride
+        sr, sc = sc, sr
+        if args["padding"] == "SAME":
+            top, left = _window(h_, kh, sr, dr, "SAME", 0, 0)[1], _window(w_, kw, sc, dc, "SAME",
+                                                                          0, 0)[1]
     if mistake == "dilation_ignored":
         dr = dc = 1
     if mistake == "dilation_ignored_undilated_same":  # TF 2.21's CPU depthwise backprops
@@ -289,6 +294,10 @@ CASES = {
                "pads": (1, 1, 1, 1)}),
         (DWI, {"h": 7, "w": 5, "k": (2, 2), "strides": (3, 2), "padding": "EXPLICIT",
                "pads": (0, 2, 1, 1), "o": 2}),
+    ],
+    "strides_swapped": [
+        (C2D, {"h": 7, "w": 7, "k": (3, 2), "strides": (2, 1)}),
+        (C2F, {"h": 6, "w": 7, "strides": (2, 3), "padding": "SAME", "n": 2}),
     ],
     "padding_offset_by_one": [  # top one too many
         (C2D, {"h": 5, "w": 5, "k": (3, 3)}),  # VALID: reads row -1

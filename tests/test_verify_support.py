@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from engine import api
 from engine.base.errors import InvalidArgumentError
 from engine.verify import cases
-from engine.verify.conventions import Geometry, shapes
+from engine.verify.conventions import Geometry, shapes, shapes_nd
 from engine.verify.defaults import OPS
 from engine.verify.shrink import shrink
 from engine.verify.support import parse_support
@@ -38,10 +38,9 @@ def pads_of(g: Geometry) -> tuple[int, ...]:
     if g.padding == "EXPLICIT":
         return g.pads
     if g.padding == "VALID":
-        return (0, 0, 0, 0)
+        return (0, 0) * g.rank
     out: list[int] = []
-    for size, k, d, s in ((g.height, g.kernel[0], g.dilations[0], g.strides[0]),
-                          (g.width, g.kernel[1], g.dilations[1], g.strides[1])):
+    for size, k, d, s in zip(g.sizes, g.kernel, g.dilations, g.strides):
         total = max((-(-size // s) - 1) * s + d * (k - 1) + 1 - size, 0)
         out += [total // 2, total - total // 2]
     return tuple(out)
@@ -50,14 +49,14 @@ def pads_of(g: Geometry) -> tuple[int, ...]:
 def dims(g: Geometry):
     """Per dimension (size, pad before, pad after, kernel, stride, dilation)."""
     p = pads_of(g)
-    return ((g.height, p[0], p[1], g.kernel[0], g.strides[0], g.dilations[0]),
-            (g.width, p[2], p[3], g.kernel[1], g.strides[1], g.dilations[1]))
+    return tuple((n, p[2 * i], p[2 * i + 1], g.kernel[i], g.strides[i], g.dilations[i])
+                 for i, n in enumerate(g.sizes))
 
 
 def holds(token: str, g: Geometry) -> bool:
     """Whether ``g`` satisfies the declaration ``token``, from the definitions in the guide."""
     if token == "equal_strides":
-        return g.strides[0] == g.strides[1]
+        return len(set(g.strides)) == 1
     if token == "no_strided_dilation":
         return not (max(g.strides) > 1 and max(g.dilations) > 1)
     if token == "nonempty":
@@ -66,8 +65,8 @@ def holds(token: str, g: Geometry) -> bool:
     if token == "no_remainder":
         return all((n + a + b - d * (k - 1) - 1) % s == 0 for n, a, b, k, s, d in dims(g))
     assert token == "padding=valid,same"
-    valid = pads_of(g) == (0, 0, 0, 0)
-    same = g.strides == (1, 1) and all(
+    valid = not any(pads_of(g))
+    same = max(g.strides) == 1 and all(
         (a, b) == (d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2)
         for n, a, b, k, s, d in dims(g))
     return valid or same
@@ -204,7 +203,7 @@ def test_every_generated_and_shrunk_case_satisfies_the_declaration(seed, pair, t
         tried.append(case)
         return True
 
-    start = max(made, key=lambda c: shapes(c.geometry).out_rows * c.geometry.width)
+    start = max(made, key=lambda c: shapes_nd(c.geometry).out_spatial[0] * c.geometry.width)
     smallest, _ = shrink(start, still_fails, support)
     assert smallest == (tried[-1] if tried else start)  # an empty case may be minimal already
     for case in tried:

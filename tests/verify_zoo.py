@@ -17,6 +17,11 @@ import numpy as np
 
 from engine import kernels
 
+try:  # imported as tests.verify_zoo, or from the tests folder as verify_zoo
+    from tests import verify_conv3d_targets as t3
+except ImportError:
+    import verify_conv3d_targets as t3  # type: ignore[no-redef]
+
 # -- the geometry, as an implementation computes it --------------------------------------------
 
 
@@ -378,6 +383,58 @@ CORRECT_TORCH = {
     "conv2d_weight": ("torch_kernels_conv2d_weight", "torch_conv2d_weight"),
     "conv2d_input": ("torch_kernels_conv2d_input", "torch_conv2d_input"),
     "conv_transpose2d": ("torch_kernels_conv_transpose2d", "torch_conv_transpose2d"),
+}
+
+
+# -- the 3-D ops: engine.kernels wrapped, and the tap loops of verify_conv3d_targets ----------
+
+def kernels_conv3d(**kw):
+    return kernels.conv3d(**kw)
+
+
+def kernels_conv3d_backprop_filter(**kw):
+    return kernels.conv3d_backprop_filter(**kw)
+
+
+def kernels_conv3d_backprop_input(**kw):
+    return kernels.conv3d_backprop_input(**kw)
+
+
+_KERNELS_3D = {"forward": kernels.conv3d, "filter": kernels.conv3d_backprop_filter,
+               "input": kernels.conv3d_backprop_input}
+loops_conv3d = t3.Conv3D
+loops_conv3d_backprop_filter = t3.Conv3DBackpropFilterV2
+loops_conv3d_backprop_input = t3.Conv3DBackpropInputV2
+torch_conv3d, torch_conv3d_weight = t3.conv3d, t3.conv3d_weight
+torch_conv3d_input, torch_conv_transpose3d = t3.conv3d_input, t3.conv_transpose3d
+
+
+def torch_kernels_conv3d(**kw):
+    return t3.conv3d(**kw, ops=_KERNELS_3D)
+
+
+def torch_kernels_conv3d_weight(**kw):
+    return t3.conv3d_weight(**kw, ops=_KERNELS_3D)
+
+
+def torch_kernels_conv3d_input(**kw):
+    return t3.conv3d_input(**kw, ops=_KERNELS_3D)
+
+
+def torch_kernels_conv_transpose3d(**kw):
+    return t3.conv_transpose3d(**kw, ops=_KERNELS_3D)
+
+
+CORRECT_TF |= {
+    "Conv3D": ("kernels_conv3d", "loops_conv3d"),
+    "Conv3DBackpropFilterV2": ("kernels_conv3d_backprop_filter", "loops_conv3d_backprop_filter"),
+    "Conv3DBackpropInputV2": ("kernels_conv3d_backprop_input", "loops_conv3d_backprop_input"),
+}
+CORRECT_TORCH |= {
+    "conv3d": ("torch_kernels_conv3d", "torch_conv3d"),
+    "conv3d_weight": ("torch_kernels_conv3d_weight", "torch_conv3d_weight"),
+    "conv3d_input": ("torch_kernels_conv3d_input", "torch_conv3d_input"),
+    "conv_transpose3d": ("torch_kernels_conv_transpose3d", "torch_conv_transpose3d"),
 }
 
 

@@ -22,23 +22,24 @@ import sys
 
 import numpy as np
 
-from engine.verify.conventions import shapes
+from engine.verify.conventions import shapes_nd, torch_axes, torch_kind
 
 #: Arrays of at most this many elements (all of a call's) are written out as literals.
 LITERAL_ELEMENTS = 64
-#: The TF-layout array each argument of the convention is made from, and its transpose.
-_NCHW, _OIHW = (0, 3, 1, 2), (3, 2, 0, 1)
 _ROLES = ("x", "w", "dy")
 
 
-def _source(name: str, op: str, convention: str) -> tuple[str, tuple[int, ...] | None]:
+def _source(name: str, op: str, convention: str,
+            rank: int = 2) -> tuple[str, tuple[int, ...] | None]:
+    """The TF-layout array an argument of the convention is made from, and its transpose."""
     if convention == "tf":
         return {"input": "x", "filter": "w", "out_backprop": "dy"}[name], None
+    act, weight = torch_axes(rank)
     if name == "weight":
-        return "w", _OIHW
-    if name == "grad_output" or op == "conv_transpose2d":
-        return "dy", _NCHW
-    return "x", _NCHW
+        return "w", weight
+    if name == "grad_output" or torch_kind(op) == "transpose":
+        return "dy", act
+    return "x", act
 
 
 def _structured(a: np.ndarray) -> str:
@@ -62,17 +63,17 @@ def python_lines(failure, fn: str) -> list[str]:
     case, call = failure.case, failure.call
     arrays = {k: v for k, v in call.kwargs.items() if isinstance(v, np.ndarray)}
     literal = all(v.size <= LITERAL_ELEMENTS for v in arrays.values())
-    dtype = case.dtype
+    dtype, rank = case.dtype, case.geometry.rank
     lines = ["import numpy as np"]
     if dtype == "bfloat16":
         lines.append("import ml_dtypes")
     tf_arrays = {"x": call.tf_args.get("input"), "w": call.tf_args.get("filter"),
                  "dy": call.tf_args.get("out_backprop")}
     if not literal:
-        needed = [_source(k, case.op, case.convention)[0] for k in arrays]
+        needed = [_source(k, case.op, case.convention, rank)[0] for k in arrays]
         last = max(_ROLES.index(r) for r in needed)
         if case.values == "random":
-            cg = shapes(case.geometry)
+            cg = shapes_nd(case.geometry)
             sizes = (cg.input_shape, cg.filter_shape, cg.output_shape)
             lines.append(f"r = np.random.default_rng({case.seed})")
             lines += [f"{role} = r.standard_normal({tuple(sizes[i])})"
@@ -89,7 +90,7 @@ def python_lines(failure, fn: str) -> list[str]:
             flat = [float(e) for e in np.asarray(v, np.float64).ravel()]
             expr = f"np.array({flat!r}, {dtype!r}).reshape({tuple(v.shape)})"
         else:
-            role, axes = _source(k, case.op, case.convention)
+            role, axes = _source(k, case.op, case.convention, rank)
             expr = f"{role}.astype({dtype!r})"
             if axes:  # the worker's copy of a transpose is C-contiguous
                 expr = f"np.ascontiguousarray({role}.transpose{axes}.astype({dtype!r}))"

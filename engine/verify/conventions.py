@@ -1,22 +1,27 @@
 """The two calling conventions an implementation is verified under, and how a case maps to ONE
 canonical TensorFlow call computed with :mod:`engine.kernels` (float64).
 
-Every case is a forward-conv :class:`Geometry` (layout-free) plus values; each op reads it as:
+Every case is a forward-conv :class:`Geometry` (layout-free, two or three spatial dimensions)
+plus values; each op reads it as:
 
-- ``tf``: the six ``tf.raw_ops`` names, called with TF's keyword names (``input``, ``filter``,
-  ``filter_sizes``, ``input_sizes``, ``out_backprop``, ``strides``, ``padding``,
-  ``explicit_paddings`` only with ``padding="EXPLICIT"``, ``data_format``, ``dilations``);
-  sizes, strides and paddings are lists of ints, arrays NumPy in the case's dtype. The canonical
-  call is the same call with float64 arrays.
+- ``tf``: the ``tf.raw_ops`` names of the op table (the Conv2D family and Conv3D's), called
+  with TF's keyword names (``input``, ``filter``, ``filter_sizes``, ``input_sizes``,
+  ``out_backprop``, ``strides``, ``padding``, ``explicit_paddings`` only with
+  ``padding="EXPLICIT"``, ``data_format``, ``dilations``); sizes, strides and paddings are lists
+  of ints, arrays NumPy in the case's dtype. The canonical call is the same call with float64
+  arrays.
 - ``torch``: ``conv2d(input, weight, bias=None, stride, padding, dilation, groups)``,
   ``conv2d_weight(input, weight_size, grad_output, stride, padding, dilation, groups)``,
   ``conv2d_input(input_size, weight, grad_output, stride, padding, dilation, groups)`` and
   ``conv_transpose2d(input, weight, bias=None, stride, padding, output_padding, groups,
-  dilation)`` (``torch.nn.functional`` / ``torch.nn.grad``): NCHW, weights OIHW, transposed
-  weights ``(in, out/groups, kh, kw)``, stride/padding/dilation as ``(h, w)`` tuples, sizes as
-  tuples. The canonical call is NHWC with EXPLICIT symmetric padding; ``conv_transpose2d`` is
-  ``Conv2DBackpropInput`` of the conv whose output it takes (``input_sizes`` from the output
-  size, which ``output_padding`` fixes).
+  dilation)`` (``torch.nn.functional`` / ``torch.nn.grad``), and their ``3d`` twins: NCHW
+  (NCDHW), weights OIHW (OIDHW), transposed weights ``(in, out/groups, *kernel)``,
+  stride/padding/dilation as tuples of one entry per spatial dimension, sizes as tuples. The
+  canonical call of a 2-D op is NHWC with EXPLICIT symmetric padding; a 3-D op's is NDHWC with
+  SAME or VALID (tf.raw_ops' Conv3D has no EXPLICIT), so its cases are those whose padding is
+  symmetric there (torch's int padding). ``conv_transpose{2,3}d`` is the input gradient of the
+  conv whose output it takes (``input_sizes`` from the output size, which ``output_padding``
+  fixes).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import numpy as np
 from engine import kernels
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import article
-from engine.shapes.conv import ConvGeometry, conv2d_geometry
+from engine.shapes.conv import FORMATS, ConvGeometry, ConvGeometryNd, geometry_nd
 from engine.shapes.ops import CONV_OPS
 from engine.verify.defaults import CONVENTIONS, OPS, TORCH_OPS
 
@@ -38,31 +43,62 @@ from engine.verify.defaults import CONVENTIONS, OPS, TORCH_OPS
 #: the op table's rows.
 TF_OPS: dict[str, tuple[Callable[..., np.ndarray], tuple[str, ...], bool, str]] = {
     op.name: (getattr(kernels, op.kernel), op.operands, op.depthwise, op.result)
-    for op in CONV_OPS if op.rank == 2}
+    for op in CONV_OPS}
+#: tf.raw_ops name -> its number of spatial dimensions (the op table's ``rank``).
+TF_RANKS: dict[str, int] = {op.name: op.rank for op in CONV_OPS}
 
 
 @dataclass(frozen=True)
 class Geometry:
-    """One forward convolution, layout-free. ``out_channels`` is the filter's out_channels (the
-    depth multiplier for depthwise); ``groups`` = input channels / filter in_channels; ``pads``
-    (top, bottom, left, right) apply with ``padding="EXPLICIT"`` (torch: always, symmetric)."""
+    """One forward convolution, layout-free, over two spatial dimensions (height, width) or,
+    with ``planes`` set, three (planes, height, width); ``kernel``, ``strides`` and
+    ``dilations`` have one entry per spatial dimension. ``out_channels`` is the filter's
+    out_channels (the depth multiplier for depthwise); ``groups`` = input channels / filter
+    in_channels; ``pads`` (top, bottom, left, right) apply with ``padding="EXPLICIT"`` (2-D
+    only; torch 2-D: always, symmetric). ``data_format`` is ``NHWC`` (channels last) or ``NCHW``
+    (channels first) whatever the rank: a 3-D call's is NDHWC or NCDHW (:func:`tf_format`)."""
 
     batch: int
     height: int
     width: int
     channels: int
-    kernel: tuple[int, int]
+    kernel: tuple[int, ...]
     out_channels: int
     groups: int = 1
-    strides: tuple[int, int] = (1, 1)
-    dilations: tuple[int, int] = (1, 1)
+    strides: tuple[int, ...] = (1, 1)
+    dilations: tuple[int, ...] = (1, 1)
     padding: str = "VALID"
     pads: tuple[int, int, int, int] = (0, 0, 0, 0)
     data_format: str = "NHWC"
     depthwise: bool = False
+    planes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.planes is not None:  # the 2-D defaults of 1: 1 in every dimension
+            for name in ("strides", "dilations"):
+                if getattr(self, name) == (1, 1):
+                    object.__setattr__(self, name, (1, 1, 1))
 
     def with_(self, **changes: Any) -> Geometry:
         return replace(self, **changes)
+
+    @property
+    def rank(self) -> int:
+        """The number of spatial dimensions."""
+        return 2 if self.planes is None else 3
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """The input's spatial sizes, outermost first."""
+        if self.planes is None:
+            return self.height, self.width
+        return self.planes, self.height, self.width
+
+    def with_sizes(self, sizes: tuple[int, ...]) -> Geometry:
+        """The same geometry on an input of spatial ``sizes`` (of its rank)."""
+        if self.planes is None:
+            return replace(self, height=sizes[0], width=sizes[1])
+        return replace(self, planes=sizes[0], height=sizes[1], width=sizes[2])
 
 
 def usage(convention: str, op: str) -> None:
@@ -79,40 +115,58 @@ def tf_op_of(op: str, convention: str) -> str:
     return op if convention == "tf" else TORCH_OPS[op][0]
 
 
+def op_rank(op: str) -> int:
+    """The number of spatial dimensions of ``op`` (a tf.raw_ops or a torch op name)."""
+    return TF_RANKS[op if op in TF_RANKS else TORCH_OPS[op][0]]
+
+
 def depthwise_op(op: str, convention: str) -> bool:
     return convention == "tf" and TF_OPS[op][2]
 
 
-def _vec4(pair: tuple[int, int], data_format: str) -> list[int]:
-    return [1, *pair, 1] if data_format == "NHWC" else [1, 1, *pair]
+def tf_format(g: Geometry) -> str:
+    """The call's data_format: ``g``'s layout word for its rank (NHWC -> NDHWC in 3-D)."""
+    return FORMATS[g.rank][g.data_format != "NHWC"]
+
+
+def _vector(values: tuple[int, ...], data_format: str) -> list[int]:
+    return [1, *values, 1] if data_format == "NHWC" else [1, 1, *values]
 
 
 def tf_attrs(g: Geometry) -> dict[str, Any]:
     """strides, padding, explicit_paddings (EXPLICIT only), data_format, dilations."""
-    attrs: dict[str, Any] = {"strides": _vec4(g.strides, g.data_format), "padding": g.padding}
+    attrs: dict[str, Any] = {"strides": _vector(g.strides, g.data_format), "padding": g.padding}
     if g.padding == "EXPLICIT":
         t, b, left, r = g.pads
         attrs["explicit_paddings"] = ([0, 0, t, b, left, r, 0, 0] if g.data_format == "NHWC"
                                       else [0, 0, 0, 0, t, b, left, r])
-    attrs["data_format"] = g.data_format
-    attrs["dilations"] = _vec4(g.dilations, g.data_format)
+    attrs["data_format"] = tf_format(g)
+    attrs["dilations"] = _vector(g.dilations, g.data_format)
     return attrs
 
 
-def shapes(g: Geometry) -> ConvGeometry:
-    """TensorFlow's geometry of ``g``; raises :class:`InvalidArgumentError` where TF refuses."""
+def shapes_nd(g: Geometry) -> ConvGeometryNd:
+    """TensorFlow's geometry of ``g`` over its spatial dimensions; raises
+    :class:`InvalidArgumentError` where TF refuses."""
     fin = g.channels if g.depthwise else g.channels // max(g.groups, 1)
     if not g.depthwise and (g.groups < 1 or g.channels % g.groups):
         raise InvalidArgumentError(f"groups {g.groups} does not divide channels {g.channels}")
     attrs = tf_attrs(g)
-    return conv2d_geometry(_input_shape(g), (*g.kernel, fin, g.out_channels),
-                           depthwise=g.depthwise, **attrs)
+    return geometry_nd(_input_shape(g), (*g.kernel, fin, g.out_channels), attrs["strides"],
+                       g.padding, attrs.get("explicit_paddings", ()), attrs["data_format"],
+                       attrs["dilations"], g.depthwise, "input", "filter", rank=g.rank)
+
+
+def shapes(g: Geometry) -> ConvGeometry | ConvGeometryNd:
+    """:func:`shapes_nd`, a 2-D geometry as the named :class:`ConvGeometry`."""
+    nd = shapes_nd(g)
+    return ConvGeometry.from_nd(nd) if nd.rank == 2 else nd
 
 
 def _input_shape(g: Geometry) -> tuple[int, ...]:
     if g.data_format == "NHWC":
-        return (g.batch, g.height, g.width, g.channels)
-    return (g.batch, g.channels, g.height, g.width)
+        return (g.batch, *g.sizes, g.channels)
+    return (g.batch, g.channels, *g.sizes)
 
 
 #: The torch ops whose ``padding`` may be one of the strings ``'valid'`` and ``'same'``
@@ -120,27 +174,37 @@ def _input_shape(g: Geometry) -> tuple[int, ...]:
 TORCH_STRING_PADDING = ("conv2d",)
 
 
-def torch_accepts(g: Geometry, op: str = "") -> bool:
-    """What torch accepts: symmetric explicit padding (``op`` in
-    :data:`TORCH_STRING_PADDING`: also VALID, and SAME at stride 1, as its strings), every
-    output size >= 1 (the padded input at least the dilated kernel), channels > 0 and divisible
-    by groups."""
+def _torch_pads(g: Geometry, op: str) -> tuple[tuple[int, int], ...] | None:
+    """(before, after) per dimension as torch pads ``g``, None where it cannot: 2-D EXPLICIT
+    symmetric (or, for :data:`TORCH_STRING_PADDING`, VALID, and SAME at stride 1); 3-D SAME or
+    VALID when symmetric."""
+    if g.padding in ("VALID", "SAME") and (op in TORCH_STRING_PADDING or g.rank == 3):
+        if g.padding == "SAME" and op in TORCH_STRING_PADDING and max(g.strides) > 1:
+            return None
+        pads = shapes_nd(g).pads
+        if op not in TORCH_STRING_PADDING and any(b != a for b, a in pads):
+            return None
+        return pads
     t, b, left, r = g.pads
+    if g.padding != "EXPLICIT" or t != b or left != r:
+        return None
+    return (t, b), (left, r)
+
+
+def torch_accepts(g: Geometry, op: str = "") -> bool:
+    """What torch accepts: symmetric padding as :func:`_torch_pads` says, every output size
+    >= 1 (the padded input at least the dilated kernel), channels > 0 and divisible by
+    groups."""
     if g.data_format != "NHWC":
         return False
-    if g.padding in ("VALID", "SAME") and op in TORCH_STRING_PADDING:
-        if g.padding == "SAME" and g.strides != (1, 1):
-            return False
-        cg = shapes(g)
-        t, b, left, r = cg.pad_top, cg.pad_bottom, cg.pad_left, cg.pad_right
-    elif g.padding != "EXPLICIT" or t != b or left != r:
+    pads = _torch_pads(g, op)
+    if pads is None:
         return False
     if g.depthwise or g.channels < 1 or g.out_channels < 1 or g.groups < 1:
         return False
     if g.channels % g.groups or g.out_channels % g.groups:
         return False
-    for size, k, d, before, after in ((g.height, g.kernel[0], g.dilations[0], t, b),
-                                      (g.width, g.kernel[1], g.dilations[1], left, r)):
+    for size, k, d, (before, after) in zip(g.sizes, g.kernel, g.dilations, pads, strict=True):
         if size + before + after < d * (k - 1) + 1:
             return False
     return True
@@ -152,7 +216,7 @@ def accepts(g: Geometry, convention: str, op: str = "") -> bool:
     try:
         if convention == "torch" and not torch_accepts(g, op):
             return False
-        shapes(g)
+        shapes_nd(g)
     except InvalidArgumentError:
         return False
     return True
@@ -167,17 +231,35 @@ class Call:
     tf_args: dict[str, Any]
 
 
-def _torch_pairs(g: Geometry) -> dict[str, Any]:
-    padding = g.padding.lower() if g.padding in ("VALID", "SAME") else (g.pads[0], g.pads[2])
+def _torch_pairs(g: Geometry, cg: ConvGeometryNd) -> dict[str, Any]:
+    if g.rank == 2:
+        padding: Any = g.padding.lower() if g.padding in ("VALID", "SAME") else \
+            (g.pads[0], g.pads[2])
+    else:
+        padding = tuple(before for before, _ in cg.pads)
     return {"stride": tuple(g.strides), "padding": padding, "dilation": tuple(g.dilations),
             "groups": g.groups}
+
+
+def torch_axes(rank: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The transposes from TF's layout to torch's: an activation's (NHWC -> NCHW) and a
+    weight's (HWIO -> OIHW), for ``rank`` spatial dimensions."""
+    return (0, rank + 1, *range(1, rank + 1)), (rank + 1, rank, *range(rank))
+
+
+def torch_kind(op: str) -> str:
+    """``forward``, ``filter``, ``input`` or ``transpose`` (conv_transpose: the input gradient
+    of the conv whose output it takes)."""
+    _, arrays, role = TORCH_OPS[op]
+    return "transpose" if role == "input" and "input" in arrays else \
+        {"output": "forward"}.get(role, role)
 
 
 def make_call(op: str, convention: str, g: Geometry, x: np.ndarray, w: np.ndarray,
               dy: np.ndarray, dtype: np.dtype) -> Call:
     """The call of ``op`` on the forward input ``x``, filter ``w`` (HWIO) and output gradient
     ``dy`` (TF layout of ``g``, float64 values exact in ``dtype``)."""
-    cg = shapes(g)
+    cg = shapes_nd(g)
     attrs = tf_attrs(g)
     tf_op = tf_op_of(op, convention)
     _, arrays, _, _ = TF_OPS[tf_op]
@@ -188,23 +270,25 @@ def make_call(op: str, convention: str, g: Geometry, x: np.ndarray, w: np.ndarra
     if convention == "tf":
         kwargs = {k: (cast(v) if k in arrays else v) for k, v in tf_args.items()}
         return Call(kwargs, tf_op, tf_args)
-    nchw = (lambda a: cast(a.transpose(0, 3, 1, 2)))
-    oihw = (lambda a: cast(a.transpose(3, 2, 0, 1)))
-    pairs = _torch_pairs(g)
-    if op == "conv2d":
+    act, weight = torch_axes(g.rank)
+    nchw = (lambda a: cast(a.transpose(act)))
+    oihw = (lambda a: cast(a.transpose(weight)))
+    pairs = _torch_pairs(g, cg)
+    kind = torch_kind(op)
+    if kind == "forward":
         kwargs = {"input": nchw(x), "weight": oihw(w), "bias": None, **pairs}
-    elif op == "conv2d_weight":
-        kh, kw, fin, fout = cg.filter_shape
-        kwargs = {"input": nchw(x), "weight_size": (fout, fin, kh, kw),
+    elif kind == "filter":
+        *k, fin, fout = cg.filter_shape
+        kwargs = {"input": nchw(x), "weight_size": (fout, fin, *k),
                   "grad_output": nchw(dy), **pairs}
-    elif op == "conv2d_input":
-        n, h, wd, c = cg.input_shape
-        kwargs = {"input_size": (n, c, h, wd), "weight": oihw(w), "grad_output": nchw(dy),
+    elif kind == "input":
+        n, *spatial, c = cg.input_shape
+        kwargs = {"input_size": (n, c, *spatial), "weight": oihw(w), "grad_output": nchw(dy),
                   **pairs}
-    else:  # conv_transpose2d: the input gradient of the conv whose output is `input`
+    else:  # conv_transpose: the input gradient of the conv whose output is `input`
         kwargs = {"input": nchw(dy), "weight": oihw(w), "bias": None,
                   "stride": pairs["stride"], "padding": pairs["padding"],
-                  "output_padding": output_padding(g), "groups": g.groups,
+                  "output_padding": output_padding(g, cg), "groups": g.groups,
                   "dilation": pairs["dilation"]}
     return Call(kwargs, tf_op, tf_args)
 
@@ -214,12 +298,12 @@ def _tf_arg_names(tf_op: str) -> tuple[str, ...]:
             "input": ("input_sizes", "filter", "out_backprop")}[TF_OPS[tf_op][3]]
 
 
-def output_padding(g: Geometry) -> tuple[int, int]:
-    """conv_transpose2d's output_padding giving the forward input size back: per dimension
-    ``(size + 2p - d*(k-1) - 1) mod s``."""
-    return tuple((size + 2 * p - d * (k - 1) - 1) % s for size, p, d, k, s in (
-        (g.height, g.pads[0], g.dilations[0], g.kernel[0], g.strides[0]),
-        (g.width, g.pads[2], g.dilations[1], g.kernel[1], g.strides[1])))  # type: ignore
+def output_padding(g: Geometry, cg: ConvGeometryNd | None = None) -> tuple[int, ...]:
+    """conv_transpose's output_padding giving the forward input size back: per dimension
+    ``(size + 2p - d*(k-1) - 1) mod s`` (``p`` the padding before)."""
+    cg = shapes_nd(g) if cg is None else cg
+    return tuple((size + 2 * p - d * (k - 1) - 1) % s for size, (p, _), d, k, s in zip(
+        g.sizes, cg.pads, g.dilations, g.kernel, g.strides, strict=True))
 
 
 def reference(call: Call) -> np.ndarray:
@@ -239,7 +323,8 @@ def to_tf_layout(op: str, convention: str, output: np.ndarray) -> np.ndarray:
     out = np.asarray(output, np.float64)
     if convention == "tf":
         return out
-    return out.transpose(2, 3, 1, 0) if op == "conv2d_weight" else out.transpose(0, 2, 3, 1)
+    act, weight = torch_axes(out.ndim - 2)
+    return out.transpose(np.argsort(weight) if torch_kind(op) == "filter" else np.argsort(act))
 
 
 def from_tf_layout(op: str, convention: str, output: np.ndarray) -> np.ndarray:
@@ -247,8 +332,8 @@ def from_tf_layout(op: str, convention: str, output: np.ndarray) -> np.ndarray:
     :func:`to_tf_layout`)."""
     if convention == "tf":
         return output
-    return output.transpose(3, 2, 0, 1) if op == "conv2d_weight" else \
-        output.transpose(0, 3, 1, 2)
+    act, weight = torch_axes(output.ndim - 2)
+    return output.transpose(weight if torch_kind(op) == "filter" else act)
 
 
 def array_names(op: str, convention: str) -> tuple[str, ...]:

@@ -7,16 +7,22 @@ from __future__ import annotations
 from engine.shapes.ops import CONV_OPS
 
 CONVENTIONS = ("tf", "torch")
-#: The tf.raw_ops ops a sweep checks: every op of the op table (their kernels:
+#: The tf.raw_ops ops a sweep checks: every op of the op table, 2-D and 3-D (their kernels:
 #: :data:`engine.verify.conventions.TF_OPS`).
-TF_OP_NAMES = tuple(op.name for op in CONV_OPS if op.rank == 2)
-#: torch op -> (its canonical tf.raw_ops op, the arrays it takes, the result's role).
-TORCH_OPS: dict[str, tuple[str, tuple[str, ...], str]] = {
-    "conv2d": ("Conv2D", ("input", "weight"), "output"),
-    "conv2d_weight": ("Conv2DBackpropFilter", ("input", "grad_output"), "filter"),
-    "conv2d_input": ("Conv2DBackpropInput", ("weight", "grad_output"), "input"),
-    "conv_transpose2d": ("Conv2DBackpropInput", ("input", "weight"), "input"),
+TF_OP_NAMES = tuple(op.name for op in CONV_OPS)
+#: Each kind's torch op (``{r}``: the op's number of spatial dimensions) and the arrays it
+#: takes; an input gradient has a second torch op, the transposed conv of the output it takes.
+_TORCH_KINDS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+    "forward": (("conv{r}d", ("input", "weight")),),
+    "filter": (("conv{r}d_weight", ("input", "grad_output")),),
+    "input": (("conv{r}d_input", ("weight", "grad_output")),
+              ("conv_transpose{r}d", ("input", "weight"))),
 }
+#: torch op -> (its canonical tf.raw_ops op, the arrays it takes, the result's role): the op
+#: table's rows that are not depthwise (torch has no depthwise op of its own), in its order.
+TORCH_OPS: dict[str, tuple[str, tuple[str, ...], str]] = {
+    name.format(r=op.rank): (op.name, arrays, op.result)
+    for op in CONV_OPS if not op.depthwise for name, arrays in _TORCH_KINDS[op.kind]}
 OPS = {"tf": TF_OP_NAMES, "torch": tuple(TORCH_OPS)}
 
 #: Cases a sweep tries when not told (the catalogue included).

@@ -27,11 +27,12 @@ from engine.base.dtypes import RTOL, to_dtype
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import escaped
 from engine.base.tolerance import relative, verdict
+from engine.explain.terms import OPS as EXPLAINED
 from engine.explain.terms import Explanation, TooManyTerms, explain_element
-from engine.shapes.conv import conv2d_geometry
+from engine.shapes.conv import conv2d_geometry, conv3d_geometry
 from engine.shapes.ops import CONV_OPS
 from engine.verify import mistakes as mk
-from engine.verify.call_model import OTHER_FORMAT, Call
+from engine.verify.call_model import OTHER_FORMAT, Call, to_nhwc
 from engine.verify.mistakes import ALL_MISTAKES, MISTAKES
 from engine.verify.unwritten import unwritten_memory, unwritten_text
 
@@ -164,10 +165,10 @@ def pattern(call: Call, wrong: np.ndarray) -> str:
     k, total = int(wrong.sum()), wrong.size
     tags: list[str] = []
     if call.kind == "filter":
-        i, j, q, o = np.nonzero(wrong)
-        kh, kw, nq, no = wrong.shape
-        taps = sorted(set(zip(i.tolist(), j.tolist(), strict=True)))
-        if k < total and kh * kw > 1 and len(taps) == 1:
+        *index, q, o = np.nonzero(wrong)
+        *kernel, nq, no = wrong.shape
+        taps = sorted(set(zip(*(a.tolist() for a in index), strict=True)))
+        if k < total and np.prod(kernel) > 1 and len(taps) == 1:
             tags.append("one filter tap")
         inner, outer = ("channel", "multiplier") if call.depthwise else \
             ("input channel", "output channel")
@@ -175,17 +176,18 @@ def pattern(call: Call, wrong: np.ndarray) -> str:
             tags.append(f"one {outer}")
         if k < total and nq > 1 and len(set(q.tolist())) == 1:
             tags.append(f"one {inner}")
-        where = (f"taps (i, j) {', '.join(f'({a}, {b})' for a, b in taps[:8])}"
+        names = "i, j" if len(kernel) == 2 else "a, i, j"
+        where = (f"taps ({names}) {', '.join(str(t) for t in taps[:8])}"
                  f"{', ...' if len(taps) > 8 else ''}; {inner}s {_ranges(q)}; "
                  f"{outer}s {_ranges(o)}")
     else:
-        w = mk.to_nhwc(wrong, call.data_format)
-        n, r, c, ch = np.nonzero(w)
-        nn, rows, cols, chans = w.shape
-        spatial = w.any(axis=(0, 3))
-        border = np.ones((rows, cols), bool)
-        border[1:-1, 1:-1] = False
-        if k < total and rows > 2 and cols > 2:
+        w = to_nhwc(wrong, call.data_format)
+        n, *at, ch = np.nonzero(w)
+        nn, *sides, chans = w.shape
+        spatial = w.any(axis=(0, -1))
+        border = np.ones(sides, bool)
+        border[(slice(1, -1),) * len(sides)] = False
+        if k < total and min(sides) > 2:
             if not (spatial & ~border).any():
                 tags.append("border only")
             elif not (spatial & border).any():
@@ -194,8 +196,9 @@ def pattern(call: Call, wrong: np.ndarray) -> str:
             tags.append("one channel")
         if k < total and nn > 1 and len(set(n.tolist())) == 1:
             tags.append("one image")
-        where = (f"rows {_ranges(r)}; columns {_ranges(c)}; channels {_ranges(ch)}; "
-                 f"images {_ranges(n)}")
+        planes = f"planes {_ranges(at[0])}; " if len(at) == 3 else ""
+        where = (f"{planes}rows {_ranges(at[-2])}; columns {_ranges(at[-1])}; channels "
+                 f"{_ranges(ch)}; images {_ranges(n)}")
     if k == total:
         tags.insert(0, "all")
     label = f" ({', '.join(tags)})" if tags else ""
@@ -278,6 +281,8 @@ def worst_terms(call: Call, got: np.ndarray, reference: np.ndarray, tol: float) 
     attrs = {k: v for k, v in call.args.items() if k not in names}
     value = float(got[index])
     head = f"[{', '.join(str(i) for i in index)}]: the implementation gives {_g(value)}"
+    if TYPE_IDS[call.op] not in EXPLAINED:  # explain lists no terms of this op (3-D)
+        return f"Worst element {head}, the reference {_g(float(reference[index]))}."
     try:
         e = explain_element(TYPE_IDS[call.op], attrs, inputs, index, max_terms=MAX_TERMS)
     except TooManyTerms as err_terms:
@@ -292,16 +297,23 @@ def worst_terms(call: Call, got: np.ndarray, reference: np.ndarray, tol: float) 
 def _forward_shape(call: Call, **changes: Any) -> tuple[int, ...] | None:
     args = {k: call.args.get(k, d) for k, d in (("strides", None), ("padding", None),
                                                 ("explicit_paddings", ()),
-                                                ("data_format", "NHWC"),
-                                                ("dilations", (1, 1, 1, 1)))} | changes
+                                                ("data_format", call.data_format),
+                                                ("dilations", _unit(call)))} | changes
     if args["padding"] != "EXPLICIT":
         args["explicit_paddings"] = ()
-    x = call.args["input"]
+    shapes = np.shape(call.args["input"]), np.shape(call.args["filter"])
     try:
-        return conv2d_geometry(np.shape(x), np.shape(call.args["filter"]),
-                               depthwise=call.depthwise, **args).output_shape
+        if call.rank == 3:
+            del args["explicit_paddings"]
+            return conv3d_geometry(*shapes, **args).output_shape
+        return conv2d_geometry(*shapes, depthwise=call.depthwise, **args).output_shape
     except InvalidArgumentError:
         return None
+
+
+def _unit(call: Call) -> list[int]:
+    """Dilations (or strides) of 1."""
+    return [1] * (call.rank + 2)
 
 
 def _explicit(call: Call, t: int, b: int, left: int, right: int) -> list[int]:
@@ -313,17 +325,18 @@ def _shape_candidates(call: Call, ref_shape: tuple[int, ...]):
     """(id, detail, shape) of the wrong shapes known mistakes give, in MISTAKES order but for a
     size merely one off, tried last (a specific mistake's shape may be one off too)."""
     args, fmt = call.args, call.data_format
-    rows, cols = (1, 2) if fmt == "NHWC" or call.kind == "filter" else (2, 3)
+    first = 1 if fmt.endswith("C") or call.kind == "filter" else 2
+    axes = range(first, first + call.rank)
     if call.kind == "output":
         yield ("stride_dilation_swapped", "strides and dilations swapped",
-               _forward_shape(call, strides=args.get("dilations", (1, 1, 1, 1)),
+               _forward_shape(call, strides=args.get("dilations", _unit(call)),
                               dilations=args["strides"]))
     if call.kind == "filter":
-        kh, kw, q, o = ref_shape
-        yield "filter_in_out_swapped", "in and out channels swapped", (kh, kw, o, q)
+        *k, q, o = ref_shape
+        yield "filter_in_out_swapped", "in and out channels swapped", (*k, o, q)
     if call.kind == "input":
         shape = list(ref_shape)
-        for axis, d in zip((rows, cols), call.dims, strict=True):
+        for axis, d in zip(axes, call.dims, strict=True):
             span = d.size + d.before + d.after - (d.taps - 1) * d.dilation - 1
             shape[axis] = d.size - span % d.stride
         yield ("output_size_off_by_one", ("the input size computed from the output size, "
@@ -331,12 +344,12 @@ def _shape_candidates(call: Call, ref_shape: tuple[int, ...]):
                tuple(shape))
     if call.kind == "output":
         yield "dilation_ignored", "dilations taken as 1", _forward_shape(call,
-                                                                        dilations=[1, 1, 1, 1])
+                                                                        dilations=_unit(call))
         yield "padding_ignored", "VALID instead of the padding", _forward_shape(call,
                                                                                padding="VALID")
     if call.kind != "filter":
-        n, a, b, c = ref_shape
-        other = (n, c, a, b) if fmt == "NHWC" else (n, b, c, a)
+        n, *inner = ref_shape
+        other = (n, inner[-1], *inner[:-1]) if fmt.endswith("C") else (n, *inner[1:], inner[0])
         yield "layout_swapped", f"written as {OTHER_FORMAT[fmt]}", other
         yield ("layout_swapped", "data_format ignored",
                _forward_shape(call, data_format=OTHER_FORMAT[fmt]) if call.kind == "output"
@@ -347,11 +360,19 @@ def _shape_candidates(call: Call, ref_shape: tuple[int, ...]):
                _forward_shape(call, explicit_paddings=_explicit(call, left, right, t, b)))
         yield ("explicit_pads_swapped", "paddings read in ONNX order (top, left, bottom, right)",
                _forward_shape(call, explicit_paddings=_explicit(call, t, left, b, right)))
+    if call.kind == "output":
+        strides = list(args["strides"])
+        for i, j in itertools.combinations(axes, 2):
+            swapped = list(strides)
+            swapped[i], swapped[j] = strides[j], strides[i]
+            yield "strides_swapped", "two dimensions' strides exchanged", \
+                _forward_shape(call, strides=swapped) if swapped != strides else None
     if call.kind != "filter":  # last: a specific mistake's shape may also be one off
-        for dr, dc in ((-1, 0), (0, -1), (-1, -1), (1, 0), (0, 1), (1, 1)):
+        for steps in [tuple(sign * c for c in cut) for sign in (-1, 1)
+                      for cut in mk.subsets(call.rank)]:
             shape = list(ref_shape)
-            shape[rows] += dr
-            shape[cols] += dc
+            for axis, step in zip(axes, steps, strict=True):
+                shape[axis] += step
             yield "output_size_off_by_one", "the output size computed one off", tuple(shape)
 
 

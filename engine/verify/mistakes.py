@@ -16,29 +16,34 @@ shape or a verdict rather than from values (an empty output's shape, a refusal) 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from engine.base.errors import InvalidArgumentError
-from engine.shapes.conv import (
-    backprop_filter_geometry,
-    backprop_input_geometry,
-    conv2d_geometry,
-)
 from engine.shapes.padding import windowed_output
 from engine.verify.call_model import (
     ACTIVATIONS,
     OTHER_FORMAT,
     Call,
     Dim,
+    canonical,
     emit,
     evaluate,
     reference,
     reinterpret,
-    to_nhwc,
 )
-from engine.verify.conventions import TF_OPS
+from engine.verify.conventions import TF_OPS  # noqa: F401 - the kernels, for callers
+from engine.verify.mistake_reads import (
+    DIM_WORDS,
+    Candidate,
+    geo,
+    geometry_mistakes,
+    offset_mistakes,
+    pair_text,
+    strides_swapped,
+    subsets,
+)
 
 #: Stable id -> what the implementation does wrong, in documentation (and matching) order.
 MISTAKES: dict[str, str] = {
@@ -73,6 +78,8 @@ MISTAKES: dict[str, str] = {
                              "remainder) left 0 instead of computed",
     "padding_offset_by_one": "the top or left padding one too many or one too few (every "
                              "padding mode; VALID one too many reads row or column -1)",
+    "strides_swapped": "the strides of two spatial dimensions exchanged (height and width; "
+                       "3-D: depth with height or width)",
 }
 
 #: Stable id -> what the implementation does wrong, for the mistakes named from the verdict
@@ -89,7 +96,8 @@ ALL_MISTAKES: dict[str, str] = MISTAKES | VERDICT_MISTAKES
 #: The ops and cases each mistake applies to (the others: every op and case).
 APPLIES_TO: dict[str, str] = {
     "same_pad_extra_before": "SAME padding with an odd total padding in a dimension",
-    "filter_not_flipped": "the input gradients (Conv2DBackpropInput, its depthwise twin)",
+    "filter_not_flipped": "the input gradients (Conv2DBackpropInput, its depthwise twin, "
+                          "Conv3DBackpropInputV2)",
     "convolution_not_correlation": "the forward ops and the filter gradients",
     "dilation_ignored": "dilations > 1",
     "dilation_ignored_undilated_same": "SAME padding with dilations > 1",
@@ -97,60 +105,19 @@ APPLIES_TO: dict[str, str] = {
     "batch_averaged": "the filter gradients with batch > 1",
     "batch_not_accumulated": "the filter gradients with batch > 1",
     "positions_averaged": "the filter gradients with more than one output position",
-    "groups_ignored": "Conv2D, Conv2DBackpropFilter, Conv2DBackpropInput with groups > 1",
+    "groups_ignored": "the ops but the depthwise ones, with groups > 1",
     "multiplier_order": "the depthwise ops with multiplier > 1 and more than one channel",
     "explicit_pads_swapped": "EXPLICIT padding",
     "output_padding_zeroed": "the input gradients with a nonzero stride remainder",
+    "strides_swapped": "strides that differ between two spatial dimensions",
 }
 
 
-def canonical(tf_op: str, tf_args: Mapping[str, Any]) -> Call:
-    """The layout-free view of a canonical call; :class:`InvalidArgumentError` if TF refuses it."""
-    if tf_op not in TF_OPS:
-        raise InvalidArgumentError(f"op {tf_op!r} is not one of {', '.join(TF_OPS)}", "op")
-    kernel, operand_names, depthwise, kind = TF_OPS[tf_op]
-    fmt = tf_args.get("data_format", "NHWC")
-    attrs = {"strides": tf_args["strides"], "padding": tf_args["padding"],
-             "explicit_paddings": tf_args.get("explicit_paddings", ()), "data_format": fmt,
-             "dilations": tf_args.get("dilations", (1, 1, 1, 1)), "depthwise": depthwise}
-    arrays = {k: np.asarray(tf_args[k], np.float64) for k in operand_names}
-    if kind == "output":
-        g = conv2d_geometry(arrays["input"].shape, arrays["filter"].shape, **attrs)
-    elif kind == "filter":
-        g = backprop_filter_geometry(arrays["input"].shape, tf_args["filter_sizes"],
-                                     arrays["out_backprop"].shape, **attrs)
-    else:
-        g = backprop_input_geometry(tf_args["input_sizes"], arrays["filter"].shape,
-                                    arrays["out_backprop"].shape, **attrs)
-    operands = {k: (to_nhwc(v, fmt) if k in ACTIVATIONS else v) for k, v in arrays.items()}
-    out_shape = {"output": (g.batch, g.out_rows, g.out_cols, g.out_depth),
-                 "filter": g.filter_shape,
-                 "input": (g.batch, g.in_rows, g.in_cols, g.in_depth)}[kind]
-    dims = (Dim(g.in_rows, g.out_rows, g.filter_rows, g.stride_rows, g.dilation_rows, g.pad_top,
-                g.pad_bottom), Dim(g.in_cols, g.out_cols, g.filter_cols, g.stride_cols,
-                                   g.dilation_cols, g.pad_left, g.pad_right))
-    return Call(tf_op, kind, depthwise, kernel, dict(tf_args), g, operands, out_shape, dims, fmt)
-
-
-class Candidate(NamedTuple):
-    """One flavour of a mistake: ``compute(operands)`` (layout-free operands) is the mistaken
-    result in the call's layout (InvalidArgumentError where the kernel refuses it); ``dims``
-    the reads of a geometry mistake (None for the others)."""
-
-    id: str
-    detail: str
-    compute: Callable[[Mapping[str, np.ndarray]], np.ndarray]
-    dims: tuple[Dim, Dim] | None = None
-
-
-def _pair(dims: Sequence[Dim], field: str) -> str:
-    return f"({getattr(dims[0], field)}, {getattr(dims[1], field)})"
-
-
-def _geo(mid: str, detail: str, call: Call, dims: Sequence[Dim]) -> Candidate:
-    """The flavour ``mid`` computing the op with the reads of ``dims`` (rows, cols)."""
-    pair = (dims[0], dims[1])
-    return Candidate(mid, detail, lambda ops: emit(call, evaluate(call, ops, pair)), pair)
+def _flip(cut: Sequence[int]) -> Callable[[np.ndarray], np.ndarray]:
+    """A filter (or its gradient) reversed along the spatial axes ``cut`` marks (all: rotated
+    by 180 degrees)."""
+    spatial = tuple(slice(None, None, -1 if c else 1) for c in cut)
+    return lambda a: a[spatial]
 
 
 def _with(call: Call, **changed: Callable[[np.ndarray], np.ndarray]):
@@ -169,39 +136,43 @@ def _after(call: Call, post: Callable[[np.ndarray], np.ndarray]):
     return lambda ops: emit(call, post(evaluate(call, ops, call.dims)))
 
 
-def _geometry_mistakes(call: Call) -> Iterator[Candidate]:
-    dims, pad = call.dims, call.geometry.padding
-    if any(d.stride != d.dilation for d in dims):
-        yield _geo("stride_dilation_swapped",
-                   f"strides {_pair(dims, 'stride')} used as dilations and dilations "
-                   f"{_pair(dims, 'dilation')} as strides",
-                   call, tuple(d._replace(stride=d.dilation, dilation=d.stride) for d in dims))
-    if pad == "SAME" and any((d.before + d.after) % 2 for d in dims):
-        moved = tuple(d._replace(before=d.after) for d in dims)
-        yield _geo("same_pad_extra_before", f"top/left padding {_pair(moved, 'before')} instead "
-                   f"of {_pair(dims, 'before')}", call, moved)
+def _flips(call: Call) -> Iterator[Candidate]:
+    """The filter rotated (or not rotated) by 180 degrees; then reversed in some dimensions
+    only (e.g. in depth only)."""
+    cuts = subsets(call.rank)
+    for cut in [cuts[-1], *cuts[:-1]]:
+        flip, some = _flip(cut), " and ".join(
+            n for n, c in zip(DIM_WORDS[call.rank], cut, strict=True) if c) + " only"
+        if call.kind == "input":
+            yield Candidate("filter_not_flipped", (
+                "the filter used as is where the transposed conv needs it rotated by 180 "
+                "degrees" if all(cut) else f"the filter reversed in {some}, rotated as the "
+                "transposed conv needs it in no other dimension"), _with(call, filter=flip))
+        elif call.kind == "output":
+            yield Candidate("convolution_not_correlation", "the filter rotated by 180 degrees"
+                            if all(cut) else f"the filter reversed in {some}",
+                            _with(call, filter=flip))
+        else:
+            yield Candidate("convolution_not_correlation", "the filter gradient comes out "
+                            + ("rotated by 180 degrees" if all(cut) else f"reversed in {some}"),
+                            _after(call, flip))
 
 
 def _filter_mistakes(call: Call) -> Iterator[Candidate]:
-    rotate = (lambda a: a[::-1, ::-1])
-    if call.kind == "input":
-        yield Candidate("filter_not_flipped", "the filter used as is where the transposed conv "
-                        "needs it rotated by 180 degrees", _with(call, filter=rotate))
-    elif call.kind == "output":
-        yield Candidate("convolution_not_correlation", "the filter rotated by 180 degrees",
-                        _with(call, filter=rotate))
-    else:
-        yield Candidate("convolution_not_correlation", "the filter gradient comes out rotated "
-                        "by 180 degrees", _after(call, rotate))
-    kh, kw, q, o = call.geometry.filter_shape
+    yield from _flips(call)
+    *k, q, o = call.geometry.filter_shape
+    r = len(k)
     names = ("channel", "multiplier") if call.depthwise else ("in_channels", "out_channels")
-    tf_read = (lambda w: w.reshape(kh, kw, o, q).transpose(0, 1, 3, 2))
-    torch_read = (lambda w: w.transpose(3, 2, 0, 1).reshape(q, o, kh, kw).transpose(2, 3, 0, 1))
-    tf_write = (lambda dw: dw.transpose(0, 1, 3, 2).reshape(kh, kw, q, o))
-    torch_write = (lambda dw: dw.transpose(2, 3, 0, 1).reshape(o, q, kh, kw).transpose(2, 3, 1, 0))
-    flavours = [("TensorFlow (HWIO)", tf_read, tf_write)]
+    taps, oi, hw = tuple(range(r)), (r + 1, r), tuple(range(2, r + 2))
+    tf_read = (lambda w: w.reshape(*k, o, q).swapaxes(-1, -2))
+    torch_read = (lambda w: w.transpose(*oi, *taps).reshape(q, o, *k).transpose(*hw, 0, 1))
+    tf_write = (lambda dw: dw.swapaxes(-1, -2).reshape(*k, q, o))
+    torch_write = (lambda dw: dw.transpose(r, r + 1, *taps).reshape(o, q, *k)
+                   .transpose(*hw, 1, 0))
+    spatial = "HW" if r == 2 else "DHW"
+    flavours = [(f"TensorFlow ({spatial}IO)", tf_read, tf_write)]
     if not call.depthwise:
-        flavours.append(("PyTorch (OIHW)", torch_read, torch_write))
+        flavours.append((f"PyTorch (OI{spatial})", torch_read, torch_write))
     for memory, read, write in flavours:
         detail = f"{names[0]} and {names[1]} swapped in the filter's {memory} memory order"
         yield Candidate("filter_in_out_swapped", detail,
@@ -211,36 +182,48 @@ def _filter_mistakes(call: Call) -> Iterator[Candidate]:
 
 def _size_mistakes(call: Call) -> Iterator[Candidate]:
     dims = call.dims
-    for rows, cols, what in ((1, 0, "row"), (0, 1, "column"), (1, 1, "row and column")):
-        if (rows and dims[0].out < 2) or (cols and dims[1].out < 2):
+    names = ("row", "column") if call.rank == 2 else ("plane", "row", "column")
+    for cut in subsets(call.rank):
+        if any(c and d.out < 2 for c, d in zip(cut, dims, strict=True)):
             continue
-        detail = (f"the last output {what} left out (output size {dims[0].out - rows}, "
-                  f"{dims[1].out - cols} instead of {dims[0].out}, {dims[1].out})")
-        zero = (lambda a, r=rows, c=cols: a * _keep(a.shape, r, c))
+        what = " and ".join(n for n, c in zip(names, cut, strict=True) if c)
+        detail = (f"the last output {what} left out (output size "
+                  f"{', '.join(str(d.out - c) for d, c in zip(dims, cut, strict=True))} instead "
+                  f"of {', '.join(str(d.out) for d in dims)})")
+        zero = (lambda a, cut=cut: a * _keep(a.shape, cut))
         yield Candidate("output_size_off_by_one", detail,
                         _after(call, zero) if call.kind == "output"
                         else _with(call, out_backprop=zero))
     if any(d.dilation > 1 for d in dims):
-        yield _geo("dilation_ignored", f"dilations {_pair(dims, 'dilation')} taken as 1", call,
-                   [d._replace(dilation=1) for d in dims])
+        yield geo("dilation_ignored", f"dilations {pair_text(dims, 'dilation')} taken as 1", call,
+                  [d._replace(dilation=1) for d in dims])
+    dilated = [i for i, d in enumerate(dims) if d.dilation > 1]
+    for i in dilated if len(dilated) > 1 else ():  # one dimension's only
+        yield geo("dilation_ignored", f"the {DIM_WORDS[call.rank][i]} dilation "
+                  f"{dims[i].dilation} taken as 1", call,
+                  [d._replace(dilation=1) if j == i else d for j, d in enumerate(dims)])
     undilated = tuple(d._replace(dilation=1, before=windowed_output(
         d.size, d.taps, 1, d.stride, "SAME").pad_before) for d in dims)
     if call.geometry.padding == "SAME" and any(  # else the same reads as dilation_ignored
             d.dilation > 1 and u.before != d.before for d, u in zip(dims, undilated, strict=True)):
-        yield _geo("dilation_ignored_undilated_same",
-                   f"dilations {_pair(dims, 'dilation')} taken as 1, top/left padding "
-                   f"{_pair(undilated, 'before')} (SAME for the undilated filter) instead of "
-                   f"{_pair(dims, 'before')}", call, undilated)
+        yield geo("dilation_ignored_undilated_same",
+                  f"dilations {pair_text(dims, 'dilation')} taken as 1, top/left padding "
+                  f"{pair_text(undilated, 'before')} (SAME for the undilated filter) instead of "
+                  f"{pair_text(dims, 'before')}", call, undilated)
     if call.geometry.padding != "VALID" and any(d.before or d.after for d in dims):
-        yield _geo("padding_ignored", f"top/left padding {_pair(dims, 'before')} taken as 0",
-                   call, tuple(d._replace(before=0) for d in dims))
+        yield geo("padding_ignored", f"top/left padding {pair_text(dims, 'before')} taken as 0",
+                  call, tuple(d._replace(before=0) for d in dims))
 
 
-def _keep(shape: tuple[int, ...], rows: int, cols: int) -> np.ndarray:
-    """1, with 0 in the last ``rows`` rows and ``cols`` columns of an NHWC ``shape``."""
-    keep = np.ones(shape[1:3])
-    keep[keep.shape[0] - rows:, :] = keep[:, keep.shape[1] - cols:] = 0
-    return keep[None, :, :, None]
+def _keep(shape: tuple[int, ...], cut: Sequence[int]) -> np.ndarray:
+    """1, with 0 in the last ``cut[i]`` positions of each spatial dimension ``i`` of a
+    channels-last ``shape`` (2-D: rows, columns)."""
+    keep = np.ones(shape[1:-1])
+    for axis, c in enumerate(cut):
+        index = [slice(None)] * keep.ndim
+        index[axis] = slice(keep.shape[axis] - c, None)
+        keep[tuple(index)] = 0
+    return keep[None, ..., None]
 
 
 def _groups(call: Call) -> Callable[[Mapping[str, np.ndarray]], np.ndarray]:
@@ -250,7 +233,7 @@ def _groups(call: Call) -> Callable[[Mapping[str, np.ndarray]], np.ndarray]:
         if call.kind != "input":
             return emit(call, evaluate(call, {**ops, "input": ops["input"][..., :q]}, call.dims))
         dx = np.zeros(call.out_shape)
-        dx[..., :q] = evaluate(call, ops, call.dims, (*call.out_shape[:3], q))
+        dx[..., :q] = evaluate(call, ops, call.dims, (*call.out_shape[:-1], q))
         return emit(call, dx)
     return compute
 
@@ -263,10 +246,11 @@ def _channel_mistakes(call: Call) -> Iterator[Candidate]:
         for which, image in (("first", slice(None, 1)), ("last", slice(-1, None))):
             yield Candidate("batch_not_accumulated", f"the {which} of {g.batch} images only",
                             _with(call, input=_take(image), out_backprop=_take(image)))
-    positions = g.batch * g.out_rows * g.out_cols
-    if call.kind == "filter" and g.out_rows * g.out_cols > 1:
+    positions = g.batch * int(np.prod(g.out_spatial))
+    if call.kind == "filter" and positions > g.batch:
+        sides = " x ".join(str(n) for n in g.out_spatial)
         yield Candidate("positions_averaged", f"every element 1/{positions} of the reference "
-                        f"(batch {g.batch} x {g.out_rows} x {g.out_cols} output positions)",
+                        f"(batch {g.batch} x {sides} output positions)",
                         _after(call, lambda dw: dw / positions))
     if not call.depthwise and g.groups > 1:
         yield Candidate("groups_ignored", f"all {g.filter_out} output channels read input "
@@ -283,20 +267,20 @@ def _channel_mistakes(call: Call) -> Iterator[Candidate]:
                             if call.kind == "output" else _with(call, out_backprop=permute))
 
 
-def _attr_read(call: Call) -> tuple[Dim, Dim]:
+def _attr_read(call: Call) -> tuple[Dim, ...]:
     """The dims an implementation gets reading strides, dilations and explicit_paddings in the
     other layout (SAME pads then follow its strides and dilations)."""
     fmt, args = call.data_format, call.args
-    r, c = (2, 3) if fmt == "NHWC" else (1, 2)
-    s, d = list(args["strides"]), list(args.get("dilations", (1, 1, 1, 1)))
+    first = 2 if fmt.endswith("C") else 1  # the other layout's first spatial axis
+    s, d = list(args["strides"]), list(args.get("dilations", (1,) * (call.rank + 2)))
     pads = list(args.get("explicit_paddings", ()))
     out = []
-    for dim, axis in zip(call.dims, (r, c), strict=True):
+    for dim, axis in zip(call.dims, range(first, first + call.rank), strict=True):
         before = pads[2 * axis] if pads else 0
         if call.geometry.padding == "SAME":
             before = windowed_output(dim.size, dim.taps, d[axis], s[axis], "SAME").pad_before
         out.append(dim._replace(stride=s[axis], dilation=d[axis], before=before))
-    return out[0], out[1]
+    return tuple(out)
 
 
 def _layout_mistakes(call: Call) -> Iterator[Candidate]:
@@ -316,10 +300,10 @@ def _layout_mistakes(call: Call) -> Iterator[Candidate]:
                         f"{read_as}", compute)
     dims = _attr_read(call)
     if dims != call.dims:
-        yield _geo("layout_swapped", f"strides, dilations and paddings read as "
-                   f"{OTHER_FORMAT[fmt]}: strides {_pair(dims, 'stride')}, dilations "
-                   f"{_pair(dims, 'dilation')}, top/left padding {_pair(dims, 'before')}",
-                   call, dims)
+        yield geo("layout_swapped", f"strides, dilations and paddings read as "
+                  f"{OTHER_FORMAT[fmt]}: strides {pair_text(dims, 'stride')}, dilations "
+                  f"{pair_text(dims, 'dilation')}, top/left padding {pair_text(dims, 'before')}",
+                  call, dims)
     if call.geometry.padding == "EXPLICIT":
         (t, b), (left, right) = ((d.before, d.after) for d in call.dims)
         for before, how in (((b, right), "before and after swapped"),
@@ -327,52 +311,41 @@ def _layout_mistakes(call: Call) -> Iterator[Candidate]:
                             ((t, b), "read in ONNX order (top, left, bottom, right)")):
             moved = (call.dims[0]._replace(before=before[0]),
                      call.dims[1]._replace(before=before[1]))
-            yield _geo("explicit_pads_swapped", f"{how}: top/left padding "
-                       f"{_pair(moved, 'before')} instead of {_pair(call.dims, 'before')}",
+            yield geo("explicit_pads_swapped", f"{how}: top/left padding "
+                      f"{pair_text(moved, 'before')} instead of {pair_text(call.dims, 'before')}",
                        call, moved)
 
 
-def _remainders(call: Call) -> tuple[int, int]:
+def _remainders(call: Call) -> tuple[int, ...]:
     """Per dimension the input rows no window reaches at the end: ``(size + before + after -
     eff) mod stride`` (conv_transpose2d's output_padding)."""
     return tuple((d.size + d.before + d.after - (d.taps - 1) * d.dilation - 1) % d.stride
-                 for d in call.dims)  # type: ignore[return-value]
+                 for d in call.dims)
 
 
 def _output_padding_mistakes(call: Call) -> Iterator[Candidate]:
-    rows, cols = _remainders(call)
-    if call.kind == "input" and (rows or cols):
-        keep = _keep(call.out_shape, rows, cols)
-        yield Candidate("output_padding_zeroed", f"the last {rows} row(s) and {cols} column(s) "
-                        "of the input gradient left 0", _after(call, lambda dx: dx * keep))
-
-
-def _side(name: str, before: int, step: int) -> str:
-    how = "one too many" if step > 0 else "one too few"
-    return f"{name} padding {before + step} instead of {before} ({how})"
-
-
-def _offset_mistakes(call: Call) -> Iterator[Candidate]:
-    top, left = call.dims
-    for dr, dc in ((1, 0), (0, 1), (1, 1), (-1, 0), (0, -1), (-1, -1), (1, -1), (-1, 1)):
-        sides = ([_side("top", top.before, dr)] if dr else []) + \
-            ([_side("left", left.before, dc)] if dc else [])
-        yield _geo("padding_offset_by_one", ", ".join(sides), call,
-                   (top._replace(before=top.before + dr), left._replace(before=left.before + dc)))
+    rest = _remainders(call)
+    if call.kind == "input" and any(rest):
+        keep = _keep(call.out_shape, rest)
+        planes = f"{rest[0]} plane(s), " if call.rank == 3 else ""
+        yield Candidate("output_padding_zeroed", f"the last {planes}{rest[-2]} row(s) and "
+                        f"{rest[-1]} column(s) of the input gradient left 0",
+                        _after(call, lambda dx: dx * keep))
 
 
 def candidates(call: Call) -> Iterator[Candidate]:
     """Every flavour of every mistake that applies to the call's op and attributes, in
     :data:`MISTAKES` order (a flavour may still equal the reference on the case);
     ``padding_offset_by_one`` skips the reads an earlier geometry mistake already names."""
-    named: set[tuple[Dim, Dim]] = set()
-    for group in (_geometry_mistakes, _filter_mistakes, _size_mistakes, _channel_mistakes,
+    named: set[tuple[Dim, ...]] = set()
+    for group in (geometry_mistakes, _filter_mistakes, _size_mistakes, _channel_mistakes,
                   _layout_mistakes, _output_padding_mistakes):
         for cand in group(call):
             if cand.dims is not None:
                 named.add(cand.dims)
             yield cand
-    yield from (c for c in _offset_mistakes(call) if c.dims not in named)
+    yield from (c for c in offset_mistakes(call) if c.dims not in named)
+    yield from strides_swapped(call)
 
 
 def computed(call: Call, ref: np.ndarray) -> Iterator[tuple[Candidate, np.ndarray]]:

@@ -30,7 +30,7 @@ from engine.base.names import escaped
 from engine.graph.canvas import Canvas
 from engine.graph.canvas_file import dumps
 from engine.graph.layer_canvas import check_imported
-from engine.shapes.ops import CONV_OPS, SIZE_PORTS
+from engine.shapes.ops import CONV_OPS, SIZE_PORTS, op_named
 from engine.verify.conventions import bound, from_tf_layout, reference, to_tf_layout
 from engine.verify.report import Minimal, VerifyReport
 from engine.verify.sweep import RERUNS
@@ -62,7 +62,9 @@ def build_canvas(m: Minimal, stem: str) -> tuple[Canvas, dict[str, bytes], dict[
     paths: dict[str, str] = {}
     op_id = "reference"
     attrs = {k: call.tf_args[k] for k in ATTRS if k in call.tf_args}
-    attrs.setdefault("explicit_paddings", [0] * 8)
+    rank = op_named(call.tf_op).rank
+    if rank == 2:  # the 3-D blocks have no explicit_paddings
+        attrs.setdefault("explicit_paddings", [0] * 8)
     c.add_node(BLOCK_TYPES[call.tf_op], (420, 120), attrs, id=op_id,
                title=f"reference {call.tf_op}")
     y = 0
@@ -83,7 +85,8 @@ def build_canvas(m: Minimal, stem: str) -> tuple[Canvas, dict[str, bytes], dict[
         y += 170
     ref = reference(call)
     if f.got is not None:
-        got = to_tf_layout(f.case.op, f.case.convention, f.got) if f.got.ndim == 4 else f.got
+        got = to_tf_layout(f.case.op, f.case.convention, f.got) if f.got.ndim == rank + 2 \
+            else f.got
         file = f"{stem}.got.npy"
         files[file] = _npy(np.asarray(got, np.float64))
         paths["got"] = file
@@ -97,7 +100,8 @@ def build_canvas(m: Minimal, stem: str) -> tuple[Canvas, dict[str, bytes], dict[
     text = (f"minimal {f.verdict.verdict}: {f.verdict.message}\n\ncase ({f.case.convention} "
             f"{f.case.op}): {case_text}\n\ndiagnosis: {m.diagnosis.id or '(no known mistake)'}"
             f": {m.diagnosis.text}\n\nArrays here are in TensorFlow's layout "
-            f"({call.tf_args.get('data_format', 'NHWC')}, filters HWIO), float64.")
+            f"({call.tf_args['data_format']}, filters {'HWIO' if rank == 2 else 'DHWIO'}), "
+            "float64.")
     c.add_note((1160, 0), text[:9000], size=note_size(text[:9000]), id="case_note")  # beside
     # the blocks (Compare ends near 1100): a long note covers none of them
     return c, files, paths

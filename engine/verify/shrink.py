@@ -6,8 +6,9 @@ of the input, filter and output no array argument holds (a size given as a shape
 ``input_sizes``, and the result: so such a size shrinks too, and then the strides and
 dilations it made harmless); then the sum of paddings (the explicit pads, or SAME's computed
 ones); then plain over special (contiguous memory, NHWC, VALID padding). Greedy passes,
-hypothesis-style: each pass tries, in this order, batch, height, width (to 1, halved, minus 1), channels and groups, out channels, kernel sides, then
-strides, dilations, the kernel, strides and dilations on both sides at once (what
+hypothesis-style: each pass tries, in this order, batch, the spatial sizes (height, width; 3-D:
+planes first; to 1, halved, minus 1), channels and groups, out channels, kernel sides, then
+strides, dilations, the kernel, strides and dilations on every side at once (what
 ``equal_strides`` needs), pads (to 1 or 0, minus 1), padding mode, layout and memory; the first
 smaller candidate that the framework accepts, the ``--support`` spec allows and that still
 fails the same way is taken and the pass starts again, until a pass changes nothing or
@@ -23,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 
-from engine.verify.conventions import Geometry, accepts, shapes
+from engine.verify.conventions import Geometry, accepts, shapes_nd
 from engine.verify.support import Support
 from engine.verify.values import Case, array_sizes
 
@@ -32,31 +33,31 @@ MAX_CALLS = 300
 
 def key(case: Case) -> tuple:
     g = case.geometry
-    cg = shapes(g)
+    cg = shapes_nd(g)
     special = ((case.memory != "contiguous") + (g.data_format != "NHWC")
                + (g.padding != "VALID"))
     arrays = sum(array_sizes(case))
     every = sum(math.prod(s) for s in (cg.input_shape, cg.filter_shape, cg.output_shape))
     return (arrays, sum(g.strides), sum(g.dilations), every - arrays,
-            cg.pad_top + cg.pad_bottom + cg.pad_left + cg.pad_right, special)
+            sum(p for pair in cg.pads for p in pair), special)
 
 
 def _smaller(v: int, lo: int) -> list[int]:
     return sorted({c for c in (lo, v // 2, v - 1) if lo <= c < v})
 
 
-def _pair(p: tuple[int, int], i: int, v: int) -> tuple[int, int]:
-    return (v, p[1]) if i == 0 else (p[0], v)
+def _pair(p: tuple[int, ...], i: int, v: int) -> tuple[int, ...]:
+    """``p`` with entry ``i`` set to ``v``."""
+    return (*p[:i], v, *p[i + 1:])
 
 
 def candidates(g: Geometry, convention: str) -> Iterator[Geometry]:
     """Smaller geometries, in the order of the module docstring."""
     for v in _smaller(g.batch, 1 if g.batch else 0):
         yield g.with_(batch=v)
-    for v in _smaller(g.height, 1):
-        yield g.with_(height=v)
-    for v in _smaller(g.width, 1):
-        yield g.with_(width=v)
+    for i, size in enumerate(g.sizes):
+        for v in _smaller(size, 1):
+            yield g.with_sizes(_pair(g.sizes, i, v))
     if not g.depthwise:
         for groups in _smaller(g.groups, 1):
             if g.channels % groups == 0 and g.out_channels % groups == 0:
@@ -71,19 +72,18 @@ def candidates(g: Geometry, convention: str) -> Iterator[Geometry]:
             yield g.with_(channels=v)
         for v in _smaller(g.out_channels, 1):
             yield g.with_(out_channels=v)
-    for i in range(2):
+    for i in range(g.rank):
         for v in _smaller(g.kernel[i], 1):
             yield g.with_(kernel=_pair(g.kernel, i, v))
     for field in ("strides", "dilations"):
-        for i in range(2):
+        for i in range(g.rank):
             for v in _smaller(getattr(g, field)[i], 1):
                 yield g.with_(**{field: _pair(getattr(g, field), i, v)})
     for field in ("kernel", "strides", "dilations"):  # both sides at once (equal_strides)
         pair = getattr(g, field)
         if min(pair) > 1:
             for v in _smaller(min(pair), 1):
-                yield g.with_(**{field: (v, v) if pair[0] == pair[1] else
-                                 (pair[0] - min(pair) + v, pair[1] - min(pair) + v)})
+                yield g.with_(**{field: tuple(p - min(pair) + v for p in pair)})
     if g.padding == "EXPLICIT":
         pads = list(g.pads)
         sym = convention == "torch"
@@ -106,16 +106,16 @@ def plain_axes(g: Geometry) -> Iterator[Geometry]:
     """Per axis with a stride or dilation over 1: that stride, that dilation or both set to 1,
     each with the axis's size and kernel side kept or made smaller (two or more changes at
     once; the single ones are :func:`candidates`)."""
-    for i, size in enumerate(("height", "width")):
-        s, d, n, k = g.strides[i], g.dilations[i], getattr(g, size), g.kernel[i]
+    for i, n in enumerate(g.sizes):
+        s, d, k = g.strides[i], g.dilations[i], g.kernel[i]
         pairs = {(1, d), (s, 1), (1, 1)} - {(s, d)}
         for s1, d1 in sorted(pairs):
             for n1 in [*_smaller(n, 1), n]:
                 for k1 in [*_smaller(k, 1), k]:
                     if (s1 != s) + (d1 != d) + (n1 != n) + (k1 != k) >= 2:
-                        yield g.with_(**{size: n1}, kernel=_pair(g.kernel, i, k1),
-                                      strides=_pair(g.strides, i, s1),
-                                      dilations=_pair(g.dilations, i, d1))
+                        yield g.with_sizes(_pair(g.sizes, i, n1)).with_(
+                            kernel=_pair(g.kernel, i, k1), strides=_pair(g.strides, i, s1),
+                            dilations=_pair(g.dilations, i, d1))
 
 
 def shrink(case: Case, still_fails: Callable[[Case], bool], support: Support,
@@ -135,7 +135,7 @@ def shrink(case: Case, still_fails: Callable[[Case], bool], support: Support,
         for cand in options:
             if not accepts(cand.geometry, case.convention, case.op):
                 continue
-            if not support.allows(cand.geometry, shapes(cand.geometry)):
+            if not support.allows(cand.geometry, shapes_nd(cand.geometry)):
                 continue
             k = key(cand)
             if k >= current_key:

@@ -6,7 +6,8 @@ A SPEC is tokens separated by spaces, each ``NAME=V1,V2,...``, ``NAME<=N`` (also
 
 - numbers: ``strides``, ``dilations`` (every entry), ``groups``, ``multiplier`` (depthwise),
   ``kernel`` (every side), ``batch``, ``pads`` (every explicit or SAME pad);
-- words: ``layouts`` (NHWC, NCHW), ``dtypes`` (float16, bfloat16, float32, float64),
+- words: ``layouts`` (NHWC, NCHW: channels last or first, also for the 3-D ops' NDHWC and
+  NCDHW), ``dtypes`` (float16, bfloat16, float32, float64),
   ``padding`` (TensorFlow's SAME, VALID, EXPLICIT; PyTorch's strings ``valid``: no padding, and
   ``same``: stride 1 and, per dimension, a total padding of ``d*(k-1)``, the odd one after, as
   ``F.conv2d(padding='same')`` pads); a case passes when it matches any word listed;
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from engine.base.dtypes import DTYPES
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import shown
-from engine.shapes.conv import ConvGeometry
+from engine.shapes.conv import ConvGeometry, ConvGeometryNd
 from engine.shapes.padding import PADDINGS
 from engine.verify.conventions import Geometry
 
@@ -42,47 +43,51 @@ _TOKEN = re.compile(r"([a-z_]+)(<=|>=|<|>|=)(.+)")
 _NAME = re.compile(r"[a-z_]+")
 
 
-def _pads(cg: ConvGeometry) -> tuple[int, int, int, int]:
-    return cg.pad_top, cg.pad_bottom, cg.pad_left, cg.pad_right
+def _nd(cg: ConvGeometry | ConvGeometryNd) -> ConvGeometryNd:
+    return cg.nd if isinstance(cg, ConvGeometry) else cg
 
 
-def remainders(g: Geometry, cg: ConvGeometry) -> tuple[int, int]:
+def _pads(cg: ConvGeometryNd) -> tuple[int, ...]:
+    """(before, after) of every dimension, flat: (top, bottom, left, right) in 2-D."""
+    return tuple(p for pair in cg.pads for p in pair)
+
+
+def remainders(g: Geometry, cg: ConvGeometry | ConvGeometryNd) -> tuple[int, ...]:
     """The output-size remainder per dimension: ``(size + pads - d*(k-1) - 1) mod s``."""
-    return ((g.height + cg.pad_top + cg.pad_bottom - g.dilations[0] * (g.kernel[0] - 1) - 1)
-            % g.strides[0],
-            (g.width + cg.pad_left + cg.pad_right - g.dilations[1] * (g.kernel[1] - 1) - 1)
-            % g.strides[1])
+    return tuple((size + before + after - d * (k - 1) - 1) % s for size, (before, after), d, k, s
+                 in zip(g.sizes, _nd(cg).pads, g.dilations, g.kernel, g.strides, strict=True))
 
 
-def torch_same_pads(g: Geometry) -> tuple[int, int, int, int]:
-    """``F.conv2d(padding='same')``'s pads (top, bottom, left, right): per dimension a total of
-    ``d*(k-1)``, half before (rounded down), the rest after."""
-    th, tw = (d * (k - 1) for d, k in zip(g.dilations, g.kernel, strict=True))
-    return th // 2, th - th // 2, tw // 2, tw - tw // 2
+def torch_same_pads(g: Geometry) -> tuple[int, ...]:
+    """``F.conv2d(padding='same')``'s pads (top, bottom, left, right; 3-D: front and back
+    first): per dimension a total of ``d*(k-1)``, half before (rounded down), the rest
+    after."""
+    totals = (d * (k - 1) for d, k in zip(g.dilations, g.kernel, strict=True))
+    return tuple(p for t in totals for p in (t // 2, t - t // 2))
 
 
-def _nonempty(g: Geometry, cg: ConvGeometry) -> bool:
+def _nonempty(g: Geometry, cg: ConvGeometryNd) -> bool:
     return all(s > 0 for s in (g.batch, g.channels, g.out_channels, *cg.input_shape,
                                *cg.filter_shape, *cg.output_shape))
 
 
 #: flag -> (what it declares, the test of a case).
-FLAGS: dict[str, tuple[str, Callable[[Geometry, ConvGeometry], bool]]] = {
-    "equal_strides": ("strides equal in height and width",
-                      lambda g, cg: g.strides[0] == g.strides[1]),
+FLAGS: dict[str, tuple[str, Callable[[Geometry, ConvGeometryNd], bool]]] = {
+    "equal_strides": ("strides equal in every dimension (height and width; 3-D: and depth)",
+                      lambda g, cg: len(set(g.strides)) == 1),
     "no_strided_dilation": ("no case with a stride > 1 and a dilation > 1 (in any dimensions)",
                             lambda g, cg: max(g.strides) == 1 or max(g.dilations) == 1),
     "nonempty": ("no empty array: batch, channels, out channels and every side > 0", _nonempty),
     "no_remainder": ("the output-size remainder (size + pads - d*(k-1) - 1) mod s is 0",
-                     lambda g, cg: remainders(g, cg) == (0, 0)),
+                     lambda g, cg: not any(remainders(g, cg))),
 }
 
 
-def _padding_is(word: str, g: Geometry, cg: ConvGeometry) -> bool:
+def _padding_is(word: str, g: Geometry, cg: ConvGeometryNd) -> bool:
     if word == "valid":
-        return _pads(cg) == (0, 0, 0, 0)
+        return not any(_pads(cg))
     if word == "same":
-        return g.strides == (1, 1) and _pads(cg) == torch_same_pads(g)
+        return max(g.strides) == 1 and _pads(cg) == torch_same_pads(g)
     return g.padding == word
 
 
@@ -100,7 +105,8 @@ class Support:
         allowed = self.words.get("dtypes")
         return [d for d in wanted if allowed is None or d in allowed]
 
-    def allows(self, g: Geometry, cg: ConvGeometry) -> bool:
+    def allows(self, g: Geometry, cg: ConvGeometry | ConvGeometryNd) -> bool:
+        cg = _nd(cg)
         values = {
             "strides": g.strides, "dilations": g.dilations, "kernel": g.kernel,
             "groups": (1 if g.depthwise else g.groups,),

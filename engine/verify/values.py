@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from engine.base.dtypes import to_dtype
-from engine.verify.conventions import TF_OPS, Call, Geometry, make_call, shapes, tf_op_of
+from engine.verify.conventions import TF_OPS, Call, Geometry, make_call, shapes_nd, tf_op_of
 
 
 @dataclass(frozen=True)
@@ -49,8 +49,8 @@ def _one_hot(shape: tuple[int, ...]) -> np.ndarray:
 
 
 def arrays(case: Case) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The forward input, filter (HWIO) and output gradient in TF layout, float64."""
-    cg = shapes(case.geometry)
+    """The forward input, filter (HWIO; 3-D: DHWIO) and output gradient in TF layout, float64."""
+    cg = shapes_nd(case.geometry)
     dtype = to_dtype(case.dtype)
     sizes = (cg.input_shape, cg.filter_shape, cg.output_shape)
     if case.values == "structured":
@@ -72,7 +72,7 @@ def call(case: Case) -> Call:
 def array_sizes(case: Case) -> list[int]:
     """Elements of each array argument, in the TF op's order (from the shapes alone): the
     size of a case, which shrinking makes smaller and reports show."""
-    cg = shapes(case.geometry)
+    cg = shapes_nd(case.geometry)
     sizes = {"input": cg.input_shape, "filter": cg.filter_shape,
              "out_backprop": cg.output_shape}
     return [math.prod(sizes[role]) for role in TF_OPS[tf_op_of(case.op, case.convention)][1]]

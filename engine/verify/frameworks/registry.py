@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import shown
+from engine.shapes.ops import CONV_OPS
 from engine.verify.defaults import TF_OP_NAMES
 
 #: The package every adapter module sits in.
@@ -44,12 +45,14 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
     # conv backprops: "Current CPU implementations do not yet support dilation rates larger
     # than 1", "Gradients for grouped convolutions are not supported on CPU"; the depthwise
     # trio: "Current implementation only supports equal length strides in the row and column
-    # dimensions"
+    # dimensions"; Conv3D and its gradients: "in_channels must match between input and filter"
+    # (no groups; CPU: NDHWC only, as layouts=NHWC says for every rank)
     Framework("tensorflow", "tensorflow", "pip install tensorflow-cpu", "tensorflow_ops",
               TF_OP_NAMES, "layouts=NHWC", "tf.raw_ops",
               (*((op, "dilations=1 groups=1") for op in ("Conv2DBackpropFilter",
                                                          "Conv2DBackpropInput")),
-               *((op, "equal_strides") for op in TF_OP_NAMES if op.startswith("Depthwise")))),
+               *((op, "equal_strides") for op in TF_OP_NAMES if op.startswith("Depthwise")),
+               *((op.name, "groups=1") for op in CONV_OPS if op.rank == 3))),
     Framework("jax", "jax", "pip install jax", "jax_ops", TF_OP_NAMES, "",
               "jax.lax.conv_general_dilated and jax.vjp"),
     # ONNX Conv and ConvTranspose take NCHW tensors only

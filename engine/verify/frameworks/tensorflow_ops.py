@@ -1,11 +1,11 @@
-"""TensorFlow's six conv ops as verify targets: each calls ``tf.raw_ops.<op>`` with the
-case's keyword arguments unchanged and returns the result as NumPy. TensorFlow's
-``UnimplementedError`` (its own "not supported", e.g. NCHW on the CPU) and an
-``InvalidArgumentError`` whose message states a limit of the implementation (:data:`REFUSALS`:
-"Current implementation only supports equal length strides", "Current CPU implementations do
-not yet support dilation rates larger than 1", "Gradients for grouped convolutions are not
-supported on CPU") are ``NotImplementedError``; every other error keeps its type, its message
-without the ``{{function_node ...}}`` prefix.
+"""TensorFlow's conv ops (the op table's, 2-D and 3-D) as verify targets: each calls
+``tf.raw_ops.<op>`` with the case's keyword arguments unchanged and returns the result as
+NumPy. TensorFlow's ``UnimplementedError`` (its own "not supported", e.g. NCHW on the CPU) and
+an ``InvalidArgumentError`` whose message states a limit of the implementation
+(:data:`REFUSALS`: "Current implementation only supports equal length strides", "Current CPU
+implementations do not yet support dilation rates larger than 1", "Gradients for grouped
+convolutions are not supported on CPU") are ``NotImplementedError``; every other error keeps
+its type, its message without the ``{{function_node ...}}`` prefix.
 """
 
 from __future__ import annotations
@@ -47,3 +47,6 @@ Conv2DBackpropInput = _raw_op("Conv2DBackpropInput")
 DepthwiseConv2dNative = _raw_op("DepthwiseConv2dNative")
 DepthwiseConv2dNativeBackpropFilter = _raw_op("DepthwiseConv2dNativeBackpropFilter")
 DepthwiseConv2dNativeBackpropInput = _raw_op("DepthwiseConv2dNativeBackpropInput")
+Conv3D = _raw_op("Conv3D")
+Conv3DBackpropFilterV2 = _raw_op("Conv3DBackpropFilterV2")
+Conv3DBackpropInputV2 = _raw_op("Conv3DBackpropInputV2")
