@@ -111,7 +111,7 @@ def test_every_problem_is_reported_with_its_json_path():
         {"id": "x", "type": "Tensor", "attrs": {"shape": [1, 5, 5, 2], "colour": "red"}},
         {"id": "g", "type": "Conv2DBackpropFilter", "attrs": {"strides": [1, 1, 1],
                                                               "padding": "FULL"}},
-        {"id": "q", "type": "Conv3D"},
+        {"id": "q", "type": "Conv4D"},
         {"id": "x", "type": "Tensor"},
     ]
     edges = [
@@ -124,7 +124,7 @@ def test_every_problem_is_reported_with_its_json_path():
     assert "no attribute 'colour'" in problems["$.nodes[0].attrs.colour"]
     assert "strides must have 4 elements" in problems["$.nodes[1].attrs.strides"]
     assert "padding 'FULL' is not one of" in problems["$.nodes[1].attrs.padding"]
-    assert "unknown block type 'Conv3D'" in problems["$.nodes[2].type"]
+    assert "unknown block type 'Conv4D'" in problems["$.nodes[2].type"]
     assert problems["$.nodes[3].id"] == "duplicate node id 'x'"
     assert "already has an edge" in problems["$.edges[1].dst"]
     assert problems["$.edges[2].src"] == "no node 'nobody'"
