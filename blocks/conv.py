@@ -29,27 +29,15 @@ from engine.kernels.memory import conv_workspace, product_bound, terms_per_outpu
 from engine.shapes.conv import (
     FORMATS,
     PADDINGS_3D,
+    RULES,
     ConvGeometry,
     ConvGeometryNd,
-    backprop_filter_geometry,
-    backprop_input_geometry,
-    conv2d_geometry,
-    conv3d_backprop_filter_geometry,
-    conv3d_backprop_input_geometry,
-    conv3d_geometry,
     explicit_pads_nd,
     window_attr_nd,
 )
 from engine.shapes.ops import CONV_OPS, KINDS, SIZE_PORTS, ConvOp
 from engine.shapes.padding import PADDINGS
 
-#: The shape rule of each kind of op, by its number of spatial dimensions.
-GEOMETRY: dict[int, dict[str, Callable[..., ConvGeometry | ConvGeometryNd]]] = {
-    2: {"forward": conv2d_geometry, "filter": backprop_filter_geometry,
-        "input": backprop_input_geometry},
-    3: {"forward": conv3d_geometry, "filter": conv3d_backprop_filter_geometry,
-        "input": conv3d_backprop_input_geometry},
-}
 
 def conv_attrs(rank: int) -> tuple[AttrSpec, ...]:
     """The attributes of the conv ops over ``rank`` spatial dimensions, as ``tf.raw_ops`` has
@@ -248,7 +236,7 @@ class _ConvRules:
     def __init__(self, row: ConvOp, names: set[str]):
         self.kind, self.depthwise = row.kind, row.depthwise
         self.cudnn, self.ports, self.operands = row.cudnn, row.ports, row.operands
-        self.rank, self.rules = row.rank, GEOMETRY[row.rank]
+        self.rank, self.rules = row.rank, RULES[row.rank]
         self.kernel: Callable = getattr(kernels, row.kernel)
         self.names = names  # the block's attributes and ports, which an error may blame
 

@@ -8,7 +8,7 @@ terms of one element) and :mod:`engine.explain.reverse` (what an element feeds).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,15 +17,10 @@ from engine.base.errors import InvalidArgumentError
 from engine.base.names import shown
 from engine.shapes.conv import (
     FORMATS,
+    RULES,
     ConvGeometry,
     ConvGeometryNd,
-    backprop_filter_geometry,
-    backprop_input_geometry,
     channels_last,
-    conv2d_geometry,
-    conv3d_backprop_filter_geometry,
-    conv3d_backprop_input_geometry,
-    conv3d_geometry,
 )
 from engine.shapes.ops import ConvOp
 
@@ -93,17 +88,12 @@ def op_geometry(form: ConvOp, attrs: Mapping[str, object],
         "data_format": attrs.get("data_format", FORMATS[form.rank][0]),
         "dilations": attrs.get("dilations", unit),
     }
-    if form.rank == 3:
-        rules3: dict[str, Callable[..., ConvGeometryNd]] = {
-            "forward": conv3d_geometry, "filter": conv3d_backprop_filter_geometry,
-            "input": conv3d_backprop_input_geometry}
-        return rules3[form.kind](*_rule_args(form, inputs), **kw)
-    kw["explicit_paddings"] = attrs.get("explicit_paddings", []) if padding == "EXPLICIT" else []
-    kw["depthwise"] = form.depthwise
-    rules2: dict[str, Callable[..., ConvGeometry]] = {
-        "forward": conv2d_geometry, "filter": backprop_filter_geometry,
-        "input": backprop_input_geometry}
-    return rules2[form.kind](*_rule_args(form, inputs), **kw).nd
+    if form.rank == 2:
+        kw["explicit_paddings"] = (attrs.get("explicit_paddings", []) if padding == "EXPLICIT"
+                                   else [])
+        kw["depthwise"] = form.depthwise
+    g = RULES[form.rank][form.kind](*_rule_args(form, inputs), **kw)
+    return g.nd if isinstance(g, ConvGeometry) else g
 
 
 def _rule_args(form: ConvOp, inputs: Mapping[str, np.ndarray]) -> tuple:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import numpy as np
 
@@ -32,12 +32,7 @@ from engine.base.dtypes import compute_dtype, float_array, same_dtype
 from engine.base.errors import InvalidArgumentError
 from engine.kernels import path_record
 from engine.kernels.nonfinite import all_finite, nonfinite_safe
-from engine.shapes.conv import (
-    ConvGeometry,
-    backprop_filter_geometry,
-    backprop_input_geometry,
-    conv2d_geometry,
-)
+from engine.shapes.conv import RULES, ConvGeometry
 from engine.shapes.ops import op_named
 
 IntSeq = Sequence[int] | np.ndarray
@@ -189,13 +184,6 @@ class InputGradCudnn(Protocol):
                  use_cudnn_on_gpu: bool = True) -> np.ndarray: ...
 
 
-#: Each kind's geometry rule; its arguments are the op's tensor arguments in order (an array
-#: operand by its shape, a size argument as given), then the attributes.
-_GEOMETRY: dict[str, Callable[..., ConvGeometry]] = {
-    "forward": conv2d_geometry,
-    "filter": backprop_filter_geometry,
-    "input": backprop_input_geometry,
-}
 
 
 def _finish(kind: str, run: Callable, g: ConvGeometry, a: np.ndarray, b: np.ndarray,
@@ -230,7 +218,9 @@ def _conv_op(name: str, shape: type, doc: str) -> Any:
     signature = inspect.Signature(params, return_annotation="np.ndarray")
     attrs = names[len(op.ports):len(op.ports) + 5]  # strides ... dilations, not use_cudnn_on_gpu
     a_name, b_name = op.operands
-    geometry = _GEOMETRY[op.kind]
+    #: the 2-D rule of the row's kind (its arguments: the op's tensor arguments in order, an
+    #: array operand by its shape, a size argument as given; then the attributes)
+    geometry = cast(Callable[..., ConvGeometry], RULES[2][op.kind])
 
     def kernel(*args: object, **kwargs: object) -> np.ndarray:
         try:

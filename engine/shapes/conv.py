@@ -14,7 +14,7 @@ expected values.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -555,3 +555,13 @@ def conv3d_backprop_input_geometry(
                     "input_sizes", "filter", rank=3)
     check_out_backprop(g, out_backprop_shape)
     return g
+
+
+#: The shape rule of each kind of op (``forward``, ``filter``, ``input``: the op table's kinds),
+#: by its number of spatial dimensions: the blocks, explain and verify look their rule up here.
+RULES: dict[int, dict[str, Callable[..., ConvGeometry | ConvGeometryNd]]] = {
+    2: {"forward": conv2d_geometry, "filter": backprop_filter_geometry,
+        "input": backprop_input_geometry},
+    3: {"forward": conv3d_geometry, "filter": conv3d_backprop_filter_geometry,
+        "input": conv3d_backprop_input_geometry},
+}

@@ -21,15 +21,10 @@ from engine import kernels
 from engine.base.errors import InvalidArgumentError
 from engine.shapes.conv import (
     FORMATS,
+    RULES,
     ConvGeometry,
     ConvGeometryNd,
-    backprop_filter_geometry,
-    backprop_input_geometry,
     channels_last,
-    conv2d_geometry,
-    conv3d_backprop_filter_geometry,
-    conv3d_backprop_input_geometry,
-    conv3d_geometry,
 )
 from engine.shapes.ops import CONV_OPS, op_named
 
@@ -75,11 +70,6 @@ class Call:
         return len(self.dims)
 
 
-#: (rank, the result's role) -> the shape rule of the op.
-_RULES: dict[tuple[int, str], Callable[..., ConvGeometry | ConvGeometryNd]] = {
-    (2, "output"): conv2d_geometry, (2, "filter"): backprop_filter_geometry,
-    (2, "input"): backprop_input_geometry, (3, "output"): conv3d_geometry,
-    (3, "filter"): conv3d_backprop_filter_geometry, (3, "input"): conv3d_backprop_input_geometry}
 
 
 def canonical(tf_op: str, tf_args: Mapping[str, Any]) -> Call:
@@ -97,7 +87,7 @@ def canonical(tf_op: str, tf_args: Mapping[str, Any]) -> Call:
         attrs |= {"explicit_paddings": tf_args.get("explicit_paddings", ()),
                   "depthwise": row.depthwise}
     arrays = {k: np.asarray(tf_args[k], np.float64) for k in row.operands}
-    rule = _RULES[rank, kind]
+    rule = RULES[rank][row.kind]
     if kind == "output":
         cg = rule(arrays["input"].shape, arrays["filter"].shape, **attrs)
     elif kind == "filter":
