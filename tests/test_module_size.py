@@ -11,11 +11,9 @@ ROOT = Path(__file__).parents[1]
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 
-#: Held to the rule later, by the changes that own them today: the N-d conv shape rule
-#: (engine/shapes/conv.py) and the failing-case shrinker (engine/verify/shrink.py). Nothing
-#: else is excused (app/ and engine/kernels/ have no excluded module).
+#: Nothing is excused: every module of engine/, blocks/ and app/ is held to the rule.
 CHECKED = ("engine", "blocks", "app")
-EXCLUDED = ("engine/shapes/conv.py", "engine/verify/shrink.py")
+EXCLUDED: tuple[str, ...] = ()
 #: Functions that stay long, and why: each is one compiled unit, a numba loop nest or an LLVM
 #: code generator, whose parts split into functions would change what LLVM inlines and
 #: vectorizes (the register tiles and the depthwise forward's tap loop).
@@ -74,12 +72,6 @@ def test_the_count_takes_decorators_and_nested_functions():
     source = ("@decorator\n@other(1)\ndef f():\n    def inner():\n        pass\n    return 1\n\n"
               "class C:\n    def m(self):\n        return 2\n")
     assert function_lengths(source) == [("f", 1, 6), ("f.inner", 4, 2), ("C.m", 9, 2)]
-
-
-def test_the_excused_paths_exist():
-    """An excuse outlives nothing: each excluded path is still there."""
-    for excluded in EXCLUDED:
-        assert (ROOT / excluded).exists(), excluded
 
 
 def test_each_long_compiled_function_is_there_and_still_long():

@@ -7,7 +7,9 @@ of a conv over ``k`` spatial dimensions (2 for the Conv2D family, 3 for Conv3D) 
 :func:`backprop_input_geometry`) is that rule with ``k = 2``, viewed through named fields; the
 3-D ops' are :func:`conv3d_geometry`, :func:`conv3d_backprop_filter_geometry` and
 :func:`conv3d_backprop_input_geometry`. The kernels call these on their arrays' shapes and the
-compiler calls them on inferred shapes, so both agree by construction. Every problem raises
+compiler calls them on inferred shapes, so both agree by construction. The geometry types are
+:mod:`engine.shapes.geometry`'s and the int and enum arguments' checks
+:mod:`engine.shapes.arguments`' (both imported from here too). Every problem raises
 :class:`~engine.base.errors.InvalidArgumentError` naming the argument and giving actual vs
 expected values.
 """
@@ -15,241 +17,26 @@ expected values.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-
-import numpy as np
 
 from engine.base.errors import InvalidArgumentError
-from engine.base.names import shown
+from engine.shapes.arguments import INT32_MAX, check_enum, int_vector  # noqa: F401
+from engine.shapes.geometry import (  # noqa: F401 (the rules' result types, imported from here too)
+    DATA_FORMATS,
+    DIM_NAMES,
+    FORMATS,
+    PADDINGS_3D,
+    ConvGeometry,
+    ConvGeometryNd,
+    Shape,
+    channels_last,
+    layout_axes,
+    spatial_axes,
+)
 from engine.shapes.padding import PADDINGS, windowed_output
-
-DATA_FORMATS = ("NHWC", "NCHW")
-#: The data formats of each number of spatial dimensions: channels last, channels first.
-FORMATS: dict[int, tuple[str, str]] = {2: DATA_FORMATS, 3: ("NDHWC", "NCDHW")}
-#: What messages call each spatial dimension (the channels are the "depth").
-DIM_NAMES: dict[int, tuple[str, ...]] = {2: ("height", "width"), 3: ("planes", "height", "width")}
-#: The paddings Conv3D and its gradients take (``tf.raw_ops``: no EXPLICIT).
-PADDINGS_3D = ("SAME", "VALID")
-
-Shape = tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class ConvGeometryNd:
-    """Sizes of one convolution over ``k = len(in_spatial)`` spatial dimensions.
-
-    With ``p`` a spatial index tuple, ``t`` a tap tuple and channels last, the forward op is
-    ``out[n, p, o] = sum_{t, q} in_pad[n, p*s + t*d, g*qin + q] * filter[t, q, o]`` (products
-    per dimension; ``g = o // (out_depth / groups)``); depthwise as in :class:`ConvGeometry`.
-    ``pads`` holds (before, after) per spatial dimension.
-    """
-
-    data_format: str
-    padding: str
-    depthwise: bool
-    batch: int
-    in_spatial: Shape
-    in_depth: int
-    filter_spatial: Shape
-    filter_in_depth: int
-    filter_out: int  # out_channels for conv, the depth multiplier for depthwise
-    strides: Shape
-    dilations: Shape
-    out_spatial: Shape
-    pads: tuple[tuple[int, int], ...]
-
-    @property
-    def rank(self) -> int:
-        """The number of spatial dimensions."""
-        return len(self.in_spatial)
-
-    @property
-    def out_depth(self) -> int:
-        return self.in_depth * self.filter_out if self.depthwise else self.filter_out
-
-    @property
-    def groups(self) -> int:
-        return 1 if self.depthwise else self.in_depth // self.filter_in_depth
-
-    def layout(self, spatial: Sequence[int], depth: int) -> Shape:
-        """A (batch, spatial..., depth) shape in ``data_format`` order."""
-        if channels_last(self.data_format):
-            return (self.batch, *spatial, depth)
-        return (self.batch, depth, *spatial)
-
-    @property
-    def input_shape(self) -> Shape:
-        return self.layout(self.in_spatial, self.in_depth)
-
-    @property
-    def output_shape(self) -> Shape:
-        return self.layout(self.out_spatial, self.out_depth)
-
-    @property
-    def filter_shape(self) -> Shape:
-        return (*self.filter_spatial, self.filter_in_depth, self.filter_out)
-
-    def plane_geometry(self, batch: int) -> ConvGeometry:
-        """The NHWC 2-D geometry of the last two spatial dimensions over ``batch`` stacked
-        planes (a 3-D conv's depth tap as a 2-D conv): their sizes, strides, dilations and
-        pads, copied, not recomputed."""
-        (h, w), (kh, kw) = self.in_spatial[-2:], self.filter_spatial[-2:]
-        (sh, sw), (dh, dw), (oh, ow) = self.strides[-2:], self.dilations[-2:], self.out_spatial[-2:]
-        (top, bottom), (left, right) = self.pads[-2:]
-        return ConvGeometry("NHWC", self.padding, False, batch, h, w, self.in_depth, kh, kw,
-                            self.filter_in_depth, self.filter_out, sh, sw, dh, dw, oh, ow, top,
-                            bottom, left, right)
-
-
-@dataclass(frozen=True)
-class ConvGeometry:
-    """Sizes of one 2-D convolution, in layout-free terms: :class:`ConvGeometryNd` with two
-    spatial dimensions, by name (:meth:`from_nd`, :attr:`nd`).
-
-    The forward op is ``out[n, r, c, o] = sum_{i, j, q} in_pad[n, r*sr + i*dr, c*sc + j*dc,
-    g*qin + q] * filter[i, j, q, o]`` with ``g = o // (out_depth / groups)``; for depthwise,
-    ``out[n, r, c, q*m + k] = sum_{i, j} in_pad[n, r*sr + i*dr, c*sc + j*dc, q] *
-    filter[i, j, q, k]``.
-    """
-
-    data_format: str
-    padding: str
-    depthwise: bool
-    batch: int
-    in_rows: int
-    in_cols: int
-    in_depth: int
-    filter_rows: int
-    filter_cols: int
-    filter_in_depth: int
-    filter_out: int  # out_channels for conv, the depth multiplier for depthwise
-    stride_rows: int
-    stride_cols: int
-    dilation_rows: int
-    dilation_cols: int
-    out_rows: int
-    out_cols: int
-    pad_top: int
-    pad_bottom: int
-    pad_left: int
-    pad_right: int
-
-    @classmethod
-    def from_nd(cls, g: ConvGeometryNd) -> ConvGeometry:
-        """The 2-D view of an N-d geometry with two spatial dimensions."""
-        assert g.rank == 2, g.rank
-        (rows, cols), (frows, fcols) = g.in_spatial, g.filter_spatial
-        (srows, scols), (drows, dcols), (orows, ocols) = g.strides, g.dilations, g.out_spatial
-        (top, bottom), (left, right) = g.pads
-        return cls(g.data_format, g.padding, g.depthwise, g.batch, rows, cols, g.in_depth,
-                   frows, fcols, g.filter_in_depth, g.filter_out, srows, scols, drows, dcols,
-                   orows, ocols, top, bottom, left, right)
-
-    @property
-    def nd(self) -> ConvGeometryNd:
-        """The same geometry as a :class:`ConvGeometryNd`."""
-        return ConvGeometryNd(
-            self.data_format, self.padding, self.depthwise, self.batch,
-            (self.in_rows, self.in_cols), self.in_depth, (self.filter_rows, self.filter_cols),
-            self.filter_in_depth, self.filter_out, (self.stride_rows, self.stride_cols),
-            (self.dilation_rows, self.dilation_cols), (self.out_rows, self.out_cols),
-            ((self.pad_top, self.pad_bottom), (self.pad_left, self.pad_right)))
-
-    @property
-    def out_depth(self) -> int:
-        return self.in_depth * self.filter_out if self.depthwise else self.filter_out
-
-    @property
-    def groups(self) -> int:
-        return 1 if self.depthwise else self.in_depth // self.filter_in_depth
-
-    def _layout(self, rows: int, cols: int, depth: int) -> Shape:
-        if self.data_format == "NHWC":
-            return (self.batch, rows, cols, depth)
-        return (self.batch, depth, rows, cols)
-
-    @property
-    def input_shape(self) -> Shape:
-        return self._layout(self.in_rows, self.in_cols, self.in_depth)
-
-    @property
-    def output_shape(self) -> Shape:
-        return self._layout(self.out_rows, self.out_cols, self.out_depth)
-
-    @property
-    def filter_shape(self) -> Shape:
-        return (self.filter_rows, self.filter_cols, self.filter_in_depth, self.filter_out)
-
-
-def channels_last(data_format: str) -> bool:
-    """True for NHWC-style formats (channels last), False for NCHW-style ones."""
-    return data_format.endswith("C")
-
-
-def layout_axes(data_format: str) -> tuple[int, tuple[int, ...], int]:
-    """(batch axis, spatial axes, depth axis) of an array or vector in ``data_format``."""
-    spatial = len(data_format) - 2
-    if channels_last(data_format):
-        return 0, tuple(range(1, spatial + 1)), spatial + 1
-    return 0, tuple(range(2, spatial + 2)), 1
-
-
-def spatial_axes(data_format: str) -> tuple[int, int, int, int]:
-    """Indices of (batch, rows, cols, depth) in a 4-vector of ``data_format``."""
-    n, (r, c), d = layout_axes(data_format)
-    return n, r, c, d
-
-
-#: TensorFlow's int32 attribute and size range.
-INT32_MAX = 2**31 - 1
-
-
-def _is_int(v: object) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-
-
-def int_vector(name: str, value: object, lengths: Sequence[int]) -> tuple[int, ...]:
-    """A list, tuple or 1-D integer array as a tuple of ints in TensorFlow's int32 range, with
-    one of the allowed lengths. Booleans, floats, strings, nested or ragged lists, scalars and
-    values beyond int32 are :class:`InvalidArgumentError` naming ``name``."""
-    if isinstance(value, np.ndarray):
-        if value.ndim != 1:
-            raise InvalidArgumentError(
-                f"{name} must be a 1-D vector, got shape {list(value.shape)}", name)
-        if not (value.size == 0 or np.issubdtype(value.dtype, np.integer)):
-            raise InvalidArgumentError(
-                f"{name} must be integers, got {value.dtype} values {shown(value.tolist())}",
-                name)
-        items: Sequence[object] = value.tolist()
-    elif isinstance(value, (list, tuple)):
-        items = value
-    else:
-        raise InvalidArgumentError(
-            f"{name} must be a list of integers, got {type(value).__name__} {shown(value)}",
-            name)
-    if not all(_is_int(v) for v in items):
-        raise InvalidArgumentError(f"{name} must be integers, got {shown(list(items))}", name)
-    vec = tuple(int(v) for v in items)  # type: ignore[call-overload]
-    if len(vec) not in lengths:
-        want = " or ".join(str(n) for n in lengths)
-        raise InvalidArgumentError(
-            f"{name} must have {want} elements, got {len(vec)}: {shown(list(vec))}", name)
-    for v in vec:
-        if not -INT32_MAX - 1 <= v <= INT32_MAX:
-            raise InvalidArgumentError(
-                f"{name} {shown(list(vec))}: every entry must be within TensorFlow's int32 "
-                f"range [-2147483648, 2147483647], got {shown(v)}", name)
-    return vec
-
-
-def _check_enum(name: str, value: object, choices: Sequence[str]) -> None:
-    if not isinstance(value, str) or value not in choices:
-        raise InvalidArgumentError(
-            f"{name} {shown(value)} is not one of {', '.join(choices)}", name)
 
 
 def _check_format(data_format: str, rank: int = 2) -> None:
-    _check_enum("data_format", data_format, FORMATS[rank])
+    check_enum("data_format", data_format, FORMATS[rank])
 
 
 def window_attr_nd(name: str, value: object, data_format: str) -> tuple[int, ...]:
@@ -276,7 +63,7 @@ def explicit_pads_nd(padding: str, explicit_paddings: object, data_format: str,
                      paddings: Sequence[str] = PADDINGS) -> tuple[tuple[int, int], ...]:
     """(before, after) per spatial dimension from TF's ``2 * len(data_format)`` explicit
     paddings in data_format order; zeros unless ``padding`` is EXPLICIT."""
-    _check_enum("padding", padding, paddings)
+    check_enum("padding", padding, paddings)
     full = 2 * len(data_format)
     n, spatial, d = layout_axes(data_format)
     pads = int_vector("explicit_paddings", explicit_paddings, (0, full))
