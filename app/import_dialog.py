@@ -118,7 +118,9 @@ class ImportLayerDialog(QtWidgets.QDialog):
         self.each_radio.setToolTip("A folder: a canvas per layer and index.json, as "
                                    "gradblocks import --all -o DIR writes them")
         self.refused_label = QtWidgets.QLabel(wordWrap=True)
-        self.height_spin, self.width_spin = (self._size_spin() for _ in range(2))
+        self.depth_spin, self.height_spin, self.width_spin = (self._size_spin()
+                                                              for _ in range(3))
+        self.depth_label = QtWidgets.QLabel("Input depth")
         self.batch_spin = QtWidgets.QSpinBox(minimum=1, maximum=4096, value=1)
         self.batch_spin.editingFinished.connect(self.replan)
         self.layout_combo = QtWidgets.QComboBox()
@@ -147,6 +149,8 @@ class ImportLayerDialog(QtWidgets.QDialog):
         several.addWidget(self.merged_radio)
         several.addWidget(self.each_radio)
         sizes = QtWidgets.QHBoxLayout()
+        sizes.addWidget(self.depth_label)  # shown for a 3-D layer only
+        sizes.addWidget(self.depth_spin)
         for text, widget in (("Input height", self.height_spin), ("width", self.width_spin),
                              ("batch", self.batch_spin), ("layout", self.layout_combo)):
             sizes.addWidget(QtWidgets.QLabel(text))
@@ -159,6 +163,7 @@ class ImportLayerDialog(QtWidgets.QDialog):
         form.addLayout(several)
         form.addWidget(self.refused_label)
         form.addLayout(sizes)
+        self._show_sizes(None)
         form.addWidget(self.error_label)
         form.addWidget(self.buttons)
 
@@ -256,19 +261,24 @@ class ImportLayerDialog(QtWidgets.QDialog):
         self.count_label.setText(f"{n} of {sum(map(importable, self.plans))} layers selected")
         for radio in (self.merged_radio, self.each_radio):
             radio.setEnabled(n > 1)
-        for spin in (self.height_spin, self.width_spin):
+        for spin in (self.depth_spin, self.height_spin, self.width_spin):
             spin.setEnabled(n <= 1)
             spin.setToolTip("" if n <= 1 else "several layers: each takes the model's size")
         if changed:  # a new choice: the last problem no longer applies
             self._say("")
-            layer = self.chosen_layer()
-            h, w = ((layer.input_hw if layer is not None else None) or (0, 0))[-2:]
-            self.height_spin.setValue(h)
-            self.width_spin.setValue(w)
-            if layer is not None and layer.rank == 3:  # D, H, W: the model's size
-                for spin in (self.height_spin, self.width_spin):
-                    spin.setEnabled(False)
-                    spin.setToolTip("a 3-D layer takes the model's input size")
+            self._show_sizes(self.chosen_layer())
+
+    def _show_sizes(self, layer: ConvLayer | None) -> None:
+        """The chosen layer's input size from the model (0: not given), with a depth box for
+        a 3-D layer."""
+        three = layer is not None and layer.rank == 3
+        sizes = tuple((layer.input_hw if layer is not None else None) or (0, 0, 0))
+        d, h, w = ((0,) * 3 + sizes)[-3:]
+        for widget in (self.depth_label, self.depth_spin):
+            widget.setVisible(three)
+        self.depth_spin.setValue(d if three else 0)
+        self.height_spin.setValue(h)
+        self.width_spin.setValue(w)
 
     def import_chosen(self) -> None:
         """Ask where to save, write and accept; or say why not and stay open."""
@@ -306,8 +316,12 @@ class ImportLayerDialog(QtWidgets.QDialog):
 
     def _import_one(self, layer: ConvLayer) -> None:
         h, w = self.height_spin.value(), self.width_spin.value()
-        if (h == 0) != (w == 0):
-            self._say("give both the input height and width, or neither (the model's size)")
+        sizes: tuple[int, ...] = (h, w)
+        if layer.rank == 3:
+            sizes = (self.depth_spin.value(), h, w)
+        if 0 in sizes and any(sizes):
+            what = "depth, height and width" if layer.rank == 3 else "height and width"
+            self._say(f"give the input {what}, or none of them (the model's size)")
             return
         path, _ = QtWidgets.QFileDialog.getSaveFileName(
             self, "Save the imported canvas",
@@ -316,7 +330,7 @@ class ImportLayerDialog(QtWidgets.QDialog):
             return
         dialog_folders.remember("canvas", path)
         if self._write(path, lambda: write_layer_canvas(
-                layer, path, input_hw=(h, w) if h and layer.rank == 2 else None, batch=self.batch_spin.value(),
+                layer, path, input_hw=sizes if all(sizes) else None, batch=self.batch_spin.value(),
                 layout=self._layout(), protected=(self.model_path,))):
             self._done(Path(path), f"Imported layer {escaped(layer.name, 80)} into {path}")
 

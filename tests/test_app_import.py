@@ -342,3 +342,32 @@ def test_several_layers_without_input_sizes_say_to_import_one_alone(qtbot, windo
     QTest.mouseClick(dialog.ok_button, QtCore.Qt.LeftButton)
     qtbot.waitUntil(lambda: window.doc.path == canvas.resolve())
     assert window.doc.canvas.nodes["input"].attrs["shape"] == [1, 2, 6, 5]
+
+
+def test_a_3d_layer_gets_a_depth_box_and_imports_at_the_size_typed(qtbot, window, tmp_path,
+                                                                   monkeypatch):
+    """Import Layer on an ONNX model with a 3-D conv: choosing it shows an Input depth box
+    with the model's D, H, W; the size typed (D, H and W) is the canvas's input; a 2-D layer
+    hides the box again."""
+    from tests import nd_models as nd
+    from tests.test_import_conv3d import ONNX_INPUTS, ONNX_NODES
+
+    model, canvas = tmp_path / "m3.onnx", tmp_path / "c.gbc.json"
+    nd.write_onnx(model, [n for n in ONNX_NODES if n[0] == "c_valid"], ONNX_INPUTS)
+    file_dialogs(monkeypatch, model, canvas)
+    dialog = open_dialog(qtbot, window)
+    assert not dialog.depth_spin.isVisible()  # nothing chosen yet
+    click_row(dialog, "c_valid")
+    assert dialog.depth_spin.isVisible() and dialog.depth_spin.isEnabled()
+    assert (dialog.depth_spin.value(), dialog.height_spin.value(),
+            dialog.width_spin.value()) == (5, 6, 7)
+    type_into(dialog.depth_spin, "0")
+    QTest.mouseClick(dialog.ok_button, QtCore.Qt.LeftButton)
+    assert dialog.error_label.text() == ("give the input depth, height and width, or none of "
+                                         "them (the model's size)")
+    type_into(dialog.depth_spin, "9")
+    type_into(dialog.width_spin, "8")
+    QTest.mouseClick(dialog.ok_button, QtCore.Qt.LeftButton)
+    qtbot.waitUntil(lambda: window.doc.path == canvas.resolve())
+    assert window.doc.canvas.nodes["input"].attrs["shape"] == [1, 4, 9, 6, 8]  # NCDHW, as ONNX
+    assert window.doc.canvas.nodes["forward"].type == "Conv3D"
