@@ -18,8 +18,25 @@ PADDINGS_3D = ("SAME", "VALID")
 Shape = tuple[int, ...]
 
 
+class _Channels:
+    """The channel counts both geometries derive: output depth and groups."""
+
+    depthwise: bool
+    in_depth: int
+    filter_in_depth: int
+    filter_out: int
+
+    @property
+    def out_depth(self) -> int:
+        return self.in_depth * self.filter_out if self.depthwise else self.filter_out
+
+    @property
+    def groups(self) -> int:
+        return 1 if self.depthwise else self.in_depth // self.filter_in_depth
+
+
 @dataclass(frozen=True)
-class ConvGeometryNd:
+class ConvGeometryNd(_Channels):
     """Sizes of one convolution over ``k = len(in_spatial)`` spatial dimensions.
 
     With ``p`` a spatial index tuple, ``t`` a tap tuple and channels last, the forward op is
@@ -46,14 +63,6 @@ class ConvGeometryNd:
     def rank(self) -> int:
         """The number of spatial dimensions."""
         return len(self.in_spatial)
-
-    @property
-    def out_depth(self) -> int:
-        return self.in_depth * self.filter_out if self.depthwise else self.filter_out
-
-    @property
-    def groups(self) -> int:
-        return 1 if self.depthwise else self.in_depth // self.filter_in_depth
 
     def layout(self, spatial: Sequence[int], depth: int) -> Shape:
         """A (batch, spatial..., depth) shape in ``data_format`` order."""
@@ -86,7 +95,7 @@ class ConvGeometryNd:
 
 
 @dataclass(frozen=True)
-class ConvGeometry:
+class ConvGeometry(_Channels):
     """Sizes of one 2-D convolution, in layout-free terms: :class:`ConvGeometryNd` with two
     spatial dimensions, by name (:meth:`from_nd`, :attr:`nd`).
 
@@ -138,14 +147,6 @@ class ConvGeometry:
             self.filter_in_depth, self.filter_out, (self.stride_rows, self.stride_cols),
             (self.dilation_rows, self.dilation_cols), (self.out_rows, self.out_cols),
             ((self.pad_top, self.pad_bottom), (self.pad_left, self.pad_right)))
-
-    @property
-    def out_depth(self) -> int:
-        return self.in_depth * self.filter_out if self.depthwise else self.filter_out
-
-    @property
-    def groups(self) -> int:
-        return 1 if self.depthwise else self.in_depth // self.filter_in_depth
 
     def _layout(self, rows: int, cols: int, depth: int) -> Shape:
         if self.data_format == "NHWC":
