@@ -42,7 +42,7 @@ from blocks.check_support import (
     tolerance,
 )
 from blocks.conv import activation_axes, filter_axes, float_port
-from blocks.local_loss import LocalLoss, channels_last_view
+from blocks.local_loss import LocalLoss
 from blocks.spec import INT32_MAX, AttrError, AttrSpec, BlockSpec, PortSpec, TensorSpec
 from engine.base import cancel as cancellation
 from engine.base.dtypes import tolerance_text
@@ -55,6 +55,7 @@ from engine.shapes.conv import (
     conv2d_geometry,
     conv3d_geometry,
 )
+from engine.shapes.geometry import to_channels_last
 
 WRT = ("input", "filter")
 PORTS = ("input", "filter", "out_backprop", "gradient")
@@ -99,8 +100,8 @@ def grad_check(input: np.ndarray, filter: np.ndarray, out_backprop: np.ndarray,
         g = conv3d_geometry(np.shape(input), np.shape(filter), strides, padding, data_format,
                             dilations)
     grad = np.asarray(gradient)
-    x = channels_last_view(np.asarray(input, np.float64), data_format)
-    dy = channels_last_view(np.asarray(out_backprop, np.float64), data_format)
+    x = to_channels_last(np.asarray(input, np.float64), data_format)
+    dy = to_channels_last(np.asarray(out_backprop, np.float64), data_format)
     loss = LocalLoss(g, x, np.asarray(filter, np.float64), dy)
     flat = sample_indices(grad.size, samples, seed)
     numbers = np.zeros(flat.size)

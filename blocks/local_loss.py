@@ -9,12 +9,7 @@ from typing import Any
 import numpy as np
 
 from engine import kernels
-from engine.shapes.conv import FORMATS, ConvGeometryNd, channels_last
-
-
-def channels_last_view(a: np.ndarray, data_format: str) -> np.ndarray:
-    """``a`` with its channels last (a view)."""
-    return a if channels_last(data_format) else np.moveaxis(a, 1, -1)
+from engine.shapes.conv import FORMATS, ConvGeometryNd
 
 
 class LocalLoss:

@@ -42,11 +42,11 @@ from engine.kernels.ops import memory_guard
 from engine.shapes.conv import (
     UNIT_5,
     ConvGeometryNd,
-    channels_last,
     conv3d_backprop_filter_geometry,
     conv3d_backprop_input_geometry,
     conv3d_geometry,
 )
+from engine.shapes.geometry import from_channels_last, to_channels_last
 
 IntSeq = Sequence[int] | np.ndarray
 
@@ -61,11 +61,6 @@ __all__ = ["conv3d", "conv3d_backprop_filter", "conv3d_backprop_input"]
 
 
 
-def _to_last(a: np.ndarray, data_format: str) -> np.ndarray:
-    """A channels-last view of ``a``."""
-    return a if channels_last(data_format) else np.moveaxis(a, 1, -1)
-
-
 def route(g: ConvGeometryNd, ctype: np.dtype) -> str:
     """The path of a 3-D call of ``g`` computed in ``ctype``: :data:`EMPTY` when it has no
     terms (some size is 0: batch, output, channels), :data:`PLANES` when
@@ -78,7 +73,7 @@ def route(g: ConvGeometryNd, ctype: np.dtype) -> str:
 def _operand(a: np.ndarray, data_format: str, path: str, ctype: np.dtype) -> np.ndarray:
     """``a`` channels last for ``path``: the planes path reads C-contiguous arrays in the
     compute dtype (an NCDHW operand transposed once, not once per depth tap)."""
-    a = _to_last(a, data_format)
+    a = to_channels_last(a, data_format)
     return np.ascontiguousarray(a, ctype) if path == PLANES else a
 
 
@@ -90,8 +85,7 @@ _KERNELS = {PATH: (conv_nd.conv, conv_nd.backprop_filter, conv_nd.backprop_input
 
 def _from_last(a: np.ndarray, data_format: str, dtype: np.dtype) -> np.ndarray:
     """A channels-last result in ``data_format`` and ``dtype`` (C-contiguous)."""
-    a = a if channels_last(data_format) else np.moveaxis(a, -1, 1)
-    return np.ascontiguousarray(a, dtype=dtype)
+    return np.ascontiguousarray(from_channels_last(a, data_format), dtype=dtype)
 
 
 def _record(path: str) -> str:

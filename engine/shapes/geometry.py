@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 DATA_FORMATS = ("NHWC", "NCHW")
 #: The data formats of each number of spatial dimensions: channels last, channels first.
 FORMATS: dict[int, tuple[str, str]] = {2: DATA_FORMATS, 3: ("NDHWC", "NCDHW")}
@@ -169,6 +171,18 @@ class ConvGeometry(_Channels):
 def channels_last(data_format: str) -> bool:
     """True for NHWC-style formats (channels last), False for NCHW-style ones."""
     return data_format.endswith("C")
+
+
+def to_channels_last(a: np.ndarray, data_format: str) -> np.ndarray:
+    """An activation of ``data_format`` as a channels-last view (:func:`from_channels_last`
+    the reverse)."""
+    return a if channels_last(data_format) else np.moveaxis(a, 1, -1)
+
+
+def from_channels_last(a: np.ndarray, data_format: str) -> np.ndarray:
+    """A channels-last activation as a view in ``data_format`` (:func:`to_channels_last` the
+    reverse)."""
+    return a if channels_last(data_format) else np.moveaxis(a, -1, 1)
 
 
 def layout_axes(data_format: str) -> tuple[int, tuple[int, ...], int]:

@@ -26,6 +26,7 @@ from engine.shapes.conv import (
     ConvGeometryNd,
     channels_last,
 )
+from engine.shapes.geometry import from_channels_last, to_channels_last
 from engine.shapes.ops import CONV_OPS, op_named
 
 #: The operands in the call's data_format (the filter is HWIO in both).
@@ -97,7 +98,7 @@ def canonical(tf_op: str, tf_args: Mapping[str, Any]) -> Call:
         cg = rule(tf_args["input_sizes"], arrays["filter"].shape, arrays["out_backprop"].shape,
                   **attrs)
     g = cg.nd if isinstance(cg, ConvGeometry) else cg
-    operands = {k: (to_nhwc(v, fmt) if k in ACTIVATIONS else v) for k, v in arrays.items()}
+    operands = {k: (to_channels_last(v, fmt) if k in ACTIVATIONS else v) for k, v in arrays.items()}
     out_shape = {"output": (g.batch, *g.out_spatial, g.out_depth), "filter": g.filter_shape,
                  "input": (g.batch, *g.in_spatial, g.in_depth)}[kind]
     dims = tuple(Dim(*sizes, before, after) for sizes, (before, after) in zip(
@@ -107,19 +108,9 @@ def canonical(tf_op: str, tf_args: Mapping[str, Any]) -> Call:
                 operands, out_shape, dims, fmt)
 
 
-def to_nhwc(a: np.ndarray, data_format: str) -> np.ndarray:
-    """An activation of ``data_format`` as channels last (:func:`from_nhwc` the reverse)."""
-    return a if channels_last(data_format) else np.moveaxis(a, 1, -1)
-
-
-def from_nhwc(a: np.ndarray, data_format: str) -> np.ndarray:
-    """A channels-last activation in ``data_format`` (:func:`to_nhwc` the reverse)."""
-    return a if channels_last(data_format) else np.moveaxis(a, -1, 1)
-
-
 def emit(call: Call, y: np.ndarray) -> np.ndarray:
     """A layout-free result in the call's own layout."""
-    return y if call.kind == "filter" else from_nhwc(y, call.data_format)
+    return y if call.kind == "filter" else from_channels_last(y, call.data_format)
 
 
 def reference(call: Call, operands: Mapping[str, np.ndarray] | None = None,
@@ -128,7 +119,7 @@ def reference(call: Call, operands: Mapping[str, np.ndarray] | None = None,
     layout-free ``operands``."""
     ops = call.operands if operands is None else operands
     args = {k: v for k, v in call.args.items() if k not in ops} | changed
-    args.update({k: (from_nhwc(v, call.data_format) if k in ACTIVATIONS else v)
+    args.update({k: (from_channels_last(v, call.data_format) if k in ACTIVATIONS else v)
                  for k, v in ops.items()})
     return np.asarray(call.kernel(**args), np.float64)
 
@@ -170,4 +161,4 @@ def reinterpret(a: np.ndarray, memory: str, read_as: str) -> np.ndarray:
     """A layout-free activation whose ``memory``-layout array is read as ``read_as``."""
     n, *spatial, c = a.shape
     shape = (n, *spatial, c) if channels_last(read_as) else (n, c, *spatial)
-    return to_nhwc(from_nhwc(a, memory).reshape(shape), read_as)
+    return to_channels_last(from_channels_last(a, memory).reshape(shape), read_as)

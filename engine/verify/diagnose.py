@@ -30,9 +30,10 @@ from engine.base.tolerance import relative, verdict
 from engine.explain.terms import OPS as EXPLAINED
 from engine.explain.terms import Explanation, TooManyTerms, explain_element
 from engine.shapes.conv import conv2d_geometry, conv3d_geometry
+from engine.shapes.geometry import to_channels_last
 from engine.shapes.ops import CONV_OPS
 from engine.verify import mistakes as mk
-from engine.verify.call_model import OTHER_FORMAT, Call, to_nhwc
+from engine.verify.call_model import OTHER_FORMAT, Call
 from engine.verify.mistakes import ALL_MISTAKES, MISTAKES
 from engine.verify.unwritten import unwritten_memory, unwritten_text
 
@@ -181,7 +182,7 @@ def pattern(call: Call, wrong: np.ndarray) -> str:
                  f"{', ...' if len(taps) > 8 else ''}; {inner}s {_ranges(q)}; "
                  f"{outer}s {_ranges(o)}")
     else:
-        w = to_nhwc(wrong, call.data_format)
+        w = to_channels_last(wrong, call.data_format)
         n, *at, ch = np.nonzero(w)
         nn, *sides, chans = w.shape
         spatial = w.any(axis=(0, -1))
