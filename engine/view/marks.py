@@ -32,7 +32,7 @@ def shown_cells(state: ViewState, indices: np.ndarray) -> np.ndarray:
     if a is None or idx.ndim != 2 or len(idx) == 0:
         return np.zeros((0, 2), dtype=np.int64)
     if state.montage_mode:
-        kh, kw = state.tiles(a).shape[:2]
+        kh, kw = state.tiles_shape()[:2]
         _, at = depth_tiles.tile_positions(a.shape, state.axes, state.index, idx)
         rows = at[:, 2] * (kh + 1) + at[:, 0]
         cols = at[:, 3] * (kw + 1) + at[:, 1]

@@ -167,6 +167,13 @@ class ViewState:
         """``t`` (a tensor of the shown layout) as its 4-D tiles array."""
         return depth_tiles.as_tiles(t, self.axes, self.index)
 
+    def tiles_shape(self) -> tuple[int, int, int, int]:
+        """The shape of the shown tensor's tiles array, from its shape alone (no copy)."""
+        assert self.array is not None
+        shape = depth_tiles.tiles_shape(self.array.shape, self.axes)
+        assert shape is not None, "a montage needs a tensor with one"
+        return shape
+
     def tile_names(self) -> tuple[str, str, str, str]:
         """(tile rows, tile cols, grid rows, grid cols) of the montage."""
         assert self.array is not None
@@ -308,7 +315,7 @@ class ViewState:
         if a is None:
             return "", "", [], []
         if self.montage_mode:
-            kh, kw, cin, cout = self.tiles(a).shape
+            kh, kw, cin, cout = self.tiles_shape()
             rows, cols = self.tile_names()[2:]
             row_ticks = tile_ticks(cin, kh)
             if self.depth_montage:  # a row's first slice: D = row tick + column tick
@@ -345,7 +352,7 @@ class ViewState:
             return (f"{title}: the {depth} depth slices (D = row + column), each H ({rows}) "
                     f"down × W ({cols}) across;  {fixed}")
         if self.montage_mode:
-            kh, kw, cin, cout = self.tiles(a).shape
+            kh, kw, cin, cout = self.tiles_shape()
             tr, tc, gr, gc = self.tile_names()
             if self.scale == "tile":
                 colour = "colour: value / max |value| of its tile"
@@ -369,7 +376,7 @@ class ViewState:
         if a is None or row < 0 or col < 0:
             return None
         if self.montage_mode:
-            at = montage_index(self.tiles(a).shape, row, col)
+            at = montage_index(self.tiles_shape(), row, col)
             return None if at is None else self.tile_index(at)
         h, w = self.slice_shape()
         if row >= h or col >= w:
