@@ -25,16 +25,11 @@ KINDS = dispatch.KINDS
 SLACK = 2**20
 
 
-def _elements(g: ConvGeometryNd) -> tuple[int, int, int]:
-    """Elements of the input, the filter and the output of the forward convolution."""
-    return math.prod(g.input_shape), math.prod(g.filter_shape), math.prod(g.output_shape)
-
-
 def _planes_bytes(g: ConvGeometryNd, kind: str, ct: int) -> int:
     """The 3-D ops' planes path (:mod:`engine.kernels.conv3d_planes`): the widest depth tap's
     2-D call (its workspace, its stacked operand planes, its result), the operands in the
     compute dtype and the result with a sum of two taps."""
-    x, w, y = _elements(g)
+    x, w, y = sizes(g)
     result = {"forward": y, "filter": w, "input": x}[kind]
     widest = dispatch.workspace_bytes(g.plane_geometry(g.batch * max(1, g.out_spatial[0])),
                                       kind, ct)
@@ -55,7 +50,7 @@ def conv_workspace(g: ConvGeometry | ConvGeometryNd, kind: str, dtype: str,
     ``g`` on ``dtype`` operands may need besides its operands and result (an upper bound)."""
     it = to_dtype(dtype).itemsize
     ct = compute_dtype(to_dtype(dtype)).itemsize
-    x, w, y = sizes(g) if isinstance(g, ConvGeometry) else _elements(g)
+    x, w, y = sizes(g)
     a, b = {"forward": (x, w), "filter": (x, y), "input": (w, y)}[kind]
     out = {"forward": y, "filter": w, "input": x}[kind]
     check = max(a, b) * it

@@ -21,7 +21,7 @@ checks them against tracemalloc).
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
 from engine.kernels import accel, compute, conv_nd, sparse
 from engine.kernels._compiled import winograd
@@ -30,12 +30,9 @@ from engine.kernels.parallel import workers
 from engine.shapes.conv import ConvGeometry, ConvGeometryNd
 
 
-def sizes(g: ConvGeometry) -> tuple[int, int, int]:
+def sizes(g: ConvGeometry | ConvGeometryNd) -> tuple[int, int, int]:
     """Elements of the input, the filter and the output of the forward convolution."""
-    x = g.batch * g.in_rows * g.in_cols * g.in_depth
-    w = g.filter_rows * g.filter_cols * g.filter_in_depth * g.filter_out
-    y = g.batch * g.out_rows * g.out_cols * g.out_depth
-    return x, w, y
+    return math.prod(g.input_shape), math.prod(g.filter_shape), math.prod(g.output_shape)
 
 
 def _tile_bytes(g: ConvGeometry, ct: int) -> int:
@@ -121,18 +118,14 @@ def nothing(g: ConvGeometry, kind: str, ct: int) -> int:
 
 
 def nd_workspace_bytes(g: ConvGeometryNd, kind: str, ct: int) -> int:
-    """A bound of the memory a ``kind`` call of :mod:`engine.kernels.conv_nd` on ``g`` needs besides its operands and result
-    (``ct`` the compute itemsize): the padded input (or the padded input gradient), one block's
+    """A bound of the memory a ``kind`` call of :mod:`engine.kernels.conv_nd` on ``g`` needs
+    besides its operands and result (``ct`` the compute itemsize): the padded input (or the padded input gradient), one block's
     columns twice (a group's slice is copied), the operands and the result in the compute
     dtype, and a block's products and their concatenation."""
-    per_image = int(np.prod(g.out_spatial, dtype=np.int64))
-    taps = int(np.prod(g.filter_spatial, dtype=np.int64))
     rows = max(1, g.out_spatial[0])
-    row_bytes = per_image // rows * taps * g.in_depth * ct
+    row_bytes = math.prod(g.out_spatial) // rows * math.prod(g.filter_spatial) * g.in_depth * ct
     cols = min(g.batch * rows * row_bytes, max(conv_nd.BLOCK_BYTES, row_bytes))
-    padded = int(np.prod(conv_nd.padded_shape(g), dtype=np.int64)) * ct
-    x = g.batch * int(np.prod(g.in_spatial, dtype=np.int64)) * g.in_depth
-    w = taps * g.filter_in_depth * g.filter_out
-    y = g.batch * per_image * g.out_depth
+    padded = math.prod(conv_nd.padded_shape(g)) * ct
+    x, w, y = sizes(g)
     result = {"forward": y, "filter": w, "input": x}[kind] * ct
     return padded + 2 * cols + (x + w + y) * ct + 3 * result
