@@ -287,7 +287,7 @@ class ExplainPanel(QtWidgets.QWidget):
         """``text`` over the picture, then which slice it shows (the fixed indices)."""
         note, pic = self._slots[slot]
         st = pic.state
-        fixed = ", ".join(f"{st.axes[ax]} = {st.index.get(ax, 0)}" for ax in st.fixed_axes())
+        fixed = st.fixed_text()
         where = ("every element (filter montage)" if st.montage_mode and not st.depth_montage
                  else f"slice {fixed}")
         note.setText(f"{text}\n{where}")

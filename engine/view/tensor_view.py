@@ -337,6 +337,11 @@ class ViewState:
         r, c = self.view_axes
         return a.shape[r], a.shape[c]
 
+    def fixed_text(self) -> str:
+        """The fixed axes at their indices, ``N = 0, C = 2`` ("" when none is fixed)."""
+        return ", ".join(f"{self.axes[ax]} = {self.index.get(ax, 0)}"
+                         for ax in self.fixed_axes())
+
     def caption(self, top_abs: float | None = None) -> str:
         """What the pictures show: axes down and across, fixed indices, montage colouring
         (``top_abs``: the filter's max |value| for the single-montage caption)."""
@@ -346,8 +351,7 @@ class ViewState:
         title = (f"{self.titles[0]} vs {self.titles[1]}" if self.comparing
                  else self.titles[0]) or "tensor"
         if self.depth_montage:
-            fixed = ", ".join(f"{names[ax]} = {self.index.get(ax, 0)}"
-                              for ax in self.fixed_axes())
+            fixed = self.fixed_text()
             depth, rows, cols = (a.shape[names.index(x)] for x in "DHW")
             return (f"{title}: the {depth} depth slices (D = row + column), each H ({rows}) "
                     f"down × W ({cols}) across;  {fixed}")
@@ -364,8 +368,7 @@ class ViewState:
                     f"tiles of {tr} × {tc} ({kh}×{kw});  {colour}")
         if a.ndim >= 2:
             r, c = self.view_axes
-            fixed = ", ".join(f"{names[ax]} = {self.index.get(ax, 0)}"
-                              for ax in self.fixed_axes())
+            fixed = self.fixed_text()
             return f"{title}: {names[r]} down × {names[c]} across" + (f";  {fixed}" if fixed
                                                                        else "")
         return f"{title}: {a.ndim}-D tensor shown as one row"
