@@ -115,35 +115,17 @@ def test_the_command_line_runs_a_3d_canvas_file(tmp_path):
 def test_the_workspace_bounds_what_a_3d_kernel_allocates(monkeypatch, dtype, port, kernels_env):
     """The compiler's memory estimate (engine.kernels.memory.conv_workspace) of each 3-D
     block covers what its run allocates besides its result (tracemalloc), on either path."""
-    import tracemalloc
-
+    from engine.graph.compiler import compile_canvas
     from engine.kernels import accel
+    from tests.test_memory import workspace_and_peak
 
     monkeypatch.setenv(accel.ENV, kernels_env)
-
-    from engine.graph.compiler import compile_canvas
-    from engine.graph.executor import Executor
-
     c, _ = _canvas()
     c.set("x", dtype=dtype)
     c.set("w", dtype=dtype)
     plan = compile_canvas(c.canvas)
     assert plan.ok, plan.errors
-    step = next(s for s in plan.steps if s.node_id == port)
-    inputs = {p: plan.specs[src] for p, src in step.inputs.items()}
-    workspace = step.spec.workspace(step.attrs, inputs, {"output": plan.specs[(port, "output")]})
-    result = Executor().run(plan)
-    arrays = {p: result.outputs[src] for p, src in step.inputs.items()}
-    loading = accel._warm_thread  # an app test's background compile allocates in its thread
-    if loading is not None:
-        loading.join()
-    step.spec.run(step.attrs, arrays)  # lazy imports and first-call set-up happen before
-    tracemalloc.start()
-    try:
-        out = step.spec.run(step.attrs, arrays)["output"]
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    workspace, out, peak = workspace_and_peak(plan, port, warm=True)
     assert kernels.last_path() == ("numpy nd" if kernels_env == "numpy"
                                    else "planes (2-D kernels)")
     assert 0 < peak - out.nbytes <= workspace
