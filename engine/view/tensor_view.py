@@ -169,8 +169,7 @@ class ViewState:
 
     def tiles_shape(self) -> tuple[int, int, int, int]:
         """The shape of the shown tensor's tiles array, from its shape alone (no copy)."""
-        assert self.array is not None
-        shape = depth_tiles.tiles_shape(self.array.shape, self.axes)
+        shape = None if self.array is None else depth_tiles.tiles_shape(self.array.shape, self.axes)
         assert shape is not None, "a montage needs a tensor with one"
         return shape
 
@@ -339,8 +338,7 @@ class ViewState:
 
     def fixed_text(self) -> str:
         """The fixed axes at their indices, ``N = 0, C = 2`` ("" when none is fixed)."""
-        return ", ".join(f"{self.axes[ax]} = {self.index.get(ax, 0)}"
-                         for ax in self.fixed_axes())
+        return ", ".join(f"{self.axes[ax]} = {self.index.get(ax, 0)}" for ax in self.fixed_axes())
 
     def caption(self, top_abs: float | None = None) -> str:
         """What the pictures show: axes down and across, fixed indices, montage colouring
