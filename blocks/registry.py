@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from blocks import adjointcheck, checks, conv, gradcheck, tensors
+from blocks import adjointcheck, checks, conv, gradcheck, pad_slice, tensors
 from blocks.spec import BlockSpec
 from engine.base.errors import InvalidArgumentError
 
 REGISTRY: dict[str, BlockSpec] = {
-    spec.type_id: spec for module in (conv, tensors, checks, gradcheck, adjointcheck) for spec in module.SPECS
+    spec.type_id: spec for module in (conv, tensors, pad_slice, checks, gradcheck, adjointcheck) for spec in module.SPECS
 }
 
 CATEGORY_ORDER = ("Gradients", "Convolution", "Tensors", "Checks")

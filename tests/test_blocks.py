@@ -14,7 +14,7 @@ def test_registry_has_every_block_of_the_issue():
     assert set(REGISTRY) == {"Conv2DBackpropFilter", "Conv2DBackpropInput",
                              "DepthwiseBackpropFilter", "Conv2D", "DepthwiseConv2D",
                              "DepthwiseBackpropInput", "Tensor", "IntVector", "ShapeOf",
-                             "Transpose", "Compare", "Output", "GradCheck", "AdjointCheck",
+                             "Transpose", "Pad", "Slice", "Compare", "Output", "GradCheck", "AdjointCheck",
                              "Conv3D", "Conv3DBackpropFilterV2", "Conv3DBackpropInputV2"}
     assert next(iter(categories())) == "Gradients"
     for type_id in MAIN:

@@ -133,7 +133,7 @@ def test_the_3d_example_with_its_checks_crosschecks_with_the_frameworks(framewor
     from tests.export_support import REPO
 
     pytest.importorskip(framework)
-    path = REPO / "assets" / "examples" / "conv3d_gradients.gbc.json"
+    path = REPO / "assets" / "examples" / "conv3d_training_step.gbc.json"
     proc = subprocess.run([sys.executable, "-m", "engine.cli", "crosscheck", str(path),
                            "--with", framework, "--json"], capture_output=True, text=True,
                           cwd=REPO, check=False, timeout=600)

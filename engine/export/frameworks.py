@@ -186,6 +186,15 @@ def _transpose(ctx: _Context, step, inputs: dict, outputs: dict) -> list[str]:
             f"{literal(step.attrs['perm'])})")]
 
 
+def _pad(ctx: _Context, step, inputs: dict, outputs: dict) -> list[str]:
+    return [f"{outputs['output']} = _zero_pad({inputs['input']}, {literal(step.attrs['paddings'])})"]
+
+
+def _slice(ctx: _Context, step, inputs: dict, outputs: dict) -> list[str]:
+    return [(f"{outputs['output']} = _slice_of({inputs['input']}, {literal(step.attrs['begin'])}, "
+            f"{literal(step.attrs['size'])})")]
+
+
 def _output(ctx: _Context, step, inputs: dict, outputs: dict) -> list[str]:
     return [f"{outputs['output']} = {inputs['input']}"]
 
@@ -228,7 +237,7 @@ def _adjoint_check(ctx: _Context, step, inputs: dict, outputs: dict) -> list[str
 #: Block type -> its translation (the conv blocks by their raw op, see :func:`_emitter`).
 EMITTERS: dict[str, Emitter] = {
     "Tensor": _tensor, "IntVector": _known_vector, "ShapeOf": _known_vector,
-    "Transpose": _transpose, "Output": _output, "Compare": _compare,
+    "Transpose": _transpose, "Pad": _pad, "Slice": _slice, "Output": _output, "Compare": _compare,
     "GradCheck": _grad_check, "AdjointCheck": _adjoint_check,
 }
 
