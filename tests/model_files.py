@@ -47,7 +47,7 @@ def write_onnx(path: Path) -> Path:
     nodes.append(helper.make_node("Relu", ["conv_upper_Y"], ["R"], name="relu"))
     outputs.append(helper.make_tensor_value_info("R", TensorProto.FLOAT, None))
     inits.append(numpy_helper.from_array(_w(2, 1, 2, 2, 2), "conv3d_W"))
-    # pads 1 on every side of a 2x2x2 kernel: neither SAME nor VALID, which Conv3D cannot take
+    # pads 1 on every side of a 2x2x2 kernel: neither SAME nor VALID (a Pad, then a VALID Conv3D)
     nodes.append(helper.make_node("Conv", ["X3", "conv3d_W"], ["Y3"], name="conv3d",
                                   pads=[1, 1, 1, 1, 1, 1]))
     outputs.append(helper.make_tensor_value_info("Y3", TensorProto.FLOAT, None))

@@ -86,9 +86,9 @@ def test_import_onnx_layer_opens_its_canvas_and_runs(qtbot, window, tmp_path, mo
     file_dialogs(monkeypatch, model, canvas)
     dialog = open_dialog(qtbot, window)
     assert selectable_names(dialog) == ["conv_grouped", "conv_dw_lower", "conv_upper",
-                                        "conv_valid"]
-    assert greyed_names(dialog) == ["conv3d", "conv_same_dilated"]  # refused: listed, greyed
-    assert "conv3d" in dialog.refused_label.text()
+                                        "conv_valid", "conv3d"]
+    assert greyed_names(dialog) == ["conv_same_dilated"]  # refused: listed, greyed
+    assert "conv_same_dilated" in dialog.refused_label.text()
     assert not dialog.ok_button.isEnabled()
     click_row(dialog, "conv_dw_lower")
     assert dialog.height_spin.value() == 9  # the model's input size, shown
@@ -198,7 +198,7 @@ def test_three_layers_make_one_canvas_a_frame_each(qtbot, window, tmp_path, monk
     for name in THREE[1:]:
         click_row(dialog, name, CTRL)
     assert [la.name for la in dialog.chosen_layers()] == list(THREE)
-    assert dialog.count_label.text() == "3 of 4 layers selected"
+    assert dialog.count_label.text() == "3 of 5 layers selected"
     assert not dialog.height_spin.isEnabled()  # several layers: the model's sizes
     screenshot(dialog, "import_layers.png")
     choose(dialog, MERGED_TEXT)
@@ -251,17 +251,17 @@ def test_select_all_one_canvas_each_writes_the_folder_as_import_all(qtbot, windo
     dialog = open_dialog(qtbot, window)
     QTest.mouseClick(dialog.select_all_button, QtCore.Qt.LeftButton)
     assert [la.name for la in dialog.chosen_layers()] == [
-        "conv_grouped", "conv_dw_lower", "conv_upper", "conv_valid"]
+        "conv_grouped", "conv_dw_lower", "conv_upper", "conv_valid", "conv3d"]
     choose(dialog, EACH_TEXT)
     QTest.mouseClick(dialog.ok_button, QtCore.Qt.LeftButton)
     qtbot.waitUntil(lambda: window.doc.path == (folder / "conv_grouped.gbc.json").resolve())
     message = window.statusBar().currentMessage()
-    assert f"Imported 4 canvases into {folder} (index.json lists them)" in message
+    assert f"Imported 5 canvases into {folder} (index.json lists them)" in message
     index = json.loads((folder / "index.json").read_text())
     cli = gb("import", model, "--all", "-o", tmp_path / "cli")
     assert cli.returncode == 0, cli.stderr
     expected = [item for item in json.loads((tmp_path / "cli" / "index.json").read_text())
-                if "canvas" in item]  # the CLI's index also lists the 2 refused layers
+                if "canvas" in item]  # the CLI's index also lists the refused layer
     assert index == expected
     assert gb("check", folder / index[0]["canvas"]).returncode == 0  # the one that opened
 
@@ -272,19 +272,18 @@ def test_a_refused_layer_is_greyed_and_cannot_be_selected(qtbot, window, tmp_pat
     file_dialogs(monkeypatch, model, tmp_path / "c.gbc.json")
     dialog = open_dialog(qtbot, window)
     table = dialog.table
-    row = next(r for r in range(table.rowCount()) if table.item(r, 0).text() == "conv3d")
+    row = next(r for r in range(table.rowCount())
+               if table.item(r, 0).text() == "conv_same_dilated")
     assert table.item(row, 0).toolTip().startswith(
-        "layer 'conv3d': pads 1,1 1,1 1,1 (before,after per D,H,W) on the input 3x4x4 are "
-        "neither SAME")
+        "layer 'conv_same_dilated': auto_pad SAME_UPPER with dilations [2, 2]")
     assert not table.item(row, 0).flags() & QtCore.Qt.ItemIsEnabled  # drawn greyed
-    click_row(dialog, "conv3d")
+    click_row(dialog, "conv_same_dilated")
     assert dialog.chosen_layers() == [] and not dialog.ok_button.isEnabled()
     click_row(dialog, "conv_upper")
-    click_row(dialog, "conv3d", CTRL)
     click_row(dialog, "conv_same_dilated", CTRL)
     assert [la.name for la in dialog.chosen_layers()] == ["conv_upper"]
     QTest.mouseClick(dialog.select_all_button, QtCore.Qt.LeftButton)
-    assert len(dialog.chosen_layers()) == 4
+    assert len(dialog.chosen_layers()) == 5
     dialog.reject()
 
 

@@ -9,7 +9,8 @@ forward against the Keras layer itself (float32, bias added to the canvas's conv
 gradients against ``tf.GradientTape`` of the same layer built in float64. ONNX nodes: forward
 against ONNX Runtime (float32), forward and gradients against ``jax.vjp`` of a float64
 definition (tests/nd_models.py). All within ``nd.TOL`` of the largest value. Pads that are
-neither SAME nor VALID are refused with one line naming the layer and the pads."""
+neither SAME nor VALID import as VALID ops around a Pad (and a Slice cutting the gradient or
+the transposed output back)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,8 @@ ONNX_NODES = [
      {"strides": [2, 2, 2], "pads": [0, 0, 0, 1, 1, 1]}),
     ("c_bad", "Conv", "X8", [2, 2, 3, 3, 3], None, {"strides": [2, 2, 2],
                                                     "pads": [1, 1, 1, 1, 1, 1]}),
+    ("c_uneven", "Conv", "X", [3, 4, 2, 3, 2], 3, {"strides": [1, 2, 3],
+                                                   "pads": [0, 2, 1, 1, 0, 2]}),
     ("t_valid", "ConvTranspose", "T", [4, 2, 3, 2, 3], 2,
      {"strides": [2, 2, 2], "pads": [0, 0, 0, 1, 1, 1], "output_padding": [1, 1, 1]}),
     ("t_same", "ConvTranspose", "T", ("const", [4, 3, 3, 3, 3]), None,
@@ -45,16 +48,11 @@ ONNX_NODES = [
                                                               "group": 2}),
     ("t_bad", "ConvTranspose", "T", [4, 2, 3, 3, 3], None,  # SAME's pads are 0,1 on 6x8x10
      {"strides": [2, 2, 2], "pads": [1, 1, 1, 0, 0, 0]}),
+    ("t_uneven", "ConvTranspose", "T", [4, 2, 3, 3, 2], None,  # output_padding past pad after
+     {"strides": [2, 2, 3], "pads": [1, 2, 0, 0, 1, 1], "output_padding": [1, 0, 2]}),
 ]
-REFUSED = ("c_bad", "t_bad")
-BAD_REASON = ("layer 'c_bad': pads 1,1 1,1 1,1 (before,after per D,H,W) on the input 8x8x8 "
-              "are neither SAME (0,1 0,1 0,1 here: kernel 3x3x3, strides 2,2,2, dilations "
-              "1,1,1) nor VALID: Conv3D takes SAME or VALID only (no EXPLICIT padding in "
-              "tf.raw_ops)")
-T_BAD_REASON = ("layer 't_bad': pads 1,0 1,0 1,0 (before,after per D,H,W) on the output 6x8x10 "
-                "are neither SAME (0,1 0,1 0,1 here: kernel 3x3x3, strides 2,2,2, dilations "
-                "1,1,1) nor VALID: Conv3DBackpropInputV2 takes SAME or VALID only (no EXPLICIT "
-                "padding in tf.raw_ops)")
+#: Pads neither SAME nor VALID: imported as VALID ops with a Pad block.
+PADDED = ("c_bad", "c_uneven", "t_bad", "t_uneven")
 
 
 @pytest.fixture(scope="module")
@@ -67,36 +65,58 @@ def onnx_imported(tmp_path_factory):
     return model, made, listed, index, folder / "all"
 
 
-def test_onnx_list_shows_the_3d_nodes_and_refuses_pads_neither_same_nor_valid(onnx_imported):
+def test_onnx_list_shows_the_3d_nodes_and_imports_pads_neither_same_nor_valid(onnx_imported):
     _, _, listed, index, _ = onnx_imported
     lines = listed.splitlines()
-    rows = {line.split()[0]: line.split() for line in lines[1:] if not line.startswith("cannot")}
-    assert set(rows) == {n for n, *_ in ONNX_NODES} - set(REFUSED), listed
+    rows = {line.split()[0]: line.split() for line in lines[1:]}
+    assert set(rows) == {n for n, *_ in ONNX_NODES}, listed
     assert rows["c_same"][1:5] == ["grouped", "3x3x3", "1,1,1", "1,1,1"]
     assert rows["c_valid"][1:2] == ["Conv3D"]
     assert rows["t_same"][1:3] == ["transposed", "3x3x3"]
-    assert lines[-2:] == ["cannot import: " + BAD_REASON, "cannot import: " + T_BAD_REASON]
-    skipped = {i["layer"]: i.get("skipped") for i in index}
-    assert (skipped["c_bad"], skipped["t_bad"]) == (BAD_REASON, T_BAD_REASON)
-    assert [i["layer"] for i in index if "canvas" in i] == [n for n, *_ in ONNX_NODES
-                                                             if n not in REFUSED]
+    assert rows["c_bad"][5:7] == ["pads", "1,1,1,1,1,1"]
+    assert not any(line.startswith("cannot import") for line in lines)
+    assert [i["layer"] for i in index if "canvas" in i] == [n for n, *_ in ONNX_NODES]
     attrs = {i["layer"]: i["attrs"] for i in index if "canvas" in i}
     assert attrs["c_same"]["padding"] == "SAME" and attrs["c_sameish"]["padding"] == "SAME"
     assert attrs["c_valid"]["padding"] == "VALID" and attrs["t_valid"]["padding"] == "VALID"
     assert attrs["t_same"]["padding"] == "SAME" and attrs["t_shape"]["padding"] == "SAME"
     assert attrs["c_dw"]["padding"] == "SAME" and attrs["t_dil"]["padding"] == "VALID"
     assert attrs["c_same"]["data_format"] == "NCDHW"
+    assert all(attrs[n]["padding"] == "VALID" for n in PADDED)
 
 
-def test_onnx_refusal_by_layer_is_one_line(onnx_imported, tmp_path):
-    from tests.cli_support import one_error
+def _blocks(folder, index, name) -> dict:
+    import json
 
-    one_error(nd.gb("import", onnx_imported[0], "--layer", "c_bad", "-o", tmp_path / "b.gbc.json"),
-              BAD_REASON)
-    assert not (tmp_path / "b.gbc.json").exists()
+    item = next(i for i in index if i["layer"] == name)
+    data = json.loads((folder / item["canvas"]).read_text())
+    return {n["id"]: n for n in data["nodes"]}
 
 
-@pytest.mark.parametrize("name", [n for n, *_ in ONNX_NODES if n not in REFUSED])
+def test_onnx_pads_neither_same_nor_valid_become_pad_and_slice_blocks(onnx_imported):
+    _, _, _, index, folder = onnx_imported
+    conv = _blocks(folder, index, "c_uneven")  # X [1, 4, 5, 6, 7] NCDHW
+    assert conv["padded_input"]["type"] == "Pad"
+    assert conv["padded_input"]["attrs"]["paddings"] == [0, 0, 0, 0, 0, 1, 2, 0, 1, 2]
+    assert (conv["forward"]["type"], conv["grad_padded_input"]["type"]) == (
+        "Conv3D", "Conv3DBackpropInputV2")
+    assert conv["grad_input"]["type"] == "Slice"
+    assert conv["grad_input"]["attrs"] == {"begin": [0, 0, 0, 2, 1], "size": [1, 4, 5, 6, 7]}
+    t = _blocks(folder, index, "t_uneven")  # pads after 0,1,1 minus output_padding 1,0,2
+    assert t["padded_out_backprop"]["attrs"]["paddings"] == [0, 0, 0, 0, 1, 0, 2, 1, 0, 0]
+    assert (t["forward"]["type"], t["full_output"]["type"]) == ("Slice", "Conv3DBackpropInputV2")
+    assert t["grad_input"]["type"] == "Conv3D"
+
+
+def test_onnx_layer_with_pads_neither_same_nor_valid_imports_by_name(onnx_imported, tmp_path):
+    proc = nd.gb("import", onnx_imported[0], "--layer", "c_bad", "-o", tmp_path / "b.gbc.json")
+    assert proc.returncode == 0, proc.stderr
+    assert ("Conv3D NCDHW padding VALID after a Pad of [1, 1, 1, 1, 1, 1] (before, after per "
+            "D,H,W), input [1, 2, 8, 8, 8] -> output [1, 2, 4, 4, 4]") in proc.stdout
+    assert nd.gb("check", tmp_path / "b.gbc.json").returncode == 0
+
+
+@pytest.mark.parametrize("name", [n for n, *_ in ONNX_NODES])
 def test_onnx_3d_node_matches_onnx_runtime_and_its_gradients_jax(onnx_imported, name):
     pytest.importorskip("onnxruntime")
     pytest.importorskip("jax")

@@ -177,6 +177,8 @@ def _layer_line(layer: ConvLayer, done: Imported) -> str:
             f"padding {conv.attrs['padding']}"
             + (f" {conv.attrs['explicit_paddings']}" if conv.attrs["padding"] == "EXPLICIT"
                else "")
+            + (f" after a Pad of {list(conv.input_pads)} (before, after per D,H,W)"
+               if conv.input_pads else "")
             + f", input {list(conv.input_shape)} -> output {list(done.output_shape)}")
 
 

@@ -39,6 +39,7 @@ from engine.graph.import_files import (
     owned_arrays,
     shown_place,
 )
+from engine.graph.padded_canvas import op_id, padded, padded_blocks
 from engine.graph.report import problem_lines
 from engine.graph.separable_canvas import (
     canvas_notes,
@@ -174,7 +175,7 @@ def _transposed_output(layer: ConvLayer, conv: TfConv, batch: int, input_hw: tup
     y = ((batch, *out, c) if channels_last(conv.attrs["data_format"]) else (batch, c, *out))
     if min(out) < 1:
         raise ModelImportError(f"{where}: the output {list(y)} is empty")
-    back = forward_output(layer, y, conv.attrs)
+    back = forward_output(layer, padded(conv, y), conv.attrs)
     if back != tuple(conv.input_shape):
         raise ModelImportError(f"{where}: the conv on the output {list(y)} gives "
                                f"{list(back)}, not the input's shape (output_padding "
@@ -259,9 +260,11 @@ def build_canvas(layer: ConvLayer, conv: TfConv, output_shape: tuple[int, ...],
                                     "dtype": dtype, "seed": 1},
                id="out_backprop",
                title=f"out_backprop {'x'.join(map(str, output_shape))} (random_normal)")
-    c.add_node(conv.op, (600, 0), conv.attrs, id="forward",
+    c.add_node(conv.op, (600, 0), conv.attrs, id=op_id(layer, conv),
                title=title(f"{name} ({'depthwise' if layer.pointwise else layer.op})"))
-    if layer.transposed:
+    if conv.input_pads:
+        padded_blocks(c, layer, conv, output_shape, name)
+    elif layer.transposed:
         _transposed_blocks(c, layer, conv, output_shape, name)
     elif layer.pointwise is not None:
         pointwise_blocks(c, layer, pointwise_conv(layer, conv)[0], paths, name)

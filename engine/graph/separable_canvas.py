@@ -18,6 +18,7 @@ import numpy as np
 
 from engine.base.names import MAX_TITLE, escaped
 from engine.graph.canvas import Canvas
+from engine.graph.padded_canvas import padded
 from engine.io.models.model_import import ConvLayer, TfConv, translate
 from engine.shapes.conv import conv2d_geometry, conv3d_geometry, layout_axes
 
@@ -37,8 +38,9 @@ def forward_output(layer: ConvLayer, input_shape: tuple[int, ...],
 
 
 def conv_output(layer: ConvLayer, conv: TfConv) -> tuple[int, ...]:
-    """The output shape of ``layer``'s own conv (a separable conv's depthwise part)."""
-    return forward_output(layer, conv.input_shape, conv.attrs)
+    """The output shape of ``layer``'s own conv (a separable conv's depthwise part), on its
+    input padded by :attr:`TfConv.input_pads`."""
+    return forward_output(layer, padded(conv, conv.input_shape), conv.attrs)
 
 
 def pointwise_conv(layer: ConvLayer, conv: TfConv) -> tuple[TfConv, tuple[int, ...]]:

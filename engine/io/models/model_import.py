@@ -8,7 +8,8 @@ size into the ``strides``, ``padding``, ``explicit_paddings``, ``data_format`` a
 of a TensorFlow Conv2D / DepthwiseConv2dNative / Conv3D that computes exactly the layer's
 convolution (bias excluded: TensorFlow's conv op has none). A 3-D conv takes SAME or VALID only
 (tf.raw_ops.Conv3D has no EXPLICIT padding): its pads become the one that computes the same
-(:mod:`engine.io.models.pads_3d`), else the layer is refused.
+(:mod:`engine.io.models.pads_3d`), else VALID on the input zero-padded by the pads
+(:attr:`TfConv.input_pads`: the canvas's Pad and Slice blocks).
 
 Anything that cannot be translated raises :class:`ModelImportError`, a one-line message naming
 the layer. Names come from files: messages quote them with ``repr`` and tables show them through
@@ -29,7 +30,6 @@ from engine.io.models.pads_3d import (
     AXES,
     conv_count,
     equivalent_padding,
-    pads_problem,
     same_pads,
 )
 from engine.shapes.conv import channels_last, layout_axes
@@ -183,6 +183,10 @@ class TfConv:
     op: str  # Conv2D, DepthwiseConv2D, Conv2DBackpropInput, Conv3D... (the block types)
     attrs: dict
     input_shape: tuple[int, ...]
+    #: (before, after) zeros per spatial axis around the conv side's tensor of a 3-D conv whose
+    #: pads are neither SAME nor VALID (the op is then VALID): a conv's input, or a transposed
+    #: conv's output Y (the op's whole output, cut back to Y by a Slice); () for none.
+    input_pads: tuple[int, ...] = ()
 
 
 def conv_format(layout: str, rank: int) -> str:
@@ -204,7 +208,8 @@ def translate(layer: ConvLayer, input_hw: tuple[int, ...], batch: int = 1,
 
     ``layout`` channels last (NHWC) or first (NCHW; default: the model's own). SAME_LOWER
     becomes SAME when the padding is even, else EXPLICIT with the odd pad before, as ONNX
-    defines it; a 3-D conv's EXPLICIT pads become SAME or VALID (:mod:`.pads_3d`) or raise.
+    defines it; a 3-D conv's EXPLICIT pads become SAME or VALID (:mod:`.pads_3d`), else VALID
+    with :attr:`TfConv.input_pads`.
     """
     fmt = conv_format(layout or layer.data_format, layer.rank)
     layer = at_input_size(layer, input_hw)
@@ -214,8 +219,9 @@ def translate(layer: ConvLayer, input_hw: tuple[int, ...], batch: int = 1,
             input_hw, layer.kernel, layer.strides, layer.dilations, strict=True)]
         padding, pads = ("SAME", pads) if all(b == a for b, a in same) else (
             "EXPLICIT", tuple(p for b, a in same for p in (a, b)))
+    input_pads: tuple[int, ...] = ()
     if layer.rank == 3 and padding == "EXPLICIT":
-        padding = _same_or_valid(layer, input_hw, pads)
+        padding, input_pads = _same_or_valid(layer, input_hw, pads)
     spatial = layout_axes(fmt)[1]
     size = layer.rank + 2
 
@@ -240,25 +246,30 @@ def translate(layer: ConvLayer, input_hw: tuple[int, ...], batch: int = 1,
     else:
         op = "Conv2DBackpropInput" if layer.transposed else (
             "DepthwiseConv2D" if layer.depthwise else "Conv2D")
-    return TfConv(op, attrs, shape)
+    return TfConv(op, attrs, shape, input_pads)
 
 
-def _same_or_valid(layer: ConvLayer, input_hw: tuple[int, ...], pads: tuple[int, ...]) -> str:
-    """SAME or VALID for a 3-D ``layer`` (at its input size) whose pads are ``pads``, or a
-    refusal naming the layer, the pads and why (:mod:`.pads_3d`)."""
+def _same_or_valid(layer: ConvLayer, input_hw: tuple[int, ...],
+                   pads: tuple[int, ...]) -> tuple[str, tuple[int, ...]]:
+    """SAME or VALID for a 3-D ``layer`` (at its input size) whose pads are ``pads``
+    (:mod:`.pads_3d`), with no :attr:`TfConv.input_pads`; else VALID and the pads around the
+    conv side: a conv's input takes ``pads``; a transposed conv's output Y takes the pads
+    before and ``after - output_padding`` (at least 0) after, so the VALID op's whole output
+    holds Y from the pad before on."""
     k, s, d = layer.kernel, layer.strides, layer.dilations
     if layer.transposed:  # the conv whose input gradient it is: on the output Y, giving X
         sizes, counts = transposed_output_hw(layer, input_hw), tuple(input_hw)
-        op, where = "Conv3DBackpropInputV2", "the output"
     else:
         sizes = tuple(input_hw)
         counts = tuple(conv_count(n, kn, sn, dn, b, a) for n, kn, sn, dn, (b, a) in zip(
             sizes, k, s, d, _pairs(pads), strict=True))
-        op, where = "Conv3D", "the input"
     padding = equivalent_padding(sizes, counts, k, s, d, pads)
-    if padding is None:
-        raise ModelImportError(pads_problem(layer.name, sizes, k, s, d, pads, op, where))
-    return padding
+    if padding is not None:
+        return padding, ()
+    if not layer.transposed:
+        return "VALID", tuple(pads)
+    return "VALID", tuple(p for (b, a), e in zip(_pairs(pads), layer.output_padding, strict=True)
+                          for p in (b, max(a - e, 0)))
 
 
 def transposed_output_hw(layer: ConvLayer, input_hw: tuple[int, ...]) -> tuple[int, ...]:

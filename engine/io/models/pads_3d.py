@@ -9,8 +9,8 @@ before-pad for ``n`` (TensorFlow's rule: the odd pad after) and the output count
 with before-pad 0 and ``floor((n - reach) / stride) + 1`` output rows. A transposed conv is the
 input gradient of the conv on its output Y: its pads are that conv's, on Y's size, and the
 output count is the transposed conv's input X (output rows past the kernel's reach are zeros
-either way). One padding must do for every axis; when none does, the layer is refused
-(:func:`pads_problem`).
+either way). One padding must do for every axis; when none does, the canvas pads the input
+itself (:attr:`engine.io.models.model_import.TfConv.input_pads`).
 """
 
 from __future__ import annotations
@@ -50,22 +50,3 @@ def equivalent_padding(sizes: Sequence[int], counts: Sequence[int], kernel: Sequ
                 zip(sizes, counts, kernel, strides, dilations, strict=True))):
             return padding
     return None
-
-
-def pads_text(pads: Sequence[int]) -> str:
-    """Pads (before, after per axis) as ``1,1 0,1 2,2``."""
-    return " ".join(f"{pads[i]},{pads[i + 1]}" for i in range(0, len(pads), 2))
-
-
-def pads_problem(name: str, sizes: Sequence[int], kernel: Sequence[int],
-                 strides: Sequence[int], dilations: Sequence[int], pads: Sequence[int],
-                 op: str, where: str) -> str:
-    """The one-line refusal of a 3-D layer whose ``pads`` (before, after per axis) are neither
-    SAME nor VALID on ``sizes`` (``where`` says which tensor those are)."""
-    same = [p for n, k, s, d in zip(sizes, kernel, strides, dilations, strict=True)
-            for p in same_pads(n, k, s, d)]
-    return (f"layer {name!r}: pads {pads_text(pads)} (before,after per D,H,W) on {where} "
-            f"{'x'.join(map(str, sizes))} are neither SAME ({pads_text(same)} here: kernel "
-            f"{'x'.join(map(str, kernel))}, strides {','.join(map(str, strides))}, dilations "
-            f"{','.join(map(str, dilations))}) nor VALID: {op} takes SAME or VALID only (no "
-            "EXPLICIT padding in tf.raw_ops)")

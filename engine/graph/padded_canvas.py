@@ -1,0 +1,112 @@
+"""The blocks of an imported 3-D conv whose pads are neither SAME nor VALID (tf.raw_ops.Conv3D
+takes no EXPLICIT padding): the VALID ops on a zero-padded tensor, with Pad and Slice blocks
+(:attr:`engine.io.models.model_import.TfConv.input_pads`).
+
+A conv: ``padded_input = Pad(input)``, ``forward = Conv3D(padded_input, filter)``,
+``grad_filter = Conv3DBackpropFilterV2(padded_input, filter_sizes, out_backprop)`` and
+``grad_input = Slice(grad_padded_input)``, the input gradient of the padded input cut back to
+the input (the padding's rows get gradient, which the input does not have).
+A transposed conv (the input gradient of a conv on its output Y): ``full_output =
+Conv3DBackpropInputV2(output_sizes, filter, input)`` on Y padded, ``forward =
+Slice(full_output)`` = Y; its gradients are those of the conv on the padded out_backprop:
+``grad_input = Conv3D(padded_out_backprop, filter)``, ``grad_filter =
+Conv3DBackpropFilterV2(padded_out_backprop, filter_sizes, input)``. Each sums exactly the
+terms of the layer's padded conv: the zeros add nothing.
+"""
+
+from __future__ import annotations
+
+from engine.base.names import MAX_TITLE, escaped
+from engine.graph.canvas import Canvas
+from engine.io.models.model_import import ConvLayer, TfConv
+from engine.shapes.conv import layout_axes
+
+
+def padded(conv: TfConv, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``shape`` (in ``conv``'s layout) with its :attr:`TfConv.input_pads` added."""
+    out = list(shape)
+    for i, axis in enumerate(layout_axes(conv.attrs["data_format"])[1] if conv.input_pads
+                             else ()):
+        out[axis] += conv.input_pads[2 * i] + conv.input_pads[2 * i + 1]
+    return tuple(out)
+
+
+def paddings(conv: TfConv) -> list[int]:
+    """:attr:`TfConv.input_pads` as tf.raw_ops.Pad's paddings (before, after of every axis)."""
+    out = [0] * (2 * len(conv.input_shape))
+    for i, axis in enumerate(layout_axes(conv.attrs["data_format"])[1]):
+        out[2 * axis:2 * axis + 2] = conv.input_pads[2 * i:2 * i + 2]
+    return out
+
+
+def _begin(conv: TfConv) -> list[int]:
+    return paddings(conv)[::2]
+
+
+def _wire(c: Canvas, wires: tuple[tuple[str, str], ...]) -> None:
+    for src, dst in wires:
+        node, port = dst.split(".")
+        c.connect((src, "output"), (node, port))
+
+
+def padded_blocks(c: Canvas, layer: ConvLayer, conv: TfConv, output_shape: tuple[int, ...],
+                  name: str) -> None:
+    """Add the blocks (see the module docstring) to ``c``, which holds ``input``, ``filter``,
+    ``out_backprop`` and the VALID op: ``forward``, a transposed conv's ``full_output``
+    (:func:`op_id`)."""
+    def title(text: str) -> str:
+        return escaped(f"{name} {text}", MAX_TITLE)
+    pads = " ".join(f"{b},{a}" for b, a in zip(conv.input_pads[::2], conv.input_pads[1::2],
+                                               strict=True))
+    c.add_node("ShapeOf", (330, 220), id="filter_sizes", title="filter_sizes")
+    if layer.transposed:
+        _blocks_transposed(c, conv, output_shape, title, pads)
+    else:
+        _blocks_conv(c, conv, title, pads)
+
+
+def op_id(layer: ConvLayer, conv: TfConv) -> str:
+    """The id of the block of ``conv``'s op: ``forward``, but ``full_output`` for a transposed
+    conv with :attr:`TfConv.input_pads` (its Slice is ``forward``)."""
+    return "full_output" if conv.input_pads and layer.transposed else "forward"
+
+
+def _blocks_conv(c: Canvas, conv: TfConv, title, pads: str) -> None:
+    c.add_node("Pad", (330, 0), {"paddings": paddings(conv)}, id="padded_input",
+               title=f"padded_input (pads {pads})")
+    c.add_node("ShapeOf", (330, 420), id="input_sizes", title="input_sizes (padded)")
+    c.add_node("Conv3DBackpropFilterV2", (600, 180), conv.attrs, id="grad_filter",
+               title=title("grad_filter"))
+    c.add_node("Conv3DBackpropInputV2", (600, 360), conv.attrs, id="grad_padded_input",
+               title=title("grad_padded_input"))
+    c.add_node("Slice", (900, 360), {"begin": _begin(conv), "size": list(conv.input_shape)},
+               id="grad_input", title=title("grad_input"))
+    _wire(c, (("input", "padded_input.input"), ("padded_input", "forward.input"),
+              ("filter", "forward.filter"), ("filter", "filter_sizes.input"),
+              ("padded_input", "input_sizes.input"), ("padded_input", "grad_filter.input"),
+              ("filter_sizes", "grad_filter.filter_sizes"),
+              ("out_backprop", "grad_filter.out_backprop"),
+              ("input_sizes", "grad_padded_input.input_sizes"),
+              ("filter", "grad_padded_input.filter"),
+              ("out_backprop", "grad_padded_input.out_backprop"),
+              ("grad_padded_input", "grad_input.input")))
+
+
+def _blocks_transposed(c: Canvas, conv: TfConv, output_shape: tuple[int, ...], title,
+                       pads: str) -> None:
+    c.add_node("IntVector", (330, 0), {"values": list(padded(conv, output_shape))},
+               id="output_sizes", title="output_sizes (padded)")
+    c.add_node("Slice", (900, 0), {"begin": _begin(conv), "size": list(output_shape)},
+               id="forward", title=title("forward (transposed)"))
+    c.add_node("Pad", (330, 420), {"paddings": paddings(conv)}, id="padded_out_backprop",
+               title=f"padded_out_backprop (pads {pads})")
+    c.add_node("Conv3D", (600, 360), conv.attrs, id="grad_input", title=title("grad_input"))
+    c.add_node("Conv3DBackpropFilterV2", (600, 180), conv.attrs, id="grad_filter",
+               title=title("grad_filter"))
+    _wire(c, (("output_sizes", "full_output.input_sizes"), ("filter", "full_output.filter"),
+              ("input", "full_output.out_backprop"), ("full_output", "forward.input"),
+              ("filter", "filter_sizes.input"), ("out_backprop", "padded_out_backprop.input"),
+              ("padded_out_backprop", "grad_input.input"), ("filter", "grad_input.filter"),
+              ("padded_out_backprop", "grad_filter.input"),
+              ("filter_sizes", "grad_filter.filter_sizes"),
+              ("input", "grad_filter.out_backprop")))
