@@ -126,3 +126,16 @@ def test_crosscheck_of_pad_and_slice_agrees(tmp_path):
     proc = crosscheck_cli(_canvas(tmp_path / "ps.gbc.json"))
     rows = [r for r in report(proc)["rows"] if r["framework"] in ran]
     assert len(rows) == len(ran) * 2 and [r for r in rows if not r["agree"]] == [], proc.stdout
+
+
+def test_the_pytorch_script_of_pad_and_slice_with_a_stand_in_torch_agrees(tmp_path):
+    """F.pad's last-dimension-first order and the slices, run by the stand-in torch."""
+    from tests.test_export_conv3d import _run_with_fake_torch
+
+    canvas = _canvas(tmp_path / "ps.gbc.json")
+    assert _gb("run", canvas, "--out", tmp_path / "r.npz").returncode == 0
+    assert _gb("export", canvas, "--to", "pytorch", "-o", tmp_path / "t.py").returncode == 0
+    got = _run_with_fake_torch(tmp_path / "t.py", tmp_path / "t.npz")
+    with np.load(tmp_path / "r.npz") as want:
+        for key in ("padded", "cut"):
+            np.testing.assert_array_equal(got[key], want[key])

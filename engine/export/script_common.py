@@ -78,6 +78,28 @@ def _load_sources():
 def _f64(t):
     return np.asarray(_np(t), np.float64)
 
+
+def _pairs(paddings):
+    return [paddings[i:i + 2] for i in range(0, len(paddings), 2)]
+
+
+def _cuts(begin, size):
+    return tuple(slice(b, None if s == -1 else b + s) for b, s in zip(begin, size))
+
+
+def _zero_pad(t, paddings):
+    """tf.pad with zeros: paddings = before, after per dimension."""
+    if isinstance(t, np.ndarray):
+        return np.pad(t, _pairs(paddings))
+    return _fw_pad(t, _pairs(paddings))
+
+
+def _slice_of(t, begin, size):
+    """tf.slice: size[i] elements of dimension i from begin[i] (-1: the rest)."""
+    if isinstance(t, np.ndarray):
+        return np.ascontiguousarray(t[_cuts(begin, size)])
+    return _fw_slice(t, _cuts(begin, size))
+
 '''
 
 _COMMON_CHECKS = '''

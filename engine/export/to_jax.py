@@ -44,23 +44,12 @@ def _transpose(t, perm):
     return jnp.transpose(t, perm)
 
 
-def _pairs(paddings):
-    return [paddings[i:i + 2] for i in range(0, len(paddings), 2)]
+def _fw_pad(t, pairs):
+    return jnp.pad(t, pairs)
 
 
-def _zero_pad(t, paddings):
-    """tf.pad with zeros: paddings = before, after per dimension."""
-    if isinstance(t, np.ndarray):
-        return np.pad(t, _pairs(paddings))
-    return jnp.pad(t, _pairs(paddings))
-
-
-def _slice_of(t, begin, size):
-    """tf.slice: size[i] elements of dimension i from begin[i] (-1: the rest)."""
-    if isinstance(t, np.ndarray):
-        return np.ascontiguousarray(t[tuple(slice(b, None if s == -1 else b + s)
-                                            for b, s in zip(begin, size))])
-    return t[tuple(slice(b, None if s == -1 else b + s) for b, s in zip(begin, size))]
+def _fw_slice(t, cuts):
+    return t[cuts]
 
 
 def _cast(t, dtype):

@@ -47,23 +47,12 @@ def _transpose(t, perm):
     return t.permute(*perm).contiguous()
 
 
-def _pairs(paddings):
-    return [paddings[i:i + 2] for i in range(0, len(paddings), 2)]
+def _fw_pad(t, pairs):
+    return F.pad(t, [p for pair in reversed(pairs) for p in pair])
 
 
-def _zero_pad(t, paddings):
-    """tf.pad with zeros: paddings = before, after per dimension."""
-    if isinstance(t, np.ndarray):
-        return np.pad(t, _pairs(paddings))
-    return torch.nn.functional.pad(t, [p for pair in reversed(_pairs(paddings)) for p in pair])
-
-
-def _slice_of(t, begin, size):
-    """tf.slice: size[i] elements of dimension i from begin[i] (-1: the rest)."""
-    if isinstance(t, np.ndarray):
-        return np.ascontiguousarray(t[tuple(slice(b, None if s == -1 else b + s)
-                                            for b, s in zip(begin, size))])
-    return t[tuple(slice(b, None if s == -1 else b + s) for b, s in zip(begin, size))].contiguous()
+def _fw_slice(t, cuts):
+    return t[cuts].contiguous()
 
 
 def _cast(t, dtype):

@@ -59,6 +59,12 @@ class Tensor:
     def contiguous(self) -> Tensor:
         return self
 
+    def __getitem__(self, key) -> Tensor:
+        """Basic slicing (slices per dimension), as torch's."""
+        if not all(isinstance(k, slice) for k in (key if isinstance(key, tuple) else (key,))):
+            raise TypeError(f"the stand-in torch slices only, got {key!r}")
+        return apply(lambda v: v[key], self)
+
     def detach(self) -> Tensor:
         return Tensor(self.value)
 
