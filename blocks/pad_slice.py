@@ -78,7 +78,7 @@ PAD = BlockSpec(
     infer=_pad_infer, run=_pad_run,
     emit=lambda attrs, inputs, outputs: [
         (f"{outputs['output']} = np.pad({inputs['input']}, "
-        f"{literal([list(p) for p in zip(attrs['paddings'][::2], attrs['paddings'][1::2])])})")],
+         f"{literal([list(p) for p in pad_pairs(attrs['paddings'], len(attrs['paddings']) // 2)])})")],
     imports=("import numpy as np",),
     size_attr=lambda attrs: "paddings",
 )

@@ -39,7 +39,7 @@ from engine.graph.import_files import (
     owned_arrays,
     shown_place,
 )
-from engine.graph.padded_canvas import op_id, padded, padded_blocks
+from engine.graph.padded_canvas import op_id, padded, padded_blocks, wire
 from engine.graph.report import problem_lines
 from engine.graph.separable_canvas import (
     canvas_notes,
@@ -292,14 +292,12 @@ def _transposed_blocks(c: Canvas, layer: ConvLayer, conv: TfConv,
                title=escaped(f"{name} grad_input", MAX_TITLE))
     c.add_node(grad_filter, (600, 180), conv.attrs, id="grad_filter",
                title=escaped(f"{name} grad_filter", MAX_TITLE))
-    for src, dst in (("output_sizes", "forward.input_sizes"), ("filter", "forward.filter"),
-                     ("input", "forward.out_backprop"), ("filter", "filter_sizes.input"),
-                     ("out_backprop", "grad_input.input"), ("filter", "grad_input.filter"),
-                     ("out_backprop", "grad_filter.input"),
-                     ("filter_sizes", "grad_filter.filter_sizes"),
-                     ("input", "grad_filter.out_backprop")):
-        node, port = dst.split(".")
-        c.connect((src, "output"), (node, port))
+    wire(c, (("output_sizes", "forward.input_sizes"), ("filter", "forward.filter"),
+             ("input", "forward.out_backprop"), ("filter", "filter_sizes.input"),
+             ("out_backprop", "grad_input.input"), ("filter", "grad_input.filter"),
+             ("out_backprop", "grad_filter.input"),
+             ("filter_sizes", "grad_filter.filter_sizes"),
+             ("input", "grad_filter.out_backprop")))
 
 
 def _conv_blocks(c: Canvas, layer: ConvLayer, conv: TfConv, name: str,
@@ -315,14 +313,12 @@ def _conv_blocks(c: Canvas, layer: ConvLayer, conv: TfConv, name: str,
                title=title(f"{name} grad_filter"))
     c.add_node(grad_input, (600, 360), conv.attrs, id="grad_input",
                title=title(f"{name} grad_input"))
-    for src, dst in (("input", "forward.input"), ("filter", "forward.filter"),
-                     ("filter", "filter_sizes.input"), ("input", "input_sizes.input"),
-                     ("input", "grad_filter.input"), ("filter_sizes", "grad_filter.filter_sizes"),
-                     (upstream, "grad_filter.out_backprop"),
-                     ("input_sizes", "grad_input.input_sizes"), ("filter", "grad_input.filter"),
-                     (upstream, "grad_input.out_backprop")):
-        node, port = dst.split(".")
-        c.connect((src, "output"), (node, port))
+    wire(c, (("input", "forward.input"), ("filter", "forward.filter"),
+             ("filter", "filter_sizes.input"), ("input", "input_sizes.input"),
+             ("input", "grad_filter.input"), ("filter_sizes", "grad_filter.filter_sizes"),
+             (upstream, "grad_filter.out_backprop"),
+             ("input_sizes", "grad_input.input_sizes"), ("filter", "grad_input.filter"),
+             (upstream, "grad_input.out_backprop")))
 
 
 def check_imported(canvas: Canvas, arrays: dict[str, Path], base_dir: Path, shown: str) -> None:

@@ -19,31 +19,32 @@ from __future__ import annotations
 from engine.base.names import MAX_TITLE, escaped
 from engine.graph.canvas import Canvas
 from engine.io.models.model_import import ConvLayer, TfConv
+from engine.io.models.pads_3d import pads_text
 from engine.shapes.conv import layout_axes
 
 
-def padded(conv: TfConv, shape: tuple[int, ...]) -> tuple[int, ...]:
-    """``shape`` (in ``conv``'s layout) with its :attr:`TfConv.input_pads` added."""
-    out = list(shape)
+def paddings(conv: TfConv) -> list[int]:
+    """:attr:`TfConv.input_pads` as tf.raw_ops.Pad's paddings (before, after of every axis;
+    all 0 without input_pads)."""
+    out = [0] * (2 * len(conv.input_shape))
     for i, axis in enumerate(layout_axes(conv.attrs["data_format"])[1] if conv.input_pads
                              else ()):
-        out[axis] += conv.input_pads[2 * i] + conv.input_pads[2 * i + 1]
-    return tuple(out)
-
-
-def paddings(conv: TfConv) -> list[int]:
-    """:attr:`TfConv.input_pads` as tf.raw_ops.Pad's paddings (before, after of every axis)."""
-    out = [0] * (2 * len(conv.input_shape))
-    for i, axis in enumerate(layout_axes(conv.attrs["data_format"])[1]):
         out[2 * axis:2 * axis + 2] = conv.input_pads[2 * i:2 * i + 2]
     return out
+
+
+def padded(conv: TfConv, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``shape`` (in ``conv``'s layout) grown by :func:`paddings`."""
+    p = paddings(conv)
+    return tuple(n + p[2 * i] + p[2 * i + 1] for i, n in enumerate(shape))
 
 
 def _begin(conv: TfConv) -> list[int]:
     return paddings(conv)[::2]
 
 
-def _wire(c: Canvas, wires: tuple[tuple[str, str], ...]) -> None:
+def wire(c: Canvas, wires: tuple[tuple[str, str], ...]) -> None:
+    """Connect each ``(source block, "block.port")``: the source's ``output`` to that port."""
     for src, dst in wires:
         node, port = dst.split(".")
         c.connect((src, "output"), (node, port))
@@ -56,8 +57,7 @@ def padded_blocks(c: Canvas, layer: ConvLayer, conv: TfConv, output_shape: tuple
     (:func:`op_id`)."""
     def title(text: str) -> str:
         return escaped(f"{name} {text}", MAX_TITLE)
-    pads = " ".join(f"{b},{a}" for b, a in zip(conv.input_pads[::2], conv.input_pads[1::2],
-                                               strict=True))
+    pads = pads_text(conv.input_pads)
     c.add_node("ShapeOf", (330, 220), id="filter_sizes", title="filter_sizes")
     if layer.transposed:
         _blocks_transposed(c, conv, output_shape, title, pads)
@@ -81,7 +81,7 @@ def _blocks_conv(c: Canvas, conv: TfConv, title, pads: str) -> None:
                title=title("grad_padded_input"))
     c.add_node("Slice", (900, 360), {"begin": _begin(conv), "size": list(conv.input_shape)},
                id="grad_input", title=title("grad_input"))
-    _wire(c, (("input", "padded_input.input"), ("padded_input", "forward.input"),
+    wire(c, (("input", "padded_input.input"), ("padded_input", "forward.input"),
               ("filter", "forward.filter"), ("filter", "filter_sizes.input"),
               ("padded_input", "input_sizes.input"), ("padded_input", "grad_filter.input"),
               ("filter_sizes", "grad_filter.filter_sizes"),
@@ -103,7 +103,7 @@ def _blocks_transposed(c: Canvas, conv: TfConv, output_shape: tuple[int, ...], t
     c.add_node("Conv3D", (600, 360), conv.attrs, id="grad_input", title=title("grad_input"))
     c.add_node("Conv3DBackpropFilterV2", (600, 180), conv.attrs, id="grad_filter",
                title=title("grad_filter"))
-    _wire(c, (("output_sizes", "full_output.input_sizes"), ("filter", "full_output.filter"),
+    wire(c, (("output_sizes", "full_output.input_sizes"), ("filter", "full_output.filter"),
               ("input", "full_output.out_backprop"), ("full_output", "forward.input"),
               ("filter", "filter_sizes.input"), ("out_backprop", "padded_out_backprop.input"),
               ("padded_out_backprop", "grad_input.input"), ("filter", "grad_input.filter"),

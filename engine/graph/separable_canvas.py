@@ -18,7 +18,7 @@ import numpy as np
 
 from engine.base.names import MAX_TITLE, escaped
 from engine.graph.canvas import Canvas
-from engine.graph.padded_canvas import padded
+from engine.graph.padded_canvas import padded, wire
 from engine.io.models.model_import import ConvLayer, TfConv, translate
 from engine.shapes.conv import conv2d_geometry, conv3d_geometry, layout_axes
 
@@ -96,16 +96,14 @@ def pointwise_blocks(c: Canvas, layer: ConvLayer, conv: TfConv, paths: dict[str,
                title=title(f"{name} pointwise grad_filter"))
     c.add_node("Conv2DBackpropInput", (1500, 360), conv.attrs, id=f"{p}grad_input",
                title=title(f"{name} pointwise grad_input"))
-    for src, dst in (("forward", f"{p}forward.input"), (f"{p}filter", f"{p}forward.filter"),
-                     (f"{p}filter", f"{p}filter_sizes.input"),
-                     ("forward", f"{p}input_sizes.input"), ("forward", f"{p}grad_filter.input"),
-                     (f"{p}filter_sizes", f"{p}grad_filter.filter_sizes"),
-                     ("out_backprop", f"{p}grad_filter.out_backprop"),
-                     (f"{p}input_sizes", f"{p}grad_input.input_sizes"),
-                     (f"{p}filter", f"{p}grad_input.filter"),
-                     ("out_backprop", f"{p}grad_input.out_backprop")):
-        node, port = dst.split(".")
-        c.connect((src, "output"), (node, port))
+    wire(c, (("forward", f"{p}forward.input"), (f"{p}filter", f"{p}forward.filter"),
+             (f"{p}filter", f"{p}filter_sizes.input"),
+             ("forward", f"{p}input_sizes.input"), ("forward", f"{p}grad_filter.input"),
+             (f"{p}filter_sizes", f"{p}grad_filter.filter_sizes"),
+             ("out_backprop", f"{p}grad_filter.out_backprop"),
+             (f"{p}input_sizes", f"{p}grad_input.input_sizes"),
+             (f"{p}filter", f"{p}grad_input.filter"),
+             ("out_backprop", f"{p}grad_input.out_backprop")))
 
 
 def canvas_notes(layer: ConvLayer) -> list[str]:

@@ -50,3 +50,8 @@ def equivalent_padding(sizes: Sequence[int], counts: Sequence[int], kernel: Sequ
                 zip(sizes, counts, kernel, strides, dilations, strict=True))):
             return padding
     return None
+
+
+def pads_text(pads: Sequence[int]) -> str:
+    """Pads (before, after per axis) as ``1,1 0,1 2,2``."""
+    return " ".join(f"{pads[i]},{pads[i + 1]}" for i in range(0, len(pads), 2))
