@@ -34,9 +34,9 @@ def test_the_three_blocks_have_the_raw_ops_ports_and_attributes():
         assert spec.op == t and [p.name for p in spec.outputs] == ["output"]
 
 
-def _canvas(fmt: str = "NDHWC"):
-    """x [2,5,6,7,4] (or NCDHW), a grouped filter [2,3,2,2,6], out_backprop from the forward;
-    both gradients wired from ShapeOf blocks."""
+def _canvas(fmt: str = "NDHWC", filter_in: int = 2):
+    """x [2,5,6,7,4] (or NCDHW), a filter [2,3,2,filter_in,6] (grouped unless 4),
+    out_backprop from the forward; both gradients wired from ShapeOf blocks."""
     strides, dil = [1, 2, 1, 2, 1], [1, 1, 2, 1, 1]
     if fmt == "NCDHW":
         strides, dil = [1, 1, 2, 1, 2], [1, 1, 1, 2, 1]
@@ -44,7 +44,7 @@ def _canvas(fmt: str = "NDHWC"):
     attrs = {"strides": strides, "dilations": dil, "padding": "SAME", "data_format": fmt}
     c = new_canvas()
     c.add("Tensor", "x", shape=shape, fill="random_normal", seed=1)
-    c.add("Tensor", "w", shape=[2, 3, 2, 2, 6], fill="random_normal", seed=2)
+    c.add("Tensor", "w", shape=[2, 3, 2, filter_in, 6], fill="random_normal", seed=2)
     c.add("Conv3D", "y", **attrs)
     c.connect("x", "y.input")
     c.connect("w", "y.filter")
@@ -109,23 +109,26 @@ def test_the_command_line_runs_a_3d_canvas_file(tmp_path):
             x.shape, w, y, **attrs))
 
 
-@pytest.mark.parametrize("kernels_env", ["numpy", "numba"])  # the N-d path, the planes path
+@pytest.mark.parametrize("kernels_env", ["numpy", "numba"])  # the N-d path, a compiled one
 @pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
 @pytest.mark.parametrize("port", ["y", "dw", "dx"])
-def test_the_workspace_bounds_what_a_3d_kernel_allocates(monkeypatch, dtype, port, kernels_env):
+@pytest.mark.parametrize("filter_in", [2, 4])  # grouped: the planes path; not: im2col
+def test_the_workspace_bounds_what_a_3d_kernel_allocates(monkeypatch, dtype, port, kernels_env,
+                                                         filter_in):
     """The compiler's memory estimate (engine.kernels.memory.conv_workspace) of each 3-D
-    block covers what its run allocates besides its result (tracemalloc), on either path."""
+    block covers what its run allocates besides its result (tracemalloc), on every path."""
     from engine.graph.compiler import compile_canvas
     from engine.kernels import accel
     from tests.test_memory import workspace_and_peak
 
     monkeypatch.setenv(accel.ENV, kernels_env)
-    c, _ = _canvas()
+    c, _ = _canvas(filter_in=filter_in)
     c.set("x", dtype=dtype)
     c.set("w", dtype=dtype)
     plan = compile_canvas(c.canvas)
     assert plan.ok, plan.errors
     workspace, out, peak = workspace_and_peak(plan, port, warm=True)
-    assert kernels.last_path() == ("numpy nd" if kernels_env == "numpy"
-                                   else "planes (2-D kernels)")
+    im2col = filter_in == 4 and port != "dx"
+    assert kernels.last_path() == ("numpy nd" if kernels_env == "numpy" else
+                                   "numba im2col 3-D" if im2col else "planes (2-D kernels)")
     assert 0 < peak - out.nbytes <= workspace

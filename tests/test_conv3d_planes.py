@@ -14,7 +14,7 @@ import pytest
 
 from engine import kernels
 from engine.base.dtypes import DTYPES, RTOL
-from engine.kernels import conv3d_planes
+from engine.kernels import conv3d_im2col, conv3d_planes
 from engine.shapes.conv import conv2d_geometry, conv3d_geometry
 from tests import conv3d_reference as ref
 from tests.test_conv3d_sweep import _case, _reference, _run, _values, _vec
@@ -26,8 +26,11 @@ conv3d = importlib.import_module("engine.kernels.conv3d")
 
 @pytest.fixture
 def compiled(monkeypatch):
+    """Every non-empty call compiled, and on the planes path (the few-channel im2col path,
+    tests/test_conv3d_im2col.py, turned off)."""
     pytest.importorskip("numba")
     monkeypatch.setenv("GRADBLOCKS_KERNELS", "numba")
+    monkeypatch.setattr(conv3d_im2col, "applies", lambda g, kind: False)
 
 
 def _attrs(strides, dil, padding, fmt) -> dict:
@@ -135,6 +138,7 @@ def test_the_planes_path_and_the_nd_core_agree_on_larger_cases(monkeypatch, shap
     """Cases whose 2-D calls take other 2-D paths (Winograd on many channels, im2col on few,
     groups): both 3-D paths within float32's RTOL of the float64 core's sum of |products|."""
     pytest.importorskip("numba")
+    monkeypatch.setattr(conv3d_im2col, "applies", lambda g, kind: False)
     xs, ws, strides, dil, padding, fmt = shape
     rng = np.random.default_rng(5)
     g = conv3d_geometry(xs, ws, _vec(strides, "NDHWC"), padding, dilations=_vec(dil, "NDHWC"))
@@ -158,16 +162,27 @@ def test_the_planes_path_and_the_nd_core_agree_on_larger_cases(monkeypatch, shap
 
 
 def test_route_is_the_one_rule(monkeypatch):
-    """Empty calls are ``empty``; otherwise the planes path exactly when the 2-D kernels would
-    run compiled (GRADBLOCKS_KERNELS=numba: always; numpy: never)."""
+    """Empty calls are ``empty``; otherwise a compiled path exactly when the 2-D kernels would
+    run compiled (GRADBLOCKS_KERNELS=numba: always; numpy: never): the im2col path for the
+    forward and filter gradient of one group of few channels, else the planes path."""
     pytest.importorskip("numba")
     ct = np.dtype(np.float32)
-    g = conv3d_geometry((1, 4, 4, 4, 2), (2, 2, 2, 2, 3), [1, 1, 1, 1, 1], "SAME")
+    few = conv3d_geometry((1, 4, 4, 4, 2), (2, 2, 2, 2, 3), [1, 1, 1, 1, 1], "SAME")
+    grouped = conv3d_geometry((1, 4, 4, 4, 4), (2, 2, 2, 2, 4), [1, 1, 1, 1, 1], "SAME")
+    many = conv3d_geometry((1, 4, 4, 4, 16), (2, 2, 2, 16, 3), [1, 1, 1, 1, 1], "SAME")
     empty = conv3d_geometry((0, 4, 4, 4, 2), (2, 2, 2, 2, 3), [1, 1, 1, 1, 1], "SAME")
-    for mode, path in (("numba", conv3d.PLANES), ("numpy", conv3d.PATH)):
+    monkeypatch.setenv("GRADBLOCKS_KERNELS", "numba")
+    for kind in OPS:
+        assert conv3d.route(few, ct, kind) == (conv3d.PLANES if kind == "input"
+                                               else conv3d.IM2COL)
+        assert conv3d.route(grouped, ct, kind) == conv3d.PLANES
+        assert conv3d.route(many, ct, kind) == conv3d.PLANES
+        assert conv3d.route(empty, ct, kind) == conv3d.EMPTY
+    monkeypatch.setenv("GRADBLOCKS_KERNELS", "numpy")
+    for g, kind in itertools.product((few, grouped, many), OPS):
+        assert conv3d.route(g, ct, kind) == conv3d.PATH
+    for mode, path in (("numba", conv3d.IM2COL), ("numpy", conv3d.PATH)):
         monkeypatch.setenv("GRADBLOCKS_KERNELS", mode)
-        assert conv3d.route(g, ct) == path
-        assert conv3d.route(empty, ct) == conv3d.EMPTY
         kernels.conv3d(np.ones((1, 4, 4, 4, 2), np.float32), np.ones((2, 2, 2, 2, 3), np.float32),
                        [1, 1, 1, 1, 1], "SAME")
         assert kernels.last_path() == path

@@ -122,7 +122,13 @@ def warm_up(dtypes: tuple[str, ...] = COMPUTE_DTYPES) -> None:
     """Compile (or load from the disk cache) the compiled kernels for ``dtypes`` by running
     each on a tiny problem; a dtype is marked ready when its three depthwise kernels,
     Winograd's loops and the per-tap tiles (:mod:`engine.kernels._compiled.conv_tiles`) are."""
-    from engine.kernels._compiled import conv_tiles, depthwise_planes, transpose, winograd
+    from engine.kernels._compiled import (
+        conv3d_jit,
+        conv_tiles,
+        depthwise_planes,
+        transpose,
+        winograd,
+    )
     from engine.shapes.conv import conv2d_geometry
 
     module = compiled()
@@ -146,6 +152,7 @@ def warm_up(dtypes: tuple[str, ...] = COMPUTE_DTYPES) -> None:
         conv_tiles.warm((ct.type,))
         depthwise_planes.warm((ct.type,))
         transpose.warm((ct.type,))
+        conv3d_jit.warm((ct.type,))
         _ready.add(name)
 
 

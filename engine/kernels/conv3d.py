@@ -12,11 +12,13 @@ with ``Q`` the filter's in_channels and ``g(o)`` the group of output channel ``o
 gradients are its adjoints (``d<out, dy>/dw`` shaped ``filter_sizes``, ``d<out, dy>/d input``
 shaped ``input_sizes``). Shapes and every refusal come from the N-d rule
 (:func:`engine.shapes.conv.conv3d_geometry` and its twins). The arithmetic is chosen by
-:func:`route`, the one rule: a sum over depth taps of the 2-D kernels
-(:mod:`engine.kernels.conv3d_planes`, path ``planes (2-D kernels)``) when the 2-D kernels would
-run compiled for the call's work (:func:`engine.kernels.conv3d_planes.applies`), else the N-d
-NumPy core (:mod:`engine.kernels.conv_nd`, path ``numpy nd``); :func:`engine.kernels.last_path`
-says which.
+:func:`route`, the one rule: when the 2-D kernels would run compiled for the call's work
+(:func:`engine.kernels.conv3d_planes.applies`), the forward and filter gradient of one group of
+few channels take one product per output row over the whole patch
+(:mod:`engine.kernels.conv3d_im2col`, path ``numba im2col 3-D``) and other calls a sum over
+depth taps of the 2-D kernels (:mod:`engine.kernels.conv3d_planes`, path
+``planes (2-D kernels)``); else the N-d NumPy core (:mod:`engine.kernels.conv_nd`, path
+``numpy nd``). :func:`engine.kernels.last_path` says which.
 
 dtypes: float16, bfloat16, float32, float64; the result has the operands' dtype and half types
 accumulate in float32 (:func:`engine.base.dtypes.compute_dtype`), as the 2-D ops do. NaN and Inf:
@@ -36,7 +38,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from engine.base.dtypes import compute_dtype, float_array, same_dtype
-from engine.kernels import conv3d_planes, conv_nd, path_record
+from engine.kernels import conv3d_im2col, conv3d_planes, conv_nd, path_record
 from engine.kernels.nonfinite import nonfinite_safe
 from engine.kernels.ops import memory_guard
 from engine.shapes.conv import (
@@ -54,6 +56,8 @@ IntSeq = Sequence[int] | np.ndarray
 PATH = "numpy nd"
 #: ... on the 2-D kernels, plane by plane ...
 PLANES = conv3d_planes.PATH
+#: ... on one product per output row over the whole patch (few channels) ...
+IM2COL = conv3d_im2col.PATH
 #: ... and after one with no terms (an empty result or an empty sum).
 EMPTY = "empty"
 
@@ -61,26 +65,30 @@ __all__ = ["conv3d", "conv3d_backprop_filter", "conv3d_backprop_input"]
 
 
 
-def route(g: ConvGeometryNd, ctype: np.dtype) -> str:
-    """The path of a 3-D call of ``g`` computed in ``ctype``: :data:`EMPTY` when it has no
-    terms (some size is 0: batch, output, channels), :data:`PLANES` when
-    :func:`engine.kernels.conv3d_planes.applies`, else :data:`PATH`."""
+def route(g: ConvGeometryNd, ctype: np.dtype, kind: str) -> str:
+    """The path of a ``kind`` ("forward", "filter", "input") 3-D call of ``g`` computed in
+    ``ctype``: :data:`EMPTY` when it has no terms (some size is 0: batch, output, channels);
+    when :func:`engine.kernels.conv3d_planes.applies`, :data:`IM2COL` if
+    :func:`engine.kernels.conv3d_im2col.applies` else :data:`PLANES`; else :data:`PATH`."""
     if min(g.batch, g.in_depth, g.out_depth, *g.out_spatial) == 0:
         return EMPTY
-    return PLANES if conv3d_planes.applies(g, ctype) else PATH
+    if not conv3d_planes.applies(g, ctype):
+        return PATH
+    return IM2COL if conv3d_im2col.applies(g, kind) else PLANES
 
 
 def _operand(a: np.ndarray, data_format: str, path: str, ctype: np.dtype) -> np.ndarray:
-    """``a`` channels last for ``path``: the planes path reads C-contiguous arrays in the
+    """``a`` channels last for ``path``: the compiled paths read C-contiguous arrays in the
     compute dtype (an NCDHW operand transposed once, not once per depth tap)."""
     a = to_channels_last(a, data_format)
-    return np.ascontiguousarray(a, ctype) if path == PLANES else a
+    return np.ascontiguousarray(a, ctype) if path in (PLANES, IM2COL) else a
 
 
 #: Each path's (forward, filter gradient, input gradient).
 _KERNELS = {PATH: (conv_nd.conv, conv_nd.backprop_filter, conv_nd.backprop_input),
             PLANES: (conv3d_planes.conv, conv3d_planes.backprop_filter,
-                     conv3d_planes.backprop_input)}
+                     conv3d_planes.backprop_input),
+            IM2COL: (conv3d_im2col.conv, conv3d_im2col.backprop_filter, None)}
 
 
 def _from_last(a: np.ndarray, data_format: str, dtype: np.dtype) -> np.ndarray:
@@ -111,7 +119,7 @@ def conv3d(
     dtype = same_dtype(input=x, filter=w)
     g = conv3d_geometry(x.shape, w.shape, strides, padding, data_format, dilations)
     ctype = compute_dtype(dtype)
-    if (path := _record(route(g, ctype))) == EMPTY:
+    if (path := _record(route(g, ctype, "forward"))) == EMPTY:
         return np.zeros(g.output_shape, dtype)
     y = _KERNELS[path][0](g, _operand(x, data_format, path, ctype), w, ctype)
     _record(path)
@@ -136,7 +144,7 @@ def conv3d_backprop_filter(
     g = conv3d_backprop_filter_geometry(x.shape, filter_sizes, dy.shape, strides, padding,
                                         data_format, dilations)
     ctype = compute_dtype(dtype)
-    if (path := _record(route(g, ctype))) == EMPTY:
+    if (path := _record(route(g, ctype, "filter"))) == EMPTY:
         return np.zeros(g.filter_shape, dtype)
     dw = _KERNELS[path][1](g, _operand(x, data_format, path, ctype),
                            _operand(dy, data_format, path, ctype), ctype)
@@ -162,7 +170,7 @@ def conv3d_backprop_input(
     g = conv3d_backprop_input_geometry(input_sizes, w.shape, dy.shape, strides, padding,
                                        data_format, dilations)
     ctype = compute_dtype(dtype)
-    if (path := _record(route(g, ctype))) == EMPTY:
+    if (path := _record(route(g, ctype, "input"))) == EMPTY:
         return np.zeros(g.input_shape, dtype)
     dx = _KERNELS[path][2](g, _operand(dy, data_format, path, ctype), w, ctype)
     _record(path)
