@@ -303,6 +303,26 @@ def test_a_causal_conv1d_transpose_is_refused_in_one_line(fmt, tmp_path):
               "t_causal", "causal")
 
 
+@pytest.mark.parametrize("config, words", [
+    ({"strides": 2, "output_padding": [2]},
+     ("padding valid with output_padding [2] and strides [2] is not the input gradient of a "
+      "conv (output_padding must be below the stride)")),
+    ({"output_padding": "x"},
+     "output_padding is the string 'x', expected an integer >= 0 or a list of 1 (a 1-D conv)"),
+    ({"kernel_size": [3, 3]},
+     ("kernel_size is the list [3, 3], expected a positive integer or a list of 1 (a 1-D "
+      "conv)")),
+])
+def test_a_bad_conv1d_transpose_config_is_one_line_naming_it(config, words, tmp_path):
+    from engine.graph.layer_canvas import read_model
+
+    layers = [("t_bad", "Conv1DTranspose", {"filters": 2, "kernel_size": 3, "use_bias": False,
+                                            **config},
+               [("kernel", _w(3, 2, 4))])]
+    path = kf.write_sequential(tmp_path / "bad.h5", layers, [None, 9, 4])
+    assert read_model(str(path)).refused == {"t_bad": f"layer 't_bad': {words} (in {path})"}
+
+
 @pytest.mark.parametrize("kind, config, shape, want", [
     ("SeparableConv1D", {"filters": 4, "kernel_size": 3, "strides": 2, "padding": "same"},
      (None, 9, 3), (None, 5, 4)),

@@ -231,9 +231,11 @@ def transposed_layer(name: str, c: dict, weights: list[np.ndarray],
         pads += [before, after]
         extra.append(transpose_length(1, k, s, d, padding.lower(), o) - (k_eff - before - after))
         if before < 0 or not 0 <= extra[-1] < s:
+            cut = 1 if one_d else 0  # a 1-D layer's own values, not the height-1 axis's
             raise LayerProblem(f"padding {padding.lower()} with output_padding "
-                               f"{list(op)} and strides {list(strides)} is not the input "
-                               "gradient of a conv (output_padding must be below the stride)")
+                               f"{list(op)[cut:]} and strides {list(strides)[cut:]} is not the "
+                               "input gradient of a conv (output_padding must be below the "
+                               "stride)")
     bias = float_weights(name, "bias", weights[1]) if use_bias else None
     layer = ConvLayer(name=name, kernel=kernel, strides=strides, dilations=dilations,
                       padding="EXPLICIT" if any(pads) else "VALID", pads=tuple(pads), groups=1,
