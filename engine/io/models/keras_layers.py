@@ -1,7 +1,8 @@
 """Keras layer configs read strictly, and the layers beyond Conv2D / DepthwiseConv2D:
 ``SeparableConv2D`` (one layer: its depthwise conv with the pointwise conv in
 :attr:`ConvLayer.pointwise`), ``Conv2DTranspose`` (TensorFlow's Conv2DBackpropInput) and
-``Conv1D`` / ``DepthwiseConv1D`` (2-D convs of height 1, :func:`as_2d`), plus the activation a
+``Conv1D`` / ``DepthwiseConv1D`` / ``SeparableConv1D`` / ``Conv1DTranspose`` (2-D convs of
+height 1, :func:`as_2d`), plus the activation a
 layer applies after its conv. ``Conv3DTranspose`` is read as Conv2DTranspose is, with three
 spatial axes (TensorFlow's Conv3DBackpropInputV2).
 
@@ -13,7 +14,10 @@ gradient the depthwise conv receives.
 
 A 1-D conv of kernel k, stride s, dilation d on [N, W, C] is the 2-D conv of kernel (1, k),
 strides (1, s), dilations (1, d) on [N, 1, W, C]; Keras's ``causal`` padding is d * (k - 1)
-zeros on the left (keras ``ops.conv`` after ``pad`` in ``BaseConv``).
+zeros on the left (keras ``ops.conv`` after ``pad`` in ``BaseConv``; Keras 2's SeparableConv1D
+pads its depthwise conv so too, Keras 3's refuses causal). A SeparableConv1D's kernels
+[k, in, m] and [1, in * m, f] become [1, k, in, m] and [1, 1, in * m, f]; a Conv1DTranspose's
+[k, filters, in] becomes [1, k, filters, in], its output_padding op (0, op).
 
 Conv2DTranspose (kernel [kh, kw, filters, in], TensorFlow's conv2d_transpose layout) is the input
 gradient of the conv whose input is its output: with k = (kernel - 1) * dilation + 1, Keras pads
@@ -122,10 +126,19 @@ def _kernel(name: str, what: str, array: np.ndarray, want: tuple) -> np.ndarray:
     return np.ascontiguousarray(w)
 
 
-def as_2d(c: dict) -> tuple[dict, tuple[int, int, int, int] | None]:
-    """A Conv1D / DepthwiseConv1D config as the 2-D conv of height 1 that computes it, and the
-    explicit pads (top, bottom, left, right) of ``causal`` padding, else None."""
+def as_2d(c: dict, transposed: bool = False
+          ) -> tuple[dict, tuple[int, int, int, int] | None]:
+    """A Conv1D / DepthwiseConv1D / SeparableConv1D config as the 2-D conv of height 1 that
+    computes it, and the explicit pads (top, bottom, left, right) of ``causal`` padding, else
+    None; ``transposed``: a Conv1DTranspose (no causal padding; output_padding made (0, op))."""
     out = dict(c)
+    if transposed and c.get("output_padding") is not None:
+        op = c["output_padding"]
+        op = op[0] if isinstance(op, list) and len(op) == 1 else op
+        if type(op) is not int or op < 0:
+            raise LayerProblem(f"output_padding is {found_text(c['output_padding'])}, expected "
+                               "an integer >= 0 or a list of 1 (a 1-D conv)")
+        out["output_padding"] = [0, op]
     for key in ("kernel_size", "strides", "dilation_rate"):
         value = c.get(key, MISSING if key == "kernel_size" else 1)
         if isinstance(value, list) and len(value) == 1:
@@ -135,29 +148,35 @@ def as_2d(c: dict) -> tuple[dict, tuple[int, int, int, int] | None]:
                                "list of 1 (a 1-D conv)")
         out[key] = [1, value]
     padding = c.get("padding", "valid")
-    if isinstance(padding, str) and padding.lower() == "causal":
+    if isinstance(padding, str) and padding.lower() == "causal" and not transposed:
         out["padding"] = "valid"
         return out, (0, 0, out["dilation_rate"][1] * (out["kernel_size"][1] - 1), 0)
     if not isinstance(padding, str) or padding.lower() not in ("same", "valid"):
-        raise LayerProblem(f"padding is {found_text(padding)}, expected 'same', 'valid' or "
-                           "'causal'")
+        raise LayerProblem(f"padding is {found_text(padding)}, expected 'same', 'valid'"
+                           + (" (a transposed conv has no causal padding)" if transposed
+                              else " or 'causal'"))
     return out, None
 
 
 def separable_layer(name: str, c: dict, weights: list[np.ndarray],
-                    input_hw: tuple[int, ...] | None, unknown: str | None) -> ConvLayer:
+                    input_hw: tuple[int, ...] | None, unknown: str | None, one_d: bool = False,
+                    causal: tuple[int, int, int, int] | None = None) -> ConvLayer:
     """A SeparableConv2D as its depthwise conv with its pointwise conv (``weights``:
-    depthwise_kernel, pointwise_kernel, bias if use_bias)."""
+    depthwise_kernel, pointwise_kernel, bias if use_bias); ``one_d``: a SeparableConv1D made
+    2-D (:func:`as_2d`), its depthwise conv padded by ``causal`` when not None."""
     kernel, strides, dilations, padding, fmt, use_bias = common(c)
     multiplier, filters = positive_int(c, "depth_multiplier", 1), positive_int(c, "filters")
     dw = _kernel(name, "depthwise_kernel", weights[0], (*kernel, None, multiplier))
     cin = dw.shape[2]
     pw = _kernel(name, "pointwise_kernel", weights[1], (1, 1, cin * multiplier, filters))
     bias = float_weights(name, "bias", weights[2]) if use_bias else None
+    pads = causal or (0, 0, 0, 0)
     mid = None
     if input_hw is not None:
-        rows, cols = (conv_length(n, k, s, d, padding.lower()) for n, k, s, d in zip(
-            input_hw, kernel, strides, dilations, strict=True))
+        rows, cols = (conv_length(n + before + after, k, s, d, padding.lower())
+                      for n, k, s, d, before, after in zip(
+                          input_hw, kernel, strides, dilations, pads[::2], pads[1::2],
+                          strict=True))
         mid = (rows, cols)
     pointwise = ConvLayer(name=name, kernel=(1, 1), strides=(1, 1),
                           dilations=(1, 1), padding="VALID", pads=(0, 0, 0, 0), groups=1,
@@ -165,9 +184,10 @@ def separable_layer(name: str, c: dict, weights: list[np.ndarray],
                           weights=pw, bias=bias, input_hw=mid, input_unknown=unknown,
                           activation=activation_of(c))
     depthwise = ConvLayer(name=name, kernel=kernel, strides=strides, dilations=dilations,
-                          padding=padding, pads=(0, 0, 0, 0), groups=cin, in_channels=cin,
-                          out_channels=cin * multiplier, data_format=fmt, weights=dw,
-                          input_hw=input_hw, input_unknown=unknown, pointwise=pointwise)
+                          padding="EXPLICIT" if causal else padding, pads=pads, groups=cin,
+                          in_channels=cin, out_channels=cin * multiplier, data_format=fmt,
+                          weights=dw, input_hw=input_hw, input_unknown=unknown,
+                          pointwise=pointwise, conv1d=one_d)
     check_layer(depthwise)
     return depthwise
 
@@ -186,10 +206,10 @@ def _paddings(value: object, rank: int) -> tuple[int, ...]:
 
 def transposed_layer(name: str, c: dict, weights: list[np.ndarray],
                      input_hw: tuple[int, ...] | None, unknown: str | None,
-                     rank: int = 2) -> ConvLayer:
+                     rank: int = 2, one_d: bool = False) -> ConvLayer:
     """A Conv2DTranspose (``weights``: kernel [kh, kw, filters, in], bias if use_bias) or a
     Conv3DTranspose (kernel [kd, kh, kw, filters, in]) as the input gradient of a conv (see the
-    module docstring)."""
+    module docstring); ``one_d``: a Conv1DTranspose made 2-D (:func:`as_2d`)."""
     kernel, strides, dilations, padding, fmt, use_bias = common(c, rank)
     filters = positive_int(c, "filters")
     if c.get("groups", 1) != 1:
@@ -211,15 +231,17 @@ def transposed_layer(name: str, c: dict, weights: list[np.ndarray],
         pads += [before, after]
         extra.append(transpose_length(1, k, s, d, padding.lower(), o) - (k_eff - before - after))
         if before < 0 or not 0 <= extra[-1] < s:
+            cut = 1 if one_d else 0  # a 1-D layer's own values, not the height-1 axis's
             raise LayerProblem(f"padding {padding.lower()} with output_padding "
-                               f"{list(op)} and strides {list(strides)} is not the input "
-                               "gradient of a conv (output_padding must be below the stride)")
+                               f"{list(op)[cut:]} and strides {list(strides)[cut:]} is not the "
+                               "input gradient of a conv (output_padding must be below the "
+                               "stride)")
     bias = float_weights(name, "bias", weights[1]) if use_bias else None
     layer = ConvLayer(name=name, kernel=kernel, strides=strides, dilations=dilations,
                       padding="EXPLICIT" if any(pads) else "VALID", pads=tuple(pads), groups=1,
                       in_channels=int(w.shape[-1]), out_channels=filters, data_format=fmt,
                       weights=w, bias=bias, input_hw=input_hw, input_unknown=unknown,
                       activation=activation_of(c), transposed=True,
-                      output_padding=tuple(extra))
+                      output_padding=tuple(extra), conv1d=one_d)
     check_layer(layer)
     return layer

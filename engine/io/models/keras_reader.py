@@ -1,5 +1,6 @@
 """The conv layers of a Keras model file (Conv2D, DepthwiseConv2D; SeparableConv2D,
-Conv2DTranspose and Conv1D / DepthwiseConv1D through :mod:`engine.io.models.keras_layers`), each with its input size from the
+Conv2DTranspose and the 1-D convs Conv1D / DepthwiseConv1D / SeparableConv1D / Conv1DTranspose
+through :mod:`engine.io.models.keras_layers`), each with its input size from the
 config's walk (:mod:`engine.io.models.keras_graph`), read with ``h5py`` and the file's own config
 JSON (no TensorFlow; ``h5py`` is in the ``models`` extra; opening: :mod:`.keras_open`).
 
@@ -74,12 +75,13 @@ from engine.io.models.model_import import (
 )
 
 CONV_CLASSES = ("Conv2D", "DepthwiseConv2D", "SeparableConv2D", "Conv2DTranspose", "Conv1D",
-                "DepthwiseConv1D", "Conv3D", "Conv3DTranspose")
-OTHER_CONV_CLASSES = ("SeparableConv1D", "Conv1DTranspose")
+                "DepthwiseConv1D", "SeparableConv1D", "Conv1DTranspose", "Conv3D",
+                "Conv3DTranspose")
 #: The 3-D conv classes (TensorFlow's Conv3D and its input gradient).
 CONV_3D = ("Conv3D", "Conv3DTranspose")
 #: The 1-D conv classes, imported as the 2-D convs of height 1 (:func:`keras_layers.as_2d`).
-CONV_1D = {"Conv1D": "Conv2D", "DepthwiseConv1D": "DepthwiseConv2D"}
+CONV_1D = {"Conv1D": "Conv2D", "DepthwiseConv1D": "DepthwiseConv2D",
+           "SeparableConv1D": "SeparableConv2D", "Conv1DTranspose": "Conv2DTranspose"}
 #: The variables of the conv layers beyond Conv2D / DepthwiseConv2D, in Keras's order.
 VARIABLES = {"SeparableConv2D": ("depthwise_kernel", "pointwise_kernel", "bias"),
              "Conv2DTranspose": ("kernel", "bias"), "Conv3DTranspose": ("kernel", "bias")}
@@ -174,20 +176,33 @@ class _Reader(KerasWeights):
         if not isinstance(c, dict):
             raise LayerProblem(f"its config is {found_text(c)}, expected an object")
         hw, unknown = _input_hw(shape, c)
+        causal = None
         if kind in CONV_1D:
-            c2, causal = as_2d(c)
-            return [self.conv_layer(name, CONV_1D[kind], c2, wpath, hw, unknown, True, causal)]
-        if kind in VARIABLES:
-            roles = VARIABLES[kind]
-            common(c, 3 if kind in CONV_3D else 2)  # the attributes first
-            if c.get("use_bias", True) is False:
-                roles = roles[:-1]
-            weights = self.read_roles(wpath, name, roles)
-            if kind in ("Conv2DTranspose", "Conv3DTranspose"):
-                return [transposed_layer(name, c, weights, hw, unknown,
-                                         3 if kind in CONV_3D else 2)]
-            return [separable_layer(name, c, weights, hw, unknown)]
+            c, causal = as_2d(c, transposed=kind == "Conv1DTranspose")
+            if CONV_1D[kind] not in VARIABLES:
+                return [self.conv_layer(name, CONV_1D[kind], c, wpath, hw, unknown, True,
+                                        causal)]
+        if kind in VARIABLES or kind in CONV_1D:
+            return [self.variables_layer(name, CONV_1D.get(kind, kind), c, wpath, hw, unknown,
+                                         kind in CONV_1D, causal)]
         return [self.conv_layer(name, kind, c, wpath, hw, unknown)]
+
+    def variables_layer(self, name: str, kind: str, c: dict, wpath: str,
+                        hw: tuple[int, ...] | None, unknown: str | None, one_d: bool,
+                        causal: tuple[int, int, int, int] | None) -> ConvLayer:
+        """A :data:`VARIABLES` layer (``kind``), its variables read by role; ``one_d``: a 1-D
+        layer's config made 2-D, its kernels [k, ...] read as [1, k, ...]."""
+        roles = VARIABLES[kind]
+        common(c, 3 if kind in CONV_3D else 2)  # the attributes first
+        if c.get("use_bias", True) is False:
+            roles = roles[:-1]
+        weights = self.read_roles(wpath, name, roles)
+        if one_d:  # the kernels (rank 3), not the bias
+            weights = [w.reshape(1, *w.shape) if w.ndim == 3 else w for w in weights]
+        if kind in ("Conv2DTranspose", "Conv3DTranspose"):
+            return transposed_layer(name, c, weights, hw, unknown, 3 if kind in CONV_3D else 2,
+                                    one_d)
+        return separable_layer(name, c, weights, hw, unknown, one_d, causal)
 
     def conv_layer(self, name: str, kind: str, c: dict, wpath: str,
                    input_hw: tuple[int, ...] | None, unknown: str | None,
@@ -275,9 +290,6 @@ def read_keras(path: str, memory_limit: int = DEFAULT_MEMORY_LIMIT) -> ModelLaye
                     text = str(err)
                     found_layers.refused[name] = (f"{said}: {text}" if text.startswith(escaped(path))
                                                   else f"{text} (in {escaped(path)})")
-            elif kind in OTHER_CONV_CLASSES:
-                found_layers.refused[name] = (f"{said}: {kind} cannot be imported, only "
-                                              f"{', '.join(CONV_CLASSES)} (in {escaped(path)})")
             else:
                 shown_kind = kind if re.fullmatch(r"[\w.]{1,80}", kind, re.ASCII) else shown(kind)
                 found_layers.others[name] = f"{said}: {shown_kind} is not a conv layer"

@@ -170,19 +170,27 @@ def _one(value: object, what: str) -> int:
     return value
 
 
-def _conv1d(config: dict, shapes: list[Shape], channels: Callable[[int], int]) -> Shape:
-    """A 1-D conv on [N, W, C] (or [N, C, W]); causal padding gives ceil(W / s), as same."""
+def _conv1d(config: dict, shapes: list[Shape], channels: Callable[[int], int],
+            transposed: bool = False) -> Shape:
+    """A 1-D conv on [N, W, C] (or [N, C, W]); causal padding gives ceil(W / s), as same;
+    ``transposed``: a Conv1DTranspose (:func:`transpose_length`)."""
     (x,) = shapes
     if len(x) != 3:
         raise ShapeStop(f"its input has rank {len(x)}, expected 3 (a 1-D sequence batch)")
     w, ch = (2, 1) if config.get("data_format") == "channels_first" else (1, 2)
     padding = config.get("padding", "valid")
-    padding = "same" if isinstance(padding, str) and padding.lower() == "causal" else _padding(
-        config)
+    padding = "same" if isinstance(padding, str) and padding.lower() == "causal" and not \
+        transposed else _padding(config)
+    k = _one(config.get("kernel_size"), "kernel_size")
+    s, d = (_one(config.get(key, 1), key) for key in ("strides", "dilation_rate"))
     out = list(x)
-    out[w] = conv_length(x[w], _one(config.get("kernel_size"), "kernel_size"),
-                         _one(config.get("strides", 1), "strides"),
-                         _one(config.get("dilation_rate", 1), "dilation_rate"), padding)
+    if transposed:
+        op = config.get("output_padding")
+        op = None if op is None else _pair(op[0] if isinstance(op, list | tuple) and len(
+            op) == 1 else op, "output_padding")[0]
+        out[w] = transpose_length(x[w], k, s, d, padding, op)
+    else:
+        out[w] = conv_length(x[w], k, s, d, padding)
     in_channels = x[ch]
     if in_channels is None:
         raise ShapeStop("its input's channel count is unknown")
@@ -192,6 +200,10 @@ def _conv1d(config: dict, shapes: list[Shape], channels: Callable[[int], int]) -
 
 def conv1d(config: dict, shapes: list[Shape]) -> Shape:
     return _conv1d(config, shapes, lambda _: _filters(config))
+
+
+def conv1d_transpose(config: dict, shapes: list[Shape]) -> Shape:
+    return _conv1d(config, shapes, lambda _: _filters(config), transposed=True)
 
 
 def depthwise_conv1d(config: dict, shapes: list[Shape]) -> Shape:
@@ -351,6 +363,7 @@ SHAPE_RULES: dict[str, Callable[[dict, list[Shape]], Shape]] = {
     **dict.fromkeys(SAME_SHAPE, same_shape), **dict.fromkeys(MERGES, broadcast),
     "Conv2D": conv2d, "SeparableConv2D": conv2d, "DepthwiseConv2D": depthwise_conv2d,
     "Conv2DTranspose": conv2d_transpose, "Conv1D": conv1d, "DepthwiseConv1D": depthwise_conv1d,
+    "SeparableConv1D": conv1d, "Conv1DTranspose": conv1d_transpose,
     "Conv3D": conv3d, "Conv3DTranspose": conv3d_transpose,
     "MaxPooling2D": pooling2d, "AveragePooling2D": pooling2d,
     "MaxPool2D": pooling2d, "AvgPool2D": pooling2d, "MaxPooling3D": pooling3d,
