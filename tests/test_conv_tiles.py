@@ -680,18 +680,21 @@ def test_auto_takes_the_tiles_whatever_is_still_loading(monkeypatch):
 
 
 def test_the_background_warm_up_compiles_every_tiles_loop():
-    """accel.warm_up runs every loop of engine.kernels._compiled.conv_tiles_jit, so they are
+    """accel.warm_up runs every loop of engine.kernels._compiled.conv_tiles_jit (and of the
+    few-channel Conv3D's conv3d_jit), so they are
     compiled (or loaded from the cache) before a dtype is marked ready: in a fresh process, warm_up
     alone leaves no loop without a float32 signature (a loop it misses would compile in the first
     call)."""
     code = (
         "import numba\n"
-        "from engine.kernels import accel; from engine.kernels._compiled import conv_tiles_jit\n"
+        "from engine.kernels import accel\n"
+        "from engine.kernels._compiled import conv3d_jit, conv_tiles_jit\n"
         "accel.warm_up(('float32',))\n"
         "assert accel._ready == {'float32'}\n"
-        "loops = {n: f for n, f in vars(conv_tiles_jit).items()\n"
+        "loops = {m.__name__ + '.' + n: f for m in (conv_tiles_jit, conv3d_jit)\n"
+        "         for n, f in vars(m).items()\n"
         "         if isinstance(f, numba.core.dispatcher.Dispatcher) and not n.startswith('_')}\n"
-        "assert len(loops) >= 4, sorted(loops)\n"
+        "assert len(loops) >= 7, sorted(loops)\n"
         "cold = [n for n, f in loops.items()\n"
         "        if not any(s[0].dtype.name == 'float32' for s in f.signatures)]\n"
         "assert not cold, f'not compiled by warm_up: {cold}'\n")

@@ -87,7 +87,7 @@ def _padded_patch(g: ConvGeometryNd, itemsize: int) -> tuple[int, int]:
 def filter_block(g: ConvGeometryNd, itemsize: int) -> tuple[int, int]:
     """``(rows, positions)`` of the filter gradient: output rows per gathered block (its
     patches fill at most half this CPU's L2, at least one row) and positions per product
-    (their patch and ``dy`` rows, one column panel, fill at most half its L1, at least 8;
+    (their patch and ``dy`` rows, one column panel, fill at most 2/3 of its L1, at least 8;
     :mod:`engine.kernels.cpu`)."""
     from engine.kernels import cpu
     from engine.kernels._compiled.numba_simd import tile_columns
@@ -95,7 +95,7 @@ def filter_block(g: ConvGeometryNd, itemsize: int) -> tuple[int, int]:
     host, jp = cpu.host(), _padded_patch(g, itemsize)[1]
     rows = max(1, host.l2 // 2 // max(1, g.out_spatial[2] * jp * itemsize))
     per_position = (tile_columns(itemsize) + g.filter_out) * itemsize
-    return rows, max(8, host.l1d // 2 // per_position)
+    return rows, max(8, host.l1d * 2 // 3 // per_position)
 
 
 def backprop_filter(g: ConvGeometryNd, x: np.ndarray, dy: np.ndarray,

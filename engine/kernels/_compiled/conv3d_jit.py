@@ -12,7 +12,7 @@ and ``dy`` ``[N, OD, OH, OW, K]``, the filter as a ``(J, K)`` matrix with ``J = 
   inside the image read ``x`` in place (a filter row's taps are ``kw*C`` adjacent elements):
   one :func:`~engine.kernels._compiled.numba_simd.gemm_acc2` per depth tap inside the volume
   over the filter rows inside the image (the others skipped: padding adds nothing); the other
-  columns' patches are gathered (:func:`patches_3d`) and multiplied as one block.
+  columns' patches are gathered (:func:`_patches_3d`) and multiplied as one block.
 - :func:`filter_rows_3d`: ``dw.T += sum_t dy[t].T @ P_t``, the patches of a block of output
   rows gathered into an L2-sized block first, so the register tiles run over all ``J``
   columns (a 3x7x7 filter on 3 channels: 441), not ``kw*C`` rows per filter row.
@@ -35,7 +35,7 @@ from engine.kernels.buffers import readonly
 
 @njit(nogil=True, cache=True)
 def _column(pf, o, xf, n, p, r, c, dims, pads, steps, dils, taps):  # pragma: no cover
-    """``pf[o + col] = P_t[c, col]``: one column's patch, any window (see :func:`patches_3d`)."""
+    """``pf[o + col] = P_t[c, col]``: one column's patch, any window (see :func:`_patches_3d`)."""
     d, h, w, ch = dims[0], dims[1], dims[2], dims[3]
     kd, kh, kw = taps[0], taps[1], taps[2]
     run = kw * ch
@@ -60,7 +60,7 @@ def _column(pf, o, xf, n, p, r, c, dims, pads, steps, dils, taps):  # pragma: no
 
 
 @njit(nogil=True, cache=True)
-def patches_3d(pf, o0, ld, xf, n, p, r, c_lo, c_hi, dims, pads, steps, dils,
+def _patches_3d(pf, o0, ld, xf, n, p, r, c_lo, c_hi, dims, pads, steps, dils,
                taps):  # pragma: no cover
     """``pf[o0 + (c - c_lo)*ld + col] = P_t[c, col]`` for the columns ``[c_lo, c_hi)`` of row
     ``r`` of output plane ``p`` of image ``n`` (``dims`` = D, H, W, C; ``pads`` = front, top,
@@ -95,7 +95,7 @@ def patches_3d(pf, o0, ld, xf, n, p, r, c_lo, c_hi, dims, pads, steps, dils,
 def im2col_rows_3d(yf, xf, wf, pf, t_lo, t_hi, out, dims, pads, steps, dils,
                    taps):  # pragma: no cover
     """Output rows ``[t_lo, t_hi)`` of ``y = conv3d(x, w)`` (``out`` = OD, OH, OW, K; the rest
-    as :func:`patches_3d`), ``pf`` a ``(OW, J)`` scratch block."""
+    as :func:`_patches_3d`), ``pf`` a ``(OW, J)`` scratch block."""
     d, h, w, ch = dims[0], dims[1], dims[2], dims[3]
     od, oh, ow, k = out[0], out[1], out[2], out[3]
     kd, kh, kw = taps[0], taps[1], taps[2]
@@ -124,7 +124,7 @@ def im2col_rows_3d(yf, xf, wf, pf, t_lo, t_hi, out, dims, pads, steps, dils,
                               run * k)
         for b_lo, b_hi in ((0, c_lo), (c_hi, ow)):
             if b_hi > b_lo:
-                patches_3d(pf, 0, j_all, xf, n, p, r, b_lo, b_hi, dims, pads, steps, dils, taps)
+                _patches_3d(pf, 0, j_all, xf, n, p, r, b_lo, b_hi, dims, pads, steps, dils, taps)
                 gemm_set(yf, pf, wf, (t * ow + b_lo) * k, 0, 0, b_hi - b_lo, k, j_all, k,
                          j_all, 1, k)
 
@@ -143,7 +143,7 @@ def filter_rows_3d(acc, xf, df, pf, t_lo, t_hi, block, kb, out, dims, pads, step
         b1 = min(t_hi, b0 + block)
         for t in range(b0, b1):
             n, pr = t // (od * oh), t % (od * oh)
-            patches_3d(pf, (t - b0) * ow * jp, jp, xf, n, pr // oh, pr % oh, 0, ow, dims,
+            _patches_3d(pf, (t - b0) * ow * jp, jp, xf, n, pr // oh, pr % oh, 0, ow, dims,
                        pads, steps, dils, taps)
         positions = (b1 - b0) * ow
         for l0 in range(0, positions, kb):
@@ -154,8 +154,8 @@ def filter_rows_3d(acc, xf, df, pf, t_lo, t_hi, block, kb, out, dims, pads, step
 def warm(dtypes: tuple[type[np.floating], ...] = (np.float32, np.float64)) -> None:
     """Compile (or load from numba's disk cache) the loops for ``dtypes``, with the argument
     types :mod:`engine.kernels.conv3d_im2col` passes (read-only operands)."""
-    ones = np.ones(3, np.int64)
-    params = (ones, np.ones(4, np.int64), ones * 0, ones, ones, ones)
+    ones = np.ones(3, np.int64)  # a 1x1x1 conv of one channel on one voxel
+    params = (np.ones(4, np.int64), np.ones(4, np.int64), ones * 0, ones, ones, ones)
     for dt in dtypes:
         z = np.zeros(8, dt)
         r = readonly(z)

@@ -11,7 +11,8 @@ runs.
 
 Bounds are the caller's duty (no checks inside): both arrays are C-contiguous, 1-D, of one
 float type, and every index above is inside its array. Each element is one IEEE add (or a
-plain copy).
+plain copy). A copy of at least one vector ends with the (overlapping) vector that ends at
+``n`` instead of the element loop.
 """
 
 from __future__ import annotations
@@ -48,8 +49,15 @@ def _emit(context, builder, signature, args, add: bool):
         if add:
             value = builder.fadd(builder.load(vector(op, k), align=4), value)
         builder.store(value, vector(op, k), align=4)
-    with cgutils.for_range_slice(builder, builder.mul(count, step), n,
-                                 ir.Constant(i64, 1)) as (k, _):
+    tail = builder.mul(count, step)
+    if not add:  # a copy of at least one vector ends with the vector that ends at n
+        last = builder.sub(n, step)
+        whole = builder.and_(builder.icmp_signed(">", count, ir.Constant(i64, 0)),
+                             builder.icmp_signed("<", tail, n))
+        with builder.if_then(whole):
+            builder.store(builder.load(vector(sp, last), align=4), vector(op, last), align=4)
+        tail = builder.select(whole, n, tail)
+    with cgutils.for_range_slice(builder, tail, n, ir.Constant(i64, 1)) as (k, _):
         dst = builder.gep(op, [k])
         value = builder.load(builder.gep(sp, [k]))
         if add:
