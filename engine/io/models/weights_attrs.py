@@ -99,9 +99,9 @@ def _per_dim(attrs: dict, key: str, rank: int) -> tuple[int, ...]:
     if len(nums) == 1:
         return nums * rank
     if len(nums) != rank:
+        every = " (or 1 for every dim)" if rank > 1 else ""
         raise ModelImportError(f"--attrs {key}={','.join(map(str, nums))} has {len(nums)} "
-                               f"numbers, expected {rank} for a {rank}-D conv (or 1 for "
-                               "every dim)")
+                               f"numbers, expected {rank} for a {rank}-D conv{every}")
     return tuple(nums)
 
 
