@@ -183,7 +183,8 @@ def test_onnx_same_upper_with_dilations_is_refused(tmp_path):
 @pytest.mark.parametrize("text, message", [
     ("strides=0,1", "--attrs: strides=0,1 needs 2 positive integer(s)"),
     ("dilations=1,0", "--attrs: dilations=1,0 needs 2 positive integer(s)"),
-    ("padding=EXPLICIT", "--attrs: padding=EXPLICIT needs pads=T,B,L,R"),
+    ("padding=EXPLICIT", ("--attrs: padding=EXPLICIT needs pads=T,B,L,R (before, after per "
+                         "spatial dim; 1-D: L,R; 3-D: front,back,T,B,L,R)")),
 ])
 def test_weights_attrs_are_checked_where_they_are_given(text, message):
     """Mutants: ``--attrs`` accepting a stride or dilation of 0 (``min(nums) < 0``), and

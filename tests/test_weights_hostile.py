@@ -336,12 +336,20 @@ def test_cli_npz_of_a_16_tib_header_is_one_line(tmp_path):
 # -- 7. a tensor of the wrong rank ------------------------------------------------------------
 
 
+OIHW_DIMS = ("3 dimensions (out, in / groups, W), 4 (out, in / groups, H, W) or 5 (out, "
+             "in / groups, D, H, W)")
+HWIO_DIMS = ("3 dimensions (W, in / groups, out), 4 (H, W, in / groups, out) or 5 (D, H, W, "
+             "in / groups, out)")
+
+
 @pytest.mark.parametrize("suffix", [".npz", ".safetensors"])
 @pytest.mark.parametrize(("shape", "layout", "dims"), [
-    ((3,), "OIHW", "out, in / groups, H, W"), ((), "OIHW", "out, in / groups, H, W"),
-    ((2, 3, 4), "HWIO", "H, W, in / groups, out"), ((1, 1, 1, 1, 1), "OIHW", "out")])
+    ((3,), "OIHW", OIHW_DIMS), ((), "OIHW", OIHW_DIMS), ((2, 3), "HWIO", HWIO_DIMS),
+    ((1, 1, 1, 1, 1, 1), "OIHW", OIHW_DIMS)])
 def test_weights_of_another_rank_say_how_many_dimensions_a_layer_needs(tmp_path, suffix,
                                                                        shape, layout, dims):
+    """3-, 4- and 5-D tensors are 1-, 2- and 3-D conv layers (tests/test_import_weights_nd.py);
+    a tensor of another rank is listed with the dimensions each of those takes."""
     a = np.ones(shape, np.float32)
     path = tmp_path / f"w{suffix}"
     if suffix == ".npz":
@@ -350,16 +358,16 @@ def test_weights_of_another_rank_say_how_many_dimensions_a_layer_needs(tmp_path,
         path.write_bytes(st_bytes({"k": ("F32", list(shape), a.tobytes())}))
     found = read_weights(str(path), {"weights": layout})
     shown = [1] if shape == () and suffix == ".npz" else list(shape)  # .npy: a 0-d array is [1]
-    assert found.others["k"] == (f"tensor 'k' has shape {shown}, expected 4 dimensions ({dims}"
-                                 + (", in / groups, H, W" if dims == "out" else "")
-                                 + f" with weights={layout}): not conv weights (in {path})")
+    assert found.others["k"] == (f"tensor 'k' has shape {shown}, expected {dims} with "
+                                 f"weights={layout}: not conv weights (in {path})")
     assert "-D conv" not in found.others["k"]
 
 
 def test_cli_rank_1_weights_are_one_line(tmp_path):
     path = write_npz(tmp_path / "w.npz", {"k.npy": npy_bytes(np.ones(3, np.float32))})
     one_error(gb("import", path, "--layer", "k", "-o", tmp_path / "x.gbc.json"),
-              "tensor 'k' has shape [3], expected 4 dimensions (out, in / groups, H, W")
+              "tensor 'k' has shape [3], expected 3 dimensions (out, in / groups, W), 4 (out, "
+              "in / groups, H, W) or 5")
 
 
 # -- .npy canvas inputs: the same header checks ------------------------------------------------

@@ -1,22 +1,35 @@
 """Conv layers from bare weight files (``.safetensors``, ``.npz``), whose attributes come from
 ``--attrs`` since the files carry none.
 
-Every 4-D float tensor is a layer, named by its key without a ``.weight`` / ``.kernel`` suffix;
-the tensor ``<name>.bias`` is its bias. ``--attrs`` is space-separated ``key=value`` words:
+Every 3-, 4- or 5-D float tensor is a 1-, 2- or 3-D conv layer, named by its key without a
+``.weight`` / ``.kernel`` suffix; the tensor ``<name>.bias`` is its bias. ``--attrs`` is
+space-separated ``key=value`` words, the same for every layer of the file
+(:mod:`engine.io.models.weights_attrs` reads them):
 
     strides=2,2  dilations=1,1  padding=SAME|VALID  pads=T,B,L,R (padding EXPLICIT)
     groups=N  weights=OIHW|HWIO  data_format=NCHW|NHWC
 
-``weights`` is the tensor layout: OIHW (PyTorch, the default) or HWIO (TensorFlow / Keras; a
-depthwise HWIO tensor is H, W, in, multiplier). ``data_format`` defaults to NCHW for OIHW and
-NHWC for HWIO. ``.safetensors`` needs the ``safetensors`` package (the ``models`` extra).
+``strides`` / ``dilations`` take one number per spatial dim or one for every dim; ``pads`` two
+per dim, before then after (1-D: L,R; 3-D: front,back,top,bottom,left,right). A count that does
+not fit a layer's rank refuses that layer alone. ``weights`` is the tensor layout, rank-free:
+OIHW (PyTorch's Conv1d / Conv2d / Conv3d: out, in / groups, then the kernel's W, H, W or D, H,
+W; the default) or HWIO (TensorFlow / Keras: the kernel's dims, in / groups, out; a depthwise
+4-D HWIO tensor is H, W, in, multiplier, a 3-D one W, in, multiplier; a grouped 5-D one is TF's
+grouped Conv3D); OIW / OIDHW and WIO / DHWIO are accepted as their names. ``data_format``
+(NCHW / NHWC, or NCW, NCDHW / NWC, NDHWC) is channels first or last, by default NCHW for OIHW
+and NHWC for HWIO. A 1-D layer is the 2-D conv of height 1 computing it, as ONNX and Keras 1-D
+convs import: kernel (1, k), strides (1, s), dilations (1, d), pads (0, 0, left, right), input
+[N, C, 1, W] or [N, 1, W, C]. ``.safetensors`` needs the ``safetensors`` package (the
+``models`` extra).
 
 Nothing in a file is trusted: a safetensors header whose length passes the file, offsets beyond
 it or a dtype it cannot hold (F4, F8_E8M0, ...) is named (BF16, F8_E4M3 and F8_E5M2 are widened
-exactly to float32); an .npz member that is not a .npy array, whose header lies about its data or claims terabytes is named, its header checked
-(:func:`engine.io.npy.read_stream_header`) before anything is allocated. Only 4-D tensors and their
-biases are read, together at most the memory limit. A tensor of another rank is not a layer: it
-is listed with its shape and the 4 dimensions the layout expects.
+exactly to float32); an .npz member that is not a .npy array, whose header lies about its data
+or claims terabytes is named, its header checked (:func:`engine.io.npy.read_stream_header`)
+before anything is allocated. Only 3- to 5-D tensors and their biases are read, together at
+most the memory limit, and a layer whose attributes do not fit its rank is refused before its
+tensors are read. A tensor of another rank is not a layer: it is listed with its shape and the
+dimensions the layout takes at 3, 4 and 5 dims.
 """
 
 from __future__ import annotations
@@ -45,42 +58,13 @@ from engine.io.models.model_import import (
     from_oihw,
     need_module,
 )
+from engine.io.models.weights_attrs import Fitted, fit_attrs, parse_attrs, rank_problem
 
-ATTR_KEYS = ("strides", "dilations", "padding", "pads", "groups", "weights", "data_format")
+__all__ = ["parse_attrs", "read_weights"]
+
+#: Tensor ranks that are conv weights: 1-D, 2-D and 3-D convs.
+CONV_RANKS = (3, 4, 5)
 _SUFFIXES = (".weight", ".kernel", "/kernel", ".weights")
-
-
-def parse_attrs(text: str) -> dict:
-    """``--attrs`` as a dict (one-line error naming the bad word)."""
-    out: dict = {}
-    for word in text.split():
-        key, eq, value = word.partition("=")
-        if not eq or key not in ATTR_KEYS:
-            raise ModelImportError(f"--attrs: {word!r} is not key=value with key one of "
-                                   f"{', '.join(ATTR_KEYS)}")
-        if key in ("strides", "dilations", "pads", "groups"):
-            try:
-                nums = tuple(int(v) for v in value.split(","))
-            except ValueError:
-                raise ModelImportError(f"--attrs: {key}={value!r} is not a list of integers"
-                                       ) from None
-            n = {"strides": 2, "dilations": 2, "pads": 4, "groups": 1}[key]
-            if len(nums) != n or min(nums) < (0 if key == "pads" else 1):
-                raise ModelImportError(f"--attrs: {key}={escaped(value)} needs {n} "
-                                       f"{'non-negative' if key == 'pads' else 'positive'} "
-                                       "integer(s)")
-            out[key] = nums[0] if key == "groups" else nums
-        else:
-            value = value.upper()
-            choices = {"padding": ("SAME", "VALID", "EXPLICIT"), "weights": ("OIHW", "HWIO"),
-                       "data_format": ("NCHW", "NHWC")}[key]
-            if value not in choices:
-                raise ModelImportError(f"--attrs: {key}={escaped(value)} is not one of "
-                                       f"{', '.join(choices)}")
-            out[key] = value
-    if out.get("padding") == "EXPLICIT" and "pads" not in out:
-        raise ModelImportError("--attrs: padding=EXPLICIT needs pads=T,B,L,R")
-    return out
 
 
 #: safetensors dtypes NumPy reads (their names in the file -> NumPy's).
@@ -93,8 +77,6 @@ SAFETENSORS_WIDENED = {"BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn", "F8_E5M2"
 #: What zipfile raises on a damaged or unsupported archive or member.
 ZIP_ERRORS = (OSError, EOFError, RuntimeError, NotImplementedError, ValueError, zlib.error,
               zipfile.BadZipFile)
-#: The dimensions a layer's weights have, by ``weights=`` layout.
-LAYOUT_DIMS = {"OIHW": "out, in / groups, H, W", "HWIO": "H, W, in / groups, out"}
 
 
 @dataclass
@@ -243,14 +225,11 @@ def _stem(key: str) -> str:
 
 def read_weights(path: str, attrs: dict, memory_limit: int = DEFAULT_MEMORY_LIMIT
                  ) -> ModelLayers:
-    """The 4-D tensors of ``path`` as conv layers with the ``--attrs`` attributes (read
-    together, at most ``memory_limit`` bytes)."""
+    """The 3-, 4- and 5-D tensors of ``path`` as 1-, 2- and 3-D conv layers with the
+    ``--attrs`` attributes (:func:`parse_attrs`; read together, at most ``memory_limit``
+    bytes)."""
     found = ModelLayers([], {}, {})
     layout = attrs.get("weights", "OIHW")
-    fmt = attrs.get("data_format", "NCHW" if layout == "OIHW" else "NHWC")
-    groups = attrs.get("groups", 1)
-    padding = attrs.get("padding", "EXPLICIT" if "pads" in attrs else "VALID")
-    pads = attrs.get("pads", (0, 0, 0, 0)) if padding == "EXPLICIT" else (0, 0, 0, 0)
     reading = _Reading(memory_limit)
     with ExitStack() as stack:
         if path.lower().endswith(".safetensors"):
@@ -259,17 +238,16 @@ def read_weights(path: str, attrs: dict, memory_limit: int = DEFAULT_MEMORY_LIMI
             tensors = _npz(path, stack, memory_limit)
         for key, tensor in tensors.items():
             name = _stem(key)
-            if key.endswith(".bias") and (tensor.shape is None or len(tensor.shape) != 4):
+            conv = tensor.shape is None or len(tensor.shape) in CONV_RANKS
+            if key.endswith(".bias") and (tensor.shape is None or not conv):
                 continue  # a bias: its layer reads it (and names its problem)
-            if tensor.shape is not None and len(tensor.shape) != 4:
+            if not conv:
                 found.others.setdefault(name, (
-                    f"tensor {shown(key)} has shape {list(tensor.shape)}, expected 4 dimensions "
-                    f"({LAYOUT_DIMS[layout]} with weights={layout}): not conv weights "
-                    f"(in {escaped(path)})"))
+                    f"tensor {shown(key)} {rank_problem(tensor.shape or (), layout)}: not conv "
+                    f"weights (in {escaped(path)})"))
                 continue
             try:
-                found.layers.append(_layer(name, key, tensor, tensors, reading, attrs, layout,
-                                           fmt, groups, padding, pads))
+                found.layers.append(_layer(name, key, tensor, tensors, reading, attrs))
             except ModelImportError as err:
                 text = str(err)
                 said = text if text.startswith("layer ") else f"layer {shown(name)}: {text}"
@@ -278,29 +256,39 @@ def read_weights(path: str, attrs: dict, memory_limit: int = DEFAULT_MEMORY_LIMI
 
 
 def _layer(name: str, key: str, tensor: _Tensor, tensors: dict[str, _Tensor],
-           reading: _Reading, attrs: dict, layout: str, fmt: str, groups: int, padding: str,
-           pads: tuple[int, int, int, int]) -> ConvLayer:
-    """The conv layer of the 4-D tensor ``key`` and its bias ``<name>.bias``, if any."""
+           reading: _Reading, attrs: dict) -> ConvLayer:
+    """The conv layer of the tensor ``key`` (3, 4 or 5 dimensions: a 1-D conv as the 2-D conv
+    of height 1 computing it, a 2-D or a 3-D conv) and its bias ``<name>.bias``, if any."""
+    layout = attrs.get("weights", "OIHW")
+    fmt = attrs.get("data_format", "NCHW" if layout == "OIHW" else "NHWC")
+    groups = attrs.get("groups", 1)
+    shape = tensor.shape if tensor.shape is not None else reading.read(key, tensor).shape
+    fitted = fit_attrs(attrs, len(shape) - 2)  # before reading (the read raises: no shape)
     w = float_weights(name, "weights", reading.read(key, tensor))
     bias_tensor = tensors.get(f"{name}.bias")
     bias = None if bias_tensor is None else float_weights(
         name, "bias", reading.read(f"{name}.bias", bias_tensor))
+    one_d = w.ndim == 3
+    if one_d:  # a kernel row of height 1: OIW -> OI1W, WIO -> 1WIO
+        w = w[:, :, None, :] if layout == "OIHW" else w[None]
+        fitted = Fitted((1, *fitted.strides), (1, *fitted.dilations), fitted.padding,
+                        (0, 0, *fitted.pads))
     if layout == "OIHW":
         in_channels, out = w.shape[1] * groups, w.shape[0]
         if out % groups:
             raise ModelImportError(f"layer {shown(name)}: groups {groups} does not divide "
                                    f"out_channels {out}")
         tf_w, kernel = from_oihw(w, groups), w.shape[2:]
-    else:
-        depthwise = groups > 1 and groups == w.shape[2]
-        in_channels = w.shape[2] if depthwise else w.shape[2] * groups
-        out = w.shape[2] * w.shape[3] if depthwise else w.shape[3]
+    elif w.ndim == 4 and groups > 1 and groups == w.shape[2]:  # depthwise: H, W, in, mult
+        in_channels, out = w.shape[2], w.shape[2] * w.shape[3]
         tf_w, kernel = w, w.shape[:2]
-    layer = ConvLayer(name=name, kernel=(int(kernel[0]), int(kernel[1])),
-                      strides=attrs.get("strides", (1, 1)),
-                      dilations=attrs.get("dilations", (1, 1)), padding=padding,
-                      pads=pads, groups=groups, in_channels=int(in_channels),
-                      out_channels=int(out), data_format=fmt,
-                      weights=np.ascontiguousarray(tf_w), bias=bias)
+    else:
+        in_channels, out = w.shape[-2] * groups, w.shape[-1]
+        tf_w, kernel = w, w.shape[:-2]
+    layer = ConvLayer(name=name, kernel=tuple(int(k) for k in kernel),
+                      strides=fitted.strides, dilations=fitted.dilations,
+                      padding=fitted.padding, pads=fitted.pads, groups=groups,
+                      in_channels=int(in_channels), out_channels=int(out), data_format=fmt,
+                      weights=np.ascontiguousarray(tf_w), bias=bias, conv1d=one_d)
     check_layer(layer)
     return layer
