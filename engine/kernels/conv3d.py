@@ -22,7 +22,9 @@ depth taps of the 2-D kernels (:mod:`engine.kernels.conv3d_planes`, path
 
 dtypes: float16, bfloat16, float32, float64; the result has the operands' dtype and half types
 accumulate in float32 (:func:`engine.base.dtypes.compute_dtype`), as the 2-D ops do. NaN and Inf:
-padding contributes nothing (:mod:`engine.kernels.nonfinite`).
+padding contributes nothing (:mod:`engine.kernels.nonfinite`); as for the 2-D ops, a finite result
+small enough to scan vouches for itself (:func:`engine.kernels.ops.vouch_finite_result`), so a
+filter gradient skips scanning its two large operands.
 
 Where TensorFlow 2.21's CPU kernels refuse what the math defines, these ops follow the math (as
 the depthwise ops do for dilations): dilations > 1 (with any strides), NCDHW, grouped filters
@@ -40,7 +42,7 @@ import numpy as np
 from engine.base.dtypes import compute_dtype, float_array, same_dtype
 from engine.kernels import conv3d_im2col, conv3d_planes, conv_nd, path_record
 from engine.kernels.nonfinite import nonfinite_safe
-from engine.kernels.ops import memory_guard
+from engine.kernels.ops import memory_guard, vouch_finite_result, vouching_guess
 from engine.shapes.conv import (
     UNIT_5,
     ConvGeometryNd,
@@ -104,7 +106,8 @@ def _record(path: str) -> str:
 
 
 @memory_guard
-@nonfinite_safe("input", "filter")
+@nonfinite_safe("input", "filter", vouching=vouching_guess)
+@vouch_finite_result
 def conv3d(
     input: np.ndarray,
     filter: np.ndarray,
@@ -127,7 +130,8 @@ def conv3d(
 
 
 @memory_guard
-@nonfinite_safe("input", "out_backprop")
+@nonfinite_safe("input", "out_backprop", vouching=vouching_guess)
+@vouch_finite_result
 def conv3d_backprop_filter(
     input: np.ndarray,
     filter_sizes: IntSeq,
@@ -153,7 +157,8 @@ def conv3d_backprop_filter(
 
 
 @memory_guard
-@nonfinite_safe("filter", "out_backprop")
+@nonfinite_safe("filter", "out_backprop", vouching=vouching_guess)
+@vouch_finite_result
 def conv3d_backprop_input(
     input_sizes: IntSeq,
     filter: np.ndarray,

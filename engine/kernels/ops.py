@@ -74,9 +74,9 @@ def memory_guard(kernel: F) -> F:
     return guarded  # type: ignore[return-value]
 
 
-def _vouching(a: np.ndarray, b: np.ndarray) -> bool:
+def vouching_guess(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether this call will probably vouch for a finite result (see
-    :func:`_vouch_finite_result`), so :func:`~engine.kernels.nonfinite.nonfinite_safe` runs it
+    :func:`vouch_finite_result`), so :func:`~engine.kernels.nonfinite.nonfinite_safe` runs it
     before (and usually instead of) scanning both inputs for NaN/Inf: a scan costs about as much as
     a depthwise kernel, and 5-25% of a conv gradient."""
     from engine.kernels import accel, gemm
@@ -85,7 +85,7 @@ def _vouching(a: np.ndarray, b: np.ndarray) -> bool:
         a.dtype == b.dtype and accel.may_run_compiled())
 
 
-def _vouch_finite_result(kernel: F) -> F:
+def vouch_finite_result(kernel: F) -> F:
     """Vouch for a finite result (:func:`engine.kernels.path_record.vouch_finite`). Every path of
     these kernels computes each term as an explicit product added into its sum: NumPy's loops, the
     compiled loops, Winograd's transforms (a non-finite tile element reaches every output it is
@@ -244,7 +244,7 @@ def _conv_op(name: str, shape: type, doc: str) -> Any:
     kernel.__doc__ = doc
     kernel.__module__ = __name__
     kernel.__signature__ = signature  # type: ignore[attr-defined]
-    safe = nonfinite_safe(a_name, b_name, vouching=_vouching)(_vouch_finite_result(kernel))
+    safe = nonfinite_safe(a_name, b_name, vouching=vouching_guess)(vouch_finite_result(kernel))
     return memory_guard(safe)  # typed by the name's annotation: ``shape``
 
 
