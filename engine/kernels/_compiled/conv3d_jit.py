@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit
 
 from engine.kernels._compiled import cache_key  # noqa: F401 - before any cache=True
-from engine.kernels._compiled.conv_tiles_jit import _inside
+from engine.kernels._compiled.loop_rules import inside
 from engine.kernels._compiled.numba_simd import gemm_acc, gemm_acc2, gemm_set
 from engine.kernels._compiled.simd_runs import copy_into
 from engine.kernels.buffers import readonly
@@ -40,7 +40,7 @@ def _column(pf, o, xf, n, p, r, c, dims, pads, steps, dils, taps):  # pragma: no
     kd, kh, kw = taps[0], taps[1], taps[2]
     run = kw * ch
     v0 = c * steps[2] - pads[2]
-    j0, j1 = _inside(v0, dils[2], w, kw)  # the taps inside the image, zeros around them
+    j0, j1 = inside(v0, dils[2], w, kw)  # the taps inside the image, zeros around them
     for a in range(kd):
         plane = p * steps[0] + a * dils[0] - pads[0]
         for i in range(kh):
@@ -69,7 +69,7 @@ def _patches_3d(pf, o0, ld, xf, n, p, r, c_lo, c_hi, dims, pads, steps, dils,
     d, h, w, ch = dims[0], dims[1], dims[2], dims[3]
     kd, kh, kw = taps[0], taps[1], taps[2]
     run = kw * ch
-    i_lo, i_hi = _inside(-pads[2], steps[2], w - kw + 1, c_hi)
+    i_lo, i_hi = inside(-pads[2], steps[2], w - kw + 1, c_hi)
     i_lo, i_hi = max(i_lo, c_lo), max(max(i_lo, c_lo), i_hi)
     if dils[2] != 1:
         i_hi = i_lo
@@ -102,14 +102,14 @@ def im2col_rows_3d(yf, xf, wf, pf, t_lo, t_hi, out, dims, pads, steps, dils,
     run = kw * ch
     j_all = kd * kh * run
     # columns whose windows lie inside the image rows: read in place
-    c_lo, c_hi = _inside(-pads[2], steps[2], w - kw + 1, ow)
+    c_lo, c_hi = inside(-pads[2], steps[2], w - kw + 1, ow)
     if dils[2] != 1:
         c_hi = c_lo
     for t in range(t_lo, t_hi):
         n, pr = t // (od * oh), t % (od * oh)
         p, r = pr // oh, pr % oh
-        a_lo, a_hi = _inside(p * steps[0] - pads[0], dils[0], d, kd)
-        i_lo, i_hi = _inside(r * steps[1] - pads[1], dils[1], h, kh)
+        a_lo, a_hi = inside(p * steps[0] - pads[0], dils[0], d, kd)
+        i_lo, i_hi = inside(r * steps[1] - pads[1], dils[1], h, kh)
         if c_hi > c_lo:
             y0 = (t * ow + c_lo) * k
             for m in range((c_hi - c_lo) * k):

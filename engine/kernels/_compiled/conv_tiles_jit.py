@@ -28,6 +28,7 @@ from __future__ import annotations
 from numba import njit
 
 from engine.kernels._compiled import cache_key  # noqa: F401 - before any cache=True
+from engine.kernels._compiled.loop_rules import inside
 from engine.kernels._compiled.numba_simd import gemm_acc, gemm_acc2, gemm_set
 from engine.kernels._compiled.simd_runs import add_into, copy_into
 
@@ -162,15 +163,6 @@ def pack_panels(out, w, rows, cols, transposed, nr):  # pragma: no cover
 
 
 @njit(nogil=True, cache=True)
-def _inside(off, stride, size, count):  # pragma: no cover
-    """Output indices ``[lo, hi)`` (within ``[0, count)``) whose input index
-    ``k*stride + off`` is in ``[0, size)``."""
-    lo = min(count, (-off + stride - 1) // stride) if off < 0 else 0
-    hi = min(count, (size - 1 - off) // stride + 1) if size - 1 - off >= 0 else 0
-    return lo, max(lo, hi)
-
-
-@njit(nogil=True, cache=True)
 def filter_direct(out, x, dy, items_lo, items_hi, blocks, rows_per_block, xs, ds, sr, sc,
                   in_rows, in_cols, out_rows, out_cols, row_offs, col_offs, ci, co,
                   x_channel):  # pragma: no cover
@@ -189,9 +181,9 @@ def filter_direct(out, x, dy, items_lo, items_hi, blocks, rows_per_block, xs, ds
         r_b = min(out_rows, r_a + rows_per_block)
         for t in range(row_offs.shape[0]):
             ro, cofs = row_offs[t], col_offs[t]
-            r_lo, r_hi = _inside(ro, sr, in_rows, out_rows)
+            r_lo, r_hi = inside(ro, sr, in_rows, out_rows)
             r_lo, r_hi = max(r_lo, r_a), min(r_hi, r_b)
-            c_lo, c_hi = _inside(cofs, sc, in_cols, out_cols)
+            c_lo, c_hi = inside(cofs, sc, in_cols, out_cols)
             if r_hi <= r_lo or c_hi <= c_lo:
                 continue
             a0 = n * xs[0] + (r_lo * sr + ro) * xs[1] + (c_lo * sc + cofs) * xs[2]
@@ -232,7 +224,7 @@ def filter_direct_grouped(out, x, dy, items_lo, items_hi, blocks, rows_per_block
         r_b = min(out_rows, r_a + rows_per_block)
         for i in range(row_offs.shape[0]):
             ro = row_offs[i]
-            r_lo, r_hi = _inside(ro, sr, in_rows, out_rows)
+            r_lo, r_hi = inside(ro, sr, in_rows, out_rows)
             r_lo, r_hi = max(r_lo, r_a), min(r_hi, r_b)
             if r_hi <= r_lo:
                 continue
@@ -240,13 +232,13 @@ def filter_direct_grouped(out, x, dy, items_lo, items_hi, blocks, rows_per_block
                 j1 = min(kw, j0 + group)
                 lo, hi = 0, out_cols  # the columns every tap of the group reads
                 for j in range(j0, j1):
-                    c_lo, c_hi = _inside(col_offs[j], sc, in_cols, out_cols)
+                    c_lo, c_hi = inside(col_offs[j], sc, in_cols, out_cols)
                     lo, hi = max(lo, c_lo), min(hi, c_hi)
                 if hi > lo:
                     _window(out, x, dy, (i * kw + j0) * ci * co, (j1 - j0) * ci, n, r_lo,
                             r_hi, lo, hi, ro, col_offs[j0], xs, ds, sr, sc, co)
                 for j in range(j0, j1):  # the rest, tap by tap
-                    c_lo, c_hi = _inside(col_offs[j], sc, in_cols, out_cols)
+                    c_lo, c_hi = inside(col_offs[j], sc, in_cols, out_cols)
                     o0 = (i * kw + j) * ci * co
                     if hi > lo:
                         _window(out, x, dy, o0, ci, n, r_lo, r_hi, c_lo, min(c_hi, lo),
@@ -280,7 +272,7 @@ def col2im_rows(out, sn, sh, sw, width, dy, wm, cols, n, r0, r1, h0, h1, pt, pl,
     classes = max(1, -(-run // max(1, sc * ch)))
     for r in range(r0, r1):
         gemm_set(cf, dyf, wmf, 0, (n * oh + r) * ow * o, 0, ow, jp, o, jp, o, 1, jp)
-        i_lo, i_hi = _inside(r * sr - pt - h0, dr, h1 - h0, kh)  # taps landing in [h0, h1)
+        i_lo, i_hi = inside(r * sr - pt - h0, dr, h1 - h0, kh)  # taps landing in [h0, h1)
         for i in range(i_lo, i_hi):
             h = r * sr + i * dr - pt
             base = n * sn + h * sh
@@ -290,14 +282,14 @@ def col2im_rows(out, sn, sh, sw, width, dy, wm, cols, n, r0, r1, h0, h1, pt, pl,
                 for first in range(classes):
                     for c in range(first, ow, classes):
                         v0 = c * sc - pl
-                        j0, j1 = _inside(v0, 1, width, kw)
+                        j0, j1 = inside(v0, 1, width, kw)
                         if j1 > j0:
                             add_into(out, cf, base + (v0 + j0) * ch, c * jp + i * run + j0 * ch,
                                      (j1 - j0) * ch)
                 continue
             for c in range(ow):
                 src = c * jp + i * run
-                j0, j1 = _inside(c * sc - pl, dc, width, kw)
+                j0, j1 = inside(c * sc - pl, dc, width, kw)
                 for j in range(j0, j1):
                     dst = base + (c * sc + j * dc - pl) * sw
                     for q in range(ch):
@@ -321,7 +313,7 @@ def _patches(pf, xf, n, r, c_lo, c_hi, h, w, ch, pt, pl, sr, sc, dr, dc, kh,
                     pf[o + m] = 0
                 continue
             row = (n * h + hh) * w
-            j0, j1 = _inside(v0, dc, w, kw)  # the taps inside the image, zeros around them
+            j0, j1 = inside(v0, dc, w, kw)  # the taps inside the image, zeros around them
             for m in range(j0 * ch):
                 pf[o + m] = 0
             if dc == 1 and j1 > j0:  # adjacent pixels: one run
@@ -352,12 +344,12 @@ def im2col_rows(y, x, wm, patch, t_lo, t_hi, pt, pl, sr, sc, dr, dc, kh, kw):  #
     xf, yf, wf, pf = x.reshape(x.size), y.reshape(y.size), wm.reshape(wm.size), patch.reshape(
         patch.size)
     # columns whose windows lie inside the image: 0 <= c*sc - pl and c*sc - pl + kw <= w
-    c_lo, c_hi = _inside(-pl, sc, w - kw + 1, ow)
+    c_lo, c_hi = inside(-pl, sc, w - kw + 1, ow)
     if dc != 1:
         c_hi = c_lo
     for t in range(t_lo, t_hi):
         n, r = t // oh, t % oh
-        i_lo, i_hi = _inside(r * sr - pt, dr, h, kh)  # the filter rows inside the image
+        i_lo, i_hi = inside(r * sr - pt, dr, h, kh)  # the filter rows inside the image
         if c_hi > c_lo:
             y0 = (t * ow + c_lo) * k
             for m in range((c_hi - c_lo) * k):

@@ -1,5 +1,6 @@
-"""What the compiled depthwise loops (NHWC and NCHW planes) share: numba's flags, the column
-span of a tap, the finiteness check of rows in cache and the filter as ``(KH, KW, C*M)``."""
+"""What the compiled loops share: numba's flags, the column span of a tap (:func:`span`, and
+:func:`inside` for the conv tiles' edges), the finiteness check of rows in cache and the
+filter as ``(KH, KW, C*M)`` (the depthwise loops, NHWC and NCHW planes)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,16 @@ def span(count, step, offset, size):  # pragma: no cover - compiled
     lo = 0 if offset >= 0 else (step - 1 - offset) // step
     last = size - 1 - offset
     hi = min(count, last // step + 1) if last >= 0 else 0
+    return lo, max(lo, hi)
+
+
+@numba.njit(nogil=True, cache=True)
+def inside(off, stride, size, count):  # pragma: no cover - compiled
+    """Output indices ``[lo, hi)`` (within ``[0, count)``, ``lo <= count``) whose input index
+    ``k*stride + off`` is in ``[0, size)``: :func:`span` with ``lo`` clamped to ``count``, so
+    ``[0, lo)`` and ``[hi, count)`` are the indices outside (the conv tiles' edges)."""
+    lo = min(count, (-off + stride - 1) // stride) if off < 0 else 0
+    hi = min(count, (size - 1 - off) // stride + 1) if size - 1 - off >= 0 else 0
     return lo, max(lo, hi)
 
 
