@@ -16,7 +16,7 @@ from engine.base.dtypes import DTYPES, RTOL
 from engine.kernels import conv3d_im2col
 from engine.shapes.conv import conv3d_geometry
 from tests import conv3d_reference as ref
-from tests.test_conv3d_planes import _attrs, _bordered
+from tests.test_conv3d_planes import _attrs, nonfinite_cases
 from tests.test_conv3d_sweep import _case, _reference, _run, _values
 
 conv3d = importlib.import_module("engine.kernels.conv3d")
@@ -84,23 +84,9 @@ def test_wide_rows_agree_with_the_float64_definition(compiled, op, shape):
 @pytest.mark.parametrize("op", OPS)
 def test_nan_and_inf_next_to_padding_follow_the_contract(compiled, op):
     """Non-finite values on every border (and Inf filter taps): NaN/Inf exactly where a real
-    term is, padding contributing nothing."""
-    rng = np.random.default_rng({"forward": 81, "filter": 82}[op])
-    for _ in range(40):
-        xs, ws, strides, dil, padding, fmt, g = _case(rng)
-        x, dy = _bordered(rng, xs), _bordered(rng, g.output_shape)
-        w = _values(rng, ws)
-        w.reshape(-1)[rng.random(w.size) < 0.2] = np.inf
-        want, bound = _reference(op, x, w, dy, g)
-        for name in ("float32", "float64", "bfloat16"):
-            got = _run(op, x.astype(DTYPES[name]), w.astype(DTYPES[name]),
-                       dy.astype(DTYPES[name]), xs, ws, _attrs(strides, dil, padding, fmt),
-                       fmt).astype(np.float64)
-            assert np.array_equal(np.isnan(got), np.isnan(want)), (name, xs, ws)
-            assert np.array_equal(np.isposinf(got), np.isposinf(want)), (name, xs, ws)
-            assert np.array_equal(np.isneginf(got), np.isneginf(want)), (name, xs, ws)
-            fin = np.isfinite(want)
-            assert ref.within(got[fin], want[fin], bound[fin], RTOL[name]) <= 0, (name, xs)
+    term is, padding contributing nothing (tests/test_conv3d_planes.py's cases)."""
+    nonfinite_cases(op, {"forward": 81, "filter": 82}[op], ("float32", "float64", "bfloat16"),
+                    (conv3d.IM2COL, conv3d.PLANES, conv3d.EMPTY))
 
 
 def test_filter_blocks_follow_the_cpu_caches(monkeypatch):
