@@ -90,19 +90,15 @@ def test_nan_and_inf_next_to_padding_follow_the_contract(compiled, op):
 
 
 def test_filter_blocks_follow_the_cpu_caches(monkeypatch):
-    """Rows per gathered block fill at most half of L2 (at least one); positions per product
-    fit one column panel and their out_backprop rows in 2/3 of L1 (at least 8)."""
-    pytest.importorskip("numba")
+    """Rows per in-place product: their out_backprop rows fit 2/3 of L1 (at least one); the
+    gathered block: its patches fit half of L2 (at least one row's)."""
     from engine.kernels import cpu
-    from engine.kernels._compiled.numba_simd import lanes, tile_columns
 
     g = conv3d_geometry((1, 32, 112, 112, 3), (3, 7, 7, 3, 64), [1, 1, 2, 2, 1], "SAME")
-    jp = -(-441 // lanes(4)) * lanes(4)  # 441 patch values padded to whole vectors
-    assert conv3d_im2col._padded_patch(g, 4) == (441, jp) and jp % lanes(4) == 0
     for l1, l2 in ((48 << 10, 2 << 20), (32 << 10, 512 << 10), (1 << 10, 1 << 10)):
         monkeypatch.setattr(cpu, "host", lambda l1=l1, l2=l2: cpu.Host("test", l1, l2))
         assert conv3d_im2col.filter_block(g, 4) == (
-            max(1, l2 // 2 // (56 * jp * 4)), max(8, l1 * 2 // 3 // ((tile_columns(4) + 64) * 4)))
+            max(1, l1 * 2 // 3 // (56 * 64 * 4)), max(56, l2 // 2 // (441 * 4)))
 
 
 def test_a_cancelled_run_stops_between_calls(compiled, monkeypatch):

@@ -8,8 +8,9 @@ on 3 channels those products are short (147 for a 7x7 filter) and the passes cos
 the call. Here each output row's ``J = kd*kh*kw*C`` terms are one product:
 
 - forward: ``y[t] = P_t @ w``, windows inside the volume read in place;
-- filter gradient: ``dw += P_t.T @ dy[t]``, the patches of a block of rows gathered into an
-  L2-sized block first (:func:`filter_block`), each core summing a partial ``dw``.
+- filter gradient: ``dw += P_t.T @ dy[t]``, ``x`` read in place too: one product per few rows
+  whose rows are every filter tap inside the image (:func:`filter_block`), each core summing
+  a partial ``dw``.
 
 Arrays are channels last in the compute dtype (float32 or float64), one group, C-contiguous.
 The input gradient stays on the planes path (its col2im already runs one product per row).
@@ -28,6 +29,8 @@ from engine.shapes.geometry import ConvGeometryNd
 PATH = "numba im2col 3-D"
 #: Output rows per compiled call: a cancel checkpoint between calls.
 CALL_ROWS = 64
+#: Output rows per in-place product of the forward (their output columns are its rows).
+FORWARD_ROWS = 8
 
 
 def applies(g: ConvGeometryNd, kind: str) -> bool:
@@ -65,63 +68,68 @@ def conv(g: ConvGeometryNd, x: np.ndarray, w: np.ndarray, ctype: np.dtype) -> np
         y.reshape(-1)
     params, jit = _params(g), _jit()
 
+    rows, taps = forward_block(g, ctype.itemsize)
+
     def part(lo: int, hi: int) -> None:
-        patch = np.empty(g.out_spatial[2] * j_all, ctype)
+        patch = np.empty(rows * g.out_spatial[2] * j_all, ctype)
+        tables = (np.empty(rows * g.out_spatial[2], np.int64),
+                  np.empty(rows * g.out_spatial[2], np.int64))
         for t0 in range(lo, hi, CALL_ROWS):
             checkpoint()
-            jit.im2col_rows_3d(yf, xf, wf, patch, t0, min(hi, t0 + CALL_ROWS), *params)
+            jit.im2col_rows_3d(yf, xf, wf, patch, *tables, t0, min(hi, t0 + CALL_ROWS), rows,
+                               taps, *params)
 
     parallel.map_ranges(part, _rows(g), 1)
     return y
 
 
-def _padded_patch(g: ConvGeometryNd, itemsize: int) -> tuple[int, int]:
-    """``(J, Jp)``: a patch's length and its row length in the filter gradient's block, a
-    whole number of vectors (:func:`engine.kernels._compiled.numba_simd.lanes`)."""
-    from engine.kernels._compiled.numba_simd import lanes
+def forward_block(g: ConvGeometryNd, itemsize: int) -> tuple[int, int]:
+    """``(rows, filter_rows)`` of the forward: output rows per in-place product
+    (:data:`FORWARD_ROWS`) and filter rows per product, whose part of the filter fills at
+    most a third of this CPU's L1 data cache (at least one; :mod:`engine.kernels.cpu`)."""
+    from engine.kernels import cpu
 
-    j_all, v = int(np.prod(g.filter_spatial)) * g.in_depth, lanes(itemsize)
-    return j_all, -(-j_all // v) * v
+    row = g.filter_spatial[2] * g.in_depth * g.filter_out * itemsize
+    return FORWARD_ROWS, max(1, cpu.host().l1d // 3 // max(1, row))
 
 
 def filter_block(g: ConvGeometryNd, itemsize: int) -> tuple[int, int]:
-    """``(rows, positions)`` of the filter gradient: output rows per gathered block (its
-    patches fill at most half this CPU's L2, at least one row) and positions per product
-    (their patch and ``dy`` rows, one column panel, fill at most 2/3 of its L1, at least 8;
+    """``(rows, positions)`` of the filter gradient: output rows per in-place product (their
+    ``dy`` rows fill at most 2/3 of this CPU's L1 data cache, at least one row) and the
+    gathered columns' block (its patches fill at most half its L2, at least one row's;
     :mod:`engine.kernels.cpu`)."""
     from engine.kernels import cpu
-    from engine.kernels._compiled.numba_simd import tile_columns
 
-    host, jp = cpu.host(), _padded_patch(g, itemsize)[1]
-    rows = max(1, host.l2 // 2 // max(1, g.out_spatial[2] * jp * itemsize))
-    per_position = (tile_columns(itemsize) + g.filter_out) * itemsize
-    return rows, max(8, host.l1d * 2 // 3 // per_position)
+    host, ow = cpu.host(), g.out_spatial[2]
+    j_all = int(np.prod(g.filter_spatial)) * g.in_depth
+    rows = max(1, host.l1d * 2 // 3 // max(1, ow * g.filter_out * itemsize))
+    return rows, max(ow, host.l2 // 2 // max(1, j_all * itemsize))
 
 
 def backprop_filter(g: ConvGeometryNd, x: np.ndarray, dy: np.ndarray,
                     ctype: np.dtype) -> np.ndarray:
     """The filter gradient ``[kd, kh, kw, C, K]`` of channels-last ``x`` and ``dy``."""
-    j_all, jp = _padded_patch(g, ctype.itemsize)
-    block, kb = filter_block(g, ctype.itemsize)
-    per_call = max(block, CALL_ROWS // block * block)
+    j_all = int(np.prod(g.filter_spatial)) * g.in_depth
+    rows, positions = filter_block(g, ctype.itemsize)
     xf, df = readonly(x.reshape(-1)), readonly(np.ascontiguousarray(dy, ctype).reshape(-1))
     params, jit = _params(g), _jit()
 
     def part(lo: int, hi: int) -> np.ndarray:
-        acc = np.zeros(g.filter_out * jp, ctype)
-        patch = np.zeros(block * g.out_spatial[2] * jp, ctype)  # columns J on: stay 0
-        for t0 in range(lo, hi, per_call):
+        acc = np.zeros(j_all * g.filter_out, ctype)
+        patch = np.empty(positions * j_all, ctype)
+        rows_dy = np.empty(positions * g.filter_out, ctype)
+        tables = np.empty(j_all, np.int64), np.empty(j_all, np.int64)
+        for t0 in range(lo, hi, CALL_ROWS):
             checkpoint()
-            jit.filter_rows_3d(acc, xf, df, patch, t0, min(hi, t0 + per_call), block, kb,
-                               *params)
+            jit.filter_rows_3d(acc, xf, df, patch, rows_dy, *tables, t0, min(hi, t0 + CALL_ROWS),
+                               rows, *params)
         return acc
 
     parts = parallel.map_ranges(part, _rows(g), 1)
     acc = parts[0]
     for p in parts[1:]:
         acc += p
-    return np.ascontiguousarray(acc.reshape(g.filter_out, jp)[:, :j_all].T).reshape(
-        g.filter_shape)
+    return acc.reshape(g.filter_shape)
 
 
 def workspace_bytes(g: ConvGeometryNd, kind: str, ct: int) -> int:
@@ -139,7 +147,7 @@ def workspace_bytes(g: ConvGeometryNd, kind: str, ct: int) -> int:
     ow, j_all = g.out_spatial[2], int(np.prod(g.filter_spatial)) * g.in_depth
     cores = parallel.workers()
     if kind == "forward":
-        return ct * (x + w + 2 * y + cores * ow * j_all)
-    jp = j_all + 16  # at most a vector's lanes of padding
-    rows = max(1, cpu.host().l2 // 2 // max(1, ow * j_all * ct))
-    return ct * (x + y + 3 * w + cores * (rows * ow + g.filter_out) * jp)
+        return ct * (x + w + 2 * y + cores * FORWARD_ROWS * ow * (j_all + 16 // ct))
+    positions = max(ow, cpu.host().l2 // 2 // max(1, j_all * ct))
+    per_core = positions * (j_all + g.filter_out) + w + 2 * j_all * 8 // ct
+    return ct * (x + y + 2 * w + cores * per_core)

@@ -13,9 +13,10 @@ and ``dy`` ``[N, OD, OH, OW, K]``, the filter as a ``(J, K)`` matrix with ``J = 
   one :func:`~engine.kernels._compiled.numba_simd.gemm_acc2` per depth tap inside the volume
   over the filter rows inside the image (the others skipped: padding adds nothing); the other
   columns' patches are gathered (:func:`_patches_3d`) and multiplied as one block.
-- :func:`filter_rows_3d`: ``dw.T += sum_t dy[t].T @ P_t``, the patches of a block of output
-  rows gathered into an L2-sized block first, so the register tiles run over all ``J``
-  columns (a 3x7x7 filter on 3 channels: 441), not ``kw*C`` rows per filter row.
+- :func:`filter_rows_3d`: ``dw += sum_t P_t.T @ dy[t]`` with ``x`` read in place too: one
+  product whose rows are all the filter's taps inside the image (a 3x7x7 filter on 3 channels:
+  441 rows, not ``kw*C`` per filter row), their offsets in ``x`` from a table; the columns
+  whose windows cross the image's sides gathered.
 
 Every product is a ``fmuladd`` (a NaN or Inf factor reaches its sum). Single-threaded, the
 GIL released; callers split the row ranges over cores. Bounds are the caller's duty.
@@ -28,7 +29,7 @@ from numba import njit
 
 from engine.kernels._compiled import cache_key  # noqa: F401 - before any cache=True
 from engine.kernels._compiled.loop_rules import inside
-from engine.kernels._compiled.numba_simd import gemm_acc, gemm_acc2, gemm_set
+from engine.kernels._compiled.numba_simd import gemm_acc, gemm_rows
 from engine.kernels._compiled.simd_runs import copy_into
 from engine.kernels.buffers import readonly
 
@@ -92,63 +93,143 @@ def _patches_3d(pf, o0, ld, xf, n, p, r, c_lo, c_hi, dims, pads, steps, dils,
 
 
 @njit(nogil=True, cache=True)
-def im2col_rows_3d(yf, xf, wf, pf, t_lo, t_hi, out, dims, pads, steps, dils,
+def _positions(aoff, crow, t, t1, c_lo, c_hi, ow, row, col):  # pragma: no cover
+    """The row tables of :func:`im2col_rows_3d`'s in-place product: each column ``[c_lo, c_hi)``
+    of the output rows ``[t, t1)`` (of one plane), its offset in ``x`` from the first's
+    (``row``, ``col``: the element steps of one output row and column) and its row of ``y``;
+    returns how many."""
+    m = 0
+    for tt in range(t, t1):
+        for c in range(c_lo, c_hi):
+            aoff[m] = (tt - t) * row + (c - c_lo) * col
+            crow[m] = tt * ow + c
+            m += 1
+    return m
+
+
+@njit(nogil=True, cache=True)
+def im2col_rows_3d(yf, xf, wf, pf, aoff, crow, t_lo, t_hi, rb, ic, out, dims, pads, steps, dils,
                    taps):  # pragma: no cover
     """Output rows ``[t_lo, t_hi)`` of ``y = conv3d(x, w)`` (``out`` = OD, OH, OW, K; the rest
-    as :func:`_patches_3d`), ``pf`` a ``(OW, J)`` scratch block."""
+    as :func:`_patches_3d`): the columns whose window lies inside the image rows read in
+    place, per group of at most ``rb`` rows of one plane with the same filter rows inside, one
+    :func:`~engine.kernels._compiled.numba_simd.gemm_rows` product per depth tap and ``ic``
+    filter rows (so that part of ``w`` stays in L1 while every tile reads it; ``aoff``,
+    ``crow``: tables of ``rb*OW`` entries); the other columns' patches gathered into ``pf``
+    (``(rb*OW, J)``) and multiplied as one product per group."""
     d, h, w, ch = dims[0], dims[1], dims[2], dims[3]
     od, oh, ow, k = out[0], out[1], out[2], out[3]
     kd, kh, kw = taps[0], taps[1], taps[2]
     run = kw * ch
     j_all = kd * kh * run
-    # columns whose windows lie inside the image rows: read in place
     c_lo, c_hi = inside(-pads[2], steps[2], w - kw + 1, ow)
     if dils[2] != 1:
         c_hi = c_lo
-    for t in range(t_lo, t_hi):
+    t = t_lo
+    while t < t_hi:
         n, pr = t // (od * oh), t % (od * oh)
         p, r = pr // oh, pr % oh
-        a_lo, a_hi = inside(p * steps[0] - pads[0], dils[0], d, kd)
         i_lo, i_hi = inside(r * steps[1] - pads[1], dils[1], h, kh)
+        t1 = t + 1  # the group: the next rows of this plane with the same filter rows inside
+        while t1 < t_hi and t1 - t < rb and t1 % oh != 0:
+            if inside((t1 % oh) * steps[1] - pads[1], dils[1], h, kh) != (i_lo, i_hi):
+                break
+            t1 += 1
+        a_lo, a_hi = inside(p * steps[0] - pads[0], dils[0], d, kd)
+        yf[t * ow * k:t1 * ow * k] = 0
         if c_hi > c_lo:
-            y0 = (t * ow + c_lo) * k
-            for m in range((c_hi - c_lo) * k):
-                yf[y0 + m] = 0
-            if i_hi > i_lo:
-                for a in range(a_lo, a_hi):
-                    plane = p * steps[0] + a * dils[0] - pads[0]
-                    a0 = (((n * d + plane) * h + r * steps[1] + i_lo * dils[1] - pads[1]) * w
+            m = _positions(aoff, crow, t, t1, c_lo, c_hi, ow, steps[1] * w * ch, steps[2] * ch)
+            for a in range(a_lo, a_hi):
+                plane = p * steps[0] + a * dils[0] - pads[0]
+                for i0 in range(i_lo, i_hi, ic):
+                    i1 = min(i_hi, i0 + ic)
+                    a0 = (((n * d + plane) * h + r * steps[1] + i0 * dils[1] - pads[1]) * w
                           + c_lo * steps[2] - pads[2]) * ch
-                    gemm_acc2(yf, xf, wf, y0, a0, (a * kh + i_lo) * run * k, c_hi - c_lo, k,
-                              run, k, steps[2] * ch, 1, k, i_hi - i_lo, dils[1] * w * ch,
-                              run * k)
-        for b_lo, b_hi in ((0, c_lo), (c_hi, ow)):
-            if b_hi > b_lo:
-                _patches_3d(pf, 0, j_all, xf, n, p, r, b_lo, b_hi, dims, pads, steps, dils, taps)
-                gemm_set(yf, pf, wf, (t * ow + b_lo) * k, 0, 0, b_hi - b_lo, k, j_all, k,
-                         j_all, 1, k)
+                    gemm_rows(yf, xf, wf, aoff, crow, 0, a0, (a * kh + i0) * run * k, m, k, run,
+                              k, 1, k, i1 - i0, dils[1] * w * ch, run * k)
+        m = 0  # the other columns of the group: gathered, one product
+        for tt in range(t, t1):
+            for b_lo, b_hi in ((0, c_lo), (c_hi, ow)):
+                if b_hi > b_lo:
+                    _patches_3d(pf, m * j_all, j_all, xf, n, p, tt % oh, b_lo, b_hi, dims, pads,
+                                steps, dils, taps)
+                    for c in range(b_lo, b_hi):
+                        aoff[m] = m * j_all
+                        crow[m] = tt * ow + c
+                        m += 1
+        if m:
+            gemm_rows(yf, pf, wf, aoff, crow, 0, 0, 0, m, k, j_all, k, 1, k, 1, 0, 0)
+        t = t1
 
 
 @njit(nogil=True, cache=True)
-def filter_rows_3d(acc, xf, df, pf, t_lo, t_hi, block, kb, out, dims, pads, steps, dils,
-                   taps):  # pragma: no cover
-    """``acc (K, Jp) += sum_t dy[t].T @ P_t`` over the output rows ``[t_lo, t_hi)`` (the
-    transposed filter gradient, rows ``Jp >= J`` apart): the patches of ``block`` rows
-    gathered into ``pf`` (``(block*OW, Jp)``, its columns from ``J`` on zero), then multiplied
-    ``kb`` positions at a time (their patch and ``dy`` rows stay in L1 while every tile of a
-    column panel reads them; the rest as :func:`im2col_rows_3d`)."""
+def _filter_rows(aoff, crow, a_lo, a_hi, i_lo, i_hi, plane, row, run, kh):  # pragma: no cover
+    """The row tables of :func:`filter_rows_3d`'s in-place product: for the depth taps
+    ``[a_lo, a_hi)`` and filter rows ``[i_lo, i_hi)`` inside the image, each ``(a, i, j, q)``'s
+    offset in ``x`` from tap ``(0, 0, 0, 0)`` (``plane``, ``row``: the element steps of one
+    dilated depth tap and filter row) and its row of ``dw``; returns how many."""
+    m = 0
+    for a in range(a_lo, a_hi):
+        for i in range(i_lo, i_hi):
+            for q in range(run):
+                aoff[m] = a * plane + i * row + q
+                crow[m] = (a * kh + i) * run + q
+                m += 1
+    return m
+
+
+@njit(nogil=True, cache=True)
+def filter_rows_3d(acc, xf, df, pf, db, aoff, crow, t_lo, t_hi, rb, out, dims, pads, steps,
+                   dils, taps):  # pragma: no cover
+    """``dw (J, K) += sum_t P_t.T @ dy[t]`` over the output rows ``[t_lo, t_hi)`` (the rest as
+    :func:`im2col_rows_3d`). The columns whose window lies inside the image rows are read in
+    place: per group of at most ``rb`` rows of one output plane with the same filter rows
+    inside the image, one :func:`~engine.kernels._compiled.numba_simd.gemm_rows` product
+    whose rows are the taps inside (``aoff``, ``crow``: tables of ``J`` entries) and whose sum
+    runs over the group's pixels. The other columns' patches and ``dy`` rows are gathered into
+    ``pf`` ``(L, J)`` and ``db`` ``(L, K)`` and multiplied when full."""
+    d, h, w, ch = dims[0], dims[1], dims[2], dims[3]
     od, oh, ow, k = out[0], out[1], out[2], out[3]
-    jp = acc.size // k
-    for b0 in range(t_lo, t_hi, block):
-        b1 = min(t_hi, b0 + block)
-        for t in range(b0, b1):
-            n, pr = t // (od * oh), t % (od * oh)
-            _patches_3d(pf, (t - b0) * ow * jp, jp, xf, n, pr // oh, pr % oh, 0, ow, dims,
-                       pads, steps, dils, taps)
-        positions = (b1 - b0) * ow
-        for l0 in range(0, positions, kb):
-            gemm_acc(acc, df, pf, 0, (b0 * ow + l0) * k, l0 * jp, k, jp,
-                     min(kb, positions - l0), jp, 1, k, jp)
+    kd, kh, kw = taps[0], taps[1], taps[2]
+    run = kw * ch
+    j_all = kd * kh * run
+    cap = pf.size // j_all
+    c_lo, c_hi = inside(-pads[2], steps[2], w - kw + 1, ow)
+    if dils[2] != 1:
+        c_hi = c_lo
+    ne = 0
+    t = t_lo
+    while t < t_hi:
+        n, pr = t // (od * oh), t % (od * oh)
+        p, r = pr // oh, pr % oh
+        i_lo, i_hi = inside(r * steps[1] - pads[1], dils[1], h, kh)
+        t1 = t + 1  # the group: the next rows of this plane with the same filter rows inside
+        while t1 < t_hi and t1 - t < rb and t1 % oh != 0:
+            if inside((t1 % oh) * steps[1] - pads[1], dils[1], h, kh) != (i_lo, i_hi):
+                break
+            t1 += 1
+        a_lo, a_hi = inside(p * steps[0] - pads[0], dils[0], d, kd)
+        if c_hi > c_lo and i_hi > i_lo and a_hi > a_lo:
+            m = _filter_rows(aoff, crow, a_lo, a_hi, i_lo, i_hi, dils[0] * h * w * ch,
+                             dils[1] * w * ch, run, kh)
+            base = (((n * d + p * steps[0] - pads[0]) * h + r * steps[1] - pads[1]) * w
+                    + c_lo * steps[2] - pads[2]) * ch
+            gemm_rows(acc, xf, df, aoff, crow, 0, base, (t * ow + c_lo) * k, m, k, c_hi - c_lo,
+                      k, steps[2] * ch, k, t1 - t, steps[1] * w * ch, ow * k)
+        for tt in range(t, t1):
+            for b_lo, b_hi in ((0, c_lo), (c_hi, ow)):
+                if b_hi <= b_lo:
+                    continue
+                if ne + b_hi - b_lo > cap:
+                    gemm_acc(acc, pf, db, 0, 0, 0, j_all, k, ne, k, 1, j_all, k)
+                    ne = 0
+                _patches_3d(pf, ne * j_all, j_all, xf, n, p, tt % oh, b_lo, b_hi, dims, pads,
+                            steps, dils, taps)
+                copy_into(db, df, ne * k, (tt * ow + b_lo) * k, (b_hi - b_lo) * k)
+                ne += b_hi - b_lo
+        t = t1
+    if ne:
+        gemm_acc(acc, pf, db, 0, 0, 0, j_all, k, ne, k, 1, j_all, k)
 
 
 def warm(dtypes: tuple[type[np.floating], ...] = (np.float32, np.float64)) -> None:
@@ -159,5 +240,6 @@ def warm(dtypes: tuple[type[np.floating], ...] = (np.float32, np.float64)) -> No
     for dt in dtypes:
         z = np.zeros(8, dt)
         r = readonly(z)
-        im2col_rows_3d(z, r, r, np.zeros(8, dt), 0, 1, *params)
-        filter_rows_3d(z, r, r, np.zeros(8, dt), 0, 1, 1, 8, *params)
+        tables = np.zeros(1, np.int64), np.zeros(1, np.int64)
+        im2col_rows_3d(z, r, r, np.zeros(8, dt), *tables, 0, 1, 1, 1, *params)
+        filter_rows_3d(z, r, r, np.zeros(8, dt), np.zeros(8, dt), *tables, 0, 1, 1, *params)

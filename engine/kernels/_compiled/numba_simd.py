@@ -154,17 +154,32 @@ def acc_products3(typingctx, t, x, g, x0, g0, nq, xs, gs, xt):
     return types.void(t, x, g, x0, g0, nq, xs, gs, xt), _codegen(3, 4)
 
 
-def _gemm_codegen(accumulate: bool, two_level: bool = False):
+def _gemm_codegen(accumulate: bool, two_level: bool = False, indexed: bool = False):
     """``C (+)= A @ B`` in register tiles of ``MR`` rows by ``NR`` vectors of columns (the
     last ``m % MR`` rows as one tile of that many rows; then single vectors, then single
     columns), the sum over ``l`` in order (with ``two_level``, over ``(l2, l)`` in order)
     starting from 0 and added to ``C`` at the end: each call is one block of a two-level sum,
     so a long sum split into calls of ``k`` terms rounds like ``k`` and ``calls``, not like
-    their product."""
+    their product. With ``indexed`` row ``i`` of the product is row ``crow[i]`` of ``C`` and
+    starts at element ``aoff[i]`` of ``A`` (two int64 arrays after ``b``; no ``ars``)."""
     def codegen(context, builder, signature, args):
-        _, _, _, c0, a0, b0, m, n, kd, ldc, ars, acs, brs = args[:13]
-        kd2, acs2, brs2 = args[13:] if two_level else (None, None, None)
+        if indexed:
+            _, _, _, aoff, crow, c0, a0, b0, m, n, kd, ldc, acs, brs, kd2, acs2, brs2 = args
+            aoff_p, crow_p = (context.make_array(signature.args[i])(context, builder, v).data
+                              for i, v in ((3, aoff), (4, crow)))
+        else:
+            _, _, _, c0, a0, b0, m, n, kd, ldc, ars, acs, brs = args[:13]
+            kd2, acs2, brs2 = args[13:] if two_level else (None, None, None)
         (carr, aarr, barr), fty, lanes, vty = intrinsic_operands(context, builder, signature, args)
+
+        def c_row(i):  # the element offset of the product's row i in C ...
+            if indexed:
+                return builder.mul(builder.load(builder.gep(crow_p, [i])), ldc)
+            return builder.mul(i, ldc)
+
+        def a_row(i):  # ... and in A
+            return builder.load(builder.gep(aoff_p, [i])) if indexed else builder.mul(i, ars)
+
         mr, nr = tile_shape()
         i64, i32 = ir.IntType(64), ir.IntType(32)
         cp = builder.gep(carr.data, [c0])
@@ -185,7 +200,7 @@ def _gemm_codegen(accumulate: bool, two_level: bool = False):
         @contextmanager
         def k_loop():
             """The sum's loop(s), yielding the offsets of step ``l`` into A and into B."""
-            if not two_level:
+            if not (two_level or indexed):
                 with cgutils.for_range(builder, kd) as l:
                     yield builder.mul(l.index, acs), builder.mul(l.index, brs)
                 return
@@ -196,12 +211,11 @@ def _gemm_codegen(accumulate: bool, two_level: bool = False):
                            builder.add(b2, builder.mul(l.index, brs)))
 
         def tile(i0, rows: int, j0, nvec: int) -> None:
-            coff = [builder.add(builder.mul(builder.add(i0, const(r)), ldc), j0)
-                    for r in range(rows)]
+            coff = [builder.add(c_row(builder.add(i0, const(r))), j0) for r in range(rows)]
             for r in range(rows):
                 for u in range(nvec):
                     builder.store(zero, accs[r][u])
-            arow = [builder.mul(builder.add(i0, const(r)), ars) for r in range(rows)]
+            arow = [a_row(builder.add(i0, const(r))) for r in range(rows)]
             with k_loop() as (loff, koff):
                 boff = builder.add(koff, j0)
                 bvec = [builder.load(vector(bp, builder.add(boff, const(u * lanes))), align=4)
@@ -239,9 +253,9 @@ def _gemm_codegen(accumulate: bool, two_level: bool = False):
         rest = columns(columns(const(0), nr), 1)
         with (cgutils.for_range_slice(builder, rest, n, const(1)) as (j, _),
               cgutils.for_range(builder, m) as i):
-            ci = builder.add(builder.mul(i.index, ldc), j)
+            ci = builder.add(c_row(i.index), j)
             builder.store(ir.Constant(fty, 0), acc1)
-            ai = builder.mul(i.index, ars)
+            ai = a_row(i.index)
             with k_loop() as (loff, koff):
                 a = builder.load(builder.gep(ap, [builder.add(ai, loff)]))
                 b = builder.load(builder.gep(bp, [builder.add(koff, j)]))
@@ -287,6 +301,22 @@ def gemm_acc2(typingctx, c, a, b, c0, a0, b0, m, n, kd, ldc, ars, acs, brs, kd2,
         return None
     sig = types.void(c, a, b, c0, a0, b0, m, n, kd, ldc, ars, acs, brs, kd2, acs2, brs2)
     return sig, _gemm_codegen(True, two_level=True)
+
+
+@intrinsic
+def gemm_rows(typingctx, c, a, b, aoff, crow, c0, a0, b0, m, n, kd, ldc, acs, brs, kd2, acs2,
+              brs2):
+    """:func:`gemm_acc2` over rows picked by two int64 tables: ``C[crow[i], j]`` at
+    ``c0 + crow[i]*ldc + j`` += the sum over ``l2 < kd2``, ``l < kd`` of ``A[i, (l2, l)]`` at
+    ``a0 + aoff[i] + l2*acs2 + l*acs`` times ``B[(l2, l), j]`` at ``b0 + l2*brs2 + l*brs + j``
+    (``i < m``: a product over rows of ``A`` that are no one stride apart, e.g. the taps of
+    a conv filter read in place)."""
+    ints = all(isinstance(t, types.Array) and t.layout == "C" and t.ndim == 1
+               and t.dtype == types.int64 for t in (aoff, crow))
+    if not (ints and _gemm_accepts(c, a, b)):
+        return None
+    sig = types.void(c, a, b, aoff, crow, c0, a0, b0, m, n, kd, ldc, acs, brs, kd2, acs2, brs2)
+    return sig, _gemm_codegen(True, two_level=True, indexed=True)
 
 
 def lanes(itemsize: int) -> int:
