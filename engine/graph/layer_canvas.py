@@ -126,8 +126,9 @@ def _input_array(layer: ConvLayer, path: str, layout: str) -> np.ndarray:
 def plan_layer(layer: ConvLayer, input_hw: tuple[int, ...] | None = None, batch: int = 1,
                layout: str | None = None, input_array: np.ndarray | None = None,
                memory_limit: int = DEFAULT_MEMORY_LIMIT) -> tuple[TfConv, tuple[int, ...]]:
-    """The TF op for ``layer`` and its output shape, checked: a one-line error naming the layer
-    when the input size is unknown, the input empty (batch, height or width 0) or smaller than
+    """The TF op for ``layer`` and its output shape, checked (``input_hw`` W alone is a 1-D
+    layer's 1,W): a one-line error naming the layer when the input size is unknown or its
+    count is not the layer's rank, the input empty (batch, height or width 0) or smaller than
     the dilated kernel, or when ``gradblocks check`` would refuse the layer's canvas (shapes
     beyond its limits, more memory than ``memory_limit``), with check's own reason."""
     fmt = layout or layer.data_format
@@ -135,14 +136,15 @@ def plan_layer(layer: ConvLayer, input_hw: tuple[int, ...] | None = None, batch:
         batch = input_array.shape[0]
         input_hw = (input_array.shape[1:-1] if channels_last(fmt) else input_array.shape[2:])
     input_hw = input_hw or layer.input_hw
+    if layer.conv1d and input_hw is not None and len(input_hw) == 1:  # W: a height of 1
+        input_hw = (1, *input_hw)
     sizes = "H,W" if layer.rank == 2 else "D,H,W"
     if input_hw is None:
         why = f" ({layer.input_unknown})" if layer.input_unknown else ""
         raise ModelImportError(f"layer {layer.name!r}: the model does not say its input "
                                f"size{why}: give --input-size {sizes} or --input FILE.npy")
     if len(input_hw) != layer.rank:
-        raise ModelImportError(f"layer {layer.name!r} is a {layer.rank}-D conv: its input size "
-                               f"is {sizes}, not {','.join(map(str, input_hw))}")
+        raise ModelImportError(size_mismatch(layer, input_hw))
     hw = tuple(int(n) for n in input_hw)
     conv = translate(layer, hw, int(batch), fmt)
     where = f"layer {layer.name!r} on input {list(conv.input_shape)}"
@@ -164,6 +166,15 @@ def plan_layer(layer: ConvLayer, input_hw: tuple[int, ...] | None = None, batch:
                                "input, padded, is smaller than the dilated kernel)")
     _check_like_check(layer, conv, output_shape, where, memory_limit)
     return conv, output_shape
+
+
+def size_mismatch(layer: ConvLayer, input_hw: tuple[int, ...]) -> str:
+    """The one line saying ``input_hw`` is not a size of ``layer``'s rank: H,W (2-D), D,H,W
+    (3-D), 1,W or W (1-D)."""
+    rank, sizes = ((1, "1,W or W") if layer.conv1d else
+                   (layer.rank, "H,W" if layer.rank == 2 else "D,H,W"))
+    return (f"layer {layer.name!r} is a {rank}-D conv: its input size is {sizes}, not "
+            f"{','.join(map(str, input_hw))}")
 
 
 def _transposed_output(layer: ConvLayer, conv: TfConv, batch: int, input_hw: tuple[int, ...],
