@@ -96,10 +96,26 @@ def test_a_folder_that_is_not_one_or_holds_the_users_files_is_refused(models, tm
         assert sorted(p.name for p in out.iterdir()) in (["c1.gbc.json"], ["dw.filter.npy"])
 
 
-def test_all_needs_a_folder_and_no_input_size(models):
-    for extra in ([], ["-o", "x", "--input-size", "4,4"]):
+def test_all_needs_a_folder_and_no_input(models):
+    for extra in ([], ["-o", "x", "--input", "x.npy"]):
         proc = gb("import", models["h5"], "--all", *extra)
         assert proc.returncode == 2 and "import --all needs -o DIR" in proc.stderr
+        assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+def test_all_input_size_is_for_the_layers_the_model_gives_no_size(models, tmp_path):
+    """c1's size is the model's (10x10); the layers after the Lambda take --input-size."""
+    out = tmp_path / "d"
+    proc = gb("import", models["lambda"], "--all", "-o", out, "--input-size", "6,6")
+    assert proc.returncode == 0, proc.stderr
+    index = json.loads((out / "index.json").read_text())
+    assert [i["layer"] for i in index if "canvas" in i] == [
+        "c1", "dw", "c2", "sep", "tconv", "tconv_valid"], index
+    assert index[0]["input_shape"] == [1, 10, 10, 3]
+    assert index[1]["input_shape"][1:3] == [6, 6]
+    for item in index:
+        check = gb("check", out / item["canvas"])
+        assert check.returncode == 0, (item, check.stdout, check.stderr)
 
 
 def test_list_shows_what_imports_and_why_the_rest_does_not(models, tmp_path):

@@ -200,7 +200,8 @@ def test_cli_lists_imports_and_runs_3d_and_1d_weights(tmp_path, suffix, pytorch)
     index = json.loads((tmp_path / "all" / "index.json").read_text())
     items = {i["layer"]: i for i in index}
     assert {n: i["op"] for n, i in items.items()} == {"c3": "Conv3D", "c1": "Conv2D"}
-    # a weights file states no input size: --all skips each layer saying so; --layer takes it
+    # a weights file states no input size: --all without --input-size skips each layer saying
+    # so (with it: test_cli_all_with_input_size_writes_every_layer_it_fits_and_each_runs)
     assert "give --input-size D,H,W" in items["c3"]["skipped"]
     assert "give --input-size H,W" in items["c1"]["skipped"]
     attrs = parse_attrs(text)
@@ -213,6 +214,66 @@ def test_cli_lists_imports_and_runs_3d_and_1d_weights(tmp_path, suffix, pytorch)
         assert nd.gb("check", canvas).returncode == 0
         errors = check_canvas(nd.run_cli(canvas), w, b, attrs, not pytorch)
         assert max(errors.values()) < nd.TOL, (name, errors)
+
+
+def _numpy_error(r: dict, w: np.ndarray, attrs: dict, last: bool) -> float:
+    """The canvas's forward against the float64 NumPy conv (relative to the largest value)."""
+    one_d = w.ndim == 3
+    oi = oi_weights(w, attrs)
+    x = to_nc(r["input"], last, one_d)
+    s, d, pads = geometry(attrs, oi.shape[2:], x.shape[2:])
+    want = numpy_conv(x, oi, s, d, pads, attrs.get("groups", 1))
+    return nd.close(r["forward"], from_nc(want, last, one_d))
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".safetensors"])
+def test_cli_all_with_input_size_writes_every_layer_it_fits_and_each_runs(tmp_path, suffix):
+    """--all --input-size: the size of every layer the file gives none (all of them); the
+    layers of another rank are skipped, one line each saying the size they take."""
+    text = "strides=2 dilations=1"
+    ws = {"c3": _w(4, 3, 3, 2, 3), "c3b": _w(2, 3, 2, 2, 2), "c2": _w(3, 2, 3, 3),
+          "c1": _w(5, 3, 3)}
+    bias = {"c3": _w(4), "c1": _w(5)}
+    path = save(tmp_path / f"m{suffix}", {**{f"{k}.weight": w for k, w in ws.items()},
+                                          **{f"{k}.bias": b for k, b in bias.items()}})
+    attrs = parse_attrs(text)
+    wanted = {"5,6,7": ["c3", "c3b"], "6,7": ["c2"], "9": ["c1"], "1,9": ["c1"]}
+    reasons = {"c3": "is a 3-D conv: its input size is D,H,W", "c3b": "is a 3-D conv: its "
+               "input size is D,H,W", "c2": "is a 2-D conv: its input size is H,W",
+               "c1": "is a 1-D conv: its input size is 1,W or W"}
+    for size, written in wanted.items():
+        out = tmp_path / f"all_{size}"
+        done = nd.gb("import", path, "--all", "-o", out, "--attrs", text, "--input-size", size)
+        assert done.returncode == 0, done.stderr
+        items = {i["layer"]: i for i in json.loads((out / "index.json").read_text())}
+        assert sorted(n for n, i in items.items() if "canvas" in i) == sorted(written)
+        for name in set(ws) - set(written):
+            why = f"layer {name!r} {reasons[name]}, not {size}"
+            if (size, name) == ("1,9", "c2"):  # a count that fits, too small for the kernel
+                why = ("layer 'c2' on input [1, 2, 1, 9]: the output [1, 3, 0, 4] is empty "
+                       "(the input, padded, is smaller than the dilated kernel)")
+            assert items[name]["skipped"] == why and f"skipped: {why}" in done.stdout
+        assert done.stdout.splitlines()[-1] == (f"wrote {len(written)} canvases and {out}/"
+                                                f"index.json ({4 - len(written)} conv layers "
+                                                "skipped)")
+        for name in written:
+            sizes = [int(n) for n in size.split(",")]
+            assert items[name]["input_shape"][2:] == [1] * (len(sizes) == 1) + sizes
+            r = nd.run_cli(out / items[name]["canvas"])
+            assert _numpy_error(r, ws[name], attrs, False) < nd.TOL, (size, name)
+            if name in bias:
+                np.testing.assert_array_equal(r["bias"], bias[name])
+
+
+def test_cli_all_refuses_a_1d_layer_a_height_but_1(tmp_path):
+    """One size for every layer: 4,9 is a 2-D layer's, so the 1-D layer is skipped."""
+    path = save(tmp_path / "w.npz", {"c1.weight": _w(5, 3, 3), "c2.weight": _w(3, 3, 3, 3)})
+    done = nd.gb("import", path, "--all", "-o", tmp_path / "all", "--input-size", "4,9")
+    assert done.returncode == 0, done.stderr
+    items = {i["layer"]: i for i in json.loads((tmp_path / "all" / "index.json").read_text())}
+    why = "layer 'c1' is a 1-D conv: its input size is 1,W or W, not 4,9"
+    assert items["c1"] == {"layer": "c1", "op": "Conv2D", "skipped": why}
+    assert f"skipped: {why}" in done.stdout and items["c2"]["canvas"] == "c2.gbc.json"
 
 
 # -- messages --------------------------------------------------------------------------------

@@ -139,3 +139,73 @@ def test_the_pytorch_script_of_pad_and_slice_with_a_stand_in_torch_agrees(tmp_pa
     with np.load(tmp_path / "r.npz") as want:
         for key in ("padded", "cut"):
             np.testing.assert_array_equal(got[key], want[key])
+
+
+# -- outputs beyond the array limits ---------------------------------------------------------
+
+#: (input shape, paddings, the output shape named): a product of dimensions past 2**63 bytes.
+HUGE = [([1, 2], [0, 2**31 - 1, 0, 2**31 - 1], "[2147483648, 2147483649]"),
+        ([4, 4, 4, 4], [2**31 - 1] * 8, "[4294967298, 4294967298, 4294967298, 4294967298]"),
+        ([0, 4, 4], [0, 0, *[2**31 - 1] * 4], "[0, 4294967298, 4294967298]")]
+
+
+def _pad_canvas(shape: list[int], paddings: list[int]) -> Canvas:
+    """Tensor ``x`` (zeros of ``shape``) -> Pad "huge pad" -> Output; ``paddings`` set without
+    the attribute check (as a canvas file can hold them)."""
+    c = Canvas()
+    c.add_node("Tensor", attrs={"shape": shape, "fill": "zeros", "dtype": "float32"}, id="x")
+    c.add_node("Pad", id="pad", title="huge pad")
+    c.nodes["pad"].attrs["paddings"] = paddings
+    c.add_node("Output", attrs={"name": "padded"}, id="o1")
+    c.connect(("x", "output"), ("pad", "input"))
+    c.connect(("pad", "output"), ("o1", "input"))
+    return c
+
+
+@pytest.mark.parametrize(("shape", "paddings", "output"), HUGE)
+def test_a_pad_whose_output_numpy_cannot_make_is_refused_naming_the_paddings(shape, paddings,
+                                                                             output):
+    from engine.graph.compiler import compile_canvas
+    from engine.graph.report import problem_lines
+
+    spec = get_spec("Pad")
+    resolved, errors = spec.resolve_attrs({"paddings": paddings})
+    assert errors == []
+    with pytest.raises(AttrError) as err:
+        spec.infer(resolved, {"input": TensorSpec(tuple(shape), "float32")})
+    assert err.value.attr == "paddings"
+    assert str(err.value).startswith(f"paddings {paddings}: the output shape {output} is too big")
+    lines = problem_lines(compile_canvas(_pad_canvas(shape, paddings)))
+    assert lines[0] == f"huge pad.paddings: {err.value}" and "\n" not in lines[0]
+    assert lines[1:] == ["o1.input: input waits for huge pad, which has a problem"]
+
+
+def test_paddings_past_int32_are_refused_by_the_attribute_rule():
+    _, errors = get_spec("Pad").resolve_attrs({"paddings": [0, 2**62, 0, 0]})
+    assert [e.attr for e in errors] == ["paddings"]
+    assert str(errors[0]) == (f"paddings [0, {2**62}, 0, 0]: every entry must be <= 2147483647 "
+                              f"(TensorFlow's int32 range), got {2**62}")
+    with pytest.raises(AttrError, match="paddings"):
+        Canvas().add_node("Pad", attrs={"paddings": [0, 2**62, 0, 0]})
+
+
+def _write_text(canvas: Canvas, path):
+    """``canvas`` written as its file text (no check of the attributes: a file may hold any)."""
+    from engine.graph.canvas_file import dumps
+
+    path.write_text(dumps(canvas))
+    return path
+
+
+@pytest.mark.parametrize("command", ["check", "run"])
+@pytest.mark.parametrize(("shape", "paddings", "want"), [
+    ([1, 2], [0, 2**62, 0, 0], "every entry must be <= 2147483647"),
+    *[(s, p, f"the output shape {o} is too big") for s, p, o in HUGE[:2]]])
+def test_the_cli_refuses_a_huge_pad_in_one_line_naming_it(tmp_path, command, shape, paddings,
+                                                          want):
+    path = _write_text(_pad_canvas(shape, paddings), tmp_path / "huge.gbc.json")
+    proc = _gb(command, path)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    (line,) = [ln for ln in proc.stderr.splitlines() if "paddings" in ln]
+    assert line.strip().startswith(f"huge pad.paddings: paddings {paddings}: ") and want in line
+

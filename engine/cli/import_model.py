@@ -30,13 +30,14 @@ COMMANDS = {"import": "importing"}
 
 
 def _size(text: str) -> tuple[int, ...]:
-    """``H,W`` (a 2-D layer's input size) or ``D,H,W`` (a 3-D layer's)."""
+    """``W`` (a 1-D layer's input size, or ``1,W``), ``H,W`` (a 2-D layer's) or ``D,H,W`` (a
+    3-D layer's)."""
     try:
         sizes = tuple(int(v) for v in text.split(","))
     except ValueError:
         sizes = ()
-    if len(sizes) not in (2, 3):
-        raise argparse.ArgumentTypeError(f"{text!r} is not H,W or D,H,W (two or three "
+    if len(sizes) not in (1, 2, 3):
+        raise argparse.ArgumentTypeError(f"{text!r} is not W, H,W or D,H,W (one to three "
                                          "integers)") from None
     if min(sizes) < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: every size must be at least 1")
@@ -69,9 +70,11 @@ def add_parser(sub: Subparsers) -> None:
     source = p.add_mutually_exclusive_group()
     source.add_argument("--input", metavar="FILE.npy",
                         help="the input array (in the canvas layout), copied next to the canvas")
-    source.add_argument("--input-size", type=_size, metavar="H,W|D,H,W",
+    source.add_argument("--input-size", type=_size, metavar="H,W|D,H,W|W",
                         help="the input's height and width, or depth, height and width for a "
-                             "3-D layer (default: the model's, if it says)")
+                             "3-D layer, or width (or 1,W) for a 1-D one (default: the model's, "
+                             "if it says; with --all, for every layer whose model does not, "
+                             "skipping the layers it does not fit)")
     p.add_argument("--batch", type=_batch, metavar="N",
                    help="batch size of the random input (default 1)")
     p.add_argument("--weights", metavar="FILE.npz",
@@ -98,9 +101,9 @@ def _options_problem(opts: argparse.Namespace) -> str | None:
     """The first usage problem among the options, before the model is read; None if none."""
     if opts.layer is not None and not opts.output:
         return "import --layer needs -o CANVAS.gbc.json (the canvas to write)"
-    if opts.all and (not opts.output or _given(opts, "input", "input_size")):
-        return ("import --all needs -o DIR and takes no --input or --input-size (each layer's "
-                "input size is the model's)")
+    if opts.all and (not opts.output or _given(opts, "input")):
+        return ("import --all needs -o DIR and takes no --input (each layer's input is random: "
+                "its size the model's, or --input-size for the layers the model gives none)")
     if opts.list and _given(opts, "output", "input", "input_size", "batch"):
         return "import --list takes no -o, --input, --input-size or --batch"
     if opts.input and opts.batch:
@@ -160,7 +163,8 @@ def _import_all(opts: argparse.Namespace, found: ModelLayers) -> int:
     from engine.graph.model_canvases import write_model_canvases
 
     index = write_model_canvases(found, opts.output, batch=opts.batch or 1,
-                                 layout=opts.layout, protected=(opts.model,))
+                                 layout=opts.layout, protected=(opts.model,),
+                                 input_hw=opts.input_size)
     written = sum("canvas" in item for item in index)
     for item in index:
         if "skipped" in item:

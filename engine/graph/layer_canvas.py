@@ -32,6 +32,7 @@ from engine.base.names import MAX_TITLE, escaped
 from engine.graph.canvas import Canvas, CanvasError
 from engine.graph.canvas_file import dumps
 from engine.graph.compiler import DEFAULT_MEMORY_LIMIT, compile_canvas
+from engine.graph.conv_blocks import conv_blocks, transposed_blocks
 from engine.graph.import_files import (
     array_name,
     canvas_stem,
@@ -39,14 +40,13 @@ from engine.graph.import_files import (
     owned_arrays,
     shown_place,
 )
-from engine.graph.padded_canvas import op_id, padded, padded_blocks, wire
+from engine.graph.padded_canvas import op_id, padded, padded_blocks
 from engine.graph.report import problem_lines
 from engine.graph.separable_canvas import (
     canvas_notes,
     conv_output,
     forward_output,
     layer_arrays,
-    ops_of,
     pointwise_blocks,
     pointwise_conv,
 )
@@ -126,8 +126,9 @@ def _input_array(layer: ConvLayer, path: str, layout: str) -> np.ndarray:
 def plan_layer(layer: ConvLayer, input_hw: tuple[int, ...] | None = None, batch: int = 1,
                layout: str | None = None, input_array: np.ndarray | None = None,
                memory_limit: int = DEFAULT_MEMORY_LIMIT) -> tuple[TfConv, tuple[int, ...]]:
-    """The TF op for ``layer`` and its output shape, checked: a one-line error naming the layer
-    when the input size is unknown, the input empty (batch, height or width 0) or smaller than
+    """The TF op for ``layer`` and its output shape, checked (``input_hw`` W alone is a 1-D
+    layer's 1,W): a one-line error naming the layer when the input size is unknown or its
+    count is not the layer's rank, the input empty (batch, height or width 0) or smaller than
     the dilated kernel, or when ``gradblocks check`` would refuse the layer's canvas (shapes
     beyond its limits, more memory than ``memory_limit``), with check's own reason."""
     fmt = layout or layer.data_format
@@ -135,14 +136,15 @@ def plan_layer(layer: ConvLayer, input_hw: tuple[int, ...] | None = None, batch:
         batch = input_array.shape[0]
         input_hw = (input_array.shape[1:-1] if channels_last(fmt) else input_array.shape[2:])
     input_hw = input_hw or layer.input_hw
+    if layer.conv1d and input_hw is not None and len(input_hw) == 1:  # W: a height of 1
+        input_hw = (1, *input_hw)
     sizes = "H,W" if layer.rank == 2 else "D,H,W"
     if input_hw is None:
         why = f" ({layer.input_unknown})" if layer.input_unknown else ""
         raise ModelImportError(f"layer {layer.name!r}: the model does not say its input "
                                f"size{why}: give --input-size {sizes} or --input FILE.npy")
     if len(input_hw) != layer.rank:
-        raise ModelImportError(f"layer {layer.name!r} is a {layer.rank}-D conv: its input size "
-                               f"is {sizes}, not {','.join(map(str, input_hw))}")
+        raise ModelImportError(size_mismatch(layer, input_hw))
     hw = tuple(int(n) for n in input_hw)
     conv = translate(layer, hw, int(batch), fmt)
     where = f"layer {layer.name!r} on input {list(conv.input_shape)}"
@@ -164,6 +166,15 @@ def plan_layer(layer: ConvLayer, input_hw: tuple[int, ...] | None = None, batch:
                                "input, padded, is smaller than the dilated kernel)")
     _check_like_check(layer, conv, output_shape, where, memory_limit)
     return conv, output_shape
+
+
+def size_mismatch(layer: ConvLayer, input_hw: tuple[int, ...]) -> str:
+    """The one line saying ``input_hw`` is not a size of ``layer``'s rank: H,W (2-D), D,H,W
+    (3-D), 1,W or W (1-D)."""
+    rank, sizes = ((1, "1,W or W") if layer.conv1d else
+                   (layer.rank, "H,W" if layer.rank == 2 else "D,H,W"))
+    return (f"layer {layer.name!r} is a {rank}-D conv: its input size is {sizes}, not "
+            f"{','.join(map(str, input_hw))}")
 
 
 def _transposed_output(layer: ConvLayer, conv: TfConv, batch: int, input_hw: tuple[int, ...],
@@ -265,60 +276,18 @@ def build_canvas(layer: ConvLayer, conv: TfConv, output_shape: tuple[int, ...],
     if conv.input_pads:
         padded_blocks(c, layer, conv, output_shape, name)
     elif layer.transposed:
-        _transposed_blocks(c, layer, conv, output_shape, name)
+        transposed_blocks(c, layer, conv, list(output_shape), name)
     elif layer.pointwise is not None:
         pointwise_blocks(c, layer, pointwise_conv(layer, conv)[0], paths, name)
-        _conv_blocks(c, layer, conv, name, "pointwise_grad_input")
+        conv_blocks(c, layer, conv, name, upstream="pointwise_grad_input")
     else:
-        _conv_blocks(c, layer, conv, name)
+        conv_blocks(c, layer, conv, name)
     if "bias" in paths:
         c.add_node("Tensor", (0, 480), {"fill": "file", "path": paths["bias"], "dtype": dtype},
                    id="bias", title=title(f"{name} bias (not part of the conv op)"))
     for i, text in enumerate(canvas_notes(layer)):
         c.add_note((1800 if layer.pointwise else 900, 200 * i), text, id=f"note_{i + 1}")
     return c
-
-
-def _transposed_blocks(c: Canvas, layer: ConvLayer, conv: TfConv,
-                       output_shape: tuple[int, ...], name: str) -> None:
-    """forward = Conv2DBackpropInput(output_sizes, filter, input); grad_input = Conv2D(
-    out_backprop, filter); grad_filter = Conv2DBackpropFilter(out_backprop, filter_sizes,
-    input): the adjoints of the transposed conv (Conv3D's ops for a 3-D one)."""
-    forward, grad_filter, _ = ops_of(layer)
-    c.add_node("IntVector", (330, 0), {"values": list(output_shape)}, id="output_sizes",
-               title="output_sizes")
-    c.add_node("ShapeOf", (330, 220), id="filter_sizes", title="filter_sizes")
-    c.add_node(forward, (600, 360), conv.attrs, id="grad_input",
-               title=escaped(f"{name} grad_input", MAX_TITLE))
-    c.add_node(grad_filter, (600, 180), conv.attrs, id="grad_filter",
-               title=escaped(f"{name} grad_filter", MAX_TITLE))
-    wire(c, (("output_sizes", "forward.input_sizes"), ("filter", "forward.filter"),
-             ("input", "forward.out_backprop"), ("filter", "filter_sizes.input"),
-             ("out_backprop", "grad_input.input"), ("filter", "grad_input.filter"),
-             ("out_backprop", "grad_filter.input"),
-             ("filter_sizes", "grad_filter.filter_sizes"),
-             ("input", "grad_filter.out_backprop")))
-
-
-def _conv_blocks(c: Canvas, layer: ConvLayer, conv: TfConv, name: str,
-                 upstream: str = "out_backprop") -> None:
-    """The two backprop blocks of a Conv2D / DepthwiseConv2D / Conv3D and their size blocks,
-    fed the gradient of their output by the block ``upstream``."""
-    def title(text: str) -> str:
-        return escaped(text, MAX_TITLE)
-    _, grad_filter, grad_input = ops_of(layer)
-    c.add_node("ShapeOf", (330, 220), id="filter_sizes", title="filter_sizes")
-    c.add_node("ShapeOf", (330, 420), id="input_sizes", title="input_sizes")
-    c.add_node(grad_filter, (600, 180), conv.attrs, id="grad_filter",
-               title=title(f"{name} grad_filter"))
-    c.add_node(grad_input, (600, 360), conv.attrs, id="grad_input",
-               title=title(f"{name} grad_input"))
-    wire(c, (("input", "forward.input"), ("filter", "forward.filter"),
-             ("filter", "filter_sizes.input"), ("input", "input_sizes.input"),
-             ("input", "grad_filter.input"), ("filter_sizes", "grad_filter.filter_sizes"),
-             (upstream, "grad_filter.out_backprop"),
-             ("input_sizes", "grad_input.input_sizes"), ("filter", "grad_input.filter"),
-             (upstream, "grad_input.out_backprop")))
 
 
 def check_imported(canvas: Canvas, arrays: dict[str, Path], base_dir: Path, shown: str) -> None:

@@ -1,7 +1,8 @@
 """Every conv layer of a model at once: ``gradblocks import MODEL --all -o DIR`` and the
 per-layer plan that ``--list`` prints.
 
-``DIR`` gets one canvas per importable conv layer (:func:`engine.graph.layer_canvas.
+``DIR`` gets one canvas per importable conv layer, at its model's input size or, when the model
+gives none, ``--input-size`` (:func:`given_size`) (:func:`engine.graph.layer_canvas.
 write_layer_canvas`: ``<layer>.gbc.json`` and its arrays, the file name the layer's name made safe
 by :func:`engine.base.names.safe_stems`: unique ignoring case, never a Windows device name) and
 ``index.json``: a list with one object per conv layer, in the reader's order, ``{"layer", "op",
@@ -46,7 +47,7 @@ from engine.base.atomic import (
 )
 from engine.base.names import escaped, safe_stems
 from engine.graph.import_files import ARRAY_IDS, CANVAS_SUFFIX, array_name, owned_arrays
-from engine.graph.layer_canvas import plan_layer, write_layer_canvas
+from engine.graph.layer_canvas import plan_layer, size_mismatch, write_layer_canvas
 from engine.io.models.model_import import ConvLayer, ModelImportError, ModelLayers, list_rows
 
 INDEX_NAME = "index.json"
@@ -67,20 +68,37 @@ class Planned:
     output_shape: tuple[int, ...] | None = None
     attrs: dict | None = None
     skipped: str | None = None
+    input_hw: tuple[int, ...] | None = None  # the size given (--input-size), else the model's
 
 
-def plan_model(found: ModelLayers, batch: int = 1, layout: str | None = None) -> list[Planned]:
+def given_size(layer: ConvLayer, input_hw: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """The size ``--all --input-size`` gives ``layer``: None (the model's) when the model states
+    one or none is given, else ``input_hw``, a 1-D layer's W as 1,W. A 1-D layer refuses (a
+    one-line :class:`ModelImportError` naming it) a height other than 1: one size for every
+    layer means the 2-D layers' H,W, not a 1-D conv on rows; other counts that do not fit are
+    refused by :func:`engine.graph.layer_canvas.plan_layer`."""
+    if input_hw is None or layer.input_hw is not None:
+        return None
+    if layer.conv1d and (len(input_hw) > 2 or (len(input_hw) == 2 and input_hw[0] != 1)):
+        raise ModelImportError(size_mismatch(layer, input_hw))
+    return tuple(input_hw)
+
+
+def plan_model(found: ModelLayers, batch: int = 1, layout: str | None = None,
+               input_hw: tuple[int, ...] | None = None) -> list[Planned]:
     """Each conv layer of ``found`` planned as its import would plan it (same checks, same
-    messages); the refused layers last, with the reader's reason."""
+    messages), at ``input_hw`` when its model states no size (:func:`given_size`); the refused
+    layers last, with the reader's reason."""
     out = []
     for layer in found.layers:
         try:
-            conv, shape = plan_layer(layer, None, batch, layout)
+            size = given_size(layer, input_hw)
+            conv, shape = plan_layer(layer, size, batch, layout)
         except ModelImportError as err:
             out.append(Planned(layer.name, layer.op, layer, skipped=str(err)))
             continue
         out.append(Planned(layer.name, layer.op, layer, tuple(conv.input_shape), tuple(shape),
-                           dict(conv.attrs)))
+                           dict(conv.attrs), input_hw=size))
     out += [Planned(name, None, skipped=why) for name, why in found.refused.items()]
     return out
 
@@ -198,7 +216,7 @@ def _build(plans: list[Planned], names: dict[int, str], build: Path, step: Calla
             continue
         # a plan not skipped is complete (plan_model)
         assert p.layer is not None and p.input_shape is not None and p.output_shape is not None
-        write_layer_canvas(p.layer, str(build / names[i]), batch=batch,
+        write_layer_canvas(p.layer, str(build / names[i]), input_hw=p.input_hw, batch=batch,
                            layout=layout, protected=protected)
         step()
         index.append({"layer": p.name, "op": p.op, "input_shape": list(p.input_shape),
@@ -234,10 +252,12 @@ def _move_in(build: Path, folder: Path, names: dict[int, str], step: Callable[[]
 
 
 def write_model_canvases(found: ModelLayers, out_dir: str, *, batch: int = 1,
-                         layout: str | None = None, protected: tuple[str, ...] = ()
-                         ) -> list[dict]:
-    """Write DIR all or nothing (see the module docstring); returns the index's objects."""
-    plans = plan_model(found, batch, layout)
+                         layout: str | None = None, protected: tuple[str, ...] = (),
+                         input_hw: tuple[int, ...] | None = None) -> list[dict]:
+    """Write DIR all or nothing (see the module docstring); returns the index's objects.
+    ``input_hw`` is the input size of every layer whose model states none (:func:`given_size`;
+    a layer it does not fit is skipped, saying why)."""
+    plans = plan_model(found, batch, layout, input_hw)
     names = canvas_names(plans)
     folder = Path(out_dir)
     problem = _not_a_folder(folder)

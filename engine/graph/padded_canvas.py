@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from engine.base.names import MAX_TITLE, escaped
 from engine.graph.canvas import Canvas
+from engine.graph.conv_blocks import conv_blocks, transposed_blocks, wire
 from engine.io.models.model_import import ConvLayer, TfConv
 from engine.io.models.pads_3d import pads_text
 from engine.shapes.conv import layout_axes
@@ -43,13 +44,6 @@ def _begin(conv: TfConv) -> list[int]:
     return paddings(conv)[::2]
 
 
-def wire(c: Canvas, wires: tuple[tuple[str, str], ...]) -> None:
-    """Connect each ``(source block, "block.port")``: the source's ``output`` to that port."""
-    for src, dst in wires:
-        node, port = dst.split(".")
-        c.connect((src, "output"), (node, port))
-
-
 def padded_blocks(c: Canvas, layer: ConvLayer, conv: TfConv, output_shape: tuple[int, ...],
                   name: str) -> None:
     """Add the blocks (see the module docstring) to ``c``, which holds ``input``, ``filter``,
@@ -58,11 +52,10 @@ def padded_blocks(c: Canvas, layer: ConvLayer, conv: TfConv, output_shape: tuple
     def title(text: str) -> str:
         return escaped(f"{name} {text}", MAX_TITLE)
     pads = pads_text(conv.input_pads)
-    c.add_node("ShapeOf", (330, 220), id="filter_sizes", title="filter_sizes")
     if layer.transposed:
-        _blocks_transposed(c, conv, output_shape, title, pads)
+        _blocks_transposed(c, layer, conv, output_shape, name, title, pads)
     else:
-        _blocks_conv(c, conv, title, pads)
+        _blocks_conv(c, layer, conv, name, title, pads)
 
 
 def op_id(layer: ConvLayer, conv: TfConv) -> str:
@@ -71,42 +64,29 @@ def op_id(layer: ConvLayer, conv: TfConv) -> str:
     return "full_output" if conv.input_pads and layer.transposed else "forward"
 
 
-def _blocks_conv(c: Canvas, conv: TfConv, title, pads: str) -> None:
+def _blocks_conv(c: Canvas, layer: ConvLayer, conv: TfConv, name: str, title,
+                 pads: str) -> None:
+    """``padded_input = Pad(input)`` feeding the conv's blocks; ``grad_input`` its Slice."""
     c.add_node("Pad", (330, 0), {"paddings": paddings(conv)}, id="padded_input",
                title=f"padded_input (pads {pads})")
-    c.add_node("ShapeOf", (330, 420), id="input_sizes", title="input_sizes (padded)")
-    c.add_node("Conv3DBackpropFilterV2", (600, 180), conv.attrs, id="grad_filter",
-               title=title("grad_filter"))
-    c.add_node("Conv3DBackpropInputV2", (600, 360), conv.attrs, id="grad_padded_input",
-               title=title("grad_padded_input"))
+    wire(c, (("input", "padded_input.input"),))
+    conv_blocks(c, layer, conv, name, source="padded_input", grad_input="grad_padded_input",
+                sizes_title="input_sizes (padded)")
     c.add_node("Slice", (900, 360), {"begin": _begin(conv), "size": list(conv.input_shape)},
                id="grad_input", title=title("grad_input"))
-    wire(c, (("input", "padded_input.input"), ("padded_input", "forward.input"),
-              ("filter", "forward.filter"), ("filter", "filter_sizes.input"),
-              ("padded_input", "input_sizes.input"), ("padded_input", "grad_filter.input"),
-              ("filter_sizes", "grad_filter.filter_sizes"),
-              ("out_backprop", "grad_filter.out_backprop"),
-              ("input_sizes", "grad_padded_input.input_sizes"),
-              ("filter", "grad_padded_input.filter"),
-              ("out_backprop", "grad_padded_input.out_backprop"),
-              ("grad_padded_input", "grad_input.input")))
+    wire(c, (("grad_padded_input", "grad_input.input"),))
 
 
-def _blocks_transposed(c: Canvas, conv: TfConv, output_shape: tuple[int, ...], title,
-                       pads: str) -> None:
-    c.add_node("IntVector", (330, 0), {"values": list(padded(conv, output_shape))},
-               id="output_sizes", title="output_sizes (padded)")
-    c.add_node("Slice", (900, 0), {"begin": _begin(conv), "size": list(output_shape)},
-               id="forward", title=title("forward (transposed)"))
+def _blocks_transposed(c: Canvas, layer: ConvLayer, conv: TfConv,
+                       output_shape: tuple[int, ...], name: str, title, pads: str) -> None:
+    """The transposed conv's blocks on ``padded_out_backprop = Pad(out_backprop)``, its op
+    ``full_output`` (on Y padded); ``forward`` the Slice of it back to Y."""
     c.add_node("Pad", (330, 420), {"paddings": paddings(conv)}, id="padded_out_backprop",
                title=f"padded_out_backprop (pads {pads})")
-    c.add_node("Conv3D", (600, 360), conv.attrs, id="grad_input", title=title("grad_input"))
-    c.add_node("Conv3DBackpropFilterV2", (600, 180), conv.attrs, id="grad_filter",
-               title=title("grad_filter"))
-    wire(c, (("output_sizes", "full_output.input_sizes"), ("filter", "full_output.filter"),
-              ("input", "full_output.out_backprop"), ("full_output", "forward.input"),
-              ("filter", "filter_sizes.input"), ("out_backprop", "padded_out_backprop.input"),
-              ("padded_out_backprop", "grad_input.input"), ("filter", "grad_input.filter"),
-              ("padded_out_backprop", "grad_filter.input"),
-              ("filter_sizes", "grad_filter.filter_sizes"),
-              ("input", "grad_filter.out_backprop")))
+    wire(c, (("out_backprop", "padded_out_backprop.input"),))
+    transposed_blocks(c, layer, conv, list(padded(conv, output_shape)), name,
+                      forward="full_output", upstream="padded_out_backprop",
+                      sizes_title="output_sizes (padded)")
+    c.add_node("Slice", (900, 0), {"begin": _begin(conv), "size": list(output_shape)},
+               id="forward", title=title("forward (transposed)"))
+    wire(c, (("full_output", "forward.input"),))

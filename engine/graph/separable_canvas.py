@@ -18,7 +18,8 @@ import numpy as np
 
 from engine.base.names import MAX_TITLE, escaped
 from engine.graph.canvas import Canvas
-from engine.graph.padded_canvas import padded, wire
+from engine.graph.conv_blocks import ops_of, wire
+from engine.graph.padded_canvas import padded
 from engine.io.models.model_import import ConvLayer, TfConv, translate
 from engine.shapes.conv import conv2d_geometry, conv3d_geometry, layout_axes
 
@@ -52,15 +53,6 @@ def pointwise_conv(layer: ConvLayer, conv: TfConv) -> tuple[TfConv, tuple[int, .
     hw = tuple(mid[axis] for axis in layout_axes(fmt)[1])
     pointwise = translate(layer.pointwise, hw, mid[0], fmt)
     return pointwise, conv_output(layer.pointwise, pointwise)
-
-
-def ops_of(layer: ConvLayer) -> tuple[str, str, str]:
-    """The block types of ``layer``'s conv and its filter and input gradients."""
-    if layer.rank == 3:
-        return "Conv3D", "Conv3DBackpropFilterV2", "Conv3DBackpropInputV2"
-    if layer.depthwise and not layer.transposed:
-        return "DepthwiseConv2D", "DepthwiseBackpropFilter", "DepthwiseBackpropInput"
-    return "Conv2D", "Conv2DBackpropFilter", "Conv2DBackpropInput"
 
 
 def layer_arrays(layer: ConvLayer) -> dict[str, np.ndarray]:
