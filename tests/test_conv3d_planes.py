@@ -14,7 +14,7 @@ import pytest
 
 from engine import kernels
 from engine.base.dtypes import DTYPES, RTOL
-from engine.kernels import conv3d_im2col, conv3d_planes
+from engine.kernels import conv3d_planes, im2col_nd
 from engine.shapes.conv import conv2d_geometry, conv3d_geometry
 from tests import conv3d_reference as ref
 from tests.test_conv3d_sweep import _case, _reference, _run, _values, _vec
@@ -27,10 +27,10 @@ conv3d = importlib.import_module("engine.kernels.conv3d")
 @pytest.fixture
 def compiled(monkeypatch):
     """Every non-empty call compiled, and on the planes path (the few-channel im2col path,
-    tests/test_conv3d_im2col.py, turned off)."""
+    tests/test_im2col_nd.py, turned off)."""
     pytest.importorskip("numba")
     monkeypatch.setenv("GRADBLOCKS_KERNELS", "numba")
-    monkeypatch.setattr(conv3d_im2col, "applies", lambda g, kind: False)
+    monkeypatch.setattr(im2col_nd, "applies", lambda g, kind: False)
 
 
 def _attrs(strides, dil, padding, fmt) -> dict:
@@ -146,7 +146,7 @@ def test_the_planes_path_and_the_nd_core_agree_on_larger_cases(monkeypatch, shap
     """Cases whose 2-D calls take other 2-D paths (Winograd on many channels, im2col on few,
     groups): both 3-D paths within float32's RTOL of the float64 core's sum of |products|."""
     pytest.importorskip("numba")
-    monkeypatch.setattr(conv3d_im2col, "applies", lambda g, kind: False)
+    monkeypatch.setattr(im2col_nd, "applies", lambda g, kind: False)
     xs, ws, strides, dil, padding, fmt = shape
     rng = np.random.default_rng(5)
     g = conv3d_geometry(xs, ws, _vec(strides, "NDHWC"), padding, dilations=_vec(dil, "NDHWC"))

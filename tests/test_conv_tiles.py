@@ -36,8 +36,8 @@ pytest.importorskip("numba")
 from engine import kernels
 from engine.base import cancel
 from engine.base.dtypes import DTYPES, RTOL
-from engine.kernels import accel, compute, dispatch, parallel
-from engine.kernels._compiled import conv_tiles, conv_tiles_input, conv_tiles_jit
+from engine.kernels import accel, compute, dispatch, im2col_nd, parallel
+from engine.kernels._compiled import conv3d_jit, conv_tiles, conv_tiles_input, conv_tiles_jit
 from engine.kernels._compiled.numba_simd import lanes, tile_columns
 from engine.kernels.layout import PhaseLayout, Tap
 from engine.kernels.memory import conv_workspace
@@ -100,13 +100,16 @@ def wide_conv_cases():
 @st.composite
 def tile_settings(draw):
     """None (the defaults), or tiny blocks, calls and ranges: every block, call and core
-    boundary of the tiles falls inside the small random cases; a filter row's taps grouped
-    into one in-place operand for few channels (the default), every channel count or none."""
+    boundary of the tiles (and of the few-channel im2col path) falls inside the small random
+    cases; NCHW inputs read in place from 16 channels (the default), every channel count or
+    none."""
     if draw(st.booleans()):
         return None
-    return {"FILTER_BLOCK": draw(st.integers(1, 5)), "GROUPED_BLOCK": draw(st.integers(1, 9)),
-            "ROW_BLOCK": draw(st.integers(1, 7)), "CALL_POSITIONS": draw(st.integers(1, 9)),
-            "FEW_CHANNELS": draw(st.sampled_from([16, 1, 10**6]))}
+    return {"FILTER_BLOCK": draw(st.integers(1, 5)), "ROW_BLOCK": draw(st.integers(1, 7)),
+            "CALL_POSITIONS": draw(st.integers(1, 9)),
+            "FEW_CHANNELS": draw(st.sampled_from([16, 1, 10**6])),
+            "im2col_nd.CALL_ROWS": draw(st.integers(1, 5)),
+            "im2col_nd.FORWARD_ROWS": draw(st.integers(1, 4))}
 
 
 def _nonempty(case) -> bool:
@@ -130,7 +133,8 @@ def test_tiles_match_the_numpy_path(case, per_tap, tiny):
             mp.setattr(compute, "IM2COL_MAX_CHANNELS", 1)
         if tiny is not None:
             for name, value in tiny.items():
-                mp.setattr(conv_tiles, name, value)
+                module, _, attr = name.rpartition(".")
+                mp.setattr(im2col_nd if module else conv_tiles, attr, value)
             mp.setattr(parallel, "MIN_POSITIONS_PER_RANGE", 1)
             mp.setattr(parallel, "MIN_COPY_BYTES", 1)
         few = g.filter_in_depth < compute.IM2COL_MAX_CHANNELS
@@ -141,9 +145,9 @@ def test_tiles_match_the_numpy_path(case, per_tap, tiny):
             assert not numpy_path.startswith("numba")
             event(f"{kind}: {path}")  # --hypothesis-show-statistics: how often each path ran
             if path not in OTHERS:  # the routing: tiles unless few channels keep im2col/col2im
-                assert path == (TILES if kind == "filter" or not few else
+                assert path == (TILES if not few else
                                 "numba col2im" if kind == "input" and _col2im_compiled(g, dtype)
-                                else "numba im2col" if kind == "forward"  # any dtype, copied
+                                else "numba im2col" if kind != "input"  # any dtype, copied
                                 else "numpy col2im")
             mp.setenv(accel.ENV, "numpy")
             _close(compiled, numpy_out, op(*_abs_args(kind, x, w, dy, g), **attrs), dtype)
@@ -179,27 +183,30 @@ def _spy(monkeypatch) -> set[str]:
 
         monkeypatch.setattr(module, name, spy)
 
-    for name in ("conv2d", "backprop_filter_direct", "conv2d_im2col"):
+    for name in ("conv2d", "backprop_filter_direct"):
         wrap(conv_tiles, name)
     for name in ("backprop_input", "backprop_input_into", "backprop_input_col2im"):
         wrap(conv_tiles_input, name)
-    for name in ("filter_direct", "filter_direct_grouped", "shifted_products",
-                 "segment_products", "col2im_rows", "im2col_rows"):
+    for name in ("filter_direct", "shifted_products", "segment_products", "col2im_rows"):
         wrap(conv_tiles_jit, name)
+    for name in ("im2col_rows_3d", "filter_rows_3d"):
+        wrap(conv3d_jit, name)
     return seen
 
 
 #: The entry point and loops of each tiles route.
 FORWARD_ROWS = {"conv2d", "shifted_products"}
 FILTER_IN_PLACE = {"backprop_filter_direct", "filter_direct"}
-FILTER_GROUPED = {"backprop_filter_direct", "filter_direct_grouped"}  # a row's taps, one operand
 INPUT_WHOLE = {"backprop_input(into)", "shifted_products"}  # stride 1, no padding
 INPUT_SEGMENTS = {"backprop_input_into", "segment_products"}  # NHWC in the compute dtype
 INPUT_PHASES = {"backprop_input", "shifted_products"}  # NCHW, half types: merged afterwards
 INPUT_COL2IM = {"backprop_input_col2im", "col2im_rows"}  # few channels, written in place
-FORWARD_IM2COL = {"conv2d_im2col", "im2col_rows"}  # few channels, patches row by row
+#: few channels: every tap in one product, x read in place (engine/kernels/im2col_nd.py)
+FORWARD_IM2COL = {"im2col_rows_3d"}
+FILTER_IM2COL = {"filter_rows_3d"}
 #: The path each compiled route records.
-ROUTE_PATHS = {id(INPUT_COL2IM): "numba col2im", id(FORWARD_IM2COL): "numba im2col"}
+ROUTE_PATHS = {id(INPUT_COL2IM): "numba col2im", id(FORWARD_IM2COL): "numba im2col",
+               id(FILTER_IM2COL): "numba im2col"}
 S2 = {"strides": [1, 2, 2, 1], "padding": "SAME"}
 #: (id, input shape, filter shape, attrs, dtype, the route of each kind: None where few
 #: channels keep the NumPy col2im strategy: a result not written in place).
@@ -222,13 +229,13 @@ FIXED = [
     ("float16", (2, 8, 8, 17), (3, 3, 17, 9), S2, "float16",
      (FORWARD_ROWS, FILTER_IN_PLACE, INPUT_PHASES)),  # computes in float32
     ("few-7x7-s2", (2, 23, 21, 3), (7, 7, 3, 16), S2, "float32",
-     (FORWARD_IM2COL, FILTER_GROUPED, INPUT_COL2IM)),  # a filter row's 7 taps: one 21-row operand
+     (FORWARD_IM2COL, FILTER_IM2COL, INPUT_COL2IM)),
     ("few-7x7-s2-nchw", (2, 3, 23, 21), (7, 7, 3, 16),
      {"strides": [1, 1, 2, 2], "padding": "SAME", "data_format": "NCHW"}, "float32",
-     (FORWARD_IM2COL, FILTER_GROUPED, None)),  # copied to NHWC: a row's 7 taps, one operand
+     (FORWARD_IM2COL, FILTER_IM2COL, None)),  # copied to NHWC
     ("few-dilated-float64", (2, 12, 11, 5), (3, 3, 5, 7),
      {"strides": [1, 1, 1, 1], "padding": "SAME", "dilations": [1, 2, 2, 1]}, "float64",
-     (FORWARD_IM2COL, FILTER_IN_PLACE, INPUT_COL2IM)),  # dilated columns: tap by tap
+     (FORWARD_IM2COL, FILTER_IM2COL, INPUT_COL2IM)),  # dilated columns: every column gathered
 ]
 
 
@@ -393,43 +400,31 @@ def _strided(rng, dtype, shape, pad_cols, pad_channels):
 
 
 @settings(max_examples=100, deadline=None)
-@given(dtype=FLOATS, grouped=st.booleans(), n=st.integers(1, 3), in_rows=st.integers(1, 9),
+@given(dtype=FLOATS, n=st.integers(1, 3), in_rows=st.integers(1, 9),
        in_cols=st.integers(1, 9), out_rows=st.integers(1, 7), out_cols=st.integers(1, 7),
        ci=st.integers(1, 20), co=st.integers(1, 70), sr=st.integers(1, 3), sc=st.integers(1, 3),
        data=st.data())
-def test_the_in_place_filter_loops_are_their_formulas(dtype, grouped, n, in_rows, in_cols,
-                                                      out_rows, out_cols, ci, co, sr, sc, data):
+def test_the_in_place_filter_loop_is_its_formula(dtype, n, in_rows, in_cols, out_rows,
+                                                 out_cols, ci, co, sr, sc, data):
     """``filter_direct``: ``out[t*ci*co + i*co + j] += sum_{r, c} x[n, r*sr + row_offs[t],
-    c*sc + col_offs[t], i] * dy[n, r, c, j]``, any offsets per tap; ``filter_direct_grouped``:
-    the same with tap ``(i, j)`` at ``row_offs[i]``, ``col_offs[j]`` (columns one pixel apart,
-    pixels adjacent) and ``group`` adjacent taps of a filter row read as one operand. Sums over
-    the pixels inside ``x`` of the work items ``[items_lo, items_hi)`` (image, block of output
-    rows): offsets past both sides, strided operands (their gaps NaN, never read), rows per
-    block not dividing the rows."""
+    c*sc + col_offs[t], i] * dy[n, r, c, j]``, any offsets per tap, summed over the pixels
+    inside ``x`` of the work items ``[items_lo, items_hi)`` (image, block of output rows):
+    offsets past both sides, strided operands (their gaps NaN, never read), rows per block not
+    dividing the rows."""
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
-    adjacent = grouped or data.draw(st.booleans())  # pixels adjacent, or channels padded
+    adjacent = data.draw(st.booleans())  # pixels adjacent, or channels padded
     xf, xs = _strided(rng, dtype, (n, in_rows, in_cols, ci), data.draw(st.integers(0, 2)),
                       0 if adjacent else data.draw(st.integers(1, 3)))
     x_channel = 1
-    if not grouped and data.draw(st.booleans()):  # channels a plane apart (NCHW)
+    if data.draw(st.booleans()):  # channels a plane apart (NCHW)
         planes = rng.uniform(-1, 1, (n, ci, in_rows, in_cols)).astype(dtype)
         xf, xs, x_channel = planes.reshape(-1), (ci * in_rows * in_cols, in_cols, 1), in_rows * in_cols
     df, ds = _strided(rng, dtype, (n, out_rows, out_cols, co), data.draw(st.integers(0, 2)),
                       data.draw(st.integers(0, 3)))
-    if grouped:
-        kh, kw = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 5))
-        row_offs = (np.arange(kh, dtype=np.int64) * data.draw(st.integers(1, 2))
-                    - data.draw(st.integers(-1, 3)))
-        # padding on the left (a group's taps then start reading at different columns), on
-        # the right, or cropping
-        col_offs = np.arange(kw, dtype=np.int64) - data.draw(st.sampled_from([1, 2, 0, 3, -1]))
-        group = data.draw(st.one_of(st.just(kw), st.integers(1, kw)))  # the engine: kw
-        taps = [(i * kw + j, row_offs[i], col_offs[j]) for i in range(kh) for j in range(kw)]
-    else:
-        count = data.draw(st.integers(1, 6))  # offsets mostly inside x, clipped on one side
-        row_offs, col_offs = (np.array([data.draw(st.integers(-3, size)) for _ in range(count)],
-                                       np.int64) for size in (in_rows, in_cols))
-        taps = list(zip(range(count), row_offs, col_offs, strict=True))
+    count = data.draw(st.integers(1, 6))  # offsets mostly inside x, clipped on one side
+    row_offs, col_offs = (np.array([data.draw(st.integers(-3, size)) for _ in range(count)],
+                                   np.int64) for size in (in_rows, in_cols))
+    taps = list(zip(range(count), row_offs, col_offs, strict=True))
     rows_per_block = data.draw(st.integers(1, out_rows + 1))
     blocks = -(-out_rows // rows_per_block)
     items_lo = data.draw(st.integers(0, n * blocks - 1))
@@ -455,10 +450,7 @@ def test_the_in_place_filter_loops_are_their_formulas(dtype, grouped, n, in_rows
     common = (out, xf, df, items_lo, items_hi, blocks, rows_per_block, np.array(xs, np.int64),
               np.array(ds, np.int64), sr, sc, in_rows, in_cols, out_rows, out_cols, row_offs,
               col_offs)
-    if grouped:
-        conv_tiles_jit.filter_direct_grouped(*common, group, ci, co)
-    else:
-        conv_tiles_jit.filter_direct(*common, ci, co, x_channel)
+    conv_tiles_jit.filter_direct(*common, ci, co, x_channel)
     _eps_bound(out.reshape(want.shape), want, bound, n * out_rows * out_cols, dtype)
 
 
@@ -493,8 +485,8 @@ def test_conv_golden_cases_on_both_paths(monkeypatch, case, path):
 
 
 def test_golden_conv_cases_exist_and_run_on_the_tiles(monkeypatch):
-    """Every golden filter gradient that runs a kernel takes the tiles; with the per-tap
-    products forced, the forward and input-gradient cases do too."""
+    """Every golden filter gradient that runs a kernel takes the tiles (few channels: the
+    im2col path); with the per-tap products forced, every case does."""
     assert len(CONV_GOLDEN) >= 60
     for path in ("numba", "numba-per-tap"):
         monkeypatch.setenv(accel.ENV, _per_tap(monkeypatch, path))
@@ -502,7 +494,8 @@ def test_golden_conv_cases_exist_and_run_on_the_tiles(monkeypatch):
         for case in CONV_GOLDEN:
             call_valid(case)
             paths.setdefault(case["op"], set()).add(kernels.last_path())
-        assert paths["Conv2DBackpropFilter"] - set(OTHERS) == {TILES}
+        assert paths["Conv2DBackpropFilter"] - set(OTHERS) == (
+            {"numba im2col"} if path == "numba" else {TILES})
         if path == "numba-per-tap":
             assert TILES in paths["Conv2D"] and TILES in paths["Conv2DBackpropInput"]
 
@@ -544,12 +537,13 @@ def test_nan_and_inf_land_where_the_numpy_path_puts_them(monkeypatch, kind, stri
         np.testing.assert_allclose(compiled[fin], numpy_out[fin], rtol=1e-4, atol=1e-4)
 
 
-def test_a_nan_no_term_reads_stays_out_of_the_tiles_result(monkeypatch):
+@pytest.mark.parametrize("channels", [4, 20])  # the im2col path, the tiles
+def test_a_nan_no_term_reads_stays_out_of_the_tiles_result(monkeypatch, channels):
     """Stride 2 VALID with a 2x2 filter never reads the last input row and column: a NaN there
     leaves the filter gradient finite on both paths; an Inf that one tap reads reaches that
     tap's channel only."""
     attrs = {"strides": [1, 2, 2, 1], "padding": "VALID"}
-    g = conv2d_geometry((1, 9, 9, 4), (2, 2, 4, 8), **attrs)
+    g = conv2d_geometry((1, 9, 9, channels), (2, 2, channels, 8), **attrs)
     x, _, dy = _operands(g, "float32", 1)
     x[0, 8, 3, 1] = x[0, 3, 8, 2] = np.nan
     for layout in ("NHWC", "NCHW"):  # read in place, and from the phase images
@@ -559,7 +553,8 @@ def test_a_nan_no_term_reads_stays_out_of_the_tiles_result(monkeypatch):
                                                  "data_format": "NCHW"}
         out, path = _run(monkeypatch, "numba", FILTER, (xv.copy(), g.filter_shape, dyv.copy()),
                          nattrs)
-        assert path == TILES and np.isfinite(out).all(), layout
+        assert path == (TILES if channels >= 16 else "numba im2col"), layout
+        assert np.isfinite(out).all(), layout
         xi = x.copy()
         xi[0, 3, 7, 1] = np.inf  # input row 3 = 2*1 + 1, column 7 = 2*3 + 1: tap (1, 1) only
         out, _ = _run(monkeypatch, "numba", FILTER, (to(xi).copy(), g.filter_shape, dyv.copy()),

@@ -73,8 +73,8 @@ def test_the_compiled_conv_family_matches_the_reference(case):
     _close(dx, reference.backprop_input(w, dy, g), reference.backprop_input(aw, ady, g), dtype)
 
 
-# (input NHWC, filter HWIO, strides, padding): the grouped few-channel filter operand with
-# padding on either side (taps whose columns differ), a filter wider than the image, stride 2
+# (input NHWC, filter HWIO, strides, padding): the few-channel filter gradient with padding
+# on either side (taps whose columns differ), a filter wider than the image, stride 2
 # with 3 channels (the 7x7 benchmark's shape, small), and many channels at stride 2.
 EDGE_CASES = [
     ((1, 5, 7, 3), (3, 3, 3, 2), (1, 1, 1, 1), "SAME"),
@@ -90,15 +90,15 @@ EDGE_CASES = [
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape,fshape,strides,padding", EDGE_CASES)
 def test_edge_geometries_on_the_in_place_paths(shape, fshape, strides, padding, dtype):
-    """Each of these takes the in-place compiled path (recorded as ``numba tiles``) and
-    matches the reference elementwise."""
+    """Each of these takes an in-place compiled path (``numba im2col`` on fewer than 16
+    channels, else ``numba tiles``) and matches the reference elementwise."""
     rng = np.random.default_rng(1)
     attrs = {"strides": list(strides), "padding": padding}
     g = reference.geometry(shape, fshape, depthwise=False, **attrs)
     x, w = rng.standard_normal(shape).astype(dtype), rng.standard_normal(fshape).astype(dtype)
     dy = rng.standard_normal(g.output_shape).astype(dtype)
     dw = kernels.conv2d_backprop_filter(x, fshape, dy, **attrs)
-    assert kernels.last_path() == "numba tiles"
+    assert kernels.last_path() == ("numba im2col" if shape[3] < 16 else "numba tiles")
     _close(dw, reference.backprop_filter(x, dy, g),
            reference.backprop_filter(abs(x), abs(dy), g), dtype)
     dx = kernels.conv2d_backprop_input(shape, w, dy, **attrs)
@@ -201,17 +201,18 @@ def test_read_only_operands_run_the_loops_warm_up_compiled():
 
 
 @pytest.mark.parametrize("channels,filter_shape,strides", [
-    (3, (7, 7, 3, 16), [1, 2, 2, 1]),  # few channels: im2col forward, col2im input gradient
+    (3, (7, 7, 3, 16), [1, 2, 2, 1]),  # few channels: im2col forward and filter, col2im
     (32, (3, 3, 32, 32), [1, 1, 1, 1]),  # Winograd
 ])
 def test_read_only_operands_of_the_other_compiled_loops_compile_nothing_new(
         channels, filter_shape, strides):
     """The same for the few-channel loops and Winograd's."""
     from engine.kernels import accel
-    from engine.kernels._compiled import conv_tiles_jit, winograd_jit
+    from engine.kernels._compiled import conv3d_jit, conv_tiles_jit, winograd_jit
 
     accel.warm_up(("float32",))
-    loops = (conv_tiles_jit.im2col_rows, conv_tiles_jit.col2im_rows, winograd_jit.patch_tiles,
+    loops = (conv3d_jit.im2col_rows_3d, conv3d_jit.filter_rows_3d, conv_tiles_jit.col2im_rows,
+             winograd_jit.patch_tiles,
              winograd_jit.output_tiles, winograd_jit.point_products,
              winograd_jit.point_products_t)
     before = [list(f.signatures) for f in loops]

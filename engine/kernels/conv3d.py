@@ -15,7 +15,7 @@ shaped ``input_sizes``). Shapes and every refusal come from the N-d rule
 :func:`route`, the one rule: when the 2-D kernels would run compiled for the call's work
 (:func:`engine.kernels.conv3d_planes.applies`), the forward and filter gradient of one group of
 few channels take one product per output row over the whole patch
-(:mod:`engine.kernels.conv3d_im2col`, path ``numba im2col 3-D``) and other calls a sum over
+(:mod:`engine.kernels.im2col_nd`, path ``numba im2col 3-D``) and other calls a sum over
 depth taps of the 2-D kernels (:mod:`engine.kernels.conv3d_planes`, path
 ``planes (2-D kernels)``); else the N-d NumPy core (:mod:`engine.kernels.conv_nd`, path
 ``numpy nd``). :func:`engine.kernels.last_path` says which.
@@ -40,7 +40,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from engine.base.dtypes import compute_dtype, float_array, same_dtype
-from engine.kernels import conv3d_im2col, conv3d_planes, conv_nd, path_record
+from engine.kernels import conv3d_planes, conv_nd, im2col_nd, path_record
 from engine.kernels.nonfinite import nonfinite_safe
 from engine.kernels.ops import memory_guard, vouch_finite_result, vouching_guess
 from engine.shapes.conv import (
@@ -59,7 +59,7 @@ PATH = "numpy nd"
 #: ... on the 2-D kernels, plane by plane ...
 PLANES = conv3d_planes.PATH
 #: ... on one product per output row over the whole patch (few channels) ...
-IM2COL = conv3d_im2col.PATH
+IM2COL = im2col_nd.PATH
 #: ... and after one with no terms (an empty result or an empty sum).
 EMPTY = "empty"
 
@@ -71,12 +71,12 @@ def route(g: ConvGeometryNd, ctype: np.dtype, kind: str) -> str:
     """The path of a ``kind`` ("forward", "filter", "input") 3-D call of ``g`` computed in
     ``ctype``: :data:`EMPTY` when it has no terms (some size is 0: batch, output, channels);
     when :func:`engine.kernels.conv3d_planes.applies`, :data:`IM2COL` if
-    :func:`engine.kernels.conv3d_im2col.applies` else :data:`PLANES`; else :data:`PATH`."""
+    :func:`engine.kernels.im2col_nd.applies` else :data:`PLANES`; else :data:`PATH`."""
     if min(g.batch, g.in_depth, g.out_depth, *g.out_spatial) == 0:
         return EMPTY
     if not conv3d_planes.applies(g, ctype):
         return PATH
-    return IM2COL if conv3d_im2col.applies(g, kind) else PLANES
+    return IM2COL if im2col_nd.applies(g, kind) else PLANES
 
 
 def _operand(a: np.ndarray, data_format: str, path: str, ctype: np.dtype) -> np.ndarray:
@@ -90,7 +90,7 @@ def _operand(a: np.ndarray, data_format: str, path: str, ctype: np.dtype) -> np.
 _KERNELS = {PATH: (conv_nd.conv, conv_nd.backprop_filter, conv_nd.backprop_input),
             PLANES: (conv3d_planes.conv, conv3d_planes.backprop_filter,
                      conv3d_planes.backprop_input),
-            IM2COL: (conv3d_im2col.conv, conv3d_im2col.backprop_filter, None)}
+            IM2COL: (im2col_nd.conv, im2col_nd.backprop_filter, None)}
 
 
 def _from_last(a: np.ndarray, data_format: str, dtype: np.dtype) -> np.ndarray:

@@ -16,8 +16,8 @@ depthwise               ``numba``                                  ``numpy tiles
 many channels           NaN/Inf path: the next row)
 conv forward            ``numba im2col`` (< 16 channels per group)  ``numpy im2col`` /
                         / ``numba tiles``                          ``numpy per-tap``
-conv filter gradient    ``numba tiles``                            ``numpy im2col`` /
-                                                                   ``numpy per-tap``
+conv filter gradient    ``numba im2col`` (< 16 channels per        ``numpy im2col`` /
+                        group) / ``numba tiles``                   ``numpy per-tap``
 conv input gradient     ``numba col2im`` (< 16 channels, written   ``numpy col2im`` /
                         in place) / ``numba tiles``                ``numpy gather`` /
                                                                    ``numpy per-tap``
@@ -61,7 +61,7 @@ NUMBA = Path("numba", True, workspace.compiled_depthwise)
 NUMPY_TILES = Path("numpy tiles", False, workspace.depthwise_tiles)
 WINOGRAD = Path("winograd", True, workspace.winograd_tiles)
 NUMBA_TILES = Path("numba tiles", True, workspace.phase_layout)
-NUMBA_IM2COL = Path("numba im2col", True, workspace.phase_layout)
+NUMBA_IM2COL = Path("numba im2col", True, workspace.im2col)
 NUMBA_COL2IM = Path("numba col2im", True, workspace.phase_layout)
 NUMPY_IM2COL = Path("numpy im2col", False, workspace.phase_layout)
 NUMPY_PER_TAP = Path("numpy per-tap", False, workspace.phase_layout)
@@ -107,7 +107,8 @@ def _conv_path(g: ConvGeometry, kind: str, compiled_: bool, col2im: bool,
         return (NUMBA_IM2COL if few else NUMBA_TILES) if compiled_ else (
             NUMPY_IM2COL if few else NUMPY_PER_TAP)
     if kind == "filter":
-        return NUMBA_TILES if compiled_ else NUMPY_IM2COL if few else NUMPY_PER_TAP
+        return (NUMBA_IM2COL if few else NUMBA_TILES) if compiled_ else (
+            NUMPY_IM2COL if few else NUMPY_PER_TAP)
     if compiled_ and (col2im if few else True):
         return NUMBA_COL2IM if few else NUMBA_TILES
     strategy = compute.input_strategy(lay or PhaseLayout.of(g), g.filter_in_depth)

@@ -39,12 +39,12 @@ def _planes_bytes(g: ConvGeometryNd, kind: str, ct: int) -> int:
 def _kernel_bytes(g: ConvGeometry | ConvGeometryNd, kind: str, ct: int) -> int:
     """The kernel's own workspace: the 2-D dispatch's paths, or the largest of the 3-D ops'
     paths (decided at call time)."""
-    from engine.kernels import conv3d_im2col
+    from engine.kernels import im2col_nd
 
     if isinstance(g, ConvGeometry):
         return dispatch.workspace_bytes(g, kind, ct)
     return max(nd_workspace_bytes(g, kind, ct), _planes_bytes(g, kind, ct),
-               conv3d_im2col.workspace_bytes(g, kind, ct))
+               im2col_nd.workspace_bytes(g, kind, ct))
 
 
 def conv_workspace(g: ConvGeometry | ConvGeometryNd, kind: str, dtype: str,

@@ -6,10 +6,11 @@ Only :mod:`engine.kernels.dispatch` calls these, once it has chosen the compiled
 (the compiled code ready, float32 or float64 compute); the chunk size is
 :data:`engine.kernels.compute.CHUNK_BYTES`, passed to the compiled loops per chunk.
 
-- forward: im2col row by row on few channels (:func:`engine.kernels.compute.few_channels`),
-  else the shifted products of each chunk's phase images;
-- filter gradient: read in place from ``x`` (NHWC, or NCHW on many channels) and NHWC ``dy``
-  (a copy for NCHW ``dy``, few-channel NCHW ``x`` or half types);
+- forward and filter gradient on few channels (:func:`engine.kernels.compute.few_channels`):
+  :mod:`engine.kernels.im2col_nd` (one product over the whole patch, ``x`` read in place);
+- forward: else the shifted products of each chunk's phase images;
+- filter gradient: else read in place from ``x`` (NHWC, or NCHW) and NHWC ``dy`` (a copy for
+  NCHW ``dy`` or half types);
 - input gradient: col2im on few channels (when :func:`col2im_in_place`), else the products
   straight into the result (its rows as phase segments, or the result itself at stride 1),
   or into phase images merged back.
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.kernels import compute
+from engine.kernels import compute, im2col_nd
 from engine.kernels._compiled import conv_tiles, conv_tiles_input
 from engine.kernels.buffers import contiguous, zeroed
 from engine.kernels.layout import PhaseLayout
@@ -39,10 +40,8 @@ def conv2d(lay: PhaseLayout, x: np.ndarray, w: np.ndarray, ctype: np.dtype) -> n
     n, ci, co = x.shape[0], x.shape[3], w.shape[3]
     y = np.empty((n, g.out_rows, g.out_cols, co), ctype)
     wc = np.ascontiguousarray(w, ctype)
-    if compute.few_channels(ci):  # im2col, row by row
-        for sl in compute.chunks(n, g.in_rows * g.in_cols * ci * ctype.itemsize):
-            conv_tiles.conv2d_im2col(g, contiguous(x[sl], ctype), wc, y[sl])
-        return y
+    if compute.few_channels(ci):  # one product over the whole patch per few output rows
+        return im2col_nd.conv2d(g, x, wc, ctype)
     for sl in compute.chunks(n, compute.per_image_bytes(lay, ci, co, ctype.itemsize)):
         acc = conv_tiles.conv2d(lay, compute.flat_phases(lay, x[sl], ctype), wc)
         y[sl] = acc.reshape(-1, lay.hq, lay.wq, co)[:, : g.out_rows, : g.out_cols]
@@ -54,6 +53,8 @@ def conv2d_backprop_filter(lay: PhaseLayout, x: np.ndarray, dy: np.ndarray,
     """Filter gradient ``(KH, KW, C, O)`` in ``ctype`` (one group), read in place."""
     g = lay.g
     n, ci, co = x.shape[0], x.shape[3], dy.shape[3]
+    if compute.few_channels(ci):  # the same product, every tap at once
+        return im2col_nd.conv2d_backprop_filter(g, x, dy, ctype)
     dw = np.zeros((g.filter_rows, g.filter_cols, ci, co), ctype)
     per = (g.in_rows * g.in_cols * ci + g.out_rows * g.out_cols * co) * ctype.itemsize
     for sl in compute.chunks(n, per):  # the same chunks, so the same sums, in either layout

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from engine.kernels import accel, compute, conv_nd, sparse
+from engine.kernels import accel, compute, conv_nd, im2col_nd, sparse
 from engine.kernels._compiled import winograd
 from engine.kernels.layout import PhaseLayout
 from engine.kernels.parallel import workers
@@ -105,6 +105,16 @@ def phase_layout(g: ConvGeometry, kind: str, ct: int) -> int:
         block = compute.gather_block(lay, og, ct) * taps * og * ct
         blocks += cores * 2 * block  # each core's gathered block and BLAS's packing of it
     return chunk + blocks + _results(g, kind, ct)
+
+
+def im2col(g: ConvGeometry, kind: str, ct: int) -> int:
+    """The few-channel compiled forward and filter gradient (:mod:`engine.kernels.im2col_nd`,
+    one group at a time): each group's own bound, its operands sliced out and copied, the
+    groups' results joined, and the per-tap bound (:func:`phase_layout`) besides."""
+    v = im2col_nd.volume(g, g.filter_in_depth, g.filter_out // g.groups)
+    x, _, y = sizes(g)
+    return (im2col_nd.workspace_bytes(v, kind, ct) + 2 * ct * (x + y)
+            + phase_layout(g, kind, ct))
 
 
 def winograd_tiles(g: ConvGeometry, kind: str, ct: int) -> int:

@@ -234,7 +234,7 @@ def filter_rows_3d(acc, xf, df, pf, db, aoff, crow, t_lo, t_hi, rb, out, dims, p
 
 def warm(dtypes: tuple[type[np.floating], ...] = (np.float32, np.float64)) -> None:
     """Compile (or load from numba's disk cache) the loops for ``dtypes``, with the argument
-    types :mod:`engine.kernels.conv3d_im2col` passes (read-only operands)."""
+    types :mod:`engine.kernels.im2col_nd` passes (read-only operands)."""
     ones = np.ones(3, np.int64)  # a 1x1x1 conv of one channel on one voxel
     params = (np.ones(4, np.int64), np.ones(4, np.int64), ones * 0, ones, ones, ones)
     for dt in dtypes:

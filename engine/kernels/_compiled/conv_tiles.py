@@ -5,13 +5,12 @@ im2col).
 - filter gradient, :func:`backprop_filter_direct`: ``dw[i, j] = sum_{n,r,c} x[n, r*sr + i*dr
   - pt, c*sc + j*dc - pl].T @ dy[n, r, c]`` straight from NHWC ``x`` and ``dy`` (windows of
   pixels clipped to the image, so no phase images and no zero-embedded ``dy``); work items of
-  a few output rows split over cores, each core summing a partial ``dw``. On fewer than 16
-  channels a filter row's taps one pixel apart read adjacent channels and form one operand of
-  ``KW * C`` rows (a 7x7 filter on 3 channels gets 21-row tiles, not 3-row ones). ``x`` on
-  many channels is read in place whatever its channel step (an NCHW view: the tiles read it
-  one value at a time); other operands whose channels are not adjacent, or that need a dtype
+  a few output rows split over cores, each core summing a partial ``dw``. ``x`` on many
+  channels is read in place whatever its channel step (an NCHW view: the tiles read it one
+  value at a time); other operands whose channels are not adjacent, or that need a dtype
   conversion, are copied to NHWC per batch chunk first (:func:`filter_input_operand`,
-  :func:`nhwc_operand`). Both layouts sum in the same order.
+  :func:`nhwc_operand`). Both layouts sum in the same order. (Fewer than 16 channels:
+  :mod:`engine.kernels.im2col_nd`.)
 
 With the flat phase images ``P`` and the zero-embedded ``E`` of
 :class:`~engine.kernels.layout.PhaseLayout`:
@@ -23,11 +22,10 @@ With the flat phase images ``P`` and the zero-embedded ``E`` of
   :func:`backprop_input` into flat phase images. Destination rows are split over cores (one
   owner per row, no races) and every tap of a phase adds into a block while it is in cache.
 - forward: ``Y[q] = sum_t P_t[q + off_t] @ w_t`` (:func:`conv2d`), split the same way;
-- few channels (a product over 3 channels is too short for the per-tap tiles): the forward
-  as im2col (:func:`conv2d_im2col`: one product per output row with ``K = KH*KW*C``, windows
-  inside the image read in place) and the input gradient as col2im
-  (:func:`backprop_input_col2im`: one product per output-gradient row with ``N = KH*KW*C``,
-  its columns added where their taps land).
+- few channels (a product over 3 channels is too short for the per-tap tiles): the input
+  gradient as col2im (:func:`backprop_input_col2im`: one product per output-gradient row with
+  ``N = KH*KW*C``, its columns added where their taps land); the forward and the filter
+  gradient in :mod:`engine.kernels.im2col_nd`.
 
 The NumPy kernels stay the reference; :mod:`engine.kernels.dispatch` decides when this runs and
 :mod:`engine.kernels.tiled` calls it per batch chunk. Every call checks for cancellation before each :data:`CALL_POSITIONS` positions of a core's
@@ -48,8 +46,6 @@ from engine.shapes.conv import ConvGeometry
 
 #: Positions per K block of the filter-gradient tiles.
 FILTER_BLOCK = 64
-#: Positions per work item of the in-place filter gradient's grouped few-channel operands.
-GROUPED_BLOCK = 1024
 #: Below this many input channels a filter row's taps form one operand (the in-place filter
 #: gradient); a threshold of its own, not the NumPy path's.
 FEW_CHANNELS = 16
@@ -166,11 +162,8 @@ def backprop_filter_direct(g: ConvGeometry, x: np.ndarray, dy: np.ndarray) -> np
     taps = g.filter_rows * g.filter_cols
     row_offs = np.arange(g.filter_rows, dtype=np.int64) * g.dilation_rows - g.pad_top
     col_offs = np.arange(g.filter_cols, dtype=np.int64) * g.dilation_cols - g.pad_left
-    # a filter row's taps one pixel apart read adjacent channels: one operand of KW*C rows
-    group = g.filter_cols if g.dilation_cols == 1 and xs[2] == ci and ci < FEW_CHANNELS else 1
     tap_rows, tap_cols = (np.repeat(row_offs, g.filter_cols), np.tile(col_offs, g.filter_rows))
-    # output rows per work item: one K block (longer for the short grouped operands)
-    rows = max(1, (FILTER_BLOCK if group == 1 else GROUPED_BLOCK) // g.out_cols)
+    rows = max(1, FILTER_BLOCK // g.out_cols)  # output rows per work item: one K block
     blocks = -(-g.out_rows // rows)
     items = x.shape[0] * blocks
     per_call = max(1, CALL_POSITIONS // (rows * g.out_cols))
@@ -182,15 +175,9 @@ def backprop_filter_direct(g: ConvGeometry, x: np.ndarray, dy: np.ndarray) -> np
         for w0 in range(lo, hi, per_call):
             checkpoint()
             end = min(hi, w0 + per_call)
-            if group == 1:
-                jit.filter_direct(acc, xf, df, w0, end, blocks, rows, xsa, dsa, g.stride_rows,
-                                  g.stride_cols, g.in_rows, g.in_cols, g.out_rows, g.out_cols,
-                                  tap_rows, tap_cols, ci, co, x_channel)
-            else:
-                jit.filter_direct_grouped(acc, xf, df, w0, end, blocks, rows, xsa, dsa,
-                                          g.stride_rows, g.stride_cols, g.in_rows, g.in_cols,
-                                          g.out_rows, g.out_cols, row_offs, col_offs, group,
-                                          ci, co)
+            jit.filter_direct(acc, xf, df, w0, end, blocks, rows, xsa, dsa, g.stride_rows,
+                              g.stride_cols, g.in_rows, g.in_cols, g.out_rows, g.out_cols,
+                              tap_rows, tap_cols, ci, co, x_channel)
         return acc
 
     positions = rows * g.out_cols  # per work item
@@ -247,32 +234,6 @@ def flat_nhwc(out: np.ndarray) -> tuple[np.ndarray, tuple[int, int, int]] | None
     return view[0], view[1]
 
 
-def conv2d_im2col(g: ConvGeometry, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> None:
-    """The forward conv of few channels (one group) written into C-contiguous NHWC ``y`` from
-    C-contiguous NHWC ``x`` and ``w`` ``(KH, KW, C, O)`` in the compute dtype: per output row
-    one register-tile product with the filter as a ``(KH*KW*C, O)`` matrix, the patches of
-    the columns whose windows lie inside the image read in place (a filter row's taps are
-    adjacent pixels), the others gathered into one ``(OW, KH*KW*C)`` block per core
-    (:func:`~engine.kernels._compiled.conv_tiles_jit.im2col_rows`). Output rows are split over
-    cores; a cancel checkpoint before each call."""
-    kh, kw, ci, co = w.shape
-    wm = readonly(np.ascontiguousarray(w.reshape(kh * kw * ci, co)))
-    xr = readonly(x)
-    rows = y.shape[0] * g.out_rows
-    per_call = max(1, CALL_POSITIONS // max(1, g.out_cols))
-    jit = jit_loops()
-
-    def part(lo: int, hi: int) -> None:
-        patch = np.empty((g.out_cols, kh * kw * ci), x.dtype)
-        for t0 in range(lo, hi, per_call):
-            checkpoint()
-            jit.im2col_rows(y, xr, wm, patch, t0, min(hi, t0 + per_call), g.pad_top,
-                            g.pad_left, g.stride_rows, g.stride_cols, g.dilation_rows,
-                            g.dilation_cols, kh, kw)
-
-    map_ranges(part, rows, max(1, ROW_BLOCK // 8))
-
-
 def conv2d(lay: PhaseLayout, pf: np.ndarray, wc: np.ndarray) -> np.ndarray:
     """Flat ``(L, O)`` forward result of one chunk's C-contiguous phases ``pf``
     ``(sr, sc, L, C)`` and filter ``wc`` ``(KH, KW, C, O)`` (rows from ``T`` on stay 0)."""
@@ -299,10 +260,6 @@ def warm(dtypes: tuple[type[np.floating], ...] = (np.float32, np.float64)) -> No
         steps = np.ones(3, np.int64)
         jit.filter_direct(z, r, r, 0, 1, 1, 1, steps, steps, 1, 1, 1, 1, 1, 1, one * 0,
                           one * 0, 1, 1, 1)
-        jit.filter_direct_grouped(z, r, r, 0, 1, 1, 1, steps, steps, 1, 1, 1, 1, 1, 1, one * 0,
-                                  one * 0, 1, 1, 1)
-        jit.im2col_rows(np.zeros((1, 1, 1, 1), dt), r[:1].reshape(1, 1, 1, 1),
-                        r[:1].reshape(1, 1), np.zeros((1, 1), dt), 0, 1, 0, 0, 1, 1, 1, 1, 1, 1)
         jit.col2im_rows(z, 1, 1, 1, 1, r[:1].reshape(1, 1, 1, 1), r.reshape(1, 8),
                         np.zeros((1, 8), dt), 0, 0, 1, 0, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1)
         for transposed in (False, True):

@@ -4,9 +4,8 @@ Every loop is a sum of :mod:`engine.kernels._compiled.numba_simd` register tiles
 ``gemm_set``, ``gemm_acc2``) read straight from the operands (no packing, no copies), walked in
 cache-sized blocks so each tile's operands stay in L1/L2:
 
-- :func:`filter_direct` / :func:`filter_direct_grouped`: the filter gradient from NHWC ``x``
-  and ``dy``, one 2-D window of pixels per tap (or per run of a filter row's taps one pixel
-  apart, for few channels) and block of output rows;
+- :func:`filter_direct`: the filter gradient from NHWC ``x`` and ``dy``, one 2-D window of
+  pixels per tap and block of output rows (few channels: :mod:`.conv3d_jit`);
 - :func:`shifted_products`: ``C[q] += sum_t A[q + shift_t] @ B_t`` over a range of destination
   rows ``q`` (rows of ``A`` outside ``[0, a_rows)`` add nothing), in blocks of ``mb`` rows that
   every tap accumulates into while they are in cache; each ``B_t`` (a filter tap) is stored as
@@ -14,10 +13,10 @@ cache-sized blocks so each tile's operands stay in L1/L2:
   The forward conv and the input gradient are both this (shift
   ``+offset`` and ``-offset``); :func:`segment_products` writes row segments where they belong
   in the result (the input gradient's phase rows);
-- :func:`im2col_rows` / :func:`col2im_rows`: the forward and the input gradient on few
-  channels, one product per output (or output-gradient) row against the filter as a
-  ``KH*KW*C``-deep (or -wide) matrix, patches read in place or gathered, columns scattered
-  with the vector run copies and adds of :mod:`engine.kernels._compiled.simd_runs`.
+- :func:`col2im_rows`: the input gradient on few channels, one product per output-gradient
+  row against the filter as a ``KH*KW*C``-wide matrix, columns scattered with the vector run
+  adds of :mod:`engine.kernels._compiled.simd_runs` (the forward and filter gradient on few
+  channels: :mod:`engine.kernels._compiled.conv3d_jit`).
 
 Every product is a ``fmuladd`` of two operands (IEEE: a NaN or Inf factor reaches its sum). Single-threaded, the
 GIL released; callers split the ranges over cores. Bounds are the caller's duty.
@@ -30,7 +29,7 @@ from numba import njit
 from engine.kernels._compiled import cache_key  # noqa: F401 - before any cache=True
 from engine.kernels._compiled.loop_rules import inside
 from engine.kernels._compiled.numba_simd import gemm_acc, gemm_acc2, gemm_set
-from engine.kernels._compiled.simd_runs import add_into, copy_into
+from engine.kernels._compiled.simd_runs import add_into
 
 
 @njit(nogil=True, cache=True)
@@ -193,64 +192,6 @@ def filter_direct(out, x, dy, items_lo, items_hi, blocks, rows_per_block, xs, ds
 
 
 @njit(nogil=True, cache=True)
-def _window(out, x, dy, o0, rows, n, r_lo, r_hi, c_lo, c_hi, ro, cofs, xs, ds, sr, sc,
-            co):  # pragma: no cover
-    """One :func:`filter_direct_grouped` product: ``rows`` operand rows from pixel column
-    ``c*sc + cofs`` of input rows ``r*sr + ro`` against ``dy[n, r, c]``, ``r_lo <= r < r_hi``,
-    ``c_lo <= c < c_hi``, added into ``out[o0:]`` ``(rows, co)``."""
-    if r_hi > r_lo and c_hi > c_lo:
-        a0 = n * xs[0] + (r_lo * sr + ro) * xs[1] + (c_lo * sc + cofs) * xs[2]
-        b0 = n * ds[0] + r_lo * ds[1] + c_lo * ds[2]
-        gemm_acc2(out, x, dy, o0, a0, b0, rows, co, c_hi - c_lo, co, 1, sc * xs[2], ds[2],
-                  r_hi - r_lo, sr * xs[1], ds[1])
-
-
-@njit(nogil=True, cache=True)
-def filter_direct_grouped(out, x, dy, items_lo, items_hi, blocks, rows_per_block, xs, ds,
-                          sr, sc, in_rows, in_cols, out_rows, out_cols, row_offs, col_offs,
-                          group, ci, co):  # pragma: no cover
-    """``out[((i*KW + j)*ci + q)*co + o] += sum_{r, c} x[n, r*sr + row_offs[i],
-    c*sc + col_offs[j], q] * dy[n, r, c, o]`` over the pixels ``(r, c)`` whose input pixel is
-    inside ``x``, for the work items ``items_lo <= w < items_hi`` (image ``n = w // blocks``,
-    output rows ``[b*rows_per_block, (b+1)*rows_per_block)``, ``b = w % blocks``), read in
-    place: ``x`` and ``dy`` flat with element strides ``xs``/``ds`` = (image, row, column),
-    channels adjacent. ``group`` consecutive filter columns whose pixels are adjacent
-    (``col_offs`` step 1, ``xs[2] == ci``) form one operand of ``group*ci`` rows over the
-    columns every one of them reads; the columns only some read are summed tap by tap."""
-    kw = col_offs.shape[0]
-    for w in range(items_lo, items_hi):
-        n, b = w // blocks, w % blocks
-        r_a = b * rows_per_block
-        r_b = min(out_rows, r_a + rows_per_block)
-        for i in range(row_offs.shape[0]):
-            ro = row_offs[i]
-            r_lo, r_hi = inside(ro, sr, in_rows, out_rows)
-            r_lo, r_hi = max(r_lo, r_a), min(r_hi, r_b)
-            if r_hi <= r_lo:
-                continue
-            for j0 in range(0, kw, group):
-                j1 = min(kw, j0 + group)
-                lo, hi = 0, out_cols  # the columns every tap of the group reads
-                for j in range(j0, j1):
-                    c_lo, c_hi = inside(col_offs[j], sc, in_cols, out_cols)
-                    lo, hi = max(lo, c_lo), min(hi, c_hi)
-                if hi > lo:
-                    _window(out, x, dy, (i * kw + j0) * ci * co, (j1 - j0) * ci, n, r_lo,
-                            r_hi, lo, hi, ro, col_offs[j0], xs, ds, sr, sc, co)
-                for j in range(j0, j1):  # the rest, tap by tap
-                    c_lo, c_hi = inside(col_offs[j], sc, in_cols, out_cols)
-                    o0 = (i * kw + j) * ci * co
-                    if hi > lo:
-                        _window(out, x, dy, o0, ci, n, r_lo, r_hi, c_lo, min(c_hi, lo),
-                                ro, col_offs[j], xs, ds, sr, sc, co)
-                        _window(out, x, dy, o0, ci, n, r_lo, r_hi, max(c_lo, hi), c_hi,
-                                ro, col_offs[j], xs, ds, sr, sc, co)
-                    else:
-                        _window(out, x, dy, o0, ci, n, r_lo, r_hi, c_lo, c_hi, ro,
-                                col_offs[j], xs, ds, sr, sc, co)
-
-
-@njit(nogil=True, cache=True)
 def col2im_rows(out, sn, sh, sw, width, dy, wm, cols, n, r0, r1, h0, h1, pt, pl, sr, sc, dr,
                 dc, kh, kw, ch):  # pragma: no cover
     """The terms of image ``n``'s output-gradient rows ``[r0, r1)`` added into the input
@@ -294,72 +235,3 @@ def col2im_rows(out, sn, sh, sw, width, dy, wm, cols, n, r0, r1, h0, h1, pt, pl,
                     dst = base + (c * sc + j * dc - pl) * sw
                     for q in range(ch):
                         out[dst + q] += cf[src + j * ch + q]
-
-
-@njit(nogil=True, cache=True)
-def _patches(pf, xf, n, r, c_lo, c_hi, h, w, ch, pt, pl, sr, sc, dr, dc, kh,
-             kw):  # pragma: no cover
-    """``pf[(c - c_lo)*J + (i*kw + j)*C + q] = x[n, r*sr + i*dr - pt, c*sc + j*dc - pl, q]``
-    (zero outside ``x``) for the output columns ``[c_lo, c_hi)`` of row ``r`` of image ``n``."""
-    run = kw * ch
-    j_all = kh * run
-    for c in range(c_lo, c_hi):
-        v0 = c * sc - pl
-        for i in range(kh):
-            o = (c - c_lo) * j_all + i * run
-            hh = r * sr + i * dr - pt
-            if hh < 0 or hh >= h:
-                for m in range(run):
-                    pf[o + m] = 0
-                continue
-            row = (n * h + hh) * w
-            j0, j1 = inside(v0, dc, w, kw)  # the taps inside the image, zeros around them
-            for m in range(j0 * ch):
-                pf[o + m] = 0
-            if dc == 1 and j1 > j0:  # adjacent pixels: one run
-                copy_into(pf, xf, o + j0 * ch, (row + v0 + j0) * ch, (j1 - j0) * ch)
-            else:
-                for j in range(j0, j1):
-                    copy_into(pf, xf, o + j * ch, (row + v0 + j * dc) * ch, ch)
-            for m in range(j1 * ch, run):
-                pf[o + m] = 0
-
-
-@njit(nogil=True, cache=True)
-def im2col_rows(y, x, wm, patch, t_lo, t_hi, pt, pl, sr, sc, dr, dc, kh, kw):  # pragma: no cover
-    """Output rows ``t = n*OH + r`` in ``[t_lo, t_hi)`` of the NHWC forward conv ``y``:
-
-        ``y[n, r, c] = P_c @ wm``,  ``P_c[(i*kw + j)*C + q] = x[n, r*sr + i*dr - pt,
-        c*sc + j*dc - pl, q]`` (zero outside ``x``; C-contiguous ``x``, ``y`` and ``wm``).
-
-    With ``dc == 1`` the columns whose windows lie inside the image rows read ``x`` in place:
-    a filter row's taps are ``kw*C`` adjacent elements, so ``P_c`` over the filter rows inside
-    the image is a 2-D window of ``x`` (:func:`engine.kernels._compiled.numba_simd.gemm_acc2`, the
-    filter rows outside skipped). The other columns' patches are gathered into ``patch``
-    (``(OW, J)``) and multiplied as one block per side."""
-    h, w, ch = x.shape[1], x.shape[2], x.shape[3]
-    oh, ow, k = y.shape[1], y.shape[2], y.shape[3]
-    run = kw * ch
-    j_all = kh * run
-    xf, yf, wf, pf = x.reshape(x.size), y.reshape(y.size), wm.reshape(wm.size), patch.reshape(
-        patch.size)
-    # columns whose windows lie inside the image: 0 <= c*sc - pl and c*sc - pl + kw <= w
-    c_lo, c_hi = inside(-pl, sc, w - kw + 1, ow)
-    if dc != 1:
-        c_hi = c_lo
-    for t in range(t_lo, t_hi):
-        n, r = t // oh, t % oh
-        i_lo, i_hi = inside(r * sr - pt, dr, h, kh)  # the filter rows inside the image
-        if c_hi > c_lo:
-            y0 = (t * ow + c_lo) * k
-            for m in range((c_hi - c_lo) * k):
-                yf[y0 + m] = 0
-            if i_hi > i_lo:
-                a0 = ((n * h + r * sr + i_lo * dr - pt) * w + c_lo * sc - pl) * ch
-                gemm_acc2(yf, xf, wf, y0, a0, i_lo * run * k, c_hi - c_lo, k, run, k, sc * ch, 1,
-                          k, i_hi - i_lo, dr * w * ch, run * k)
-        for b_lo, b_hi in ((0, c_lo), (c_hi, ow)):
-            if b_hi > b_lo:
-                _patches(pf, xf, n, r, b_lo, b_hi, h, w, ch, pt, pl, sr, sc, dr, dc, kh, kw)
-                gemm_set(yf, pf, wf, (t * ow + b_lo) * k, 0, 0, b_hi - b_lo, k, j_all, k, j_all,
-                         1, k)

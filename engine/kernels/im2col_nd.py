@@ -22,8 +22,8 @@ import numpy as np
 
 from engine.base.cancel import checkpoint
 from engine.kernels import compute, parallel
-from engine.kernels.buffers import readonly
-from engine.shapes.geometry import ConvGeometryNd
+from engine.kernels.buffers import contiguous, readonly
+from engine.shapes.geometry import ConvGeometry, ConvGeometryNd
 
 #: What :func:`engine.kernels.last_path` says after a 3-D call on this path.
 PATH = "numba im2col 3-D"
@@ -130,6 +130,35 @@ def backprop_filter(g: ConvGeometryNd, x: np.ndarray, dy: np.ndarray,
     for p in parts[1:]:
         acc += p
     return acc.reshape(g.filter_shape)
+
+
+def volume(g: ConvGeometry, in_channels: int, out_channels: int) -> ConvGeometryNd:
+    """One group of the 2-D call ``g`` (``in_channels`` input channels, ``out_channels``
+    outputs) as the 3-D geometry of depth 1 these loops take (channels last)."""
+    return ConvGeometryNd("NDHWC", g.padding, False, g.batch, (1, g.in_rows, g.in_cols),
+                          in_channels, (1, g.filter_rows, g.filter_cols), in_channels,
+                          out_channels, (1, g.stride_rows, g.stride_cols),
+                          (1, g.dilation_rows, g.dilation_cols), (1, g.out_rows, g.out_cols),
+                          ((0, 0), (g.pad_top, g.pad_bottom), (g.pad_left, g.pad_right)))
+
+
+def conv2d(g: ConvGeometry, x: np.ndarray, w: np.ndarray, ctype: np.dtype) -> np.ndarray:
+    """One group's 2-D forward conv ``(N, OH, OW, O)`` of NHWC ``x`` (any strides; copied
+    C-contiguous in ``ctype`` when it is not) and ``w`` ``(KH, KW, C, O)``."""
+    v = volume(g, x.shape[3], w.shape[3])
+    x5 = contiguous(x, ctype).reshape(g.batch, 1, g.in_rows, g.in_cols, x.shape[3])
+    return conv(v, x5, w.reshape(1, *w.shape), ctype).reshape(
+        g.batch, g.out_rows, g.out_cols, w.shape[3])
+
+
+def conv2d_backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndarray,
+                           ctype: np.dtype) -> np.ndarray:
+    """One group's 2-D filter gradient ``(KH, KW, C, O)`` of NHWC ``x`` and ``dy`` (any
+    strides; copied C-contiguous in ``ctype`` when they are not)."""
+    v = volume(g, x.shape[3], dy.shape[3])
+    x5 = contiguous(x, ctype).reshape(g.batch, 1, g.in_rows, g.in_cols, x.shape[3])
+    dy5 = contiguous(dy, ctype).reshape(g.batch, 1, g.out_rows, g.out_cols, dy.shape[3])
+    return backprop_filter(v, x5, dy5, ctype)[0]
 
 
 def workspace_bytes(g: ConvGeometryNd, kind: str, ct: int) -> int:

@@ -1,4 +1,4 @@
-"""The Conv3D few-channel path (engine/kernels/conv3d_im2col.py: one product per output row over
+"""The Conv3D few-channel path (engine/kernels/im2col_nd.py: one product per output row over
 the whole kd*kh*kw*C patch) against the float64 definition (tests/conv3d_reference.py), with
 ``GRADBLOCKS_KERNELS=numba`` so every non-empty call of one group of few channels takes it.
 Nothing here depends on timing, the CPU or BLAS: the bound is the reference's sum of |terms|
@@ -13,7 +13,7 @@ import pytest
 
 from engine import kernels
 from engine.base.dtypes import DTYPES, RTOL
-from engine.kernels import conv3d_im2col
+from engine.kernels import im2col_nd
 from engine.shapes.conv import conv3d_geometry
 from tests import conv3d_reference as ref
 from tests.test_conv3d_planes import _attrs, nonfinite_cases
@@ -97,7 +97,7 @@ def test_filter_blocks_follow_the_cpu_caches(monkeypatch):
     g = conv3d_geometry((1, 32, 112, 112, 3), (3, 7, 7, 3, 64), [1, 1, 2, 2, 1], "SAME")
     for l1, l2 in ((48 << 10, 2 << 20), (32 << 10, 512 << 10), (1 << 10, 1 << 10)):
         monkeypatch.setattr(cpu, "host", lambda l1=l1, l2=l2: cpu.Host("test", l1, l2))
-        assert conv3d_im2col.filter_block(g, 4) == (
+        assert im2col_nd.filter_block(g, 4) == (
             max(1, l1 * 2 // 3 // (56 * 64 * 4)), max(56, l2 // 2 // (441 * 4)))
 
 
@@ -105,7 +105,7 @@ def test_a_cancelled_run_stops_between_calls(compiled, monkeypatch):
     """The checkpoint before each call of CALL_ROWS rows raises in the kernel's threads."""
     from engine.base import cancel
 
-    monkeypatch.setattr(conv3d_im2col, "CALL_ROWS", 1)
+    monkeypatch.setattr(im2col_nd, "CALL_ROWS", 1)
     x = np.ones((1, 4, 6, 6, 2), np.float32)
     w = np.ones((2, 3, 3, 2, 4), np.float32)
     calls = []
@@ -115,7 +115,7 @@ def test_a_cancelled_run_stops_between_calls(compiled, monkeypatch):
         if len(calls) > 2:
             raise cancel.Cancelled("cancelled")
 
-    monkeypatch.setattr(conv3d_im2col, "checkpoint", stop)
+    monkeypatch.setattr(im2col_nd, "checkpoint", stop)
     with pytest.raises(cancel.Cancelled):
         kernels.conv3d(x, w, [1, 1, 1, 1, 1], "SAME")
     assert 2 < len(calls) < 4 * 6
