@@ -38,10 +38,10 @@ def conv2d(lay: PhaseLayout, x: np.ndarray, w: np.ndarray, ctype: np.dtype) -> n
     """Forward conv ``(N, OH, OW, O)`` in ``ctype`` (one group)."""
     g = lay.g
     n, ci, co = x.shape[0], x.shape[3], w.shape[3]
-    y = np.empty((n, g.out_rows, g.out_cols, co), ctype)
     wc = np.ascontiguousarray(w, ctype)
     if compute.few_channels(ci):  # one product over the whole patch per few output rows
         return im2col_nd.conv2d(g, x, wc, ctype)
+    y = np.empty((n, g.out_rows, g.out_cols, co), ctype)
     for sl in compute.chunks(n, compute.per_image_bytes(lay, ci, co, ctype.itemsize)):
         acc = conv_tiles.conv2d(lay, compute.flat_phases(lay, x[sl], ctype), wc)
         y[sl] = acc.reshape(-1, lay.hq, lay.wq, co)[:, : g.out_rows, : g.out_cols]
