@@ -1,6 +1,6 @@
-"""The compiled im2col forward and col2im input gradient for few channels
-(engine.kernels._compiled.conv_tiles.conv2d_im2col / conv_tiles_input.backprop_input_col2im,
-engine.kernels._compiled.conv_tiles_jit.im2col_rows / col2im_rows,
+"""The compiled im2col forward and filter gradient and col2im input gradient for few channels
+(engine.kernels.im2col_nd / conv_tiles_input.backprop_input_col2im,
+engine.kernels._compiled.conv3d_jit.im2col_rows_3d / filter_rows_3d, conv_tiles_jit.col2im_rows,
 engine.kernels._compiled.simd_runs: the ``numba im2col`` and ``numba col2im`` paths).
 
 The routing and the agreement with the NumPy path on random geometries are in
@@ -21,9 +21,10 @@ numba = pytest.importorskip("numba")
 
 from engine import kernels
 from engine.base import cancel
-from engine.kernels import accel, compute, parallel
-from engine.kernels._compiled import conv_tiles, conv_tiles_input, conv_tiles_jit
+from engine.kernels import accel, compute, im2col_nd, parallel
+from engine.kernels._compiled import conv3d_jit, conv_tiles, conv_tiles_input, conv_tiles_jit
 from engine.kernels._compiled.simd_runs import add_into, copy_into
+from engine.kernels.buffers import readonly
 from engine.kernels.memory import conv_workspace
 from engine.shapes.conv import conv2d_geometry
 from tests.test_conv_tiles import _peak
@@ -91,28 +92,81 @@ def _forward_reference(x, w, oh, ow, *attrs):
     return y
 
 
+def _volume_params(x, oh, ow, co, kh, kw, pt, pl, sr, sc, dr, dc):
+    """The loops' int64 parameters of a 2-D call as a volume of depth 1 (out, dims, pads,
+    steps, dils, taps)."""
+    def ints(*v):
+        return np.array(v, np.int64)
+
+    return (ints(1, oh, ow, co), ints(1, *x.shape[1:]), ints(0, pt, pl), ints(1, sr, sc),
+            ints(1, dr, dc), ints(1, kh, kw))
+
+
 @settings(max_examples=40, deadline=None)
 @given(co=st.integers(1, 40), **GEOMETRY)
 def test_im2col_rows_is_its_formula_on_any_row_range(kh, kw, ci, co, sr, sc, dr, dc, pt, pl,
                                                      dtype, seed):
-    """Output rows in two calls (patches reading padding on every side), the rest of ``y``
-    untouched."""
+    """The few-channel forward loop (conv3d_jit.im2col_rows_3d on a volume of depth 1):
+    output rows in two calls, groups of 1-3 rows and 1 to kh filter rows per product
+    (patches reading padding on every side), the rest of ``y`` untouched."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((2, 7, 6, ci)).astype(dtype)
     w = rng.standard_normal((kh, kw, ci, co)).astype(dtype)
     oh, ow = 4, 5
     y = np.full((2, oh, ow, co), 7.0, dtype)
-    wm = np.ascontiguousarray(w.reshape(kh * kw * ci, co))
-    patch = np.full((ow, kh * kw * ci), np.nan, dtype)  # every element read must be written
+    rows, taps = int(rng.integers(1, 4)), int(rng.integers(1, kh + 1))
+    patch = np.full(rows * ow * kh * kw * ci, np.nan, dtype)  # every element read is written
+    tables = np.zeros(rows * ow, np.int64), np.zeros(rows * ow, np.int64)
+    params = _volume_params(x, oh, ow, co, kh, kw, pt, pl, sr, sc, dr, dc)
     split = int(rng.integers(1, 2 * oh))
     for t0, t1 in ((0, split), (split, 2 * oh - 1)):
-        conv_tiles_jit.im2col_rows(y, x, wm, patch, t0, t1, pt, pl, sr, sc, dr, dc, kh, kw)
+        conv3d_jit.im2col_rows_3d(y.reshape(-1), readonly(x.reshape(-1)),
+                                  readonly(w.reshape(-1)), patch, *tables, t0, t1, rows, taps,
+                                  *params)
     want = _forward_reference(x, w, oh, ow, pt, pl, sr, sc, dr, dc)
     bound = _forward_reference(abs(x), abs(w), oh, ow, pt, pl, sr, sc, dr, dc)
     done = y.reshape(-1, ow, co)[:2 * oh - 1]
     assert np.all(np.abs(done - want.reshape(-1, ow, co)[:2 * oh - 1])
                   <= 8 * np.finfo(dtype).eps * bound.reshape(-1, ow, co)[:2 * oh - 1])
     assert np.all(y[1, oh - 1] == 7.0)
+
+
+def _filter_reference(x, dy, kh, kw, *attrs):
+    """float64 ``dw[i, j] = sum_{n,r,c} x[n, r*sr + i*dr - pt, c*sc + j*dc - pl].T @
+    dy[n, r, c]`` over the output rows of ``dy``."""
+    dw = np.zeros((kh, kw, x.shape[3], dy.shape[3]))
+    for r, c, i, j, a, b in _terms(kh, kw, x.shape[1:3], dy.shape[1:3], *attrs):
+        dw[i, j] += x[:, a, b].astype(np.float64).T @ dy[:, r, c].astype(float)
+    return dw
+
+
+@settings(max_examples=40, deadline=None)
+@given(co=st.integers(1, 40), **GEOMETRY)
+def test_the_filter_rows_loop_is_its_formula(kh, kw, ci, co, sr, sc, dr, dc, pt, pl, dtype,
+                                             seed):
+    """The few-channel filter gradient loop (conv3d_jit.filter_rows_3d on a volume of depth
+    1): the output rows in two calls into one sum, groups of 1-3 rows, a gathered block of
+    any size (flushed when full), patches reading padding on every side."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, 7, 6, ci)).astype(dtype)
+    oh, ow = 4, 5
+    dy = rng.standard_normal((2, oh, ow, co)).astype(dtype)
+    j_all = kh * kw * ci
+    acc = np.zeros(j_all * co, dtype)
+    positions = int(rng.integers(ow, 3 * ow))
+    patch = np.full(positions * j_all, np.nan, dtype)  # every element read is written
+    rows_dy = np.full(positions * co, np.nan, dtype)
+    tables = np.zeros(j_all, np.int64), np.zeros(j_all, np.int64)
+    params = _volume_params(x, oh, ow, co, kh, kw, pt, pl, sr, sc, dr, dc)
+    split = int(rng.integers(1, 2 * oh))
+    for t0, t1 in ((0, split), (split, 2 * oh)):
+        conv3d_jit.filter_rows_3d(acc, readonly(x.reshape(-1)), readonly(dy.reshape(-1)),
+                                  patch, rows_dy, *tables, t0, t1, int(rng.integers(1, 4)),
+                                  *params)
+    want = _filter_reference(x, dy, kh, kw, pt, pl, sr, sc, dr, dc)
+    bound = _filter_reference(abs(x), abs(dy), kh, kw, pt, pl, sr, sc, dr, dc)
+    assert np.all(np.abs(acc.reshape(want.shape) - want)
+                  <= 8 * 2 * oh * ow * np.finfo(dtype).eps * bound)
 
 
 def _reference(dy, w, shape, *attrs):
@@ -244,13 +298,15 @@ def test_forward_nan_inf_and_huge_values_follow_the_float64_definition(monkeypat
         assert np.all(np.abs(got[both] - want[both]) <= 4e-5 * bound[both] + 1e-30), path
 
 
-def _cancelled_at_the_third_call(monkeypatch, run, path: str) -> None:
-    """``run()`` with one row per compiled call, cancelled from the third checkpoint on: it
-    stops there (each core at most one call later), having taken ``path``."""
+def _cancelled_at_the_third_call(monkeypatch, run, path: str, module=conv_tiles,
+                                 per_call: str = "CALL_POSITIONS") -> None:
+    """``run()`` with one row per compiled call (``module.per_call`` set to 1), cancelled from
+    the third checkpoint on: it stops there (each core at most one call later), having taken
+    ``path``."""
     monkeypatch.setenv(accel.ENV, "numba")
-    monkeypatch.setattr(conv_tiles, "CALL_POSITIONS", 1)  # one row per call
+    monkeypatch.setattr(module, per_call, 1)  # one row per call
     calls = []
-    real = conv_tiles.checkpoint
+    real = module.checkpoint
     event = threading.Event()
 
     def counting():
@@ -259,7 +315,7 @@ def _cancelled_at_the_third_call(monkeypatch, run, path: str) -> None:
             event.set()
         real()
 
-    monkeypatch.setattr(conv_tiles, "checkpoint", counting)
+    monkeypatch.setattr(module, "checkpoint", counting)
     with cancel.scope(event), pytest.raises(cancel.Cancelled):
         run()
     assert kernels.last_path() == path
@@ -276,7 +332,7 @@ def test_a_cancelled_forward_stops_between_calls(monkeypatch):
     x = rng.uniform(-1, 1, (4, 23, 19, 3)).astype(np.float32)
     w = rng.uniform(-1, 1, (7, 5, 3, 24)).astype(np.float32)
     _cancelled_at_the_third_call(monkeypatch, lambda: FORWARD(x, w, [1, 2, 2, 1], "SAME"),
-                                 IM2COL)
+                                 IM2COL, im2col_nd, "CALL_ROWS")
 
 
 @pytest.mark.parametrize("kind", ["forward", "input"])

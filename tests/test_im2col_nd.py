@@ -91,14 +91,14 @@ def test_nan_and_inf_next_to_padding_follow_the_contract(compiled, op):
 
 def test_filter_blocks_follow_the_cpu_caches(monkeypatch):
     """Rows per in-place product: their out_backprop rows fit 2/3 of L1 (at least one); the
-    gathered block: its patches fit half of L2 (at least one row's)."""
+    gathered block: its patches and out_backprop rows fit half of L2 (at least one row's)."""
     from engine.kernels import cpu
 
     g = conv3d_geometry((1, 32, 112, 112, 3), (3, 7, 7, 3, 64), [1, 1, 2, 2, 1], "SAME")
     for l1, l2 in ((48 << 10, 2 << 20), (32 << 10, 512 << 10), (1 << 10, 1 << 10)):
         monkeypatch.setattr(cpu, "host", lambda l1=l1, l2=l2: cpu.Host("test", l1, l2))
         assert im2col_nd.filter_block(g, 4) == (
-            max(1, l1 * 2 // 3 // (56 * 64 * 4)), max(56, l2 // 2 // (441 * 4)))
+            max(1, l1 * 2 // 3 // (56 * 64 * 4)), max(56, l2 // 2 // ((441 + 64) * 4)))
 
 
 def test_a_cancelled_run_stops_between_calls(compiled, monkeypatch):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.base.cancel import checkpoint
-from engine.kernels import compute, parallel
+from engine.kernels import parallel
 from engine.kernels.buffers import contiguous, readonly
 from engine.shapes.geometry import ConvGeometry, ConvGeometryNd
 
@@ -36,6 +36,8 @@ FORWARD_ROWS = 8
 def applies(g: ConvGeometryNd, kind: str) -> bool:
     """True when a compiled ``kind`` call ("forward" or "filter") of ``g`` runs here: one group
     of few channels (:func:`engine.kernels.compute.few_channels`)."""
+    from engine.kernels import compute  # not at import: engine.kernels loads no path
+
     return (kind in ("forward", "filter") and g.groups == 1
             and compute.few_channels(g.filter_in_depth))
 
@@ -96,14 +98,15 @@ def forward_block(g: ConvGeometryNd, itemsize: int) -> tuple[int, int]:
 def filter_block(g: ConvGeometryNd, itemsize: int) -> tuple[int, int]:
     """``(rows, positions)`` of the filter gradient: output rows per in-place product (their
     ``dy`` rows fill at most 2/3 of this CPU's L1 data cache, at least one row) and the
-    gathered columns' block (its patches fill at most half its L2, at least one row's;
+    gathered columns' block (its patches and ``dy`` rows fill at most half its L2, at least one
+    row's;
     :mod:`engine.kernels.cpu`)."""
     from engine.kernels import cpu
 
     host, ow = cpu.host(), g.out_spatial[2]
     j_all = int(np.prod(g.filter_spatial)) * g.in_depth
     rows = max(1, host.l1d * 2 // 3 // max(1, ow * g.filter_out * itemsize))
-    return rows, max(ow, host.l2 // 2 // max(1, j_all * itemsize))
+    return rows, max(ow, host.l2 // 2 // max(1, (j_all + g.filter_out) * itemsize))
 
 
 def backprop_filter(g: ConvGeometryNd, x: np.ndarray, dy: np.ndarray,
@@ -177,6 +180,6 @@ def workspace_bytes(g: ConvGeometryNd, kind: str, ct: int) -> int:
     cores = parallel.workers()
     if kind == "forward":
         return ct * (x + w + 2 * y + cores * FORWARD_ROWS * ow * (j_all + 16 // ct))
-    positions = max(ow, cpu.host().l2 // 2 // max(1, j_all * ct))
+    positions = max(ow, cpu.host().l2 // 2 // max(1, (j_all + g.filter_out) * ct))
     per_core = positions * (j_all + g.filter_out) + w + 2 * j_all * 8 // ct
     return ct * (x + y + 2 * w + cores * per_core)

@@ -110,11 +110,10 @@ def phase_layout(g: ConvGeometry, kind: str, ct: int) -> int:
 def im2col(g: ConvGeometry, kind: str, ct: int) -> int:
     """The few-channel compiled forward and filter gradient (:mod:`engine.kernels.im2col_nd`,
     one group at a time): each group's own bound, its operands sliced out and copied, the
-    groups' results joined, and the per-tap bound (:func:`phase_layout`) besides."""
+    groups' results joined."""
     v = im2col_nd.volume(g, g.filter_in_depth, g.filter_out // g.groups)
     x, _, y = sizes(g)
-    return (im2col_nd.workspace_bytes(v, kind, ct) + 2 * ct * (x + y)
-            + phase_layout(g, kind, ct))
+    return im2col_nd.workspace_bytes(v, kind, ct) + 2 * ct * (x + y) + _results(g, kind, ct)
 
 
 def winograd_tiles(g: ConvGeometry, kind: str, ct: int) -> int:
