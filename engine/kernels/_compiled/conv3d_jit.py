@@ -29,7 +29,7 @@ from numba import njit
 
 from engine.kernels._compiled import cache_key  # noqa: F401 - before any cache=True
 from engine.kernels._compiled.loop_rules import inside
-from engine.kernels._compiled.numba_simd import gemm_acc, gemm_rows
+from engine.kernels._compiled.numba_simd import gemm_acc, gemm_rows, gemm_rows_set
 from engine.kernels._compiled.simd_runs import copy_into
 from engine.kernels.buffers import readonly
 
@@ -136,17 +136,23 @@ def im2col_rows_3d(yf, xf, wf, pf, aoff, crow, t_lo, t_hi, rb, ic, out, dims, pa
                 break
             t1 += 1
         a_lo, a_hi = inside(p * steps[0] - pads[0], dils[0], d, kd)
-        yf[t * ow * k:t1 * ow * k] = 0
         if c_hi > c_lo:
             m = _positions(aoff, crow, t, t1, c_lo, c_hi, ow, steps[1] * w * ch, steps[2] * ch)
+            if a_hi <= a_lo or i_hi <= i_lo:  # no term: zeros
+                for q in range(m):
+                    yf[crow[q] * k:crow[q] * k + k] = 0
             for a in range(a_lo, a_hi):
                 plane = p * steps[0] + a * dils[0] - pads[0]
                 for i0 in range(i_lo, i_hi, ic):
                     i1 = min(i_hi, i0 + ic)
                     a0 = (((n * d + plane) * h + r * steps[1] + i0 * dils[1] - pads[1]) * w
                           + c_lo * steps[2] - pads[2]) * ch
-                    gemm_rows(yf, xf, wf, aoff, crow, 0, a0, (a * kh + i0) * run * k, m, k, run,
-                              k, 1, k, i1 - i0, dils[1] * w * ch, run * k)
+                    args = (yf, xf, wf, aoff, crow, 0, a0, (a * kh + i0) * run * k, m, k, run, k,
+                            1, k, i1 - i0, dils[1] * w * ch, run * k)
+                    if a == a_lo and i0 == i_lo:  # the first product writes the rows
+                        gemm_rows_set(*args)
+                    else:
+                        gemm_rows(*args)
         m = 0  # the other columns of the group: gathered, one product
         for tt in range(t, t1):
             for b_lo, b_hi in ((0, c_lo), (c_hi, ow)):
@@ -158,7 +164,7 @@ def im2col_rows_3d(yf, xf, wf, pf, aoff, crow, t_lo, t_hi, rb, ic, out, dims, pa
                         crow[m] = tt * ow + c
                         m += 1
         if m:
-            gemm_rows(yf, pf, wf, aoff, crow, 0, 0, 0, m, k, j_all, k, 1, k, 1, 0, 0)
+            gemm_rows_set(yf, pf, wf, aoff, crow, 0, 0, 0, m, k, j_all, k, 1, k, 1, 0, 0)
         t = t1
 
 

@@ -319,6 +319,18 @@ def gemm_rows(typingctx, c, a, b, aoff, crow, c0, a0, b0, m, n, kd, ldc, acs, br
     return sig, _gemm_codegen(True, two_level=True, indexed=True)
 
 
+@intrinsic
+def gemm_rows_set(typingctx, c, a, b, aoff, crow, c0, a0, b0, m, n, kd, ldc, acs, brs, kd2,
+                  acs2, brs2):
+    """:func:`gemm_rows` writing ``C``'s rows instead of adding to them."""
+    ints = all(isinstance(t, types.Array) and t.layout == "C" and t.ndim == 1
+               and t.dtype == types.int64 for t in (aoff, crow))
+    if not (ints and _gemm_accepts(c, a, b)):
+        return None
+    sig = types.void(c, a, b, aoff, crow, c0, a0, b0, m, n, kd, ldc, acs, brs, kd2, acs2, brs2)
+    return sig, _gemm_codegen(False, two_level=True, indexed=True)
+
+
 def lanes(itemsize: int) -> int:
     """Elements per vector of the loops above for an item of ``itemsize`` bytes."""
     return VECTOR_BYTES // itemsize
