@@ -101,6 +101,19 @@ def test_filter_blocks_follow_the_cpu_caches(monkeypatch):
             max(1, l1 * 2 // 3 // (56 * 64 * 4)), max(56, l2 // 2 // ((441 + 64) * 4)))
 
 
+def test_forward_blocks_follow_the_l1_cache(monkeypatch):
+    """The filter rows per forward product: the fewest products whose part of the filter fits
+    4/5 of L1, split evenly."""
+    from engine.kernels import cpu
+
+    g = conv3d_geometry((1, 32, 112, 112, 3), (3, 7, 7, 3, 64), [1, 1, 2, 2, 1], "SAME")
+    row = 7 * 3 * 64 * 4  # one filter row of one depth tap, float32
+    for l1, want in ((48 << 10, 7), (32 << 10, 4), (16 << 10, 2), (1 << 10, 1)):
+        monkeypatch.setattr(cpu, "host", lambda l1=l1: cpu.Host("test", l1, 1 << 20))
+        assert im2col_nd.forward_block(g, 4) == (im2col_nd.FORWARD_ROWS, want), l1
+        assert want == 7 or want * row <= l1 * 4 // 5 or want == 1
+
+
 def test_a_cancelled_run_stops_between_calls(compiled, monkeypatch):
     """The checkpoint before each call of CALL_ROWS rows raises in the kernel's threads."""
     from engine.base import cancel

@@ -30,7 +30,7 @@ PATH = "numba im2col 3-D"
 #: Output rows per compiled call: a cancel checkpoint between calls.
 CALL_ROWS = 64
 #: Output rows per in-place product of the forward (their output columns are its rows).
-FORWARD_ROWS = 8
+FORWARD_ROWS = 16
 
 
 def applies(g: ConvGeometryNd, kind: str) -> bool:
@@ -87,12 +87,15 @@ def conv(g: ConvGeometryNd, x: np.ndarray, w: np.ndarray, ctype: np.dtype) -> np
 
 def forward_block(g: ConvGeometryNd, itemsize: int) -> tuple[int, int]:
     """``(rows, filter_rows)`` of the forward: output rows per in-place product
-    (:data:`FORWARD_ROWS`) and filter rows per product, whose part of the filter fills at
-    most a third of this CPU's L1 data cache (at least one; :mod:`engine.kernels.cpu`)."""
+    (:data:`FORWARD_ROWS`) and filter rows per product: the fewest products whose part of the
+    filter fills at most 4/5 of this CPU's L1 data cache, split evenly (at least one row;
+    :mod:`engine.kernels.cpu`)."""
     from engine.kernels import cpu
 
+    kh = g.filter_spatial[1]
     row = g.filter_spatial[2] * g.in_depth * g.filter_out * itemsize
-    return FORWARD_ROWS, max(1, cpu.host().l1d // 3 // max(1, row))
+    fit = max(1, cpu.host().l1d * 4 // 5 // max(1, row))
+    return FORWARD_ROWS, -(-kh // -(-kh // fit))
 
 
 def filter_block(g: ConvGeometryNd, itemsize: int) -> tuple[int, int]:
