@@ -93,6 +93,33 @@ def _patches_3d(pf, o0, ld, xf, n, p, r, c_lo, c_hi, dims, pads, steps, dils,
 
 
 @njit(nogil=True, cache=True)
+def _inner_columns(w, kw, ow, pads, steps, dils):  # pragma: no cover
+    """The output columns ``[c_lo, c_hi)`` whose window lies inside the image rows (read in
+    place; none with dilated columns: every column is gathered then)."""
+    c_lo, c_hi = inside(-pads[2], steps[2], w - kw + 1, ow)
+    return (c_lo, c_lo) if dils[2] != 1 else (c_lo, c_hi)
+
+
+@njit(nogil=True, cache=True)
+def _group(t, t_hi, rb, out, dims, pads, steps, dils, taps):  # pragma: no cover
+    """The group of output rows from ``t``: at most ``rb`` rows ``[t, t1)`` (before ``t_hi``)
+    of one plane with the same filter rows inside the image. Returns ``n, p, r`` (image, plane
+    and row of ``t``), ``t1`` and the filter rows ``[i_lo, i_hi)`` and depth taps
+    ``[a_lo, a_hi)`` inside."""
+    od, oh = out[0], out[1]
+    n, pr = t // (od * oh), t % (od * oh)
+    p, r = pr // oh, pr % oh
+    i_lo, i_hi = inside(r * steps[1] - pads[1], dils[1], dims[1], taps[1])
+    t1 = t + 1
+    while t1 < t_hi and t1 - t < rb and t1 % oh != 0:
+        if inside((t1 % oh) * steps[1] - pads[1], dils[1], dims[1], taps[1]) != (i_lo, i_hi):
+            break
+        t1 += 1
+    a_lo, a_hi = inside(p * steps[0] - pads[0], dils[0], dims[0], taps[0])
+    return n, p, r, t1, i_lo, i_hi, a_lo, a_hi
+
+
+@njit(nogil=True, cache=True)
 def _positions(aoff, crow, t, t1, c_lo, c_hi, ow, row, col):  # pragma: no cover
     """The row tables of :func:`im2col_rows_3d`'s in-place product: each column ``[c_lo, c_hi)``
     of the output rows ``[t, t1)`` (of one plane), its offset in ``x`` from the first's
@@ -118,24 +145,15 @@ def im2col_rows_3d(yf, xf, wf, pf, aoff, crow, t_lo, t_hi, rb, ic, out, dims, pa
     ``crow``: tables of ``rb*OW`` entries); the other columns' patches gathered into ``pf``
     (``(rb*OW, J)``) and multiplied as one product per group."""
     d, h, w, ch = dims[0], dims[1], dims[2], dims[3]
-    od, oh, ow, k = out[0], out[1], out[2], out[3]
+    oh, ow, k = out[1], out[2], out[3]
     kd, kh, kw = taps[0], taps[1], taps[2]
     run = kw * ch
     j_all = kd * kh * run
-    c_lo, c_hi = inside(-pads[2], steps[2], w - kw + 1, ow)
-    if dils[2] != 1:
-        c_hi = c_lo
+    c_lo, c_hi = _inner_columns(w, kw, ow, pads, steps, dils)
     t = t_lo
     while t < t_hi:
-        n, pr = t // (od * oh), t % (od * oh)
-        p, r = pr // oh, pr % oh
-        i_lo, i_hi = inside(r * steps[1] - pads[1], dils[1], h, kh)
-        t1 = t + 1  # the group: the next rows of this plane with the same filter rows inside
-        while t1 < t_hi and t1 - t < rb and t1 % oh != 0:
-            if inside((t1 % oh) * steps[1] - pads[1], dils[1], h, kh) != (i_lo, i_hi):
-                break
-            t1 += 1
-        a_lo, a_hi = inside(p * steps[0] - pads[0], dils[0], d, kd)
+        n, p, r, t1, i_lo, i_hi, a_lo, a_hi = _group(t, t_hi, rb, out, dims, pads, steps,
+                                                     dils, taps)
         if c_hi > c_lo:
             m = _positions(aoff, crow, t, t1, c_lo, c_hi, ow, steps[1] * w * ch, steps[2] * ch)
             if a_hi <= a_lo or i_hi <= i_lo:  # no term: zeros
@@ -195,26 +213,17 @@ def filter_rows_3d(acc, xf, df, pf, db, aoff, crow, t_lo, t_hi, rb, out, dims, p
     runs over the group's pixels. The other columns' patches and ``dy`` rows are gathered into
     ``pf`` ``(L, J)`` and ``db`` ``(L, K)`` and multiplied when full."""
     d, h, w, ch = dims[0], dims[1], dims[2], dims[3]
-    od, oh, ow, k = out[0], out[1], out[2], out[3]
+    oh, ow, k = out[1], out[2], out[3]
     kd, kh, kw = taps[0], taps[1], taps[2]
     run = kw * ch
     j_all = kd * kh * run
     cap = pf.size // j_all
-    c_lo, c_hi = inside(-pads[2], steps[2], w - kw + 1, ow)
-    if dils[2] != 1:
-        c_hi = c_lo
+    c_lo, c_hi = _inner_columns(w, kw, ow, pads, steps, dils)
     ne = 0
     t = t_lo
     while t < t_hi:
-        n, pr = t // (od * oh), t % (od * oh)
-        p, r = pr // oh, pr % oh
-        i_lo, i_hi = inside(r * steps[1] - pads[1], dils[1], h, kh)
-        t1 = t + 1  # the group: the next rows of this plane with the same filter rows inside
-        while t1 < t_hi and t1 - t < rb and t1 % oh != 0:
-            if inside((t1 % oh) * steps[1] - pads[1], dils[1], h, kh) != (i_lo, i_hi):
-                break
-            t1 += 1
-        a_lo, a_hi = inside(p * steps[0] - pads[0], dils[0], d, kd)
+        n, p, r, t1, i_lo, i_hi, a_lo, a_hi = _group(t, t_hi, rb, out, dims, pads, steps,
+                                                     dils, taps)
         if c_hi > c_lo and i_hi > i_lo and a_hi > a_lo:
             m = _filter_rows(aoff, crow, a_lo, a_hi, i_lo, i_hi, dils[0] * h * w * ch,
                              dils[1] * w * ch, run, kh)

@@ -303,32 +303,28 @@ def gemm_acc2(typingctx, c, a, b, c0, a0, b0, m, n, kd, ldc, ars, acs, brs, kd2,
     return sig, _gemm_codegen(True, two_level=True)
 
 
-@intrinsic
-def gemm_rows(typingctx, c, a, b, aoff, crow, c0, a0, b0, m, n, kd, ldc, acs, brs, kd2, acs2,
+def _gemm_rows(accumulate: bool):
+    def typer(typingctx, c, a, b, aoff, crow, c0, a0, b0, m, n, kd, ldc, acs, brs, kd2, acs2,
               brs2):
-    """:func:`gemm_acc2` over rows picked by two int64 tables: ``C[crow[i], j]`` at
-    ``c0 + crow[i]*ldc + j`` += the sum over ``l2 < kd2``, ``l < kd`` of ``A[i, (l2, l)]`` at
-    ``a0 + aoff[i] + l2*acs2 + l*acs`` times ``B[(l2, l), j]`` at ``b0 + l2*brs2 + l*brs + j``
-    (``i < m``: a product over rows of ``A`` that are no one stride apart, e.g. the taps of
-    a conv filter read in place)."""
-    ints = all(isinstance(t, types.Array) and t.layout == "C" and t.ndim == 1
-               and t.dtype == types.int64 for t in (aoff, crow))
-    if not (ints and _gemm_accepts(c, a, b)):
-        return None
-    sig = types.void(c, a, b, aoff, crow, c0, a0, b0, m, n, kd, ldc, acs, brs, kd2, acs2, brs2)
-    return sig, _gemm_codegen(True, two_level=True, indexed=True)
+        ints = all(isinstance(t, types.Array) and t.layout == "C" and t.ndim == 1
+                   and t.dtype == types.int64 for t in (aoff, crow))
+        if not (ints and _gemm_accepts(c, a, b)):
+            return None
+        sig = types.void(c, a, b, aoff, crow, c0, a0, b0, m, n, kd, ldc, acs, brs, kd2, acs2,
+                         brs2)
+        return sig, _gemm_codegen(accumulate, two_level=True, indexed=True)
+    return typer
 
 
-@intrinsic
-def gemm_rows_set(typingctx, c, a, b, aoff, crow, c0, a0, b0, m, n, kd, ldc, acs, brs, kd2,
-                  acs2, brs2):
-    """:func:`gemm_rows` writing ``C``'s rows instead of adding to them."""
-    ints = all(isinstance(t, types.Array) and t.layout == "C" and t.ndim == 1
-               and t.dtype == types.int64 for t in (aoff, crow))
-    if not (ints and _gemm_accepts(c, a, b)):
-        return None
-    sig = types.void(c, a, b, aoff, crow, c0, a0, b0, m, n, kd, ldc, acs, brs, kd2, acs2, brs2)
-    return sig, _gemm_codegen(False, two_level=True, indexed=True)
+#: :func:`gemm_acc2` over rows picked by two int64 tables: ``C[crow[i], j]`` at
+#: ``c0 + crow[i]*ldc + j`` += the sum over ``l2 < kd2``, ``l < kd`` of ``A[i, (l2, l)]`` at
+#: ``a0 + aoff[i] + l2*acs2 + l*acs`` times ``B[(l2, l), j]`` at ``b0 + l2*brs2 + l*brs + j``
+#: (``i < m``: a product over rows of ``A`` that are no one stride apart, e.g. the taps of a
+#: conv filter read in place). Arguments ``(c, a, b, aoff, crow, c0, a0, b0, m, n, kd, ldc,
+#: acs, brs, kd2, acs2, brs2)``.
+gemm_rows = intrinsic(_gemm_rows(True))
+#: :func:`gemm_rows` writing ``C``'s rows instead of adding to them.
+gemm_rows_set = intrinsic(_gemm_rows(False))
 
 
 def lanes(itemsize: int) -> int:
