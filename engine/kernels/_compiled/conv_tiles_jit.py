@@ -172,8 +172,7 @@ def filter_direct(out, x, dy, items_lo, items_hi, blocks, rows_per_block, xs, ds
     ``x`` and ``dy`` flat with element strides ``xs``/``ds`` = (image, row, column), the
     channels of ``dy`` adjacent and those of ``x`` ``x_channel`` elements apart (1 in NHWC, a
     plane in NCHW: the tiles read ``x`` one value at a time). Per item, every tap sums its
-    window of the same rows of ``dy`` (in cache). One product per tap written out here, not
-    :func:`filter_direct_grouped` with single-tap groups (whose products sit in a helper)."""
+    window of the same rows of ``dy`` (in cache)."""
     for w in range(items_lo, items_hi):
         n, b = w // blocks, w % blocks
         r_a = b * rows_per_block
