@@ -86,11 +86,12 @@ def _operand(a: np.ndarray, data_format: str, path: str, ctype: np.dtype) -> np.
     return np.ascontiguousarray(a, ctype) if path in (PLANES, IM2COL) else a
 
 
-#: Each path's (forward, filter gradient, input gradient).
+#: Each path's (forward, filter gradient, input gradient); :func:`route` sends no input
+#: gradient to :data:`IM2COL` (its entry is the planes path's).
 _KERNELS = {PATH: (conv_nd.conv, conv_nd.backprop_filter, conv_nd.backprop_input),
             PLANES: (conv3d_planes.conv, conv3d_planes.backprop_filter,
                      conv3d_planes.backprop_input),
-            IM2COL: (im2col_nd.conv, im2col_nd.backprop_filter, None)}
+            IM2COL: (im2col_nd.conv, im2col_nd.backprop_filter, conv3d_planes.backprop_input)}
 
 
 def _from_last(a: np.ndarray, data_format: str, dtype: np.dtype) -> np.ndarray:
