@@ -73,7 +73,8 @@ class Planned:
 
 def given_size(layer: ConvLayer, input_hw: tuple[int, ...] | None) -> tuple[int, ...] | None:
     """The size ``--all --input-size`` gives ``layer``: None (the model's) when the model states
-    one or none is given, else ``input_hw``, a 1-D layer's W as 1,W. A 1-D layer refuses (a
+    one or none is given, else ``input_hw`` (a 1-D layer's W is made 1,W by
+    :func:`engine.graph.layer_canvas.plan_layer`). A 1-D layer refuses (a
     one-line :class:`ModelImportError` naming it) a height other than 1: one size for every
     layer means the 2-D layers' H,W, not a 1-D conv on rows; other counts that do not fit are
     refused by :func:`engine.graph.layer_canvas.plan_layer`."""

@@ -1,19 +1,19 @@
-"""The Conv3D forward and filter gradient on few input channels as one product per output row
-over the whole ``kd*kh*kw*C`` patch (:mod:`engine.kernels._compiled.conv3d_jit`): the path
-``numba im2col 3-D``.
+"""The conv forward and filter gradient on few input channels, 2-D and 3-D, as one product
+over the whole ``kd*kh*kw*C`` patch (:mod:`engine.kernels._compiled.conv3d_jit`): the paths
+``numba im2col 3-D`` (the Conv3D family, :mod:`engine.kernels.conv3d`) and ``numba im2col``
+(the 2-D ops, through :mod:`engine.kernels.tiled`: a 2-D call is a volume of depth 1,
+:func:`volume`).
 
-A sum over depth taps of 2-D convolutions (:mod:`engine.kernels.conv3d_planes`) runs a
-``kh*kw*C``-deep product per tap and adds the taps' results in passes over the whole output;
-on 3 channels those products are short (147 for a 7x7 filter) and the passes cost a third of
-the call. Here each output row's ``J = kd*kh*kw*C`` terms are one product:
+Per depth tap or filter row, a product over 3 channels is short (147 terms for a 7x7 tap,
+21 rows for a filter row); here each output row's ``J = kd*kh*kw*C`` terms are one product,
+``x`` read in place:
 
-- forward: ``y[t] = P_t @ w``, windows inside the volume read in place;
-- filter gradient: ``dw += P_t.T @ dy[t]``, ``x`` read in place too: one product per few rows
-  whose rows are every filter tap inside the image (:func:`filter_block`), each core summing
-  a partial ``dw``.
+- forward: ``y[t] = P_t @ w`` (:func:`forward_block`);
+- filter gradient: ``dw += P_t.T @ dy[t]``, the product's rows every filter tap inside the
+  image (:func:`filter_block`), each core summing a partial ``dw``.
 
 Arrays are channels last in the compute dtype (float32 or float64), one group, C-contiguous.
-The input gradient stays on the planes path (its col2im already runs one product per row).
+The input gradient stays on col2im (one product per row already).
 """
 
 from __future__ import annotations
@@ -62,14 +62,18 @@ def _rows(g: ConvGeometryNd) -> int:
     return g.batch * g.out_spatial[0] * g.out_spatial[1]
 
 
+def _patch(g: ConvGeometryNd) -> int:
+    """``J``: the terms of one output element (``kd*kh*kw*C``)."""
+    return int(np.prod(g.filter_spatial)) * g.in_depth
+
+
 def conv(g: ConvGeometryNd, x: np.ndarray, w: np.ndarray, ctype: np.dtype) -> np.ndarray:
     """The forward conv ``[N, OD, OH, OW, K]`` of channels-last ``x`` and ``w``."""
     y = np.empty((g.batch, *g.out_spatial, g.filter_out), ctype)
-    j_all = int(np.prod(g.filter_spatial)) * g.in_depth
+    j_all = _patch(g)
     xf, wf, yf = readonly(x.reshape(-1)), readonly(np.ascontiguousarray(w, ctype).reshape(-1)), \
         y.reshape(-1)
     params, jit = _params(g), _jit()
-
     rows, taps = forward_block(g, ctype.itemsize)
 
     def part(lo: int, hi: int) -> None:
@@ -102,20 +106,18 @@ def filter_block(g: ConvGeometryNd, itemsize: int) -> tuple[int, int]:
     """``(rows, positions)`` of the filter gradient: output rows per in-place product (their
     ``dy`` rows fill at most 2/3 of this CPU's L1 data cache, at least one row) and the
     gathered columns' block (its patches and ``dy`` rows fill at most half its L2, at least one
-    row's;
-    :mod:`engine.kernels.cpu`)."""
+    row's; :mod:`engine.kernels.cpu`)."""
     from engine.kernels import cpu
 
     host, ow = cpu.host(), g.out_spatial[2]
-    j_all = int(np.prod(g.filter_spatial)) * g.in_depth
     rows = max(1, host.l1d * 2 // 3 // max(1, ow * g.filter_out * itemsize))
-    return rows, max(ow, host.l2 // 2 // max(1, (j_all + g.filter_out) * itemsize))
+    return rows, max(ow, host.l2 // 2 // max(1, (_patch(g) + g.filter_out) * itemsize))
 
 
 def backprop_filter(g: ConvGeometryNd, x: np.ndarray, dy: np.ndarray,
                     ctype: np.dtype) -> np.ndarray:
     """The filter gradient ``[kd, kh, kw, C, K]`` of channels-last ``x`` and ``dy``."""
-    j_all = int(np.prod(g.filter_spatial)) * g.in_depth
+    j_all = _patch(g)
     rows, positions = filter_block(g, ctype.itemsize)
     xf, df = readonly(x.reshape(-1)), readonly(np.ascontiguousarray(dy, ctype).reshape(-1))
     params, jit = _params(g), _jit()
@@ -148,23 +150,26 @@ def volume(g: ConvGeometry, in_channels: int, out_channels: int) -> ConvGeometry
                           ((0, 0), (g.pad_top, g.pad_bottom), (g.pad_left, g.pad_right)))
 
 
+def _planes(a: np.ndarray, ctype: np.dtype) -> np.ndarray:
+    """NHWC ``a`` as one C-contiguous plane per image, ``[N, 1, H, W, C]`` in ``ctype``
+    (copied only when it is not so already)."""
+    return contiguous(a, ctype).reshape(a.shape[0], 1, *a.shape[1:])
+
+
 def conv2d(g: ConvGeometry, x: np.ndarray, w: np.ndarray, ctype: np.dtype) -> np.ndarray:
-    """One group's 2-D forward conv ``(N, OH, OW, O)`` of NHWC ``x`` (any strides; copied
-    C-contiguous in ``ctype`` when it is not) and ``w`` ``(KH, KW, C, O)``."""
-    v = volume(g, x.shape[3], w.shape[3])
-    x5 = contiguous(x, ctype).reshape(g.batch, 1, g.in_rows, g.in_cols, x.shape[3])
-    return conv(v, x5, w.reshape(1, *w.shape), ctype).reshape(
-        g.batch, g.out_rows, g.out_cols, w.shape[3])
+    """One group's 2-D forward conv ``(N, OH, OW, O)`` of NHWC ``x`` (any strides) and ``w``
+    ``(KH, KW, C, O)``."""
+    y = conv(volume(g, x.shape[3], w.shape[3]), _planes(x, ctype), w.reshape(1, *w.shape),
+             ctype)
+    return y.reshape(g.batch, g.out_rows, g.out_cols, w.shape[3])
 
 
 def conv2d_backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndarray,
                            ctype: np.dtype) -> np.ndarray:
     """One group's 2-D filter gradient ``(KH, KW, C, O)`` of NHWC ``x`` and ``dy`` (any
-    strides; copied C-contiguous in ``ctype`` when they are not)."""
+    strides)."""
     v = volume(g, x.shape[3], dy.shape[3])
-    x5 = contiguous(x, ctype).reshape(g.batch, 1, g.in_rows, g.in_cols, x.shape[3])
-    dy5 = contiguous(dy, ctype).reshape(g.batch, 1, g.out_rows, g.out_cols, dy.shape[3])
-    return backprop_filter(v, x5, dy5, ctype)[0]
+    return backprop_filter(v, _planes(x, ctype), _planes(dy, ctype), ctype)[0]
 
 
 def workspace_bytes(g: ConvGeometryNd, kind: str, ct: int) -> int:
@@ -172,17 +177,16 @@ def workspace_bytes(g: ConvGeometryNd, kind: str, ct: int) -> int:
     operands and result, ``ct`` the compute itemsize (without importing numba): the operands
     in the compute dtype and C-contiguous, each core's patch block (and partial ``dw``), the
     result channels last."""
-    from engine.kernels import cpu
-
     if not applies(g, kind):
         return 0
     x = g.batch * int(np.prod(g.in_spatial)) * g.in_depth
     y = g.batch * int(np.prod(g.out_spatial)) * g.filter_out
     w = int(np.prod(g.filter_shape))
-    ow, j_all = g.out_spatial[2], int(np.prod(g.filter_spatial)) * g.in_depth
+    ow, j_all = g.out_spatial[2], _patch(g)
     cores = parallel.workers()
-    if kind == "forward":
-        return ct * (x + w + 2 * y + cores * FORWARD_ROWS * ow * (j_all + 16 // ct))
-    positions = max(ow, cpu.host().l2 // 2 // max(1, (j_all + g.filter_out) * ct))
+    if kind == "forward":  # each core's patch block and two int64 tables per position
+        rows = forward_block(g, ct)[0]
+        return ct * (x + w + 2 * y + cores * rows * ow * (j_all + 16 // ct))
+    positions = filter_block(g, ct)[1]  # each core's gathered block, its dw and two tables
     per_core = positions * (j_all + g.filter_out) + w + 2 * j_all * 8 // ct
     return ct * (x + y + 2 * w + cores * per_core)

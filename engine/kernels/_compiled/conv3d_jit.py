@@ -10,9 +10,10 @@ and ``dy`` ``[N, OD, OH, OW, K]``, the filter as a ``(J, K)`` matrix with ``J = 
 
 - :func:`im2col_rows_3d`: ``y[t] = P_t @ wm``. With ``dc == 1`` the columns whose windows lie
   inside the image read ``x`` in place (a filter row's taps are ``kw*C`` adjacent elements):
-  one :func:`~engine.kernels._compiled.numba_simd.gemm_acc2` per depth tap inside the volume
-  over the filter rows inside the image (the others skipped: padding adds nothing); the other
-  columns' patches are gathered (:func:`_patches_3d`) and multiplied as one block.
+  per group of output rows one :func:`~engine.kernels._compiled.numba_simd.gemm_rows`
+  product per depth tap inside the volume and block of filter rows inside the image (the
+  others skipped: padding adds nothing), its rows the group's columns through a table; the
+  other columns' patches are gathered (:func:`_patches_3d`) and multiplied as one product.
 - :func:`filter_rows_3d`: ``dw += sum_t P_t.T @ dy[t]`` with ``x`` read in place too: one
   product whose rows are all the filter's taps inside the image (a 3x7x7 filter on 3 channels:
   441 rows, not ``kw*C`` per filter row), their offsets in ``x`` from a table; the columns
@@ -61,6 +62,14 @@ def _column(pf, o, xf, n, p, r, c, dims, pads, steps, dils, taps):  # pragma: no
 
 
 @njit(nogil=True, cache=True)
+def _inner_columns(w, kw, ow, pads, steps, dils):  # pragma: no cover
+    """The output columns ``[c_lo, c_hi)`` whose window lies inside the image rows (read in
+    place; none with dilated columns: every column is gathered then)."""
+    c_lo, c_hi = inside(-pads[2], steps[2], w - kw + 1, ow)
+    return (c_lo, c_lo) if dils[2] != 1 else (c_lo, c_hi)
+
+
+@njit(nogil=True, cache=True)
 def _patches_3d(pf, o0, ld, xf, n, p, r, c_lo, c_hi, dims, pads, steps, dils,
                taps):  # pragma: no cover
     """``pf[o0 + (c - c_lo)*ld + col] = P_t[c, col]`` for the columns ``[c_lo, c_hi)`` of row
@@ -70,10 +79,9 @@ def _patches_3d(pf, o0, ld, xf, n, p, r, c_lo, c_hi, dims, pads, steps, dils,
     d, h, w, ch = dims[0], dims[1], dims[2], dims[3]
     kd, kh, kw = taps[0], taps[1], taps[2]
     run = kw * ch
-    i_lo, i_hi = inside(-pads[2], steps[2], w - kw + 1, c_hi)
-    i_lo, i_hi = max(i_lo, c_lo), max(max(i_lo, c_lo), i_hi)
-    if dils[2] != 1:
-        i_hi = i_lo
+    i_lo, i_hi = _inner_columns(w, kw, c_hi, pads, steps, dils)
+    i_lo = max(i_lo, c_lo)
+    i_hi = max(i_lo, i_hi)
     for c in range(c_lo, i_lo):
         _column(pf, o0 + (c - c_lo) * ld, xf, n, p, r, c, dims, pads, steps, dils, taps)
     for c in range(i_hi, c_hi):
@@ -90,14 +98,6 @@ def _patches_3d(pf, o0, ld, xf, n, p, r, c_lo, c_hi, dims, pads, steps, dils,
             src = (((n * d + plane) * h + hh) * w + i_lo * steps[2] - pads[2]) * ch
             for c in range(i_hi - i_lo):
                 copy_into(pf, xf, oi + c * ld, src + c * steps[2] * ch, run)
-
-
-@njit(nogil=True, cache=True)
-def _inner_columns(w, kw, ow, pads, steps, dils):  # pragma: no cover
-    """The output columns ``[c_lo, c_hi)`` whose window lies inside the image rows (read in
-    place; none with dilated columns: every column is gathered then)."""
-    c_lo, c_hi = inside(-pads[2], steps[2], w - kw + 1, ow)
-    return (c_lo, c_lo) if dils[2] != 1 else (c_lo, c_hi)
 
 
 @njit(nogil=True, cache=True)
