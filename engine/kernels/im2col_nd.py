@@ -76,10 +76,14 @@ def conv(g: ConvGeometryNd, x: np.ndarray, w: np.ndarray, ctype: np.dtype) -> np
     params, jit = _params(g), _jit()
     rows, taps = forward_block(g, ctype.itemsize)
 
+    spans = parallel.ranges(_rows(g), 1)
+    scratch = {span: (np.empty(rows * g.out_spatial[2] * j_all, ctype),  # made here: the
+                      np.empty(rows * g.out_spatial[2], np.int64),  # memory does not depend
+                      np.empty(rows * g.out_spatial[2], np.int64))  # on the threads' timing
+               for span in spans}
+
     def part(lo: int, hi: int) -> None:
-        patch = np.empty(rows * g.out_spatial[2] * j_all, ctype)
-        tables = (np.empty(rows * g.out_spatial[2], np.int64),
-                  np.empty(rows * g.out_spatial[2], np.int64))
+        patch, *tables = scratch[lo, hi]
         for t0 in range(lo, hi, CALL_ROWS):
             checkpoint()
             jit.im2col_rows_3d(yf, xf, wf, patch, *tables, t0, min(hi, t0 + CALL_ROWS), rows,
@@ -122,11 +126,14 @@ def backprop_filter(g: ConvGeometryNd, x: np.ndarray, dy: np.ndarray,
     xf, df = readonly(x.reshape(-1)), readonly(np.ascontiguousarray(dy, ctype).reshape(-1))
     params, jit = _params(g), _jit()
 
+    spans = parallel.ranges(_rows(g), 1)
+    scratch = {span: (np.zeros(j_all * g.filter_out, ctype), np.empty(positions * j_all, ctype),
+                      np.empty(positions * g.filter_out, ctype), np.empty(j_all, np.int64),
+                      np.empty(j_all, np.int64))
+               for span in spans}  # made here: the memory does not depend on the threads
+
     def part(lo: int, hi: int) -> np.ndarray:
-        acc = np.zeros(j_all * g.filter_out, ctype)
-        patch = np.empty(positions * j_all, ctype)
-        rows_dy = np.empty(positions * g.filter_out, ctype)
-        tables = np.empty(j_all, np.int64), np.empty(j_all, np.int64)
+        acc, patch, rows_dy, *tables = scratch[lo, hi]
         for t0 in range(lo, hi, CALL_ROWS):
             checkpoint()
             jit.filter_rows_3d(acc, xf, df, patch, rows_dy, *tables, t0, min(hi, t0 + CALL_ROWS),
