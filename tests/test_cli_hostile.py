@@ -447,6 +447,33 @@ def _gradblocks_script() -> str | None:
     return shutil.which("gradblocks", path=str(Path(sys.executable).parent))
 
 
+def test_ctrl_c_while_the_handlers_switch_back_is_one_line(monkeypatch, capfd):
+    """A SIGINT that lands just as a finished command hands SIGINT back to the quick exit (the
+    subcommand's handler raising KeyboardInterrupt inside that switch, which CI's Ctrl+C fuzz
+    once caught as a traceback): one line and exit 130, the quick exit's answer."""
+    real = commands._set_sigint
+
+    def switch(handler: object) -> object:
+        if handler is commands._quit_now and commands._signal.getsignal(
+                commands._signal.SIGINT) is commands._raise_interrupted:
+            raise KeyboardInterrupt  # the subcommand's handler fired inside the switch
+        return real(handler)
+
+    def exit_(status: int) -> None:
+        raise SystemExit(status)
+
+    monkeypatch.setattr(commands, "_set_sigint", switch)
+    monkeypatch.setattr(commands.os, "_exit", exit_)
+    try:
+        with pytest.raises(SystemExit) as ended:
+            commands.main(["check", str(EXAMPLE)])
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    assert ended.value.code == commands.EXIT_INTERRUPTED
+    assert capfd.readouterr().err.splitlines()[-1] == "gradblocks: interrupted"
+
+
 @pytest.mark.parametrize("how, args", [
     ("python -m engine.cli", ["check", "missing.gbc.json"]),
     ("gradblocks", ["check", "missing.gbc.json"]),

@@ -252,6 +252,19 @@ def main(argv: list[str] | None = None, app: AppStartup | None = None) -> int:
             gc.unfreeze()  # what compile_file froze is the caller's to collect again
 
 
+def _work_done(sigterm: tuple | None) -> None:
+    """Nothing more to clean up: SIGINT exits at once again (:func:`_quit_now`) and SIGTERM gets
+    its handler back (``sigterm``: the one :func:`_main` replaced, None if none). A SIGINT that
+    lands while the handlers are switched, raised by :func:`_raise_interrupted`, is answered as
+    :func:`_quit_now` answers one."""
+    try:
+        _set_sigint(_quit_now)
+    except KeyboardInterrupt:
+        _quit_now(_signal.SIGINT, None)
+    if sigterm:  # None: a handler not set from Python, taken as the default
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if sigterm[0] is None else sigterm[0])
+
+
 def _main(argv: list[str], app: AppStartup | None) -> int:
     """Parse ``argv`` and run its subcommand, or open the app. SIGINT exits at once until the
     subcommand starts, then unwinds it (:func:`_raise_interrupted`)."""
@@ -300,9 +313,7 @@ def _main(argv: list[str], app: AppStartup | None) -> int:
         _flush_stdout()
         return 1
     finally:
-        _set_sigint(_quit_now)  # nothing more to clean up
-        if sigterm:  # None: a handler not set from Python, taken as the default
-            signal.signal(signal.SIGTERM, signal.SIG_DFL if sigterm[0] is None else sigterm[0])
+        _work_done(sigterm)
     # here the failed command's frames, and the memory they held, are released
     if status == 1:
         print_error(f"out of memory while {doing}")
