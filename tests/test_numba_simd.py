@@ -9,7 +9,14 @@ from hypothesis import strategies as st
 
 numba = pytest.importorskip("numba")
 
-from engine.kernels._compiled.numba_simd import acc_products, acc_products3, gemm_acc, gemm_set
+from engine.kernels._compiled.numba_simd import (
+    acc_products,
+    acc_products3,
+    acc_products3x3,
+    acc_products5x5,
+    gemm_acc,
+    gemm_set,
+)
 
 
 @numba.njit
@@ -52,6 +59,47 @@ def test_products_match_numpy(taps, channels, nq, stride, dtype, seed):
     bound = _expected(np.abs(t), np.abs(x), np.abs(g), x0, g0, nq, xs, gs, xt)
     eps = np.finfo(dtype).eps
     assert np.all(np.abs(t - want) <= (nq + 2) * eps * bound)
+
+
+@numba.njit
+def _grid(t, x, g, x0, g0, nq, xs, gs, xr, xc):
+    if t.shape[0] == 9:
+        acc_products3x3(t, x, g, x0, g0, nq, xs, gs, xr, xc)
+    else:
+        acc_products5x5(t, x, g, x0, g0, nq, xs, gs, xr, xc)
+
+
+def _grid_expected(t, x, g, x0, g0, nq, xs, gs, xr, xc):
+    """``t`` plus the grid's partial sums, each summed in float64 from zero."""
+    size = round(t.shape[0] ** 0.5)
+    c = t.shape[1]
+    part = np.zeros(t.shape)
+    for a in range(t.shape[0]):
+        base = x0 + (a // size) * xr + (a % size) * xc
+        for q in range(nq):
+            part[a] += (x[base + q * xs: base + q * xs + c].astype(np.float64)
+                        * g[g0 + q * gs: g0 + q * gs + c])
+    return t + part, np.abs(t) + np.abs(part)
+
+
+@settings(max_examples=80, deadline=None)
+@given(size=st.sampled_from([3, 5]), channels=st.integers(1, 70), nq=st.integers(0, 9),
+       stride=st.integers(1, 2), dilation=st.integers(1, 2),
+       dtype=st.sampled_from(["float32", "float64"]), seed=st.integers(0, 2**16))
+def test_tap_grid_products_match_numpy(size, channels, nq, stride, dilation, dtype, seed):
+    """As the depthwise filter gradient calls them: rows ``xr`` apart, columns ``dc*C``; the
+    partial sum starts from zero and is added into ``t`` once."""
+    rng = np.random.default_rng(seed)
+    width = nq * stride + size * dilation + 1
+    xs, gs, xc, xr = stride * channels, channels, dilation * channels, width * channels
+    x = rng.standard_normal(size * dilation * xr + channels).astype(dtype)
+    g = rng.standard_normal(channels + nq * gs + 3).astype(dtype)
+    t = rng.standard_normal((size * size, channels)).astype(dtype)
+    want, scale = _grid_expected(t, x, g, 0, channels, nq, xs, gs, xr, xc)
+    _grid(t, x, g, 0, channels, nq, xs, gs, xr, xc)
+    bound = _grid_expected(np.zeros_like(t), np.abs(x), np.abs(g), 0, channels, nq, xs, gs, xr,
+                           xc)[0] + scale
+    assert np.all(np.abs(t - want) <= (nq + 2) * np.finfo(dtype).eps * bound)
 
 
 def test_a_nan_or_inf_factor_reaches_the_sum():
@@ -160,6 +208,13 @@ def test_every_vector_width_computes_the_same_sums(monkeypatch, vector_bytes):
     def tiles(c, a, b, m, n, kd):
         gemm_acc(c, a, b, 0, 0, 0, m, n, kd, n, kd, 1, n)
 
+    @numba.njit
+    def grid(t, x, g, nq, ch, xr):  # compiled now: its channel blocks follow the width
+        if t.shape[0] == 9:
+            acc_products3x3(t, x, g, 0, 0, nq, ch, ch, xr, ch)
+        else:
+            acc_products5x5(t, x, g, 0, 0, nq, ch, ch, xr, ch)
+
     rng = np.random.default_rng(vector_bytes)
     for ch in (3, 16, 37, 128):
         t = rng.standard_normal((3, ch)).astype(np.float32)
@@ -168,6 +223,13 @@ def test_every_vector_width_computes_the_same_sums(monkeypatch, vector_bytes):
         want = _expected(t, x, g, 0, 0, 5, ch, ch, ch)
         products3(t, x, g, 5, ch, ch, ch)
         np.testing.assert_allclose(t, want, rtol=1e-5, atol=1e-5)
+        for size in (3, 5):
+            tg = rng.standard_normal((size * size, ch)).astype(np.float32)
+            xr = (5 + size) * ch
+            xg = rng.standard_normal(size * xr + ch).astype(np.float32)
+            want = _grid_expected(tg, xg, g, 0, 0, 5, ch, ch, xr, ch)[0]
+            grid(tg, xg, g, 5, ch, xr)
+            np.testing.assert_allclose(tg, want, rtol=1e-5, atol=1e-5)
     for m, n, kd in ((13, 70, 9), (6, 64, 20), (1, 5, 3)):
         a, b = rng.standard_normal((m, kd)), rng.standard_normal((kd, n))
         c = rng.standard_normal((m, n))

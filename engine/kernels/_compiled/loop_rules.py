@@ -35,6 +35,16 @@ def inside(off, stride, size, count):  # pragma: no cover - compiled
     return lo, max(lo, hi)
 
 
+@numba.njit(inline="always")
+def inside_all(count, step, offset, dc, taps, size):  # pragma: no cover - compiled
+    """``[lo, hi)`` where every tap ``offset + j*dc`` (``j < taps``) reads inside."""
+    lo, hi = span(count, step, offset, size)
+    for j in range(1, taps):
+        la, ha = span(count, step, offset + j * dc, size)
+        lo, hi = max(lo, la), min(hi, ha)
+    return lo, max(lo, hi)
+
+
 @numba.jit(**JIT)
 def finite_rows(rows):  # pragma: no cover - compiled
     """True when no element of the 2-D ``rows`` is NaN or ±Inf (``v - v`` is 0 just then)."""

@@ -19,8 +19,8 @@ every term is an explicit product: a finite result vouches for the inputs
 (:func:`engine.kernels.path_record.vouch_finite`; the forward and input-gradient loops check their
 rows while they are in cache). Arithmetic is in the compute dtype (float32 for the half
 types); the only fast-math flag is ``contract`` (fused multiply-add; sums keep their order,
-NaN/Inf rules stay IEEE). The filter gradient keeps one partial sum per output row, added into
-one accumulator per core's range of rows.
+NaN/Inf rules stay IEEE). The filter gradient's loops (:mod:`.depthwise_filter`) keep one partial
+sum per output row, added into one accumulator per core's range of rows.
 
 The kernels are compiled without ``parallel=True`` and release the GIL (``nogil``); the row
 ranges run on the cores in :mod:`engine.kernels.parallel`'s threads, like the NumPy kernels,
@@ -39,6 +39,7 @@ from engine.base.cancel import checkpoint
 from engine.kernels import path_record
 from engine.kernels._compiled import (
     cache_key,  # noqa: F401 - before any cache=True
+    depthwise_filter,
     depthwise_planes,
     transpose,
 )
@@ -46,23 +47,15 @@ from engine.kernels._compiled.depthwise_simd import window3x3, window5x5
 from engine.kernels._compiled.loop_rules import JIT as _JIT
 from engine.kernels._compiled.loop_rules import filter_taps as _filter
 from engine.kernels._compiled.loop_rules import finite_rows as _finite
+from engine.kernels._compiled.loop_rules import inside_all
 from engine.kernels._compiled.loop_rules import span as _span
-from engine.kernels._compiled.numba_simd import acc_products, acc_products3
 from engine.kernels.buffers import readonly
 from engine.kernels.nonfinite import all_finite
 from engine.kernels.parallel import MIN_PRODUCTS_PER_RANGE, map_ranges
 from engine.shapes.conv import ConvGeometry
 
-
-@numba.njit(inline="always")
-def _inside_all(count, step, offset, dc, taps, size):  # pragma: no cover - compiled
-    """``[lo, hi)`` where every tap ``offset + j*dc`` (``j < taps``) reads inside."""
-    lo, hi = _span(count, step, offset, size)
-    for j in range(1, taps):
-        la, ha = _span(count, step, offset + j * dc, size)
-        lo, hi = max(lo, la), min(hi, ha)
-    return lo, max(lo, hi)
-
+#: Multiply-adds below which operands that fit in one core's cache stay on that core.
+ONE_CORE_PRODUCTS = 2**23
 
 @numba.jit(**_JIT)
 def _forward_tap(out, xr, wv, lo, hi, sc, off):  # pragma: no cover - compiled
@@ -90,7 +83,7 @@ def _forward(x, w, y, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: no cov
         out = y[n, r]
         h0 = r * sr - pt
         if window and h0 >= 0 and h0 + (kh - 1) * dr < h_in:
-            lo, hi = _inside_all(ow, sc, -pl, dc, kw, w_in)
+            lo, hi = inside_all(ow, sc, -pl, dc, kw, w_in)
             if hi > lo:  # the columns every tap reads: in registers; the border: per tap
                 y0, x0 = ((n * oh + r) * ow + lo) * ck, ((n * h_in + h0) * w_in + lo * sc - pl) * ck
                 if kh == 3:
@@ -120,7 +113,7 @@ def _forward(x, w, y, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: no cov
             j0 = 0
             while j0 + 3 <= kw:
                 oa = j0 * dc - pl
-                lo, hi = _inside_all(ow, sc, oa, dc, 3, w_in)
+                lo, hi = inside_all(ow, sc, oa, dc, 3, w_in)
                 for j in range(3):  # border columns (each meets only these taps), in tap order
                     off = oa + j * dc
                     la, ha = _span(ow, sc, off, w_in)
@@ -140,58 +133,6 @@ def _forward(x, w, y, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: no cov
                 _forward_tap(out, xr, wi[j], lo, hi, sc, off)
         ok &= _finite(out)
     return ok
-
-
-@numba.jit(**_JIT)
-def _filter_grad(x, dy, acc, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: no cover - compiled
-    """``acc`` = the filter gradient over output rows ``[lo_row, hi_row)``: one partial sum per
-    output row. Each tap's sum over the row's columns runs in vector registers
-    (:mod:`engine.kernels._compiled.numba_simd`); three taps share each pass where all three read
-    inside the row, one tap at a time near the borders."""
-    nb, h_in, w_in, ck = x.shape
-    _, oh, ow, _ = dy.shape
-    kh, kw, _ = acc.shape
-    xf = x.reshape(nb * h_in * w_in * ck)
-    gf = dy.reshape(dy.shape[0] * oh * ow * ck)
-    acc[:, :, :] = 0
-    tmp = np.empty((kh, kw, ck), acc.dtype)
-    xs = sc * ck
-    for row in range(lo_row, hi_row):
-        n = row // oh
-        r = row - n * oh
-        tmp[:, :, :] = 0
-        g0 = (n * oh + r) * ow * ck
-        for i in range(kh):
-            h = r * sr + i * dr - pt
-            if h < 0 or h >= h_in:
-                continue
-            x0 = (n * h_in + h) * w_in * ck
-            j0 = 0
-            while j0 + 3 <= kw:
-                oa = j0 * dc - pl
-                lo, hi = _inside_all(ow, sc, oa, dc, 3, w_in)
-                for j in range(3):  # border columns, one tap at a time
-                    off = oa + j * dc
-                    la, ha = _span(ow, sc, off, w_in)
-                    end = min(ha, lo)
-                    if end > la:
-                        acc_products(tmp[i, j0 + j], xf, gf, x0 + (la * sc + off) * ck,
-                                     g0 + la * ck, end - la, xs, ck, 0)
-                    start = max(la, hi)
-                    if ha > start:
-                        acc_products(tmp[i, j0 + j], xf, gf, x0 + (start * sc + off) * ck,
-                                     g0 + start * ck, ha - start, xs, ck, 0)
-                if hi > lo:
-                    acc_products3(tmp[i, j0:j0 + 3], xf, gf, x0 + (lo * sc + oa) * ck,
-                                  g0 + lo * ck, hi - lo, xs, ck, dc * ck)
-                j0 += 3
-            for j in range(j0, kw):
-                off = j * dc - pl
-                lo, hi = _span(ow, sc, off, w_in)
-                if hi > lo:
-                    acc_products(tmp[i, j], xf, gf, x0 + (lo * sc + off) * ck, g0 + lo * ck,
-                                 hi - lo, xs, ck, 0)
-        acc += tmp  # one partial sum per output row
 
 
 @numba.jit(**_JIT)
@@ -224,7 +165,7 @@ def _input_grad(dy, w, dx, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: n
     return ok
 
 
-KERNELS = {"forward": _forward, "filter": _filter_grad, "input": _input_grad}
+KERNELS = {"forward": _forward, "filter": depthwise_filter.filter_grad, "input": _input_grad}
 
 
 def _attrs(g: ConvGeometry) -> tuple[int, ...]:
@@ -262,10 +203,16 @@ def warm(dtypes: tuple[type[np.floating], ...] = (np.float32, np.float64)) -> No
         transpose.repeat_channels(readonly(np.ones((1, 1), dt)), np.empty((1, 2), dt))
 
 
-def _rows(count: int, row_products: int, call) -> list:
+def _rows(count: int, row_products: int, call, operand_bytes: int) -> list:
     """``call(lo, hi)`` over ``[0, count)`` rows of ``row_products`` multiply-adds each, split
     over the cores (engine.kernels.parallel's threads: the kernels release the GIL) in ranges
-    of at least :data:`~engine.kernels.parallel.MIN_PRODUCTS_PER_RANGE`."""
+    of at least :data:`~engine.kernels.parallel.MIN_PRODUCTS_PER_RANGE`; on one core when the
+XX they take fewer than
+    :data:`ONE_CORE_PRODUCTS` (the second core would first have to fetch its operands)."""
+    from engine.kernels import cpu
+
+    if operand_bytes <= cpu.host().l2 and count * row_products < ONE_CORE_PRODUCTS:
+        return [call(0, count)] if count else []
     return map_ranges(call, count, -(-MIN_PRODUCTS_PER_RANGE // max(1, row_products)))
 
 
@@ -300,7 +247,8 @@ def depthwise_conv2d(g: ConvGeometry, x: np.ndarray, w: np.ndarray, ctype: np.dt
     for sl in _chunks(g, ctype, chunk_bytes):
         xc, yc = _input_chunk(g, x[sl], ctype), y[sl]
         finite &= all(_rows(xc.shape[0] * g.out_rows, _row_products(g),
-                            lambda lo, hi: _forward(xc, wc, yc, *_attrs(g), lo, hi)))  # noqa: B023
+                            lambda lo, hi: _forward(xc, wc, yc, *_attrs(g), lo, hi),  # noqa: B023
+                            xc.nbytes + yc.nbytes))
     _vouch(finite)
     return y
 
@@ -322,14 +270,16 @@ def depthwise_conv2d_backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndar
 
     def part(xc, dyc, lo, hi):
         acc = np.empty((g.filter_rows, g.filter_cols, ck), ctype)
-        _filter_grad(xc, dyc, acc, *_attrs(g), lo, hi)
+        depthwise_filter.filter_grad(xc, dyc, acc, *_attrs(g), lo, hi,
+                                     depthwise_filter.band(g, ctype))
         return acc
 
     for sl in _chunks(g, ctype, chunk_bytes):
         xc = _input_chunk(g, x[sl], ctype)
         dyc = readonly(np.ascontiguousarray(dy[sl], ctype))
         for acc in _rows(xc.shape[0] * g.out_rows, _row_products(g),
-                         lambda lo, hi: part(xc, dyc, lo, hi)):  # noqa: B023
+                         lambda lo, hi: part(xc, dyc, lo, hi),  # noqa: B023
+                         xc.nbytes + dyc.nbytes):
             dw += acc
     _vouch(all_finite(dw))  # a non-finite term would have made its partial sums non-finite
     return dw.reshape(shape)
@@ -347,9 +297,11 @@ def _input_rows(g: ConvGeometry, dyc: np.ndarray, wc: np.ndarray, dst: np.ndarra
         pl = (g.filter_cols - 1) * g.dilation_cols - g.pad_left
         attrs = (1, 1, g.dilation_rows, g.dilation_cols, pt, pl)
         return all(_rows(total, _row_products(g, input_rows=True),
-                         lambda lo, hi: _forward(dyc, flipped, dst, *attrs, lo, hi)))
+                         lambda lo, hi: _forward(dyc, flipped, dst, *attrs, lo, hi),
+                         dyc.nbytes + dst.nbytes))
     return all(_rows(total, _row_products(g, input_rows=True),
-                     lambda lo, hi: _input_grad(dyc, wc, dst, *_attrs(g), lo, hi)))
+                     lambda lo, hi: _input_grad(dyc, wc, dst, *_attrs(g), lo, hi),
+                     dyc.nbytes + dst.nbytes))
 
 
 def depthwise_conv2d_backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarray,

@@ -3,20 +3,19 @@ the depthwise filter gradient's tap sums, Winograd's per-point products and the 
 products of :mod:`engine.kernels._compiled.conv_tiles_jit` (:func:`gemm_acc`, :func:`gemm_set`,
 :func:`gemm_acc2`).
 
-:func:`acc_products` (one tap) and :func:`acc_products3` (three taps sharing ``g``) compute
+:func:`acc_products` (one tap), :func:`acc_products3` (three taps sharing ``g``) and
+``acc_products3x3`` / ``acc_products5x5`` (a grid of taps, rows ``xr`` apart) compute
 
-    ``t[a, k] += sum_{q < nq} x[x0 + a*xt + q*xs + k] * g[g0 + q*gs + k]``   for ``k < C``
+    ``t[a, k] += sum_{q < nq} x[x0 + off_a + q*xs + k] * g[g0 + q*gs + k]``   for ``k < C``
 
 with the sum over ``q`` in order, one ``fmuladd`` per product (a fused multiply-add where the
 CPU has one: the same rounding as the ``contract`` flag of the other compiled loops). Written in
-numba these loops load and store ``t`` for every product: numba tells LLVM nothing about which
-arrays may overlap, so it cannot keep ``t`` in registers across ``q``. These intrinsics emit the
-loop themselves: ``t`` is read once into vector accumulators, ``TILE`` vectors of channels at a
-time (independent chains, so the adds overlap), then single vectors, then single channels, and
-written back once.
+numba these loops load and store ``t`` for every product (LLVM cannot know the arrays do not
+overlap). These intrinsics emit the loop: ``TILE`` vector accumulators of channels at a time,
+then single vectors, then channels, ``t`` read and written once (the grids add a partial sum).
 
 Bounds are the caller's duty (no checks inside): ``x``, ``g`` and ``t`` are C-contiguous, ``t``
-is ``(C,)`` or ``(3, C)``, and every index above is inside its array.
+is ``(C,)`` or ``(taps, C)``, and every index above is inside its array.
 """
 
 from __future__ import annotations
@@ -74,17 +73,48 @@ def intrinsic_operands(context, builder, signature, args, count: int = 3):
     return arrays, fty, lanes, ir.VectorType(fty, lanes)
 
 
-def _codegen(taps: int, tile: int):
+def _tap_bases(builder, data, x0, xr, xc, rows: int, cols: int) -> list:
+    """Pointers to ``x0 + i*xr + j*xc`` of ``data`` for the taps ``i*cols + j``."""
+    i64 = ir.IntType(64)
+    return [builder.gep(data, [builder.add(x0, builder.add(
+        builder.mul(xr, ir.Constant(i64, a // cols)), builder.mul(xc, ir.Constant(i64, a % cols))))])
+        for a in range(rows * cols)]
+
+
+def _opening(builder, fresh: bool, ptr):
+    """An accumulator's first value: zero for a partial sum (``fresh``), else ``*ptr``."""
+    ty = ptr.type.pointee
+    if not fresh:
+        return builder.load(ptr, align=4)
+    return ir.Constant(ty, [ir.Constant(ty.element, 0.0)] * ty.count
+                       if isinstance(ty, ir.VectorType) else 0.0)
+
+
+def _closing(builder, fresh: bool, total, ptr) -> None:
+    """``*ptr`` = the accumulator ``total``, added to ``*ptr`` for a partial sum."""
+    if fresh:
+        total = builder.fadd(builder.load(ptr, align=4), total)
+    builder.store(total, ptr, align=4)
+
+
+def _codegen(rows: int, cols: int, tile: int):
+    """Taps ``a = i*cols + j`` of a ``rows x cols`` grid, tap ``a`` reading ``x`` from ``x0 +
+    i*xr + j*xc`` (the grid intrinsics' arguments end ``(..., xr, xc)``, the others' ``(...,
+    xt)``: ``xc``). The grid intrinsics' sums start from zero and are added into ``t`` at the
+    end (one partial sum per call); the others sum onto ``t``."""
+    taps = rows * cols
+
     def codegen(context, builder, signature, args):
-        _, _, _, x0, g0, nq, xs, gs, xt = args
+        x0, g0, nq, xs, gs = args[3:8]
         ty = signature.args[0]
         (tarr, xarr, garr), fty, lanes, vty = intrinsic_operands(context, builder, signature, args)
         i64 = ir.IntType(64)
         ck = builder.extract_value(tarr.shape, ty.ndim - 1)
+        fresh = len(args) > 9
+        xr, xc = args[8:10] if fresh else (args[8], args[8])
         tbase = [builder.gep(tarr.data, [builder.mul(ck, ir.Constant(i64, a))])
                  for a in range(taps)]
-        xbase = [builder.gep(xarr.data, [builder.add(x0, builder.mul(xt, ir.Constant(i64, a)))])
-                 for a in range(taps)]
+        xbase = _tap_bases(builder, xarr.data, x0, xr, xc, rows, cols)
         gbase = builder.gep(garr.data, [g0])
         accs = [[cgutils.alloca_once(builder, vty) for _ in range(tile)] for _ in range(taps)]
 
@@ -101,7 +131,7 @@ def _codegen(taps: int, tile: int):
                 offs = [builder.add(k0, ir.Constant(i64, u * lanes)) for u in range(width)]
                 for a in range(taps):
                     for u in range(width):
-                        builder.store(builder.load(vector(tbase[a], offs[u]), align=4),
+                        builder.store(_opening(builder, fresh, vector(tbase[a], offs[u])),
                                       accs[a][u])
                 with cgutils.for_range(builder, nq) as q:
                     gq = builder.gep(gbase, [builder.mul(q.index, gs)])
@@ -115,8 +145,8 @@ def _codegen(taps: int, tile: int):
                             builder.store(fmuladd(builder, xvec, gvec[u], acc), accs[a][u])
                 for a in range(taps):
                     for u in range(width):
-                        builder.store(builder.load(accs[a][u]), vector(tbase[a], offs[u]),
-                                      align=4)
+                        _closing(builder, fresh, builder.load(accs[a][u]),
+                                 vector(tbase[a], offs[u]))
             return builder.add(first, builder.mul(count, step))
 
         # wide blocks (independent chains overlap their adds), then single vectors
@@ -125,14 +155,14 @@ def _codegen(taps: int, tile: int):
         acc1 = cgutils.alloca_once(builder, fty)
         with cgutils.for_range_slice(builder, rest, ck, ir.Constant(i64, 1)) as (k, _):
             for a in range(taps):
-                builder.store(builder.load(builder.gep(tbase[a], [k])), acc1)
+                builder.store(_opening(builder, fresh, builder.gep(tbase[a], [k])), acc1)
                 with cgutils.for_range(builder, nq) as q:
                     xi = builder.add(builder.mul(q.index, xs), k)
                     gi = builder.add(builder.mul(q.index, gs), k)
                     prod = fmuladd(builder, builder.load(builder.gep(xbase[a], [xi])),
                                     builder.load(builder.gep(gbase, [gi])), builder.load(acc1))
                     builder.store(prod, acc1)
-                builder.store(builder.load(acc1), builder.gep(tbase[a], [k]))
+                _closing(builder, fresh, builder.load(acc1), builder.gep(tbase[a], [k]))
         return context.get_dummy_value()
 
     return codegen
@@ -143,7 +173,7 @@ def acc_products(typingctx, t, x, g, x0, g0, nq, xs, gs, xt):
     """One tap: ``t[k] += sum_q x[x0 + q*xs + k] * g[g0 + q*gs + k]`` (``xt`` unused)."""
     if not _accepts(t, x, g, 1):
         return None
-    return types.void(t, x, g, x0, g0, nq, xs, gs, xt), _codegen(1, 4)
+    return types.void(t, x, g, x0, g0, nq, xs, gs, xt), _codegen(1, 1, 4)
 
 
 @intrinsic
@@ -151,7 +181,34 @@ def acc_products3(typingctx, t, x, g, x0, g0, nq, xs, gs, xt):
     """Three taps ``a < 3`` of ``t (3, C)``, tap ``a`` reading ``x`` from ``x0 + a*xt``."""
     if not _accepts(t, x, g, 3):
         return None
-    return types.void(t, x, g, x0, g0, nq, xs, gs, xt), _codegen(3, 4)
+    return types.void(t, x, g, x0, g0, nq, xs, gs, xt), _codegen(1, 3, 4)
+
+
+def _grid(size: int):
+    def typer(typingctx, t, x, g, x0, g0, nq, xs, gs, xr, xc):
+        if not _accepts(t, x, g, size * size):
+            return None
+        return types.void(t, x, g, x0, g0, nq, xs, gs, xr, xc), _codegen(size, size,
+                                                                         grid_width(size))
+
+    typer.__name__ = f"acc_products{size}x{size}"
+    return typer
+
+
+def registers() -> int:
+    """Vector registers of the unit :data:`VECTOR_BYTES` is written for (32 with AVX-512)."""
+    return 32 if VECTOR_BYTES == 64 else 16
+
+
+def grid_width(size: int) -> int:
+    """Vectors of channels per pass of a ``size x size`` grid: its accumulators, one vector of
+    ``g`` per column and one of ``x`` fill the vector registers."""
+    return max(1, (registers() - 1) // (size * size + 1))
+
+
+#: ``t[i*size + j, k] += sum_q x[x0 + i*xr + j*xc + q*xs + k] * g[g0 + q*gs + k]`` (from zero)
+acc_products3x3 = intrinsic(_grid(3))
+acc_products5x5 = intrinsic(_grid(5))
 
 
 def _gemm_codegen(accumulate: bool, two_level: bool = False, indexed: bool = False):
