@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("numba")
 
-from engine.kernels import cpu, parallel  # noqa: E402
-from engine.kernels._compiled import depthwise_filter, numba_depthwise  # noqa: E402
+from engine.kernels import cpu, parallel
+from engine.kernels._compiled import depthwise_filter, numba_depthwise
 
 
 def _definition(x, dy, k, sr, dr, pt, pl):

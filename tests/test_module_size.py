@@ -18,7 +18,7 @@ CHECKED = ("engine", "blocks", "app")
 #: vectorizes (the register tiles and the depthwise forward's tap loop).
 LONG_COMPILED = {
     "engine/kernels/_compiled/numba_depthwise.py _forward",
-    "engine/kernels/_compiled/numba_simd.py _codegen",
+    "engine/kernels/_compiled/tap_sums.py _codegen",
     "engine/kernels/_compiled/numba_simd.py _gemm_codegen",
     "engine/kernels/_compiled/numba_simd.py _gemm_codegen.codegen",
 }

@@ -1,6 +1,6 @@
-"""engine.kernels._compiled.numba_simd: the register-accumulating product sums against NumPy, over
-channel counts that fill whole vector blocks, part of one, or none, both float dtypes and one or
-three taps."""
+"""engine.kernels._compiled.numba_simd and .tap_sums: the register-accumulating product sums
+against NumPy, over channel counts that fill whole vector blocks, part of one, or none, both
+float dtypes, one tap, three and tap grids, operands on and off 64-byte lines."""
 
 import numpy as np
 import pytest
@@ -9,13 +9,12 @@ from hypothesis import strategies as st
 
 numba = pytest.importorskip("numba")
 
-from engine.kernels._compiled.numba_simd import (
+from engine.kernels._compiled.numba_simd import gemm_acc, gemm_set
+from engine.kernels._compiled.tap_sums import (
     acc_products,
     acc_products3,
     acc_products3x3,
     acc_products5x5,
-    gemm_acc,
-    gemm_set,
 )
 
 
@@ -102,6 +101,35 @@ def test_tap_grid_products_match_numpy(size, channels, nq, stride, dilation, dty
     assert np.all(np.abs(t - want) <= (nq + 2) * np.finfo(dtype).eps * bound)
 
 
+def _at_offset(rng, n, offset, dtype):
+    """``n`` random values starting ``offset`` elements past a 64-byte line."""
+    item = np.dtype(dtype).itemsize
+    buf = np.empty(n + 128 // item, dtype)
+    start = (-buf.ctypes.data % 64) // item + offset
+    out = buf[start:start + n]
+    out[:] = rng.standard_normal(n)
+    return out
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("size", [3, 5])
+def test_tap_grids_read_operands_at_any_offset_from_a_cache_line(size, dtype):
+    """Every offset of ``x`` and ``g`` from a 64-byte line, alike and not, with channels that
+    fill whole vectors or leave a last part of one (read and written as one masked vector)."""
+    rng = np.random.default_rng(size)
+    lanes_64 = 64 // np.dtype(dtype).itemsize
+    for channels in (lanes_64, 2 * lanes_64, 3 * lanes_64 + 5, 7):
+        nq, xr = 6, (6 + size) * channels
+        for xoff, goff in [(o, o) for o in range(lanes_64)] + [(1, 2), (0, 3)]:
+            x = _at_offset(rng, size * xr + channels, xoff, dtype)
+            g = _at_offset(rng, nq * channels, goff, dtype)
+            t = rng.standard_normal((size * size, channels)).astype(dtype)
+            want = _grid_expected(t, x, g, 0, 0, nq, channels, channels, xr, channels)[0]
+            _grid(t, x, g, 0, 0, nq, channels, channels, xr, channels)
+            np.testing.assert_allclose(t, want, rtol=1e-5 if dtype == "float32" else 1e-12,
+                                       atol=1e-5 if dtype == "float32" else 1e-12)
+
+
 def test_a_nan_or_inf_factor_reaches_the_sum():
     """IEEE arithmetic throughout: Inf * 0 is NaN, so the result vouches for its inputs."""
     x = np.ones(40, np.float32)
@@ -144,14 +172,15 @@ def test_editing_any_compiled_module_even_a_docstring_changes_the_key(tmp_path):
         (tmp_path / path.name).write_bytes(path.read_bytes())
     assert cache_key.sources_sha256(tmp_path) == cache_key.SOURCES_SHA256
     seen = {cache_key.SOURCES_SHA256}
-    for name in ("numba_simd.py", "simd_runs.py", "winograd_simd.py", "numba_depthwise.py"):
+    for name in ("numba_simd.py", "tap_sums.py", "simd_runs.py", "winograd_simd.py",
+                 "numba_depthwise.py"):
         original = (tmp_path / name).read_text()
         (tmp_path / name).write_text(original.replace('"""', '""" ', 1))  # the docstring only
         seen.add(cache_key.sources_sha256(tmp_path))
         (tmp_path / name).write_text(original)
     (tmp_path / "extra.py").write_text("")  # a new module too
     seen.add(cache_key.sources_sha256(tmp_path))
-    assert len(seen) == 6
+    assert len(seen) == 7
 
 
 def test_a_cache_stamped_with_other_sources_is_never_loaded(tmp_path):

@@ -4,7 +4,7 @@ rows by :mod:`engine.kernels._compiled.numba_depthwise`, whose conventions it sh
     ``dw[i, j, k] = sum_{n, r, c} x[n, r*sr + i*dr - pt, c*sc + j*dc - pl, k] * dy[n, r, c, k]``
 
 one partial sum per output row added in row order, the sum over a row's columns in vector
-registers (:mod:`engine.kernels._compiled.numba_simd`), taps that would read padding skipped.
+registers (:mod:`engine.kernels._compiled.tap_sums`), taps that would read padding skipped.
 A 3x3 or 5x5 filter's rows that read inside the image with every filter row sum all their taps
 in one pass (:func:`band`), where the CPU has the registers for it (:data:`GRID`).
 """
@@ -16,12 +16,12 @@ import numpy as np
 
 from engine.kernels._compiled import cache_key  # noqa: F401 - before any cache=True
 from engine.kernels._compiled.loop_rules import JIT, inside_all, span
-from engine.kernels._compiled.numba_simd import (
+from engine.kernels._compiled.numba_simd import registers
+from engine.kernels._compiled.tap_sums import (
     acc_products,
     acc_products3,
     acc_products3x3,
     acc_products5x5,
-    registers,
 )
 from engine.shapes.conv import ConvGeometry
 
@@ -124,7 +124,7 @@ def _filter_row(xf, gf, tmp, n, r, sr, sc, dr, dc, pt, pl, h_in, w_in, oh, ow): 
 def filter_grad(x, dy, acc, sr, sc, dr, dc, pt, pl, lo_row, hi_row, band):  # pragma: no cover
     """``acc`` = the filter gradient over output rows ``[lo_row, hi_row)``: one partial sum per
     output row, added in row order. Each tap's sum over a row's columns runs in vector
-    registers (:mod:`engine.kernels._compiled.numba_simd`). With ``band > 0`` a 3x3 or 5x5
+    registers (:mod:`engine.kernels._compiled.tap_sums`). With ``band > 0`` a 3x3 or 5x5
     filter's rows that read inside the image with every filter row go ``band`` at a time
     through :func:`_filter_band`; the other rows through :func:`_filter_row`."""
     nb, h_in, w_in, ck = x.shape

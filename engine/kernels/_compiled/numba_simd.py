@@ -1,21 +1,9 @@
-"""Register-accumulating product sums (numba intrinsics; imported by the compiled kernels only):
-the depthwise filter gradient's tap sums, Winograd's per-point products and the per-tap conv
-products of :mod:`engine.kernels._compiled.conv_tiles_jit` (:func:`gemm_acc`, :func:`gemm_set`,
-:func:`gemm_acc2`).
-
-:func:`acc_products` (one tap), :func:`acc_products3` (three taps sharing ``g``) and
-``acc_products3x3`` / ``acc_products5x5`` (a grid of taps, rows ``xr`` apart) compute
-
-    ``t[a, k] += sum_{q < nq} x[x0 + off_a + q*xs + k] * g[g0 + q*gs + k]``   for ``k < C``
-
-with the sum over ``q`` in order, one ``fmuladd`` per product (a fused multiply-add where the
-CPU has one: the same rounding as the ``contract`` flag of the other compiled loops). Written in
-numba these loops load and store ``t`` for every product (LLVM cannot know the arrays do not
-overlap). These intrinsics emit the loop: ``TILE`` vector accumulators of channels at a time,
-then single vectors, then channels, ``t`` read and written once (the grids add a partial sum).
-
-Bounds are the caller's duty (no checks inside): ``x``, ``g`` and ``t`` are C-contiguous, ``t``
-is ``(C,)`` or ``(taps, C)``, and every index above is inside its array.
+"""Register-accumulating products (numba intrinsics; imported by the compiled kernels only): the
+register tiles of the per-tap conv products (:mod:`engine.kernels._compiled.conv_tiles_jit`:
+:func:`gemm_acc`, :func:`gemm_set`, :func:`gemm_acc2`, :func:`gemm_rows`), Winograd's and the
+few-channel loops' products, and what every intrinsic shares: the vector width chosen for this
+CPU (:data:`VECTOR_BYTES`, :func:`registers`), :func:`fmuladd` and :func:`intrinsic_operands`.
+The depthwise filter gradient's tap sums are :mod:`engine.kernels._compiled.tap_sums`.
 """
 
 from __future__ import annotations
@@ -54,13 +42,6 @@ def fmuladd(builder: ir.IRBuilder, a, b, acc):
     return builder.call(fn, [a, b, acc])
 
 
-def _accepts(t, x, g, taps: int) -> bool:
-    floats = (types.float32, types.float64)
-    arrays = all(isinstance(a, types.Array) and a.layout == "C" for a in (t, x, g))
-    return (arrays and t.dtype in floats and x.dtype == g.dtype == t.dtype
-            and t.ndim == (1 if taps == 1 else 2) and x.ndim == g.ndim == 1)
-
-
 def intrinsic_operands(context, builder, signature, args, count: int = 3):
     """The first ``count`` array arguments (numba's array structs), the element type, the
     lanes per vector and the vector type (also used by :mod:`engine.kernels._compiled.winograd_simd`
@@ -71,144 +52,6 @@ def intrinsic_operands(context, builder, signature, args, count: int = 3):
     fty = context.get_data_type(dtype)
     lanes = VECTOR_BYTES // (4 if dtype == types.float32 else 8)
     return arrays, fty, lanes, ir.VectorType(fty, lanes)
-
-
-def _tap_bases(builder, data, x0, xr, xc, rows: int, cols: int) -> list:
-    """Pointers to ``x0 + i*xr + j*xc`` of ``data`` for the taps ``i*cols + j``."""
-    i64 = ir.IntType(64)
-    return [builder.gep(data, [builder.add(x0, builder.add(
-        builder.mul(xr, ir.Constant(i64, a // cols)), builder.mul(xc, ir.Constant(i64, a % cols))))])
-        for a in range(rows * cols)]
-
-
-def _opening(builder, fresh: bool, ptr):
-    """An accumulator's first value: zero for a partial sum (``fresh``), else ``*ptr``."""
-    ty = ptr.type.pointee
-    if not fresh:
-        return builder.load(ptr, align=4)
-    return ir.Constant(ty, [ir.Constant(ty.element, 0.0)] * ty.count
-                       if isinstance(ty, ir.VectorType) else 0.0)
-
-
-def _closing(builder, fresh: bool, total, ptr) -> None:
-    """``*ptr`` = the accumulator ``total``, added to ``*ptr`` for a partial sum."""
-    if fresh:
-        total = builder.fadd(builder.load(ptr, align=4), total)
-    builder.store(total, ptr, align=4)
-
-
-def _codegen(rows: int, cols: int, tile: int):
-    """Taps ``a = i*cols + j`` of a ``rows x cols`` grid, tap ``a`` reading ``x`` from ``x0 +
-    i*xr + j*xc`` (the grid intrinsics' arguments end ``(..., xr, xc)``, the others' ``(...,
-    xt)``: ``xc``). The grid intrinsics' sums start from zero and are added into ``t`` at the
-    end (one partial sum per call); the others sum onto ``t``."""
-    taps = rows * cols
-
-    def codegen(context, builder, signature, args):
-        x0, g0, nq, xs, gs = args[3:8]
-        ty = signature.args[0]
-        (tarr, xarr, garr), fty, lanes, vty = intrinsic_operands(context, builder, signature, args)
-        i64 = ir.IntType(64)
-        ck = builder.extract_value(tarr.shape, ty.ndim - 1)
-        fresh = len(args) > 9
-        xr, xc = args[8:10] if fresh else (args[8], args[8])
-        tbase = [builder.gep(tarr.data, [builder.mul(ck, ir.Constant(i64, a))])
-                 for a in range(taps)]
-        xbase = _tap_bases(builder, xarr.data, x0, xr, xc, rows, cols)
-        gbase = builder.gep(garr.data, [g0])
-        accs = [[cgutils.alloca_once(builder, vty) for _ in range(tile)] for _ in range(taps)]
-
-        def vector(ptr, off):
-            return builder.bitcast(builder.gep(ptr, [off]), vty.as_pointer())
-
-        def blocks(first, width: int):
-            """Channels ``[first, first + n*width*lanes)`` in blocks of ``width`` vectors (the
-            largest ``n`` that fits); returns the first channel after them."""
-            step = ir.Constant(i64, lanes * width)
-            count = builder.sdiv(builder.sub(ck, first), step)
-            with cgutils.for_range(builder, count) as block:
-                k0 = builder.add(first, builder.mul(block.index, step))
-                offs = [builder.add(k0, ir.Constant(i64, u * lanes)) for u in range(width)]
-                for a in range(taps):
-                    for u in range(width):
-                        builder.store(_opening(builder, fresh, vector(tbase[a], offs[u])),
-                                      accs[a][u])
-                with cgutils.for_range(builder, nq) as q:
-                    gq = builder.gep(gbase, [builder.mul(q.index, gs)])
-                    xo = builder.mul(q.index, xs)
-                    gvec = [builder.load(vector(gq, offs[u]), align=4) for u in range(width)]
-                    for a in range(taps):
-                        xq = builder.gep(xbase[a], [xo])
-                        for u in range(width):
-                            xvec = builder.load(vector(xq, offs[u]), align=4)
-                            acc = builder.load(accs[a][u])
-                            builder.store(fmuladd(builder, xvec, gvec[u], acc), accs[a][u])
-                for a in range(taps):
-                    for u in range(width):
-                        _closing(builder, fresh, builder.load(accs[a][u]),
-                                 vector(tbase[a], offs[u]))
-            return builder.add(first, builder.mul(count, step))
-
-        # wide blocks (independent chains overlap their adds), then single vectors
-        rest = blocks(blocks(ir.Constant(i64, 0), tile), 1)
-        # the channels after the last whole vector, one at a time
-        acc1 = cgutils.alloca_once(builder, fty)
-        with cgutils.for_range_slice(builder, rest, ck, ir.Constant(i64, 1)) as (k, _):
-            for a in range(taps):
-                builder.store(_opening(builder, fresh, builder.gep(tbase[a], [k])), acc1)
-                with cgutils.for_range(builder, nq) as q:
-                    xi = builder.add(builder.mul(q.index, xs), k)
-                    gi = builder.add(builder.mul(q.index, gs), k)
-                    prod = fmuladd(builder, builder.load(builder.gep(xbase[a], [xi])),
-                                    builder.load(builder.gep(gbase, [gi])), builder.load(acc1))
-                    builder.store(prod, acc1)
-                _closing(builder, fresh, builder.load(acc1), builder.gep(tbase[a], [k]))
-        return context.get_dummy_value()
-
-    return codegen
-
-
-@intrinsic
-def acc_products(typingctx, t, x, g, x0, g0, nq, xs, gs, xt):
-    """One tap: ``t[k] += sum_q x[x0 + q*xs + k] * g[g0 + q*gs + k]`` (``xt`` unused)."""
-    if not _accepts(t, x, g, 1):
-        return None
-    return types.void(t, x, g, x0, g0, nq, xs, gs, xt), _codegen(1, 1, 4)
-
-
-@intrinsic
-def acc_products3(typingctx, t, x, g, x0, g0, nq, xs, gs, xt):
-    """Three taps ``a < 3`` of ``t (3, C)``, tap ``a`` reading ``x`` from ``x0 + a*xt``."""
-    if not _accepts(t, x, g, 3):
-        return None
-    return types.void(t, x, g, x0, g0, nq, xs, gs, xt), _codegen(1, 3, 4)
-
-
-def _grid(size: int):
-    def typer(typingctx, t, x, g, x0, g0, nq, xs, gs, xr, xc):
-        if not _accepts(t, x, g, size * size):
-            return None
-        return types.void(t, x, g, x0, g0, nq, xs, gs, xr, xc), _codegen(size, size,
-                                                                         grid_width(size))
-
-    typer.__name__ = f"acc_products{size}x{size}"
-    return typer
-
-
-def registers() -> int:
-    """Vector registers of the unit :data:`VECTOR_BYTES` is written for (32 with AVX-512)."""
-    return 32 if VECTOR_BYTES == 64 else 16
-
-
-def grid_width(size: int) -> int:
-    """Vectors of channels per pass of a ``size x size`` grid: its accumulators, one vector of
-    ``g`` per column and one of ``x`` fill the vector registers."""
-    return max(1, (registers() - 1) // (size * size + 1))
-
-
-#: ``t[i*size + j, k] += sum_q x[x0 + i*xr + j*xc + q*xs + k] * g[g0 + q*gs + k]`` (from zero)
-acc_products3x3 = intrinsic(_grid(3))
-acc_products5x5 = intrinsic(_grid(5))
 
 
 def _gemm_codegen(accumulate: bool, two_level: bool = False, indexed: bool = False):
@@ -382,6 +225,11 @@ def _gemm_rows(accumulate: bool):
 gemm_rows = intrinsic(_gemm_rows(True))
 #: :func:`gemm_rows` writing ``C``'s rows instead of adding to them.
 gemm_rows_set = intrinsic(_gemm_rows(False))
+
+
+def registers() -> int:
+    """Vector registers of the unit :data:`VECTOR_BYTES` is written for (32 with AVX-512)."""
+    return 32 if VECTOR_BYTES == 64 else 16
 
 
 def lanes(itemsize: int) -> int:
