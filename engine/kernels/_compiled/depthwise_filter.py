@@ -6,7 +6,10 @@ rows by :mod:`engine.kernels._compiled.numba_depthwise`, whose conventions it sh
 one partial sum per output row added in row order, the sum over a row's columns in vector
 registers (:mod:`engine.kernels._compiled.tap_sums`), taps that would read padding skipped.
 A 3x3 or 5x5 filter's rows that read inside the image with every filter row sum all their taps
-in one pass (:func:`band`), where the CPU has the registers for it (:data:`GRID`).
+in one pass, in bands of rows (:func:`band`) whose border columns are one partial sum per band,
+where the CPU has the registers for it (:data:`GRID`). How a call's rows split over cores and
+bands follows the machine (cores, L2), so the last bits may differ between machines, not
+between runs on one.
 """
 
 from __future__ import annotations

@@ -57,6 +57,7 @@ from engine.shapes.conv import ConvGeometry
 #: Multiply-adds below which operands that fit in one core's cache stay on that core.
 ONE_CORE_PRODUCTS = 2**23
 
+
 @numba.jit(**_JIT)
 def _forward_tap(out, xr, wv, lo, hi, sc, off):  # pragma: no cover - compiled
     for q in range(lo, hi):
