@@ -73,8 +73,15 @@ def limit_memory(mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
-def _session_members(sid: int) -> list[int]:
-    """Pids whose session id is ``sid`` (Linux ``/proc``; empty elsewhere)."""
+#: Seconds a kill waits for the processes it killed to be gone: SIGKILL takes effect when each
+#: is next scheduled, which on a loaded machine is not at once.
+KILL_WAIT_S = 5.0
+_PGRP, _SESSION = 2, 3  # fields of /proc/PID/stat after the command: state ppid pgrp session
+
+
+def _members(ident: int, field: int) -> list[int]:
+    """Pids still running (not zombies) whose process group (``field`` :data:`_PGRP`) or
+    session (:data:`_SESSION`) is ``ident`` (Linux ``/proc``; empty elsewhere)."""
     try:
         names = os.listdir("/proc")
     except OSError:
@@ -88,10 +95,19 @@ def _session_members(sid: int) -> list[int]:
                 stat = f.read()
         except OSError:
             continue
-        fields = stat[stat.rfind(b")") + 2:].split()  # state ppid pgrp session ...
-        if len(fields) > 3 and int(fields[3]) == sid:
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 3 and int(fields[field]) == ident and fields[0] not in (b"Z", b"X"):
             found.append(int(name))
     return found
+
+
+def _await_gone(ident: int, field: int) -> None:
+    """Wait (at most :data:`KILL_WAIT_S`) until no member of that group or session runs."""
+    import time
+
+    deadline = time.monotonic() + KILL_WAIT_S
+    while _members(ident, field) and time.monotonic() < deadline:
+        time.sleep(0.001)
 
 
 def running(pid: int) -> bool:
@@ -109,22 +125,27 @@ def running(pid: int) -> bool:
 
 
 def kill_group(pgid: int) -> None:
-    """SIGKILL every process of process group ``pgid`` (none left: nothing happens)."""
+    """SIGKILL every process of process group ``pgid`` (none left: nothing happens) and wait
+    until none of them runs (the leader, when it is the caller's child, stays a zombie until
+    reaped)."""
     try:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        pass
+        return
+    _await_gone(pgid, _PGRP)
 
 
 def kill_session(pid: int) -> None:
-    """SIGKILL ``pid`` (a session leader: a worker) and every process of its session. Call it
-    before ``pid`` is reaped, so the pid cannot have been reused."""
+    """SIGKILL ``pid`` (a session leader: a worker) and every process of its session, and wait
+    until none of them runs. Call it before ``pid`` is reaped, so the pid cannot have been
+    reused."""
     kill_group(pid)
-    for member in _session_members(pid):
+    for member in _members(pid, _SESSION):
         try:
             os.kill(member, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+    _await_gone(pid, _SESSION)
 
 
 def run_command(argv: list[str], folder: str, timeout: float) -> tuple[int | None, str]:

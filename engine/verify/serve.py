@@ -31,6 +31,7 @@ import numpy as np
 
 from engine.base.errors import InvalidArgumentError
 from engine.base.names import escaped, shown
+from engine.verify import sandbox
 from engine.verify.case_io import MESSAGE_CHARS, as_float, npz_arguments
 
 #: Share of the case timeout the process gets to answer; the rest is for killing it and
@@ -89,10 +90,7 @@ class Server:
         proc, self.proc = self.proc, None
         if proc is None:
             return None
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        sandbox.kill_group(proc.pid)  # returns once nothing of the group runs
         code = proc.wait()
         for pipe in (proc.stdin, proc.stdout):
             if pipe is not None:
