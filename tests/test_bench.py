@@ -1,5 +1,7 @@
 """The benchmark's timing helpers (timing itself is never asserted; only what gets called)."""
 
+import io
+
 import numpy as np
 
 from engine.bench import kernels as bench
@@ -44,12 +46,13 @@ def test_warm_up_calls_until_the_time_has_passed():
 
 
 def test_main_prints_a_row_per_selected_case_and_says_when_tensorflow_is_missing(
-        monkeypatch, capsys):
+        monkeypatch):
     monkeypatch.setattr(bench, "tensorflow_available", lambda: False)
     monkeypatch.setattr(bench, "matmul_peak", lambda repeat: 100.0)
     monkeypatch.setenv("GRADBLOCKS_KERNELS", "numpy")  # the NumPy path's name below
-    assert bench.main(["--compare", "--only", "dw filter 32x32", "--repeat", "5"]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    out = io.StringIO()  # its own stream: no other test's handling of sys.stdout can reach it
+    assert bench.main(["--compare", "--only", "dw filter 32x32", "--repeat", "5"], out) == 0
+    lines = out.getvalue().splitlines()
     env = bench.cpu_lines() + bench.blas_lines()
     assert lines[: len(env)] == env
     lines = lines[len(env):]

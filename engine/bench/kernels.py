@@ -23,11 +23,13 @@ import functools
 import importlib.util
 import os
 import statistics
+import sys
 import threading
 import time
 import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TextIO
 
 import numpy as np
 
@@ -334,7 +336,9 @@ def geomean(xs: list[float]) -> float:
     return float(np.exp(np.mean(np.log(xs)))) if xs else float("nan")
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
+    """The benchmark; its table goes to ``out`` (default: ``sys.stdout`` at call time)."""
+    out = out if out is not None else sys.stdout
     ap = argparse.ArgumentParser(prog="python -m engine.bench", description=__doc__)
     ap.add_argument("--compare", action="store_true", help="also time TensorFlow's CPU op")
     ap.add_argument("--repeat", type=int, default=7, help="timed runs per case (>= 5)")
@@ -345,18 +349,18 @@ def main(argv: list[str] | None = None) -> int:
     repeat = max(5, opts.repeat)
     peak = matmul_peak(repeat)
     for line in cpu_lines() + blas_lines():
-        print(line)
-    print(f"NumPy float32 matmul peak (2048^3): {peak:.1f} GFLOP/s")
+        print(line, file=out)
+    print(f"NumPy float32 matmul peak (2048^3): {peak:.1f} GFLOP/s", file=out)
     compare = opts.compare and tensorflow_available()
     if opts.compare and not compare:
-        print("TensorFlow is not importable here: --compare skipped")
+        print("TensorFlow is not importable here: --compare skipped", file=out)
     if compare:
         for line in tf_lines():
-            print(line)
+            print(line, file=out)
     head = f"{'case':36} {'GFLOP':>6} {'ms':>8} {'GFLOP/s':>8} {'peak':>6} {'MiB':>7}"
     head += f" {'TF ms':>8} {'ours/TF':>8}" if compare else ""
     head += f" {'NumPy ms':>8} {'gain':>6}" if opts.gain else ""
-    print(head + f" {'cancel':>7}  path")
+    print(head + f" {'cancel':>7}  path", file=out)
     ratios: dict[str, list[float]] = {}
     gains: dict[str, list[float]] = {}
     rng = np.random.default_rng(0)
@@ -385,14 +389,14 @@ def main(argv: list[str] | None = None) -> int:
             line += f" {numpy_ms:8.2f} {numpy_ms / ours_ms:6.2f}"
             if not path.startswith(("numpy", "empty")):
                 gains.setdefault(path, []).append(numpy_ms / ours_ms)
-        print(line + f" {latency:7.1f}  {path}", flush=True)
+        print(line + f" {latency:7.1f}  {path}", flush=True, file=out)
         if refused:
-            print(f"    TensorFlow refuses this case: {refused}")
+            print(f"    TensorFlow refuses this case: {refused}", file=out)
     for group, rs in ratios.items():
         print(f"{group}: geometric mean ours/TF {geomean(rs):.2f}, max {max(rs):.2f} "
-              f"over {len(rs)} cases")
+              f"over {len(rs)} cases", file=out)
     for line in gain_lines(gains):
-        print(line)
+        print(line, file=out)
     return 0
 
 
