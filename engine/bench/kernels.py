@@ -348,15 +348,11 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     opts = ap.parse_args(argv)
     repeat = max(5, opts.repeat)
     peak = matmul_peak(repeat)
-    for line in cpu_lines() + blas_lines():
-        print(line, file=out)
-    print(f"NumPy float32 matmul peak (2048^3): {peak:.1f} GFLOP/s", file=out)
     compare = opts.compare and tensorflow_available()
+    lines = [*cpu_lines(), *blas_lines(), f"NumPy float32 matmul peak (2048^3): {peak:.1f} GFLOP/s"]
     if opts.compare and not compare:
-        print("TensorFlow is not importable here: --compare skipped", file=out)
-    if compare:
-        for line in tf_lines():
-            print(line, file=out)
+        lines.append("TensorFlow is not importable here: --compare skipped")
+    print("\n".join(lines + (tf_lines() if compare else [])), file=out)
     head = f"{'case':36} {'GFLOP':>6} {'ms':>8} {'GFLOP/s':>8} {'peak':>6} {'MiB':>7}"
     head += f" {'TF ms':>8} {'ours/TF':>8}" if compare else ""
     head += f" {'NumPy ms':>8} {'gain':>6}" if opts.gain else ""
