@@ -208,7 +208,7 @@ def _rows(count: int, row_products: int, call, operand_bytes: int) -> list:
     """``call(lo, hi)`` over ``[0, count)`` rows of ``row_products`` multiply-adds each, split
     over the cores (engine.kernels.parallel's threads: the kernels release the GIL) in ranges
     of at least :data:`~engine.kernels.parallel.MIN_PRODUCTS_PER_RANGE`; on one core when the
-XX they take fewer than
+    rows' operands (``operand_bytes``) fit in one core's L2 and they take fewer than
     :data:`ONE_CORE_PRODUCTS` (the second core would first have to fetch its operands)."""
     from engine.kernels import cpu
 
