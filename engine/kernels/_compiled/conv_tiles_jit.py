@@ -7,9 +7,10 @@ cache-sized blocks so each tile's operands stay in L1/L2:
 - :func:`filter_direct`: the filter gradient from NHWC ``x`` and ``dy``, one 2-D window of
   pixels per tap and block of output rows (few channels: :mod:`.conv3d_jit`);
 - :func:`shifted_products`: ``C[q] += sum_t A[q + shift_t] @ B_t`` over a range of destination
-  rows ``q`` (rows of ``A`` outside ``[0, a_rows)`` add nothing), in blocks of ``mb`` rows that
-  every tap accumulates into while they are in cache; each ``B_t`` (a filter tap) is stored as
-  panels of one tile's columns, contiguous, which L1 keeps better than rows of the whole width.
+  rows ``q`` (rows of ``A`` outside ``[0, a_rows)`` add nothing), in blocks of ``mb`` rows;
+  where every tap reads inside ``A`` all taps sum in one register tile (``gemm_taps``: ``C``
+  read and written once), else every tap accumulates into the block while it is in cache; each
+  ``B_t`` (a filter tap) is stored as panels of one tile's columns, contiguous.
   The forward conv and the input gradient are both this (shift
   ``+offset`` and ``-offset``); :func:`segment_products` writes row segments where they belong
   in the result (the input gradient's phase rows);
@@ -24,22 +25,72 @@ GIL released; callers split the ranges over cores. Bounds are the caller's duty.
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from engine.kernels._compiled import cache_key  # noqa: F401 - before any cache=True
 from engine.kernels._compiled.loop_rules import inside
-from engine.kernels._compiled.numba_simd import gemm_acc, gemm_acc2, gemm_set
-from engine.kernels._compiled.simd_runs import add_into
+from engine.kernels._compiled.numba_simd import (
+    gemm_acc,
+    gemm_acc2,
+    gemm_set,
+    gemm_taps,
+    gemm_taps_set,
+)
+from engine.kernels._compiled.simd_runs import add_into, finite_run
+
+
+@njit(nogil=True, cache=True)
+def _covered(q0, q1, shifts, a_rows):  # pragma: no cover
+    """True when every tap's source rows ``[q0 + shift, q1 + shift)`` are inside ``[0,
+    a_rows)``."""
+    for t in range(shifts.shape[0]):
+        if q0 + shifts[t] < 0 or q1 + shifts[t] > a_rows:
+            return False
+    return True
+
+
+@njit(nogil=True, cache=True)
+def _tap_tables(shifts, a_bases, lda, tap_step):  # pragma: no cover
+    """:func:`~engine.kernels._compiled.numba_simd.gemm_taps`' tables: each tap's offset into
+    ``A`` (its base and shift) and into the packed ``B`` (``tap_step`` elements a tap)."""
+    atab = np.empty(shifts.shape[0], np.int64)
+    btab = np.empty(shifts.shape[0], np.int64)
+    for t in range(shifts.shape[0]):
+        atab[t] = a_bases[t] + shifts[t] * lda
+        btab[t] = t * tap_step
+    return atab, btab
+
+
+@njit(nogil=True, cache=True)
+def _all_taps(c, a, b, atab, btab, c0, a0, m, k, n, nr, ldc, lda, overwrite):  # pragma: no cover
+    """``m`` destination rows at ``c[c0]`` (+)= every tap's product, the taps summed in one
+    register tile per panel of ``nr`` columns (``A``'s first row at ``a[a0]``)."""
+    taps = atab.shape[0]
+    for pj in range((n + nr - 1) // nr):
+        width = min(nr, n - pj * nr)
+        if overwrite:
+            gemm_taps_set(c, a, b, atab, btab, c0 + pj * nr, a0, pj * k * nr, m, width, k, ldc,
+                          lda, 1, nr, taps)
+        else:
+            gemm_taps(c, a, b, atab, btab, c0 + pj * nr, a0, pj * k * nr, m, width, k, ldc,
+                      lda, 1, nr, taps)
 
 
 @njit(nogil=True, cache=True)
 def _rows(c, a, b, c_row, q0, q1, shifts, a_bases, a_rows, lda, ldc, k, n, nr,
           overwrite):  # pragma: no cover
     """Destination rows ``[q0, q1)`` of :func:`shifted_products`, row ``q0`` at ``c[c_row]``:
-    every tap added into them while they are in cache (the first tap written instead with
-    ``overwrite``, the rows zeroed first when it does not cover them all). Returns True when
-    the rows came out finite (checked while in cache: ``v - v`` is 0 just then)."""
+    when every tap reads inside ``A``, all taps in one register tile per panel
+    (:func:`_all_taps`); else tap by tap, each added into the rows while they are in cache
+    (the first tap written instead with ``overwrite``, the rows zeroed first when it does not
+    cover them all). Returns True when the rows came out finite (checked while in cache: ``v
+    - v`` is 0 just then)."""
     panels = (n + nr - 1) // nr
+    if _covered(q0, q1, shifts, a_rows):
+        atab, btab = _tap_tables(shifts, a_bases, lda, panels * k * nr)
+        _all_taps(c, a, b, atab, btab, c_row, q0 * lda, q1 - q0, k, n, nr, ldc, lda, overwrite)
+        return _finite_rows(c, c_row, q1 - q0, ldc, n)
     for t in range(shifts.shape[0]):
         s = shifts[t]
         s0, s1 = max(q0 + s, 0), min(q1 + s, a_rows)
@@ -59,12 +110,16 @@ def _rows(c, a, b, c_row, q0, q1, shifts, a_bases, a_rows, lda, ldc, k, n, nr,
                 else:
                     gemm_acc(c, a, b, c0, a_bases[t] + s0 * lda, b0, s1 - s0,
                              min(nr, n - pj * nr), k, ldc, lda, 1, nr)
+    return _finite_rows(c, c_row, q1 - q0, ldc, n)
+
+
+@njit(nogil=True, cache=True)
+def _finite_rows(c, c_row, rows, ldc, n):  # pragma: no cover
+    """True when the ``rows`` rows of ``n`` elements at ``c[c_row]``, ``ldc`` apart, are
+    finite."""
     ok = True
-    for q in range(q1 - q0):
-        row = c_row + q * ldc
-        for j in range(n):
-            v = c[row + j]
-            ok &= (v - v) == 0
+    for q in range(rows):
+        ok &= finite_run(c, c_row + q * ldc, n)
     return ok
 
 
@@ -92,11 +147,18 @@ def segment_products(c, a, b, c_bases, q_starts, length, ldc, s_lo, s_hi, shifts
     """:func:`shifted_products` on row segments written where they belong:
     ``c[c_bases[s] + r*ldc + j] (+)= sum_t sum_l a[a_bases[t] + (q + shifts[t])*lda + l] *
     B_t[l, j]`` with ``q = q_starts[s] + r`` for the segments ``s_lo <= s < s_hi``,
-    ``r < length``, ``j < n`` (``b`` in panels as there; ``overwrite`` as there). Each tap's
-    column panel is applied to every segment of the range before the next panel, so it is read
-    from L1 once per range, not once per (often short) segment; each element still sums its
-    taps in tap order. Returns True when every segment written is finite."""
+    ``r < length``, ``j < n`` (``b`` in panels as there; ``overwrite`` as there). A segment
+    whose taps all read inside ``A`` sums them in one register tile per panel
+    (:func:`_all_taps`); for the others each tap's column panel is applied to every such
+    segment of the range before the next panel, so it is read from L1 once per range, not once
+    per (often short) segment. Each element sums its taps in tap order. Returns True when every
+    segment written is finite."""
     panels = (n + nr - 1) // nr
+    atab, btab = _tap_tables(shifts, a_bases, lda, panels * k * nr)
+    for seg in range(s_lo, s_hi):  # every tap reads inside A: all taps in one tile
+        if _covered(q_starts[seg], q_starts[seg] + length, shifts, a_rows):
+            _all_taps(c, a, b, atab, btab, c_bases[seg], q_starts[seg] * lda, length, k, n, nr,
+                      ldc, lda, overwrite)
     for t in range(shifts.shape[0]):
         s = shifts[t]
         for pj in range(panels):
@@ -105,6 +167,8 @@ def segment_products(c, a, b, c_bases, q_starts, length, ldc, s_lo, s_hi, shifts
             for seg in range(s_lo, s_hi):
                 q0 = q_starts[seg]
                 q1 = q0 + length
+                if _covered(q0, q1, shifts, a_rows):
+                    continue
                 s0, s1 = max(q0 + s, 0), min(q1 + s, a_rows)
                 first = overwrite and t == 0
                 if first and (s1 <= s0 or s0 - s > q0 or s1 - s < q1):
@@ -124,11 +188,7 @@ def segment_products(c, a, b, c_bases, q_starts, length, ldc, s_lo, s_hi, shifts
                              lda, 1, nr)
     ok = True
     for seg in range(s_lo, s_hi):
-        for q in range(length):
-            row = c_bases[seg] + q * ldc
-            for j in range(n):
-                v = c[row + j]
-                ok &= (v - v) == 0
+        ok &= _finite_rows(c, c_bases[seg], length, ldc, n)
     return ok
 
 

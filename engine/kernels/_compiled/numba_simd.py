@@ -54,19 +54,26 @@ def intrinsic_operands(context, builder, signature, args, count: int = 3):
     return arrays, fty, lanes, ir.VectorType(fty, lanes)
 
 
-def _gemm_codegen(accumulate: bool, two_level: bool = False, indexed: bool = False):
+def _gemm_codegen(accumulate: bool, two_level: bool = False, indexed: bool = False,
+                  tabled: bool = False):
     """``C (+)= A @ B`` in register tiles of ``MR`` rows by ``NR`` vectors of columns (the
     last ``m % MR`` rows as one tile of that many rows; then single vectors, then single
     columns), the sum over ``l`` in order (with ``two_level``, over ``(l2, l)`` in order)
     starting from 0 and added to ``C`` at the end: each call is one block of a two-level sum,
     so a long sum split into calls of ``k`` terms rounds like ``k`` and ``calls``, not like
     their product. With ``indexed`` row ``i`` of the product is row ``crow[i]`` of ``C`` and
-    starts at element ``aoff[i]`` of ``A`` (two int64 arrays after ``b``; no ``ars``)."""
+    starts at element ``aoff[i]`` of ``A`` (two int64 arrays after ``b``; no ``ars``). With
+    ``tabled`` the outer index ``l2 < kd2`` steps ``A`` by ``atab[l2]`` and ``B`` by
+    ``btab[l2]`` (two int64 arrays after ``b``): the taps of a conv, each its own shift."""
     def codegen(context, builder, signature, args):
         if indexed:
             _, _, _, aoff, crow, c0, a0, b0, m, n, kd, ldc, acs, brs, kd2, acs2, brs2 = args
             aoff_p, crow_p = (context.make_array(signature.args[i])(context, builder, v).data
                               for i, v in ((3, aoff), (4, crow)))
+        elif tabled:
+            _, _, _, atab, btab, c0, a0, b0, m, n, kd, ldc, ars, acs, brs, kd2 = args
+            atab_p, btab_p = (context.make_array(signature.args[i])(context, builder, v).data
+                              for i, v in ((3, atab), (4, btab)))
         else:
             _, _, _, c0, a0, b0, m, n, kd, ldc, ars, acs, brs = args[:13]
             kd2, acs2, brs2 = args[13:] if two_level else (None, None, None)
@@ -100,12 +107,15 @@ def _gemm_codegen(accumulate: bool, two_level: bool = False, indexed: bool = Fal
         @contextmanager
         def k_loop():
             """The sum's loop(s), yielding the offsets of step ``l`` into A and into B."""
-            if not (two_level or indexed):
+            if not (two_level or indexed or tabled):
                 with cgutils.for_range(builder, kd) as l:
                     yield builder.mul(l.index, acs), builder.mul(l.index, brs)
                 return
             with cgutils.for_range(builder, kd2) as l2:
-                a2, b2 = builder.mul(l2.index, acs2), builder.mul(l2.index, brs2)
+                if tabled:
+                    a2, b2 = (builder.load(builder.gep(t, [l2.index])) for t in (atab_p, btab_p))
+                else:
+                    a2, b2 = builder.mul(l2.index, acs2), builder.mul(l2.index, brs2)
                 with cgutils.for_range(builder, kd) as l:
                     yield (builder.add(a2, builder.mul(l.index, acs)),
                            builder.add(b2, builder.mul(l.index, brs)))
@@ -225,6 +235,28 @@ def _gemm_rows(accumulate: bool):
 gemm_rows = intrinsic(_gemm_rows(True))
 #: :func:`gemm_rows` writing ``C``'s rows instead of adding to them.
 gemm_rows_set = intrinsic(_gemm_rows(False))
+
+
+def _gemm_taps(accumulate: bool):
+    def typer(typingctx, c, a, b, atab, btab, c0, a0, b0, m, n, kd, ldc, ars, acs, brs, taps):
+        ints = all(isinstance(t, types.Array) and t.layout == "C" and t.ndim == 1
+                   and t.dtype == types.int64 for t in (atab, btab))
+        if not (ints and _gemm_accepts(c, a, b)):
+            return None
+        sig = types.void(c, a, b, atab, btab, c0, a0, b0, m, n, kd, ldc, ars, acs, brs, taps)
+        return sig, _gemm_codegen(accumulate, tabled=True)
+    return typer
+
+
+#: :func:`gemm_acc` summing over ``taps`` shifted operands (in tap order, then ``l``):
+#: ``C[i, j]`` at ``c0 + i*ldc + j`` += the sum over ``t < taps``, ``l < kd`` of ``A[i, (t,
+#: l)]`` at ``a0 + atab[t] + i*ars + l*acs`` times ``B[(t, l), j]`` at ``b0 + btab[t] + l*brs
+#: + j``: every tap of a conv in one register tile, so ``C`` is read and written once, not
+#: once per tap. Arguments ``(c, a, b, atab, btab, c0, a0, b0, m, n, kd, ldc, ars, acs, brs,
+#: taps)``.
+gemm_taps = intrinsic(_gemm_taps(True))
+#: :func:`gemm_taps` writing ``C``'s rows instead of adding to them.
+gemm_taps_set = intrinsic(_gemm_taps(False))
 
 
 def registers() -> int:
