@@ -119,3 +119,21 @@ def test_the_tile_fits_half_the_l1_data_cache(monkeypatch):
         monkeypatch.setattr(cpu, "host", lambda l1d=l1d: cpu.Host("test CPU", l1d, 2**20))
         assert transpose.transpose_tile() == side
         assert 2 * 4 * side * side <= max(l1d // 2, 2 * 4 * 64)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(2, 16, 8, 8), (3, 13, 5, 11), (1, 130, 2, 17), (2, 7, 3, 3)],
+                         ids=str)
+def test_nchw_fill_embeds_every_value_exactly_and_nothing_else(dtype, shape):
+    """The input gradient's zero-embedded ``dy`` straight from NCHW (one transposing pass):
+    every value at its NHWC place inside the larger ``(Hq, Wq)`` images, whatever the channel
+    and column counts leave of the 8x8 blocks; the padding positions untouched (NaN here)."""
+    n, c, h, w = shape
+    x = np.random.default_rng(c).standard_normal(shape).astype(dtype)
+    fill = transpose.nchw_fill(x.transpose(0, 2, 3, 1))
+    assert fill is not None
+    out = np.full((n, h + 2, w + 3, c), np.nan, dtype)
+    fill(out, 0, n)
+    np.testing.assert_array_equal(out[:, :h, :w], x.transpose(0, 2, 3, 1))
+    assert np.isnan(out[:, h:]).all() and np.isnan(out[:, :, w:]).all()
+    assert transpose.nchw_fill(np.zeros((1, 4, 4, 8), dtype)) is None  # NHWC data: no fill

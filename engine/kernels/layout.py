@@ -17,6 +17,7 @@ nothing. The last valid position is ``N*Hq*Wq - 1 - max_offset``, so every tap u
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -193,8 +194,13 @@ class PhaseLayout:
             return y
         return self.embed_output_flat(y, dtype, 0).reshape(-1, self.hq, self.wq, y.shape[3])
 
-    def embed_output_flat(self, y: np.ndarray, dtype: np.dtype, head: int) -> np.ndarray:
-        """:meth:`embed_output` flattened to ``(N * Hq * Wq, C)`` after ``head`` zero rows."""
+    def embed_output_flat(self, y: np.ndarray, dtype: np.dtype, head: int,
+                          fill: Callable[[np.ndarray, int, int], None] | None = None
+                          ) -> np.ndarray:
+        """:meth:`embed_output` flattened to ``(N * Hq * Wq, C)`` after ``head`` zero rows;
+        ``fill(out, lo, hi)``, when given, writes ``y``'s images ``[lo, hi)`` into
+        ``out[lo:hi, :H, :W]`` (``out`` the ``(N, Hq, Wq, C)`` view) instead of a pixel copy
+        (the compiled transposing copy of an NCHW ``y``)."""
         n, h, w = y.shape[:3]
         flat = np.empty((head + n * self.hq * self.wq, y.shape[3]), dtype)
         flat[:head] = 0
@@ -202,7 +208,10 @@ class PhaseLayout:
         _zero_outside(out, slice(0, h), slice(0, w))
 
         def part(lo: int, hi: int) -> None:
-            copy_pixels(out[lo:hi, :h, :w], y[lo:hi])
+            if fill is not None:
+                fill(out, lo, hi)
+            else:
+                copy_pixels(out[lo:hi, :h, :w], y[lo:hi])
 
         copy_ranges(part, n, y[:1].nbytes)
         return flat

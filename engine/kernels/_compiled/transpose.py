@@ -9,6 +9,8 @@ Images are split over the cores (:mod:`engine.kernels.parallel`), a cancel check
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numba
 import numpy as np
 from llvmlite import ir
@@ -103,6 +105,62 @@ def _transpose(src, dst, lo, hi, rows, cols):  # pragma: no cover - compiled
         _rest(src, dst, n * nr * nc, nr, nc, u(0), u(0))
 
 
+@numba.njit(nogil=True, cache=True)
+def _embed_f32(src, dst, lo, hi, channels, rows, cols, d_image, d_row):  # pragma: no cover
+    """``dst[n*d_image + r*d_row + p*channels + c] = src[((n*channels + c)*rows + r)*cols + p]``
+    (flat float32: NCHW images of ``rows x cols`` pixels into NHWC rows ``d_row`` apart, the
+    images ``d_image`` apart) for images ``lo <= n < hi``, in 8x8 blocks (:func:`_block8`) of
+    8 channels by 8 pixels of one row, the edges value by value."""
+    u = np.uint64
+    ch, nr, nc = u(channels), u(rows), u(cols)
+    full_c, full_p = ch - ch % u(8), nc - nc % u(8)
+    plane = nr * nc
+    for n in range(u(lo), u(hi)):
+        for r in range(nr):
+            d, s = n * u(d_image) + r * u(d_row), n * ch * plane + r * nc
+            for c0 in range(u(0), full_c, u(8)):
+                for p0 in range(u(0), full_p, u(8)):
+                    _block8(dst, src, d + p0 * ch + c0, ch, s + c0 * plane + p0, plane)
+            for c in range(u(0), ch):
+                for p in range(full_p if c < full_c else u(0), nc):
+                    dst[d + p * ch + c] = src[s + c * plane + p]
+
+
+@numba.njit(nogil=True, cache=True)
+def _embed(src, dst, lo, hi, channels, rows, cols, d_image, d_row):  # pragma: no cover
+    """:func:`_embed_f32` value by value (any dtype)."""
+    u = np.uint64
+    ch, nr, nc = u(channels), u(rows), u(cols)
+    for n in range(u(lo), u(hi)):
+        for r in range(nr):
+            d, s = n * u(d_image) + r * u(d_row), n * ch * nr * nc + r * nc
+            for c in range(ch):
+                for p in range(nc):
+                    dst[d + p * ch + c] = src[s + c * nr * nc + p]
+
+
+def nchw_fill(a: np.ndarray) -> Callable[[np.ndarray, int, int], None] | None:
+    """For the NHWC view ``a`` of C-contiguous NCHW data (:func:`nchw_target`): a
+    ``fill(out, lo, hi)`` that writes images ``[lo, hi)`` of ``a`` into ``out[lo:hi, :H, :W]``
+    of a C-contiguous ``(N, Hq, Wq, C)`` ``out`` of its dtype in one transposing pass (no NHWC
+    copy first; a cancel checkpoint per image). None when ``a`` is no such view."""
+    nchw = nchw_target(a)
+    if nchw is None:
+        return None
+    src = readonly(nchw.reshape(-1))
+    _, rows, cols, channels = a.shape
+    loop = _embed_f32 if a.dtype == np.float32 else _embed
+
+    def fill(out: np.ndarray, lo: int, hi: int) -> None:
+        d_image, d_row = out.strides[0] // out.itemsize, out.strides[1] // out.itemsize
+        dst = out.reshape(-1)
+        for n in range(lo, hi):
+            checkpoint()
+            loop(src, dst, n, n + 1, channels, rows, cols, d_image, d_row)
+
+    return fill
+
+
 def transpose_tile() -> int:
     """Values per side of :func:`_transpose_f32`'s tiles: a multiple of 8 whose float32 source
     and destination tiles together fill at most half this CPU's L1 data cache."""
@@ -175,8 +233,10 @@ def warm(dtypes: tuple[type[np.floating], ...] = (np.float32, np.float64)) -> No
         a = readonly(np.zeros(64, dt))
         if dt == np.float32:
             _transpose_f32(a, np.zeros(64, dt), 0, 1, 8, 8, 8)
+            _embed_f32(a, np.zeros(64, dt), 0, 1, 8, 1, 8, 64, 64)
         else:
             _transpose(a, np.zeros(64, dt), 0, 1, 8, 8)
+            _embed(a, np.zeros(64, dt), 0, 1, 8, 1, 8, 64, 64)
 
 
 @numba.njit(nogil=True, cache=True)
