@@ -42,6 +42,16 @@ def fmuladd(builder: ir.IRBuilder, a, b, acc):
     return builder.call(fn, [a, b, acc])
 
 
+def prefetch_write(builder: ir.IRBuilder, ptr) -> None:
+    """Ask for ``ptr``'s cache line to be written soon (``llvm.prefetch``: write, keep; a
+    hint, no effect on values)."""
+    i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+    fn = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), "llvm.prefetch")
+    builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 1), ir.Constant(i32, 3),
+                      ir.Constant(i32, 1)])
+
+
 def intrinsic_operands(context, builder, signature, args, count: int = 3):
     """The first ``count`` array arguments (numba's array structs), the element type, the
     lanes per vector and the vector type (also used by :mod:`engine.kernels._compiled.winograd_simd`
@@ -125,6 +135,9 @@ def _gemm_codegen(accumulate: bool, two_level: bool = False, indexed: bool = Fal
             for r in range(rows):
                 for u in range(nvec):
                     builder.store(zero, accs[r][u])
+                    if tabled:  # C is a large result: its lines come while the tile sums
+                        prefetch_write(builder, builder.gep(cp, [builder.add(coff[r],
+                                                                             const(u * lanes))]))
             arow = [a_row(builder.add(i0, const(r))) for r in range(rows)]
             with k_loop() as (loff, koff):
                 boff = builder.add(koff, j0)
