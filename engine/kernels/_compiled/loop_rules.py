@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numba.extending import overload
 
 from engine.kernels._compiled import cache_key  # noqa: F401 - before any cache=True
+from engine.kernels._compiled.simd_runs import finite_run
 from engine.kernels.buffers import readonly
 from engine.shapes.conv import ConvGeometry
 
@@ -45,16 +47,30 @@ def inside_all(count, step, offset, dc, taps, size):  # pragma: no cover - compi
     return lo, max(lo, hi)
 
 
-@numba.jit(**JIT)
-def finite_rows(rows):  # pragma: no cover - compiled
-    """True when no element of the 2-D ``rows`` is NaN or ±Inf (``v - v`` is 0 just then)."""
-    ok = True
-    for q in range(rows.shape[0]):
-        o = rows[q]
-        for k in range(rows.shape[1]):
-            v = o[k]
-            ok &= (v - v) == 0
-    return ok
+def finite_rows(rows):  # pragma: no cover - compiled (the overload below)
+    """True when no element of the 2-D ``rows`` is NaN or ±Inf (``v - v`` is 0 just then):
+    C-contiguous rows in vectors (:func:`~engine.kernels._compiled.simd_runs.finite_run`),
+    others value by value."""
+    return bool(np.isfinite(rows).all())
+
+
+@overload(finite_rows, jit_options={"nogil": True})
+def _finite_rows(rows):
+    if getattr(rows, "layout", None) == "C":
+        def contiguous(rows):  # pragma: no cover - compiled
+            flat = rows.reshape(rows.size)
+            return finite_run(flat, np.int64(0), np.int64(flat.size))
+        return contiguous
+
+    def strided(rows):  # pragma: no cover - compiled
+        ok = True
+        for q in range(rows.shape[0]):
+            o = rows[q]
+            for k in range(rows.shape[1]):
+                v = o[k]
+                ok &= (v - v) == 0
+        return ok
+    return strided
 
 
 def filter_taps(g: ConvGeometry, w: np.ndarray, ctype: np.dtype) -> np.ndarray:
