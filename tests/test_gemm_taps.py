@@ -79,3 +79,36 @@ def test_a_run_is_finite_unless_one_element_is_nan_or_inf(dtype, n):
             b = a.copy()
             b[pos] = bad
             assert not _finite(b, 2, n), (pos, bad)
+
+
+@pytest.mark.parametrize("vector_bytes", [16, 32, 64])
+def test_every_vector_width_sums_the_taps_alike(monkeypatch, vector_bytes):
+    """The widths and tile shapes chosen on other CPUs (SSE, AVX2; AVX-512), compiled fresh
+    under each: the tap sum and the finiteness check against NumPy, with rows and columns that
+    leave every kind of remainder of the tile and of the vectors."""
+    from engine.kernels._compiled import numba_simd
+
+    monkeypatch.setattr(numba_simd, "VECTOR_BYTES", vector_bytes)
+
+    @numba.njit
+    def taps(c, a, b, atab, btab, m, n, kd):  # compiled now, with this width
+        gemm_taps_set(c, a, b, atab, btab, 0, 0, 0, m, n, kd, n, kd, 1, n, atab.shape[0])
+
+    @numba.njit
+    def finite(a, n):
+        return finite_run(a, 0, n)
+
+    rng = np.random.default_rng(vector_bytes)
+    for m, n, kd in ((13, 70, 9), (6, 64, 20), (1, 5, 3), (7, 33, 1)):
+        a = rng.standard_normal(m * kd + 2 * kd)
+        b = rng.standard_normal(2 * kd * n)
+        atab, btab = np.array([0, 2 * kd], np.int64), np.array([0, kd * n], np.int64)
+        c = np.full(m * n, np.nan)
+        taps(c, a, b, atab, btab, m, n, kd)
+        rows = np.arange(m)[:, None] * kd + np.arange(kd)[None, :]
+        want = (a[rows] @ b[: kd * n].reshape(kd, n)
+                + a[rows + 2 * kd] @ b[kd * n:].reshape(kd, n))
+        np.testing.assert_allclose(c.reshape(m, n), want, rtol=1e-12, atol=1e-12)
+        assert finite(c, c.size)
+        c[-1] = np.inf
+        assert not finite(c, c.size)

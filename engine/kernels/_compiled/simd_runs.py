@@ -24,7 +24,8 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from engine.kernels._compiled.numba_simd import VECTOR_BYTES, intrinsic_operands
+from engine.kernels._compiled import numba_simd
+from engine.kernels._compiled.numba_simd import intrinsic_operands
 
 
 def _codegen(add: bool):
@@ -100,7 +101,7 @@ def _finite_codegen(context, builder, signature, args):
     _, a0, n = args
     arr = context.make_array(signature.args[0])(context, builder, args[0])
     fty = context.get_data_type(signature.args[0].dtype)
-    lanes = VECTOR_BYTES // (4 if signature.args[0].dtype == types.float32 else 8)
+    lanes = numba_simd.VECTOR_BYTES // (4 if signature.args[0].dtype == types.float32 else 8)
     vty = ir.VectorType(fty, lanes)
     i64 = ir.IntType(64)
     ap = builder.gep(arr.data, [a0])
