@@ -37,12 +37,15 @@ def sandwich(m: np.ndarray, a: np.ndarray) -> np.ndarray:
 
 def filter_transform(w: np.ndarray, ctype: np.dtype, flipped: bool = False) -> np.ndarray:
     """``U[u*4+v] = (G w G^T)[u, v]``: ``(16, C, K)`` of a ``(3, 3, C, K)`` filter; with
-    ``flipped``, of the input gradient's filter ``w[2-i, 2-j].T`` ``(16, K, C)``: ``G``'s
-    columns reversed, then each point's matrix transposed (the compiled layout copy)."""
-    g = G[:, ::-1] if flipped else G
-    u = sandwich(g, np.ascontiguousarray(w, dtype=ctype)).reshape(16, *w.shape[2:])
+    ``flipped``, of the input gradient's filter ``w[2-i, 2-j].T`` ``(16, K, C)``: each tap's
+    matrix transposed first (the compiled layout copy: 9 planes, not the 16 of ``U``), then
+    ``G``'s columns reversed (the transform is linear, so transposing before is transposing
+    after)."""
+    wc = np.ascontiguousarray(w, dtype=ctype)
     if not flipped:
-        return u
+        return sandwich(G, wc).reshape(16, *wc.shape[2:])
     from engine.kernels._compiled import transpose
 
-    return transpose.transposed_planes(u)
+    kh, kw, c, k = wc.shape
+    wt = transpose.transposed_planes(wc.reshape(kh * kw, c, k)).reshape(kh, kw, k, c)
+    return sandwich(G[:, ::-1], wt).reshape(16, k, c)
