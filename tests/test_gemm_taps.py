@@ -112,3 +112,34 @@ def test_every_vector_width_sums_the_taps_alike(monkeypatch, vector_bytes):
         assert finite(c, c.size)
         c[-1] = np.inf
         assert not finite(c, c.size)
+
+
+@pytest.mark.parametrize("overwrite", [True, False])
+def test_taps_past_the_tile_terms_sum_in_groups(overwrite):
+    """``shifted_products`` with more taps x channels than one tile sums
+    (``conv_tiles_jit.TILE_TERMS``): every tap still counts once, the groups added in tap
+    order, with the result written (``overwrite``) or added to."""
+    from engine.kernels._compiled import conv_tiles_jit
+    from engine.kernels._compiled.numba_simd import tile_columns
+
+    k = conv_tiles_jit.TILE_TERMS // 2 + 1  # one tap per group: 3 groups
+    taps, rows, n, nr = 3, 7, 19, tile_columns(4)
+    rng = np.random.default_rng(3)
+    shifts, a_bases = np.array([0, 1, 2], np.int64), np.zeros(taps, np.int64)
+    a = rng.standard_normal((rows + 2) * k).astype(np.float32)
+    bs = rng.standard_normal((taps, k, n)).astype(np.float32)
+    panels = np.zeros((taps, -(-n // nr), k, nr), np.float32)
+    for p in range(panels.shape[1]):
+        width = min(nr, n - p * nr)
+        panels[:, p, :, :width] = bs[:, :, p * nr:p * nr + width]
+    c = rng.standard_normal(rows * n).astype(np.float32)
+    want = np.zeros((rows, n)) if overwrite else c.reshape(rows, n).astype(np.float64)
+    bound = np.abs(want)
+    a2 = a.reshape(rows + 2, k).astype(np.float64)
+    for t in range(taps):
+        want += a2[t:t + rows] @ bs[t]
+        bound += np.abs(a2[t:t + rows]) @ np.abs(bs[t].astype(np.float64))
+    conv_tiles_jit.shifted_products(c, a, panels.reshape(-1), 0, 0, rows, shifts, a_bases,
+                                    rows + 2, k, n, k, n, nr, 96, overwrite)
+    err = np.abs(c.reshape(rows, n) - want)
+    assert np.all(err <= (k + taps + 1) * np.finfo(np.float32).eps * bound)

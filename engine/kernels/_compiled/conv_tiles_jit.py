@@ -62,19 +62,29 @@ def _tap_tables(shifts, a_bases, lda, tap_step):  # pragma: no cover
     return atab, btab
 
 
+#: Terms (taps x channels) of one register tile's sum at most: more taps go in groups, each
+#: group's sum added to the result (float32 sums of positive products, 200 trials: largest
+#: relative error 2.2e-6 at 2304 terms, 6.7e-6 at 25088; the tolerance is 2e-5).
+TILE_TERMS = 8192
+
+
 @njit(nogil=True, cache=True)
 def _all_taps(c, a, b, atab, btab, c0, a0, m, k, n, nr, ldc, lda, overwrite):  # pragma: no cover
     """``m`` destination rows at ``c[c0]`` (+)= every tap's product, the taps summed in one
-    register tile per panel of ``nr`` columns (``A``'s first row at ``a[a0]``)."""
+    register tile per panel of ``nr`` columns (``A``'s first row at ``a[a0]``), in groups of
+    at most :data:`TILE_TERMS` terms."""
     taps = atab.shape[0]
+    group = max(1, TILE_TERMS // max(1, k))
     for pj in range((n + nr - 1) // nr):
         width = min(nr, n - pj * nr)
-        if overwrite:
-            gemm_taps_set(c, a, b, atab, btab, c0 + pj * nr, a0, pj * k * nr, m, width, k, ldc,
-                          lda, 1, nr, taps)
-        else:
-            gemm_taps(c, a, b, atab, btab, c0 + pj * nr, a0, pj * k * nr, m, width, k, ldc,
-                      lda, 1, nr, taps)
+        for g0 in range(0, taps, group):
+            g1 = min(taps, g0 + group)
+            if overwrite and g0 == 0:
+                gemm_taps_set(c, a, b, atab[g0:g1], btab[g0:g1], c0 + pj * nr, a0, pj * k * nr,
+                              m, width, k, ldc, lda, 1, nr, g1 - g0)
+            else:
+                gemm_taps(c, a, b, atab[g0:g1], btab[g0:g1], c0 + pj * nr, a0, pj * k * nr, m,
+                          width, k, ldc, lda, 1, nr, g1 - g0)
 
 
 @njit(nogil=True, cache=True)
