@@ -514,3 +514,27 @@ def test_depthwise_windows_and_their_borders_match_numpy_with_nan_placed_alike(
         compiled, numpy_out, _ = both_paths(monkeypatch, INPUT, x.shape, w, dy, **attrs)
         bound = on_path(monkeypatch, "numpy", INPUT, x.shape, abs(w), abs(dy), **attrs)
         _close(compiled, numpy_out, bound, "float32")
+
+
+EXIT_DURING_WARM_UP = """
+import atexit, sys, threading
+seen = []
+atexit.register(lambda: print("warm-up alive at exit:", seen[0].is_alive(), flush=True))
+from engine.kernels import accel
+accel._ready.clear()  # so there is a warm-up to run, whatever the disk cache holds
+seen.append(accel.warm_up_in_background())
+sys.exit(0)  # at once, as a user closing the app right after it starts
+"""
+
+
+def test_exiting_during_the_background_warm_up_waits_for_it():
+    """The app's warm-up thread is a daemon; left running inside numba or LLVM while the
+    interpreter shuts down, it crashed the process (SIGSEGV/SIGABRT in about 1 of 8 quick
+    start-and-quit runs). At exit the remaining dtypes are dropped and the running step is
+    waited for: the thread has ended before the last exit handlers run, and the exit is
+    clean."""
+    env = {**os.environ, accel.ENV: "auto"}
+    proc = subprocess.run([sys.executable, "-c", EXIT_DURING_WARM_UP], capture_output=True,
+                          text=True, env=env, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "warm-up alive at exit: False" in proc.stdout, proc.stdout + proc.stderr

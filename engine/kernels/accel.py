@@ -24,6 +24,7 @@ process prints :data:`COMPILE_NOTE` once on stderr.
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
 import sys
@@ -53,6 +54,7 @@ _failed: str | None = None
 _ready: set[str] = set()
 _warm_thread: threading.Thread | None = None
 _pending: list[str] = []  # dtypes the background thread still has to load
+_stopping = threading.Event()  # set at exit: the warm-up takes no further step
 _note_stream: TextIO | None = None
 _note_wanted = False
 _noted = False
@@ -147,12 +149,10 @@ def warm_up(dtypes: tuple[str, ...] = COMPUTE_DTYPES) -> None:
         for gi in (g, g2):
             module.depthwise_conv2d_backprop_input(gi, np.ones(gi.output_shape, ct), w, ct,
                                                    np.zeros(x.shape, ct), CHUNK_BYTES)
-        module.warm((ct.type,))
-        winograd.warm((ct.type,))
-        conv_tiles.warm((ct.type,))
-        depthwise_planes.warm((ct.type,))
-        transpose.warm((ct.type,))
-        conv3d_jit.warm((ct.type,))
+        for part in (module, winograd, conv_tiles, depthwise_planes, transpose, conv3d_jit):
+            if _stopping.is_set():  # the interpreter is exiting: each step may compile
+                return
+            part.warm((ct.type,))
         _ready.add(name)
 
 
@@ -177,7 +177,21 @@ def _load_in_background(dtypes: tuple[str, ...]) -> threading.Thread:
             _warm_thread = threading.Thread(target=_warm_quietly, name="gradblocks-jit",
                                             daemon=True)
             _warm_thread.start()
+            atexit.unregister(_stop_warm_up)  # registered once, however many threads
+            atexit.register(_stop_warm_up)
         return _warm_thread
+
+
+def _stop_warm_up() -> None:
+    """At exit: drop the dtypes not yet loaded and wait for the step that runs. A daemon
+    thread still inside numba or LLVM while the interpreter shuts down crashes the process
+    (SIGSEGV or SIGABRT on a quick start-and-quit of the app)."""
+    _stopping.set()
+    with _lock:
+        _pending.clear()
+        thread = _warm_thread
+    if thread is not None and thread is not threading.current_thread():
+        thread.join()
 
 
 def _warm_quietly() -> None:
