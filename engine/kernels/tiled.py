@@ -108,7 +108,7 @@ def _embedded(lay: PhaseLayout, dy: np.ndarray, ctype: np.dtype) -> np.ndarray:
     """A batch chunk's ``dy`` zero-embedded and flat, ``(T, O)`` in ``ctype``: the operand rows
     of the input gradient's per-tap products."""
     fill = conv_tiles.transposes().nchw_fill(dy) if dy.dtype == ctype else None
-    if fill is not None and dy.shape[1:3] != (lay.hq, lay.wq):  # NCHW: one transposing pass
+    if fill is not None:  # NCHW: one transposing pass
         e = lay.embed_output_flat(dy, ctype, 0, fill)
     else:
         e = lay.embed_output(conv_tiles.nhwc_operand(dy, ctype), ctype).reshape(-1, dy.shape[3])

@@ -87,7 +87,7 @@ def _all_taps(c, a, b, atab, btab, c0, a0, m, k, n, nr, ldc, lda, overwrite):  #
 
 
 @njit(nogil=True, cache=True)
-def _rows(c, a, b, c_row, q0, q1, shifts, a_bases, a_rows, lda, ldc, k, n, nr,
+def _rows(c, a, b, c_row, q0, q1, shifts, a_bases, atab, btab, a_rows, lda, ldc, k, n, nr,
           overwrite):  # pragma: no cover
     """Destination rows ``[q0, q1)`` of :func:`shifted_products`, row ``q0`` at ``c[c_row]``:
     when every tap reads inside ``A``, all taps in one register tile per panel
@@ -96,8 +96,7 @@ def _rows(c, a, b, c_row, q0, q1, shifts, a_bases, a_rows, lda, ldc, k, n, nr,
     cover them all). Returns True when the rows came out finite (checked while in cache: ``v
     - v`` is 0 just then)."""
     panels = (n + nr - 1) // nr
-    if _covered(q0, q1, shifts, a_rows):
-        atab, btab = _tap_tables(shifts, a_bases, lda, panels * k * nr)
+    if _covered(q0, q1, shifts, a_rows):  # atab, btab: _tap_tables, once per call
         _all_taps(c, a, b, atab, btab, c_row, q0 * lda, q1 - q0, k, n, nr, ldc, lda, overwrite)
         return _finite_rows(c, c_row, q1 - q0, ldc, n)
     for t in range(shifts.shape[0]):
@@ -144,9 +143,10 @@ def shifted_products(c, a, b, c_base, q_lo, q_hi, shifts, a_bases, a_rows, lda, 
     ``B_t[l, j]`` at ``((t*P + j // nr)*k + l)*nr + j % nr`` with ``P = ceil(n / nr)``.
     Returns True when every row written is finite."""
     ok = True
+    atab, btab = _tap_tables(shifts, a_bases, lda, (n + nr - 1) // nr * k * nr)
     for q0 in range(q_lo, q_hi, mb):
-        ok &= _rows(c, a, b, c_base + q0 * ldc, q0, min(q_hi, q0 + mb), shifts, a_bases, a_rows,
-                    lda, ldc, k, n, nr, overwrite)
+        ok &= _rows(c, a, b, c_base + q0 * ldc, q0, min(q_hi, q0 + mb), shifts, a_bases, atab,
+                    btab, a_rows, lda, ldc, k, n, nr, overwrite)
     return ok
 
 
@@ -164,8 +164,10 @@ def segment_products(c, a, b, c_bases, q_starts, length, ldc, s_lo, s_hi, shifts
     segment written is finite."""
     panels = (n + nr - 1) // nr
     atab, btab = _tap_tables(shifts, a_bases, lda, panels * k * nr)
+    covered = np.empty(max(0, s_hi - s_lo), np.bool_)
     for seg in range(s_lo, s_hi):  # every tap reads inside A: all taps in one tile
-        if _covered(q_starts[seg], q_starts[seg] + length, shifts, a_rows):
+        covered[seg - s_lo] = _covered(q_starts[seg], q_starts[seg] + length, shifts, a_rows)
+        if covered[seg - s_lo]:
             _all_taps(c, a, b, atab, btab, c_bases[seg], q_starts[seg] * lda, length, k, n, nr,
                       ldc, lda, overwrite)
     for t in range(shifts.shape[0]):
@@ -176,7 +178,7 @@ def segment_products(c, a, b, c_bases, q_starts, length, ldc, s_lo, s_hi, shifts
             for seg in range(s_lo, s_hi):
                 q0 = q_starts[seg]
                 q1 = q0 + length
-                if _covered(q0, q1, shifts, a_rows):
+                if covered[seg - s_lo]:
                     continue
                 s0, s1 = max(q0 + s, 0), min(q1 + s, a_rows)
                 first = overwrite and t == 0

@@ -121,9 +121,15 @@ def _embed_f32(src, dst, lo, hi, channels, rows, cols, d_image, d_row):  # pragm
             for c0 in range(u(0), full_c, u(8)):
                 for p0 in range(u(0), full_p, u(8)):
                     _block8(dst, src, d + p0 * ch + c0, ch, s + c0 * plane + p0, plane)
-            for c in range(u(0), ch):
-                for p in range(full_p if c < full_c else u(0), nc):
-                    dst[d + p * ch + c] = src[s + c * plane + p]
+            _embed_rest(src, dst, d, s, ch, nc, plane, full_c, full_p)
+
+
+@numba.njit(inline="always")
+def _embed_rest(src, dst, d, s, ch, nc, plane, full_c, full_p):  # pragma: no cover - compiled
+    """One row's values outside the ``full_c x full_p`` blocks, one at a time."""
+    for c in range(ch):
+        for p in range(full_p if c < full_c else nc - nc, nc):
+            dst[d + p * ch + c] = src[s + c * plane + p]
 
 
 @numba.njit(nogil=True, cache=True)
@@ -133,10 +139,8 @@ def _embed(src, dst, lo, hi, channels, rows, cols, d_image, d_row):  # pragma: n
     ch, nr, nc = u(channels), u(rows), u(cols)
     for n in range(u(lo), u(hi)):
         for r in range(nr):
-            d, s = n * u(d_image) + r * u(d_row), n * ch * nr * nc + r * nc
-            for c in range(ch):
-                for p in range(nc):
-                    dst[d + p * ch + c] = src[s + c * nr * nc + p]
+            _embed_rest(src, dst, n * u(d_image) + r * u(d_row), n * ch * nr * nc + r * nc, ch,
+                        nc, nr * nc, u(0), u(0))
 
 
 def nchw_fill(a: np.ndarray) -> Callable[[np.ndarray, int, int], None] | None:
