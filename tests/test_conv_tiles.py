@@ -185,9 +185,11 @@ def _spy(monkeypatch) -> set[str]:
 
     for name in ("conv2d", "backprop_filter_direct"):
         wrap(conv_tiles, name)
-    for name in ("backprop_input", "backprop_input_into", "backprop_input_col2im"):
+    for name in ("backprop_input", "backprop_input_into", "backprop_input_planes",
+                 "backprop_input_col2im"):
         wrap(conv_tiles_input, name)
-    for name in ("filter_direct", "shifted_products", "segment_products", "col2im_rows"):
+    for name in ("filter_direct", "shifted_products", "segment_products", "planes_blocks",
+                 "col2im_rows"):
         wrap(conv_tiles_jit, name)
     for name in ("im2col_rows_3d", "filter_rows_3d"):
         wrap(conv3d_jit, name)
@@ -199,7 +201,8 @@ FORWARD_ROWS = {"conv2d", "shifted_products"}
 FILTER_IN_PLACE = {"backprop_filter_direct", "filter_direct"}
 INPUT_WHOLE = {"backprop_input(into)", "shifted_products"}  # stride 1, no padding
 INPUT_SEGMENTS = {"backprop_input_into", "segment_products"}  # NHWC in the compute dtype
-INPUT_PHASES = {"backprop_input", "shifted_products"}  # NCHW, half types: merged afterwards
+INPUT_PLANES = {"backprop_input_planes", "planes_blocks"}  # NCHW: blocks moved from cache
+INPUT_PHASES = {"backprop_input", "shifted_products"}  # half types: merged afterwards
 INPUT_COL2IM = {"backprop_input_col2im", "col2im_rows"}  # few channels, written in place
 #: few channels: every tap in one product, x read in place (engine/kernels/im2col_nd.py)
 FORWARD_IM2COL = {"im2col_rows_3d"}
@@ -225,7 +228,7 @@ FIXED = [
     ("nchw-explicit", (2, 20, 8, 7), (2, 3, 20, 18),
      {"strides": [1, 1, 2, 1], "padding": "EXPLICIT", "data_format": "NCHW",
       "explicit_paddings": [0, 0, 0, 0, 1, 2, 0, 1]}, "float64",
-     (FORWARD_ROWS, FILTER_IN_PLACE, INPUT_SEGMENTS)),  # NHWC copies per chunk, transposed
+     (FORWARD_ROWS, FILTER_IN_PLACE, INPUT_PLANES)),
     ("float16", (2, 8, 8, 17), (3, 3, 17, 9), S2, "float16",
      (FORWARD_ROWS, FILTER_IN_PLACE, INPUT_PHASES)),  # computes in float32
     ("few-7x7-s2", (2, 23, 21, 3), (7, 7, 3, 16), S2, "float32",
@@ -259,7 +262,7 @@ def test_fixed_geometries_take_the_tiles_and_match_numpy(monkeypatch, case):
         seen.clear()
         monkeypatch.setenv(accel.ENV, "numpy")
         _close(compiled, numpy_out, op(*_abs_args(kind, x, w, dy, g), **attrs), dtype)
-    if routes[2] is INPUT_SEGMENTS:  # segments written over, or added to a zeroed result
+    if routes[2] in (INPUT_SEGMENTS, INPUT_PLANES):  # segments written over, or added to a zeroed result
         assert conv_tiles_input.covers_input(PhaseLayout.of(g)) == (name != "stride2-dilated")
 
 
@@ -569,7 +572,7 @@ def test_a_nan_no_term_reads_stays_out_of_the_tiles_result(monkeypatch, channels
 
 #: (id, kind, stride, layout): the filter gradient read in place (NHWC) or from the phase
 #: images (NCHW); the input gradient into NHWC segments (stride 2), into the whole
-#: C-contiguous result (stride 1, no padding) or through phase buffers (NCHW).
+#: C-contiguous result (stride 1, no padding) or into NCHW blocks of rows.
 CANCEL_CASES = [("filter-in-place", "filter", 2, "NHWC"), ("filter-phases", "filter", 2, "NCHW"),
                 ("input-segments", "input", 2, "NHWC"), ("input-direct", "input", 1, "NHWC"),
                 ("input-phases", "input", 2, "NCHW")]

@@ -71,7 +71,8 @@ def test_nchw_results_of_compiled_calls_are_the_nhwc_results_moved_by_the_compil
         monkeypatch, stride):
     """Forward and input gradient (Winograd at stride 1, the tiles at stride 2) on NCHW: the
     operands and the result go through the compiled layout copies (NumPy's strided copy ran
-    on one core), and the numbers are the NHWC call's, bit for bit."""
+    on one core; the tiles' input gradient moves blocks of rows from a core's cache instead
+    of a whole NHWC result), and the numbers are the NHWC call's, bit for bit."""
     rng = np.random.default_rng(stride)
     x = rng.standard_normal((4, 16, 16, 16)).astype(np.float32)
     w = rng.standard_normal((3, 3, 16, 64)).astype(np.float32)
@@ -89,7 +90,7 @@ def test_nchw_results_of_compiled_calls_are_the_nhwc_results_moved_by_the_compil
     np.testing.assert_array_equal(y, y_nhwc.transpose(to_nchw))
     moved.clear()
     dx = kernels.conv2d_backprop_input(x.shape, w, y, **nchw)
-    assert moved == [x.shape]
+    assert moved == ([x.shape] if stride == 1 else [])
     assert kernels.last_path() == ("winograd" if stride == 1 else "numba tiles")
     dx_nhwc = kernels.conv2d_backprop_input(y_nhwc.shape[:1] + x.shape[2:] + x.shape[1:2], w,
                                             y_nhwc, **nhwc)
@@ -137,3 +138,58 @@ def test_nchw_fill_embeds_every_value_exactly_and_nothing_else(dtype, shape):
     np.testing.assert_array_equal(out[:, :h, :w], x.transpose(0, 2, 3, 1))
     assert np.isnan(out[:, h:]).all() and np.isnan(out[:, :, w:]).all()
     assert transpose.nchw_fill(np.zeros((1, 4, 4, 8), dtype)) is None  # NHWC data: no fill
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("pixels, channels", [(16, 16), (13, 21), (8, 3), (1, 9)], ids=str)
+def test_rows_to_planes_moves_every_value_exactly_and_nothing_else(dtype, pixels, channels):
+    """NHWC pixels of a block into their NCHW planes (compiled: 8x8 blocks and the edges
+    value by value): each value lands at ``plane`` steps per channel from ``d0``, and the
+    rest of the destination is untouched (NaN here)."""
+    import numba
+
+    @numba.njit
+    def move(src, dst, s0, d0, p, c, plane):
+        transpose.rows_to_planes(src, dst, s0, d0, p, c, plane)
+
+    src = np.random.default_rng(pixels).standard_normal(5 + pixels * channels).astype(dtype)
+    plane, d0 = pixels + 11, 7
+    for fn in (move, transpose.rows_to_planes):
+        dst = np.full(d0 + channels * plane, np.nan, dtype)
+        fn(src, dst, 5, d0, pixels, channels, plane)
+        want = src[5:].reshape(pixels, channels).T
+        got = dst[d0:].reshape(channels, plane)
+        np.testing.assert_array_equal(got[:, :pixels], want)
+        assert np.isnan(got[:, pixels:]).all() and np.isnan(dst[:d0]).all()
+
+
+@pytest.mark.parametrize("block", [1, 3, None])
+@pytest.mark.parametrize("shape, kernel, stride", [
+    ((3, 24, 9, 11), (3, 3), 2),  # the phases cover every pixel: rows written over
+    ((2, 21, 10, 7), (2, 2), 3),  # phases no tap writes: blocks zeroed, then summed into
+    ((2, 32, 5, 5), (3, 3), 1),
+], ids=str)
+def test_the_input_gradient_into_nchw_blocks_is_the_nhwc_result_bit_for_bit(
+        monkeypatch, block, shape, kernel, stride):
+    """The tiles' NCHW input gradient, computed in blocks of rows (one row, three rows across
+    image ends, the CPU's own size) that each core moves into the planes from its cache, and
+    in batch chunks of one image: the NHWC call's numbers bit for bit, every element written."""
+    from engine.kernels import compute
+    from engine.kernels._compiled import conv_tiles_input
+
+    if block is not None:
+        monkeypatch.setattr(conv_tiles_input, "planes_block_rows", lambda row_bytes: block)
+    monkeypatch.setattr(compute, "CHUNK_BYTES", 1)
+    monkeypatch.setenv(accel.ENV, "numba")
+    n, c, h, w = shape
+    rng = np.random.default_rng(c)
+    f = rng.standard_normal(kernel + (c, 24)).astype(np.float32)
+    nchw = {"strides": [1, 1, stride, stride], "padding": "SAME", "data_format": "NCHW"}
+    nhwc = {"strides": [1, stride, stride, 1], "padding": "SAME", "data_format": "NHWC"}
+    dy = rng.standard_normal((n, 24, -(-h // stride), -(-w // stride))).astype(np.float32)
+    dx = kernels.conv2d_backprop_input(shape, f, dy, **nchw)
+    assert kernels.last_path() == "numba tiles"
+    dx_nhwc = kernels.conv2d_backprop_input((n, h, w, c), f,
+                                            np.ascontiguousarray(dy.transpose(0, 2, 3, 1)), **nhwc)
+    np.testing.assert_array_equal(dx, dx_nhwc.transpose(0, 3, 1, 2))
+    assert np.isfinite(dx).all()

@@ -12,8 +12,9 @@ Only :mod:`engine.kernels.dispatch` calls these, once it has chosen the compiled
 - filter gradient: else read in place from ``x`` (NHWC, or NCHW) and NHWC ``dy`` (a copy for
   NCHW ``dy`` or half types);
 - input gradient: col2im on few channels (when :func:`col2im_in_place`), else the products
-  straight into the result (its rows as phase segments, or the result itself at stride 1),
-  or into phase images merged back.
+  straight into the result (its rows as phase segments, or the result itself at stride 1;
+  an NCHW result in blocks of rows moved into its planes from a core's cache), or into phase
+  images merged back.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 
 from engine.kernels import compute, im2col_nd
 from engine.kernels._compiled import conv_tiles, conv_tiles_input
-from engine.kernels.buffers import contiguous, zeroed
+from engine.kernels.buffers import contiguous
 from engine.kernels.layout import PhaseLayout
 
 
@@ -118,19 +119,15 @@ def _embedded(lay: PhaseLayout, dy: np.ndarray, ctype: np.dtype) -> np.ndarray:
 def _input_via_nhwc(lay: PhaseLayout, dy: np.ndarray, wc: np.ndarray, ctype: np.dtype,
                     planes: np.ndarray) -> bool:
     """The input gradient of one group into the C-contiguous NCHW ``planes`` (every element
-    written): per batch chunk computed into a C-contiguous NHWC buffer by the phase segments,
-    then transposed into place (:mod:`engine.kernels._compiled.transpose`), which costs less
-    than merging phase images into the NCHW view. True when every row written is finite."""
-    g = lay.g
+    written): per batch chunk by the phase segments into NHWC blocks of rows that each core
+    transposes into place while they are in its cache
+    (:func:`~engine.kernels._compiled.conv_tiles_input.backprop_input_planes`), which costs
+    less than merging phase images into the NCHW view or transposing a whole NHWC result.
+    True when every row written is finite."""
     n, ci, co = dy.shape[0], wc.shape[2], wc.shape[3]
     overwrite = conv_tiles_input.covers_input(lay)
     finite = True
     for sl in compute.chunks(n, compute.per_image_bytes(lay, ci, co, ctype.itemsize)):
-        nb = sl.stop - sl.start
-        buf = (np.empty if overwrite else zeroed)((nb, g.in_rows, g.in_cols, ci), ctype)
         e = _embedded(lay, dy[sl], ctype)
-        flat = conv_tiles.flat_nhwc(buf)
-        assert flat is not None  # buf is C-contiguous
-        finite &= conv_tiles_input.backprop_input_into(lay, e, wc, buf, flat, overwrite)
-        conv_tiles.transposes().to_nchw(buf, planes[sl])
+        finite &= conv_tiles_input.backprop_input_planes(lay, e, wc, planes[sl], overwrite)
     return finite

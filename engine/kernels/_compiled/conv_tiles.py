@@ -270,3 +270,5 @@ def warm(dtypes: tuple[type[np.floating], ...] = (np.float32, np.float64)) -> No
                                  overwrite)
             jit.segment_products(z, r, r, one * 0, one * 0, 1, 1, 0, 1, one * 0, one * 0, 1,
                                  1, 1, 1, 1, overwrite)
+            jit.planes_blocks(z, z, r, z, one, one, one, one, one, one, one, one, 0, 0, 1, 1,
+                              1, 1, 1, 1, 1, 1, 1, overwrite)

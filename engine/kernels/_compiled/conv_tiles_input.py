@@ -72,10 +72,31 @@ def backprop_input_into(lay: PhaseLayout, e: np.ndarray, w: np.ndarray, out: np.
     finite."""
     g = lay.g
     t, co = e.shape
-    ci = w.shape[2]
     base, (sn, sh, sw) = flat
     eflat = readonly(np.ascontiguousarray(e).reshape(-1))
-    nb = out.shape[0]
+    phases = _phase_segments(lay, w, out.shape[0], (sn, sh, sw))
+    return _segments(base, eflat, phases, g.stride_cols * sw, t, co, w.shape[2], overwrite)
+
+
+class _Segments(NamedTuple):
+    """One stride phase's row segments of :func:`backprop_input_into`: its taps' filter
+    panels and shifts, and per segment where it starts in ``E`` and in the result and which
+    result row (``n * in_rows + row``) it is part of (increasing)."""
+
+    panels: np.ndarray
+    c_bases: np.ndarray
+    q_starts: np.ndarray
+    length: int
+    shifts: np.ndarray
+    rows: np.ndarray
+
+
+def _phase_segments(lay: PhaseLayout, w: np.ndarray, nb: int,
+                    strides: tuple[int, int, int]) -> list[_Segments]:
+    """The segments of every phase a tap writes, for ``nb`` images of a result with the
+    element ``strides`` ``(image, row, pixel)``."""
+    g = lay.g
+    sn, sh, sw = strides
     phases = []
     for pr, pc, (rs, cs), (ri, cols) in lay.spans():
         grid = next((gr for gr in lay.grids if (gr.phase_row, gr.phase_col) == (pr, pc)), None)
@@ -83,26 +104,69 @@ def backprop_input_into(lay: PhaseLayout, e: np.ndarray, w: np.ndarray, out: np.
             continue  # no tap writes this phase: its pixels stay 0
         taps = [lay.taps[i] for i in grid.taps]
         shifts = np.array([-tap.offset for tap in taps], np.int64)
-        bp = tiles.tap_panels(w, taps, True)
         rows = np.arange(rs.start, rs.stop)
         n_idx = np.repeat(np.arange(nb), len(rows))
         i_idx = np.tile(rows, nb)
         q_starts = ((n_idx * lay.hq + i_idx) * lay.wq + cs.start).astype(np.int64)
         out_rows = ri.start + (i_idx - rs.start) * g.stride_rows
         c_bases = (n_idx * sn + out_rows * sh + cols.start * sw).astype(np.int64)
-        phases.append(_Segments(bp, c_bases, q_starts, cs.stop - cs.start, shifts))
-    return _segments(base, eflat, phases, g.stride_cols * sw, t, co, ci, overwrite)
+        phases.append(_Segments(tiles.tap_panels(w, taps, True), c_bases, q_starts,
+                                cs.stop - cs.start, shifts, n_idx * g.in_rows + out_rows))
+    return phases
 
 
-class _Segments(NamedTuple):
-    """One stride phase's row segments of :func:`backprop_input_into`: its taps' filter
-    panels and shifts, and per segment where it starts in ``E`` and in the result."""
+def backprop_input_planes(lay: PhaseLayout, e: np.ndarray, w: np.ndarray, planes: np.ndarray,
+                          overwrite: bool = False) -> bool:
+    """The input gradient of one chunk written into the C-contiguous NCHW ``planes``
+    ``(N, C, H, W)`` in the compute dtype: the segments of :func:`backprop_input_into` per
+    block of result rows (:func:`planes_block_rows`) computed into a core's NHWC scratch, which
+    stays in its L2, and transposed from there into place, so the result is written once and
+    never read back. ``overwrite`` as there; each core owns a range of rows. True when every
+    segment written came out finite."""
+    g = lay.g
+    t, co = e.shape
+    ci = w.shape[2]
+    hh, row = g.in_rows, g.in_cols * ci
+    eflat = readonly(np.ascontiguousarray(e).reshape(-1))
+    phases = _phase_segments(lay, w, planes.shape[0], (hh * row, row, ci))
+    if not phases:
+        planes[...] = 0
+        return True
+    block = min(planes_block_rows(row * e.dtype.itemsize),
+                max(1, tiles.CALL_POSITIONS // g.in_cols))
+    per_call = block * max(1, tiles.CALL_POSITIONS // (block * g.in_cols))
+    jit, nr, dst = tiles.jit_loops(), tiles.tile_columns(e.dtype.itemsize), planes.reshape(-1)
 
-    panels: np.ndarray
-    c_bases: np.ndarray
-    q_starts: np.ndarray
-    length: int
-    shifts: np.ndarray
+    def offsets(parts: list[np.ndarray]) -> np.ndarray:
+        return np.cumsum([0] + [len(x) for x in parts]).astype(np.int64)
+
+    flat = [np.concatenate([getattr(p, f).reshape(-1) for p in phases])
+            for f in ("panels", "shifts", "c_bases", "q_starts", "rows")]
+    p_off, t_off, s_off = (offsets([getattr(p, f).reshape(-1) for p in phases])
+                           for f in ("panels", "shifts", "rows"))
+    lengths = np.array([p.length for p in phases], np.int64)
+
+    def part(lo: int, hi: int) -> bool:
+        scratch = np.empty(min(block, hi - lo) * row, e.dtype)
+        ok = True
+        for r0 in range(lo, hi, per_call):
+            tiles.checkpoint()
+            ok &= jit.planes_blocks(scratch, dst, eflat, flat[0], p_off, flat[1], t_off,
+                                    flat[2], flat[3], flat[4], s_off, lengths, r0,
+                                    min(hi, r0 + per_call), block, hh, g.in_cols,
+                                    g.stride_cols * ci, t, co, co, ci, nr, overwrite)
+        return ok
+
+    return all(map_ranges(part, planes.shape[0] * hh,
+                          max(1, tiles.ROW_BLOCK * 16 // max(1, g.in_cols))))
+
+
+def planes_block_rows(row_bytes: int) -> int:
+    """Result rows per block of :func:`backprop_input_planes`: as many as fill half this CPU's
+    L2 (:mod:`engine.kernels.cpu`), at least one."""
+    from engine.kernels import cpu
+
+    return max(1, cpu.host().l2 // 2 // max(1, row_bytes))
 
 
 def _segments(c: np.ndarray, a: np.ndarray, phases: list[_Segments], ldc: int, a_rows: int,

@@ -38,6 +38,7 @@ from engine.kernels._compiled.numba_simd import (
     gemm_taps_set,
 )
 from engine.kernels._compiled.simd_runs import add_into, finite_run
+from engine.kernels._compiled.transpose import rows_to_planes
 
 
 @njit(nogil=True, cache=True)
@@ -200,6 +201,41 @@ def segment_products(c, a, b, c_bases, q_starts, length, ldc, s_lo, s_hi, shifts
     ok = True
     for seg in range(s_lo, s_hi):
         ok &= _finite_rows(c, c_bases[seg], length, ldc, n)
+    return ok
+
+
+@njit(nogil=True, cache=True)
+def planes_blocks(scratch, dst, a, panels, p_off, shifts, t_off, c_bases, q_starts, rows, s_off,
+                  lengths, r_lo, r_hi, block, in_rows, in_cols, ldc, a_rows, lda, k, n, nr,
+                  overwrite):  # pragma: no cover
+    """The result rows ``[r_lo, r_hi)`` of NCHW planes ``dst`` (``n`` channels of ``in_rows x
+    in_cols``), ``block`` rows at a time: :func:`segment_products` of each phase ``i`` (its
+    panels ``panels[p_off[i]:p_off[i+1]]``, shifts ``shifts[t_off[i]:t_off[i+1]]``, segments
+    ``s_off[i] <= s < s_off[i+1]`` of length ``lengths[i]``, result row ``rows[s]``
+    increasing, start ``c_bases[s]`` in NHWC rows) on the segments of the block's rows into
+    ``scratch`` (the block's NHWC rows; zeroed first unless ``overwrite``), then the block
+    moved into the planes. Returns True when every segment written is finite."""
+    row = in_cols * n
+    ok = True
+    for r0 in range(r_lo, r_hi, block):
+        r1 = min(r_hi, r0 + block)
+        if not overwrite:
+            scratch[: (r1 - r0) * row] = 0
+        for i in range(p_off.shape[0] - 1):
+            seg = rows[s_off[i] : s_off[i + 1]]
+            s0 = s_off[i] + np.searchsorted(seg, r0)
+            s1 = s_off[i] + np.searchsorted(seg, r1)
+            if s1 > s0:
+                ts = shifts[t_off[i] : t_off[i + 1]]
+                ok &= segment_products(scratch, a, panels[p_off[i] : p_off[i + 1]],
+                                       c_bases[s0:s1] - r0 * row, q_starts[s0:s1], lengths[i],
+                                       ldc, 0, s1 - s0, ts, np.zeros(ts.shape[0], np.int64),
+                                       a_rows, lda, k, n, nr, overwrite)
+        for img in range(r0 // in_rows, (r1 - 1) // in_rows + 1):
+            h0, h1 = max(r0, img * in_rows), min(r1, (img + 1) * in_rows)
+            rows_to_planes(scratch, dst, (h0 - r0) * row,
+                           (img * n * in_rows + h0 - img * in_rows) * in_cols,
+                           (h1 - h0) * in_cols, n, in_rows * in_cols)
     return ok
 
 
