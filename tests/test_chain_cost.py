@@ -8,8 +8,10 @@ it was). Every shortcut gives exactly what the long way gives: the tests compare
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import graphlib
+import io
 import json
 import subprocess
 import sys
@@ -218,8 +220,7 @@ def test_dtype_names_are_the_scans():
         assert dtype_name(dtype) == scanned
 
 
-def test_the_command_line_loads_and_compiles_without_collecting(monkeypatch, tmp_path,
-                                                               capsys):
+def test_the_command_line_loads_and_compiles_without_collecting(monkeypatch, tmp_path):
     """No cyclic collection runs while `run` loads and compiles a canvas; the collector is on
     again (nothing left frozen) when main returns, and the table is right."""
     path = tmp_path / "chain.gbc.json"
@@ -246,13 +247,15 @@ def test_the_command_line_loads_and_compiles_without_collecting(monkeypatch, tmp
     was_on = gc.isenabled()  # off after an app test in this process (app/gc_guard.py)
     gc.enable()
     try:
-        assert commands.main(["run", str(path)]) == 0
+        out = io.StringIO()  # its own stream: no other test's handling of sys.stdout reaches it
+        with contextlib.redirect_stdout(out):
+            assert commands.main(["run", str(path)]) == 0
         assert collections == []
         assert gc.isenabled() and gc.get_freeze_count() == 0
     finally:
         if not was_on:
             gc.disable()
-    lines = capsys.readouterr().out.splitlines()
+    lines = out.getvalue().splitlines()
     assert len(lines) == 502
     assert lines[-1].split()[:8] == ["t500", "Transpose", "output", "[2,", "3]", "float32",
                                      "1", "6"]

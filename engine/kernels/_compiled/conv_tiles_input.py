@@ -134,7 +134,6 @@ def backprop_input_planes(lay: PhaseLayout, e: np.ndarray, w: np.ndarray, planes
         return True
     block = min(planes_block_rows(row * e.dtype.itemsize),
                 max(1, tiles.CALL_POSITIONS // g.in_cols))
-    per_call = block * max(1, tiles.CALL_POSITIONS // (block * g.in_cols))
     jit, nr, dst = tiles.jit_loops(), tiles.tile_columns(e.dtype.itemsize), planes.reshape(-1)
 
     def offsets(parts: list[np.ndarray]) -> np.ndarray:
@@ -149,11 +148,11 @@ def backprop_input_planes(lay: PhaseLayout, e: np.ndarray, w: np.ndarray, planes
     def part(lo: int, hi: int) -> bool:
         scratch = np.empty(min(block, hi - lo) * row, e.dtype)
         ok = True
-        for r0 in range(lo, hi, per_call):
+        for r0 in range(lo, hi, block):  # a block per call (calls of more: no faster)
             tiles.checkpoint()
             ok &= jit.planes_blocks(scratch, dst, eflat, flat[0], p_off, flat[1], t_off,
                                     flat[2], flat[3], flat[4], s_off, lengths, r0,
-                                    min(hi, r0 + per_call), block, hh, g.in_cols,
+                                    min(hi, r0 + block), block, hh, g.in_cols,
                                     g.stride_cols * ci, t, co, co, ci, nr, overwrite)
         return ok
 
