@@ -349,3 +349,28 @@ def test_the_background_warm_up_compiles_the_winograd_loops(monkeypatch):
     assert accel._ready == {"float32"}
     f32 = [sig for sig in winograd_jit.point_products.signatures if sig[0].dtype.name == "float32"]
     assert f32 and winograd_jit.point_products_t.signatures
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("parts, columns, lo, hi", [
+    (1, 7, 0, 7), (2, 600, 0, 600), (3, 530, 17, 301), (2, 256, 0, 256)], ids=str)
+def test_the_filter_gradients_inverse_is_g_transposed_m_g_of_the_summed_parts(
+        dtype, parts, columns, lo, hi):
+    """The filter gradient's last step (winograd_jit.filter_inverse): the cores' partial sums
+    added in order, then ``G^T M G`` per column, for columns in and across its blocks (a range
+    that starts and ends inside them); the columns outside ``[lo, hi)`` untouched (NaN here).
+    Against float64 NumPy: within two roundings per term of the magnitudes' transform."""
+    jit = winograd._jit()
+    rng = np.random.default_rng(columns)
+    acc = rng.standard_normal((parts, 16, columns)).astype(dtype)
+    out = np.full((9, columns), np.nan, dtype)
+    jit.filter_inverse(acc, out, lo, hi)
+    g = winograd.winograd_filters.G
+    m = acc.astype(np.float64).sum(axis=0).reshape(4, 4, columns)
+    want = np.einsum("iu,ijr,jv->uvr", g, m, g).reshape(9, columns)
+    bound = np.einsum("iu,ijr,jv->uvr", abs(g), abs(acc.astype(np.float64)).sum(axis=0)
+                      .reshape(4, 4, columns), abs(g)).reshape(9, columns)
+    eps = np.finfo(dtype).eps
+    err = np.abs(out[:, lo:hi] - want[:, lo:hi])
+    assert np.all(err <= (parts + 4) * eps * bound[:, lo:hi])
+    assert np.isnan(out[:, :lo]).all() and np.isnan(out[:, hi:]).all()

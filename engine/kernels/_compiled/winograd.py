@@ -48,7 +48,7 @@ from engine.base.cancel import checkpoint
 from engine.kernels._compiled import winograd_filters
 from engine.kernels.buffers import readonly
 from engine.kernels.nonfinite import all_finite
-from engine.kernels.parallel import map_ranges, workers
+from engine.kernels.parallel import map_ranges, ranges, workers
 from engine.shapes.conv import ConvGeometry
 
 #: Tile buffers of one chunk (per core): small enough to stay in cache while multiplied.
@@ -177,22 +177,28 @@ def _chunk_tiles(channels: int, itemsize: int) -> int:
     return max(MIN_CHUNK_TILES, CHUNK_BYTES // max(1, 16 * channels * itemsize))
 
 
-def _chunked(tiles: int, channels: int, itemsize: int, work, state=lambda: None) -> list:
+def _chunked(tiles: int, channels: int, itemsize: int, work, state=lambda k: None) -> list:
     """Run ``work(t0, t1, st)`` on ranges of the tiles ``[0, tiles)`` of at most
     :data:`CALL_CHUNKS` chunks (:func:`_chunk_tiles`): each core walks its own contiguous
     range (a cancel checkpoint before each call, BLAS on one thread) with its own
-    ``st = state()``; ``work`` takes its range chunk by chunk, so a chunk's transformed tiles
+    ``st = state(k)`` (``k``: the range's index in :func:`_spans`); ``work`` takes its range chunk by chunk, so a chunk's transformed tiles
     are multiplied while they are still in cache. Returns each core's ``st``."""
     step = _chunk_tiles(channels, itemsize) * CALL_CHUNKS
+    starts = [lo for lo, _ in _spans(tiles)]
 
     def walk(lo: int, hi: int):
-        st = state()
+        st = state(starts.index(lo))
         for t0 in range(lo, hi, step):
             checkpoint()
             work(t0, min(hi, t0 + step), st)
         return st
 
     return map_ranges(walk, tiles, max(1, MIN_TILES))
+
+
+def _spans(tiles: int) -> list[tuple[int, int]]:
+    """The cores' ranges of the tiles ``[0, tiles)`` in :func:`_chunked`, in order."""
+    return ranges(tiles, max(1, MIN_TILES))
 
 
 def _simd_columns(columns: int, ctype: np.dtype) -> bool:
@@ -236,7 +242,7 @@ def _forward(src: np.ndarray, u: np.ndarray, row0: int, col0: int, out_rows: int
             mm = np.matmul(_points(v, pv, c1 - c0, ci), u).reshape(-1)
             jit.output_tiles(mm, (c1 - c0) * co, th, tw, c0, c1, y)
 
-    def state():
+    def state(k: int):
         """Per core: its chunk buffers, reused chunk after chunk (BLAS allocates its own
         products)."""
         return (_points_buffer(step, ci, ctype),
@@ -287,18 +293,20 @@ def backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndarray,
                 np.add(st.acc, np.matmul(vt[:, :, b:b + SUM_BLOCK], et[:, b:b + SUM_BLOCK],
                                          out=st.tmp), out=st.acc)
 
-    def state() -> _FilterState:
-        """Per core: its partial sum, its chunk buffers (reused chunk after chunk) and a buffer
-        for BLAS's product (the tiles add in place)."""
-        return _FilterState(np.zeros((16, ci, co), ctype), _points_buffer(step, ci, ctype),
+    parts = np.zeros((len(_spans(n * th * tw)), 16, ci, co), ctype)  # one partial sum per core
+
+    def state(k: int) -> _FilterState:
+        """Core ``k``'s: its partial sum, its chunk buffers (reused chunk after chunk) and a
+        buffer for BLAS's product (the tiles add in place)."""
+        return _FilterState(parts[k], _points_buffer(step, ci, ctype),
                             _points_buffer(step, co, ctype),
                             None if simd else np.empty((16, ci, co), ctype))
 
-    parts = _chunked(n * th * tw, ci + co, ctype.itemsize, work, state)
-    acc = parts[0].acc
-    for part in parts[1:]:
-        acc += part.acc
-    dw = winograd_filters.sandwich(winograd_filters.G.T, acc.reshape(4, 4, ci, co))
+    _chunked(n * th * tw, ci + co, ctype.itemsize, work, state)
+    flat, dw = parts.reshape(len(parts), 16, -1), np.empty((9, ci * co), ctype)
+    map_ranges(lambda lo, hi: jit.filter_inverse(flat, dw, lo, hi), ci * co,
+               winograd_filters.SANDWICH_MIN_COLUMNS)
+    dw = dw.reshape(3, 3, ci, co)
     # taps that read only padding (tiny images) have no terms: exactly 0, not rounding
     dw[~_taps_meeting_data(g.in_rows, g.out_rows, g.pad_top)] = 0
     dw[:, ~_taps_meeting_data(g.in_cols, g.out_cols, g.pad_left)] = 0
@@ -355,6 +363,7 @@ def warm(dtypes: tuple[type[np.floating], ...] = (np.float32, np.float64)) -> No
                            plane, np.zeros((1, 2, 2, 1), dt))
         jit.filter_chunks(r, r, 0, 0, 1, 1, 0, 1, 1, out, plane, out, plane,
                           np.zeros((16, 1, 1), dt), SUM_BLOCK)
+        jit.filter_inverse(np.zeros((1, 16, 1), dt), np.zeros((9, 1), dt), 0, 1)
 
 
 def workspace_bytes(g: ConvGeometry, kind: str, ct: int) -> int:

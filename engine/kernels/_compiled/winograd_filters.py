@@ -1,7 +1,7 @@
-"""Winograd F(2x2, 3x3)'s filter-side transforms, as BLAS products over the channels:
-``U = G w G^T`` of the forward and input-gradient filters (:func:`filter_transform`) and the
-filter gradient's inverse ``dw = G^T M G`` (:func:`sandwich` with ``G.T``), with
-``G = [[1,0,0],[.5,.5,.5],[.5,-.5,.5],[0,0,1]]``."""
+"""Winograd F(2x2, 3x3)'s filter transform ``U = G w G^T`` of the forward and input-gradient
+filters (:func:`filter_transform`), as BLAS products over the channels, with
+``G = [[1,0,0],[.5,.5,.5],[.5,-.5,.5],[0,0,1]]`` (the filter gradient's inverse ``G^T M G`` is
+:func:`~engine.kernels._compiled.winograd_jit.filter_inverse`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from engine.kernels.parallel import map_ranges
 G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 
 
-#: Columns of the flattened rest per core range of :func:`sandwich` at least (below, one core).
+#: Columns of the flattened rest per core range of :func:`sandwich` and of the filter
+#: gradient's inverse at least (below, one core).
 SANDWICH_MIN_COLUMNS = 8192
 
 

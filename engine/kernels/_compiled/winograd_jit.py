@@ -5,7 +5,8 @@ With ``B^T = [[1,0,-1,0],[0,1,1,0],[0,-1,1,0],[0,1,0,-1]]`` and ``A^T = [[1,1,1,
 - :func:`patch_tiles`:  ``V = B^T d B`` of every 4x4 input tile ``d`` (tile step 2), or
   ``A e A^T`` of every 2x2 output-gradient tile ``e``;
 - :func:`output_tiles`: ``A^T m A`` of every 4x4 product tile ``m``, written as 2x2 outputs;
-- :func:`point_products`, :func:`point_products_t`: the 16 per-point matrix products.
+- :func:`point_products`, :func:`point_products_t`: the 16 per-point matrix products;
+- :func:`filter_inverse`: the filter gradient's ``G^T M G`` of the cores' summed points.
 
 Tiles are numbered ``t = (n * tiles_h + a) * tiles_w + b``; the 16 points of a chunk's tiles
 are stored as 16 planes of a flat buffer ``plane`` elements apart, point ``4*u + v`` of tile
@@ -145,3 +146,58 @@ def filter_chunks(xs, es, row0, col0, tiles_h, tiles_w, t_lo, t_hi, step, v, pv,
         patch_tiles(xs, 4, row0, col0, tiles_h, tiles_w, t0, t1, v, pv)
         patch_tiles(es, 2, 0, 0, tiles_h, tiles_w, t0, t1, e, pe)
         point_products_t(v, pv, e, pe, acc, t1 - t0, block)
+
+
+#: Columns per block of :func:`filter_inverse`: its rows are copied to and from buffers of this
+#: many (the planes are ``C*K`` values apart, so reading 16 of them at once per column would
+#: meet in a few cache sets).
+INVERSE_BLOCK = 256
+
+
+@njit(nogil=True, cache=True)
+def filter_inverse(parts, out, lo, hi):  # pragma: no cover
+    """``out[3*a + b, r] = (G^T M G)[a, b]`` with ``M[i, j] = sum_p parts[p, 4*i + j, r]``
+    (the cores' partial sums, ``parts`` ``(P, 16, R)``, added in ``p`` order) for
+    ``lo <= r < hi``, ``out`` ``(9, R)``, in one pass over them, :data:`INVERSE_BLOCK` columns
+    at a time. ``G``'s entries are 0, 1/2 and 1: :func:`_g_columns` over ``M``'s columns, then
+    over the result's rows (no products with 0; halving is exact). Flat unsigned indices, so
+    LLVM vectorizes the loops over columns."""
+    u, bw = np.uint64, np.uint64(INVERSE_BLOCK)
+    pf, of = parts.reshape(parts.size), out.reshape(out.size)
+    n, c = u(parts.shape[0]), u(parts.shape[2])
+    m = np.empty(16 * INVERSE_BLOCK, out.dtype)
+    o = np.empty(9 * INVERSE_BLOCK, out.dtype)
+    for r0 in range(u(lo), u(hi), bw):
+        w = min(bw, u(hi) - r0)
+        for k in range(u(16)):
+            for x in range(w):
+                m[k * bw + x] = pf[k * c + r0 + x]
+        for q in range(u(1), n):
+            for k in range(u(16)):
+                for x in range(w):
+                    m[k * bw + x] += pf[(q * u(16) + k) * c + r0 + x]
+        for x in range(w):  # G^T M by M's columns j: (a0, a1, a2) of column j ...
+            a0, a1, a2 = _g_columns(m[x], m[u(4) * bw + x], m[u(8) * bw + x], m[u(12) * bw + x])
+            b0, b1, b2 = _g_columns(m[bw + x], m[u(5) * bw + x], m[u(9) * bw + x],
+                                    m[u(13) * bw + x])
+            c0, c1, c2 = _g_columns(m[u(2) * bw + x], m[u(6) * bw + x], m[u(10) * bw + x],
+                                    m[u(14) * bw + x])
+            d0, d1, d2 = _g_columns(m[u(3) * bw + x], m[u(7) * bw + x], m[u(11) * bw + x],
+                                    m[u(15) * bw + x])
+            for a, (y0, y1, y2) in ((0, _g_columns(a0, b0, c0, d0)),  # ... then its rows times G
+                                    (3, _g_columns(a1, b1, c1, d1)),
+                                    (6, _g_columns(a2, b2, c2, d2))):
+                o[u(a) * bw + x] = y0
+                o[u(a + 1) * bw + x] = y1
+                o[u(a + 2) * bw + x] = y2
+        for k in range(u(9)):
+            for x in range(w):
+                of[k * c + r0 + x] = o[k * bw + x]
+
+
+@njit(inline="always")
+def _g_columns(x0, x1, x2, x3):  # pragma: no cover - compiled
+    """``G^T x`` for the column ``x`` of 4: ``x0 + (x1 + x2)/2``, ``(x1 - x2)/2``,
+    ``(x1 + x2)/2 + x3``."""
+    h = (x1 + x2) * 0.5
+    return x0 + h, (x1 - x2) * 0.5, h + x3
