@@ -458,22 +458,33 @@ def test_compiled_channel_repeat_is_numpys_repeat(m, dtype):
 @settings(max_examples=60, deadline=None)
 @given(size=st.sampled_from([3, 5]), ck=st.integers(1, 37), nq=st.integers(1, 11),
        sc=st.integers(1, 3), dc=st.integers(1, 2), dr=st.integers(1, 2),
-       dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**16))
-def test_the_depthwise_windows_are_their_formula(size, ck, nq, sc, dc, dr, dtype, seed):
+       dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**16),
+       unroll=st.sampled_from([1, 2, 4]))
+def test_the_depthwise_windows_are_their_formula(size, ck, nq, sc, dc, dr, dtype, seed,
+                                                 unroll):
     """``window3x3`` / ``window5x5``: ``y[q, k] = sum_{i,j<K} x[i*dr, q*sc + j*dc, k] *
-    w[i, j, k]`` for whole vectors of channels, the channels after them, groups of four pixels
-    and the rest; within RTOL of the float64 sum of magnitudes; ``y`` outside its rows
+    w[i, j, k]`` for whole vectors of channels, the channels after them, groups of 1, 2 or 4
+    pixels and the rest; within RTOL of the float64 sum of magnitudes; ``y`` outside its rows
     untouched."""
     import numba as nb
 
     from engine.kernels._compiled.depthwise_simd import window3x3, window5x5
 
     @nb.njit
-    def call(y, x, w, nq, ys, xs, xrow, xcol, ck, five):
-        if five:
-            window5x5(y, x, w, ys, 0, nq, ys, xs, xrow, xcol, ck)
+    def call(y, x, w, nq, ys, xs, xrow, xcol, ck, five, unroll):
+        if five:  # the pixels per group are a compile-time constant
+            if unroll == 1:
+                window5x5(y, x, w, ys, 0, nq, ys, xs, xrow, xcol, ck, 1)
+            elif unroll == 2:
+                window5x5(y, x, w, ys, 0, nq, ys, xs, xrow, xcol, ck, 2)
+            else:
+                window5x5(y, x, w, ys, 0, nq, ys, xs, xrow, xcol, ck, 4)
+        elif unroll == 1:
+            window3x3(y, x, w, ys, 0, nq, ys, xs, xrow, xcol, ck, 1)
+        elif unroll == 2:
+            window3x3(y, x, w, ys, 0, nq, ys, xs, xrow, xcol, ck, 2)
         else:
-            window3x3(y, x, w, ys, 0, nq, ys, xs, xrow, xcol, ck)
+            window3x3(y, x, w, ys, 0, nq, ys, xs, xrow, xcol, ck, 4)
 
     rng = np.random.default_rng(seed)
     rows, cols = (size - 1) * dr + 1, (nq - 1) * sc + (size - 1) * dc + 1
@@ -481,7 +492,7 @@ def test_the_depthwise_windows_are_their_formula(size, ck, nq, sc, dc, dr, dtype
     w = rng.standard_normal((size, size, ck)).astype(dtype)
     y = np.full((nq + 2, ck), 7.0, dtype)  # one row of margin on either side
     call(y.reshape(-1), x.reshape(-1), w.reshape(-1), nq, ck, sc * ck, dr * cols * ck, dc * ck,
-         ck, size == 5)
+         ck, size == 5, unroll)
     taps = [(x[i * dr, j * dc : j * dc + (nq - 1) * sc + 1 : sc].astype(np.float64), w[i, j])
             for i in range(size) for j in range(size)]
     want = sum(a * b for a, b in taps)

@@ -9,7 +9,8 @@ each sum starting from 0 and adding its ``K*K`` products in ``(i, j)`` order, on
 the same roundings as the plain loops of :mod:`engine.kernels._compiled.numba_depthwise` (which
 zero a row and add the taps into it in that order). Those loops load and store the output row
 for every filter row (numba tells LLVM nothing about which arrays may overlap); here
-:data:`UNROLL` neighbouring pixels sum their products in registers, in independent chains
+:data:`UNROLL` neighbouring pixels (:data:`UNROLL_STRIDED` for a strided 3x3 window) sum their
+products in registers, in independent chains
 (one chain would wait on each fused multiply-add's latency), a vector of channels at a time in
 memory order, the weights of the vector loaded once for the group (nine fit in registers
 beside the chains; 25 are reloaded from L1).
@@ -27,9 +28,13 @@ from numba.extending import intrinsic
 
 from engine.kernels._compiled.numba_simd import fmuladd, intrinsic_operands
 
-#: Pixels summed at once: four chains of nine products, the nine weights and the loaded value
-#: fill AVX2's 16 vector registers.
+#: Pixels summed at once at column stride 1: four chains of nine products, the nine weights
+#: and the loaded value fill AVX2's 16 vector registers.
 UNROLL = 4
+#: ... and for a 3x3 window at larger column strides, where a group of four pixels reads nine
+#: columns of each input row per vector of channels (the guide's thresholds table has the
+#: figures; a 5x5 window keeps :data:`UNROLL`).
+UNROLL_STRIDED = 2
 
 
 def _taps(size: int) -> tuple[tuple[int, int], ...]:
@@ -37,15 +42,15 @@ def _taps(size: int) -> tuple[tuple[int, int], ...]:
     return tuple((i, j) for i in range(size) for j in range(size))
 
 
-def _codegen(size: int):
+def _codegen(size: int, unroll: int):
     def codegen(context, builder, signature, args):
-        return _emit(context, builder, signature, args, _taps(size))
+        return _emit(context, builder, signature, args, _taps(size), unroll)
 
     return codegen
 
 
-def _emit(context, builder, signature, args, taps):
-    _, _, _, y0, x0, nq, ys, xs, xrow, xcol, ck = args
+def _emit(context, builder, signature, args, taps, unroll):
+    _, _, _, y0, x0, nq, ys, xs, xrow, xcol, ck, _ = args
     (yarr, xarr, warr), fty, lanes, vty = intrinsic_operands(context, builder, signature, args)
     i64 = ir.IntType(64)
 
@@ -82,10 +87,10 @@ def _emit(context, builder, signature, args, taps):
                                     align=4) for t in range(len(taps))]
             pixels(q0, count, k0, weights)
 
-    groups = builder.sdiv(nq, const(UNROLL))
+    groups = builder.sdiv(nq, const(unroll))
     with cgutils.for_range(builder, groups) as qb:
-        channel_vectors(builder.mul(qb.index, const(UNROLL)), UNROLL)
-    with cgutils.for_range_slice(builder, builder.mul(groups, const(UNROLL)), nq,
+        channel_vectors(builder.mul(qb.index, const(unroll)), unroll)
+    with cgutils.for_range_slice(builder, builder.mul(groups, const(unroll)), nq,
                                  const(1)) as (q, _):
         channel_vectors(q, 1)
     # the channels after the last whole vector, one at a time
@@ -108,18 +113,20 @@ def _accepts(y, x, w) -> bool:
                 for a in (y, x, w)) and y.dtype in floats and x.dtype == w.dtype == y.dtype)
 
 
-@intrinsic
-def window3x3(typingctx, y, x, w, y0, x0, nq, ys, xs, xrow, xcol, ck):
+@intrinsic(prefer_literal=True)
+def window3x3(typingctx, y, x, w, y0, x0, nq, ys, xs, xrow, xcol, ck, unroll):
     """``y[y0 + q*ys + k] = sum_{i,j<3} x[x0 + i*xrow + j*xcol + q*xs + k] * w[(3i+j)*ck + k]``
-    for ``q < nq``, ``k < ck`` (see the module doc)."""
-    if not _accepts(y, x, w):
+    for ``q < nq``, ``k < ck`` (see the module doc), ``unroll`` (a constant) pixels at once."""
+    if not _accepts(y, x, w) or not isinstance(unroll, types.IntegerLiteral):
         return None
-    return types.void(y, x, w, y0, x0, nq, ys, xs, xrow, xcol, ck), _codegen(3)
+    return (types.void(y, x, w, y0, x0, nq, ys, xs, xrow, xcol, ck, unroll),
+            _codegen(3, unroll.literal_value))
 
 
-@intrinsic
-def window5x5(typingctx, y, x, w, y0, x0, nq, ys, xs, xrow, xcol, ck):
+@intrinsic(prefer_literal=True)
+def window5x5(typingctx, y, x, w, y0, x0, nq, ys, xs, xrow, xcol, ck, unroll):
     """:func:`window3x3` with a 5x5 window (``w[(5i+j)*ck + k]``)."""
-    if not _accepts(y, x, w):
+    if not _accepts(y, x, w) or not isinstance(unroll, types.IntegerLiteral):
         return None
-    return types.void(y, x, w, y0, x0, nq, ys, xs, xrow, xcol, ck), _codegen(5)
+    return (types.void(y, x, w, y0, x0, nq, ys, xs, xrow, xcol, ck, unroll),
+            _codegen(5, unroll.literal_value))

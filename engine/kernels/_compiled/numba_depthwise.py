@@ -43,7 +43,12 @@ from engine.kernels._compiled import (
     depthwise_planes,
     transpose,
 )
-from engine.kernels._compiled.depthwise_simd import window3x3, window5x5
+from engine.kernels._compiled.depthwise_simd import (
+    UNROLL,
+    UNROLL_STRIDED,
+    window3x3,
+    window5x5,
+)
 from engine.kernels._compiled.loop_rules import JIT as _JIT
 from engine.kernels._compiled.loop_rules import filter_taps as _filter
 from engine.kernels._compiled.loop_rules import finite_rows as _finite
@@ -87,12 +92,15 @@ def _forward(x, w, y, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: no cov
             lo, hi = inside_all(ow, sc, -pl, dc, kw, w_in)
             if hi > lo:  # the columns every tap reads: in registers; the border: per tap
                 y0, x0 = ((n * oh + r) * ow + lo) * ck, ((n * h_in + h0) * w_in + lo * sc - pl) * ck
-                if kh == 3:
+                if kh == 3 and sc == 1:
+                    window3x3(yf, xf, wf, y0, x0, hi - lo, ck, ck, dr * w_in * ck, dc * ck, ck,
+                              UNROLL)
+                elif kh == 3:
                     window3x3(yf, xf, wf, y0, x0, hi - lo, ck, sc * ck, dr * w_in * ck, dc * ck,
-                              ck)
+                              ck, UNROLL_STRIDED)
                 else:
                     window5x5(yf, xf, wf, y0, x0, hi - lo, ck, sc * ck, dr * w_in * ck, dc * ck,
-                              ck)
+                              ck, UNROLL)
                 out[:lo, :] = 0
                 out[hi:, :] = 0
                 for i in range(kh):
