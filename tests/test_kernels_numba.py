@@ -8,6 +8,7 @@ subnormal. The NumPy path is the reference (tests/test_kernels_properties.py che
 the slow twin, and runs the compiled path too when numba imports: ``auto`` is the default).
 """
 
+import functools
 import os
 import subprocess
 import sys
@@ -455,6 +456,22 @@ def test_compiled_channel_repeat_is_numpys_repeat(m, dtype):
     np.testing.assert_array_equal(out, np.repeat(x, m, axis=1))
 
 
+@functools.cache
+def _window_call(size: int, unroll: int):
+    """A compiled call of the ``size x size`` depthwise window with ``unroll`` pixels per
+    group (a compile-time constant, as the kernels pass it)."""
+    import numba as nb
+
+    from engine.kernels._compiled.depthwise_simd import window3x3, window5x5
+
+    window = window5x5 if size == 5 else window3x3
+
+    @nb.njit
+    def call(y, x, w, nq, ys, xs, xrow, xcol, ck):
+        window(y, x, w, ys, 0, nq, ys, xs, xrow, xcol, ck, unroll)
+    return call
+
+
 @settings(max_examples=60, deadline=None)
 @given(size=st.sampled_from([3, 5]), ck=st.integers(1, 37), nq=st.integers(1, 11),
        sc=st.integers(1, 3), dc=st.integers(1, 2), dr=st.integers(1, 2),
@@ -466,33 +483,13 @@ def test_the_depthwise_windows_are_their_formula(size, ck, nq, sc, dc, dr, dtype
     w[i, j, k]`` for whole vectors of channels, the channels after them, groups of 1, 2 or 4
     pixels and the rest; within RTOL of the float64 sum of magnitudes; ``y`` outside its rows
     untouched."""
-    import numba as nb
-
-    from engine.kernels._compiled.depthwise_simd import window3x3, window5x5
-
-    @nb.njit
-    def call(y, x, w, nq, ys, xs, xrow, xcol, ck, five, unroll):
-        if five:  # the pixels per group are a compile-time constant
-            if unroll == 1:
-                window5x5(y, x, w, ys, 0, nq, ys, xs, xrow, xcol, ck, 1)
-            elif unroll == 2:
-                window5x5(y, x, w, ys, 0, nq, ys, xs, xrow, xcol, ck, 2)
-            else:
-                window5x5(y, x, w, ys, 0, nq, ys, xs, xrow, xcol, ck, 4)
-        elif unroll == 1:
-            window3x3(y, x, w, ys, 0, nq, ys, xs, xrow, xcol, ck, 1)
-        elif unroll == 2:
-            window3x3(y, x, w, ys, 0, nq, ys, xs, xrow, xcol, ck, 2)
-        else:
-            window3x3(y, x, w, ys, 0, nq, ys, xs, xrow, xcol, ck, 4)
-
     rng = np.random.default_rng(seed)
     rows, cols = (size - 1) * dr + 1, (nq - 1) * sc + (size - 1) * dc + 1
     x = rng.standard_normal((rows, cols, ck)).astype(dtype)
     w = rng.standard_normal((size, size, ck)).astype(dtype)
     y = np.full((nq + 2, ck), 7.0, dtype)  # one row of margin on either side
-    call(y.reshape(-1), x.reshape(-1), w.reshape(-1), nq, ck, sc * ck, dr * cols * ck, dc * ck,
-         ck, size == 5, unroll)
+    _window_call(size, unroll)(y.reshape(-1), x.reshape(-1), w.reshape(-1), nq, ck, sc * ck,
+                               dr * cols * ck, dc * ck, ck)
     taps = [(x[i * dr, j * dc : j * dc + (nq - 1) * sc + 1 : sc].astype(np.float64), w[i, j])
             for i in range(size) for j in range(size)]
     want = sum(a * b for a, b in taps)
