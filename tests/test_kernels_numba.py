@@ -243,9 +243,13 @@ def test_background_warm_up_marks_both_compute_dtypes_ready(monkeypatch):
     monkeypatch.setattr(accel, "_warm_thread", None)
     monkeypatch.setattr(accel, "_ready", set())
     monkeypatch.setenv(accel.ENV, "auto")
+    gate = threading.Event()  # the warm-up waits for it: a cached one can end at once
+    real = accel.warm_up
+    monkeypatch.setattr(accel, "warm_up", lambda dtypes: (gate.wait(60), real(dtypes)))
     thread = accel.warm_up_in_background()
     assert thread is not None and thread.daemon
-    assert accel.warm_up_in_background() is thread  # started once
+    assert accel.warm_up_in_background() is thread  # one thread while it runs
+    gate.set()
     thread.join()
     assert accel._ready == {"float32", "float64"}
     monkeypatch.setattr(accel, "_warm_thread", None)
