@@ -83,7 +83,7 @@ def conv2d_backprop_input(lay: PhaseLayout, dy: np.ndarray, w: np.ndarray, ctype
         return False
     wc = np.ascontiguousarray(w, ctype)
     if out.dtype == ctype and (planes := conv_tiles.transposes().nchw_target(out)) is not None:
-        return _input_via_nhwc(lay, dy, wc, ctype, planes)
+        return _input_into_planes(lay, dy, wc, ctype, planes)
     direct = lay.identity and out.dtype == ctype and out.flags.c_contiguous
     segments = not direct and out.dtype == ctype and conv_tiles.flat_nhwc(out) is not None
     overwrite = segments and conv_tiles_input.covers_input(lay)
@@ -116,8 +116,8 @@ def _embedded(lay: PhaseLayout, dy: np.ndarray, ctype: np.dtype) -> np.ndarray:
     return e[: e.shape[0] - lay.max_offset]
 
 
-def _input_via_nhwc(lay: PhaseLayout, dy: np.ndarray, wc: np.ndarray, ctype: np.dtype,
-                    planes: np.ndarray) -> bool:
+def _input_into_planes(lay: PhaseLayout, dy: np.ndarray, wc: np.ndarray, ctype: np.dtype,
+                       planes: np.ndarray) -> bool:
     """The input gradient of one group into the C-contiguous NCHW ``planes`` (every element
     written): per batch chunk by the phase segments into NHWC blocks of rows that each core
     transposes into place while they are in its cache

@@ -216,6 +216,7 @@ def planes_blocks(scratch, dst, a, panels, p_off, shifts, t_off, c_bases, q_star
     ``scratch`` (the block's NHWC rows; zeroed first unless ``overwrite``), then the block
     moved into the planes. Returns True when every segment written is finite."""
     row = in_cols * n
+    zeros = np.zeros(shifts.shape[0], np.int64)  # each tap's A base: none
     ok = True
     for r0 in range(r_lo, r_hi, block):
         r1 = min(r_hi, r0 + block)
@@ -229,7 +230,7 @@ def planes_blocks(scratch, dst, a, panels, p_off, shifts, t_off, c_bases, q_star
                 ts = shifts[t_off[i] : t_off[i + 1]]
                 ok &= segment_products(scratch, a, panels[p_off[i] : p_off[i + 1]],
                                        c_bases[s0:s1] - r0 * row, q_starts[s0:s1], lengths[i],
-                                       ldc, 0, s1 - s0, ts, np.zeros(ts.shape[0], np.int64),
+                                       ldc, 0, s1 - s0, ts, zeros[: ts.shape[0]],
                                        a_rows, lda, k, n, nr, overwrite)
         for img in range(r0 // in_rows, (r1 - 1) // in_rows + 1):
             h0, h1 = max(r0, img * in_rows), min(r1, (img + 1) * in_rows)

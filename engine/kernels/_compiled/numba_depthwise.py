@@ -93,8 +93,8 @@ def _forward(x, w, y, sr, sc, dr, dc, pt, pl, lo_row, hi_row):  # pragma: no cov
             if hi > lo:  # the columns every tap reads: in registers; the border: per tap
                 y0, x0 = ((n * oh + r) * ow + lo) * ck, ((n * h_in + h0) * w_in + lo * sc - pl) * ck
                 if kh == 3 and sc == 1:
-                    window3x3(yf, xf, wf, y0, x0, hi - lo, ck, ck, dr * w_in * ck, dc * ck, ck,
-                              UNROLL)
+                    window3x3(yf, xf, wf, y0, x0, hi - lo, ck, sc * ck, dr * w_in * ck, dc * ck,
+                              ck, UNROLL)
                 elif kh == 3:
                     window3x3(yf, xf, wf, y0, x0, hi - lo, ck, sc * ck, dr * w_in * ck, dc * ck,
                               ck, UNROLL_STRIDED)

@@ -181,8 +181,9 @@ def _chunked(tiles: int, channels: int, itemsize: int, work, state=lambda k: Non
     """Run ``work(t0, t1, st)`` on ranges of the tiles ``[0, tiles)`` of at most
     :data:`CALL_CHUNKS` chunks (:func:`_chunk_tiles`): each core walks its own contiguous
     range (a cancel checkpoint before each call, BLAS on one thread) with its own
-    ``st = state(k)`` (``k``: the range's index in :func:`_spans`); ``work`` takes its range chunk by chunk, so a chunk's transformed tiles
-    are multiplied while they are still in cache. Returns each core's ``st``."""
+    ``st = state(k)`` (``k``: the range's index in :func:`_spans`); ``work`` takes its range
+    chunk by chunk, so a chunk's transformed tiles are multiplied while they are still in
+    cache. Returns each core's ``st``."""
     step = _chunk_tiles(channels, itemsize) * CALL_CHUNKS
     starts = [lo for lo, _ in _spans(tiles)]
 
@@ -193,12 +194,19 @@ def _chunked(tiles: int, channels: int, itemsize: int, work, state=lambda k: Non
             work(t0, min(hi, t0 + step), st)
         return st
 
-    return map_ranges(walk, tiles, max(1, MIN_TILES))
+    return map_ranges(walk, tiles, _range_tiles())
+
+
+def _range_tiles() -> int:
+    """Tiles per core's range of :func:`_chunked` at least (:data:`MIN_TILES`, read at call
+    time)."""
+    return max(1, MIN_TILES)
 
 
 def _spans(tiles: int) -> list[tuple[int, int]]:
-    """The cores' ranges of the tiles ``[0, tiles)`` in :func:`_chunked`, in order."""
-    return ranges(tiles, max(1, MIN_TILES))
+    """The cores' ranges of the tiles ``[0, tiles)`` in :func:`_chunked`, in order (those
+    :func:`~engine.kernels.parallel.map_ranges` makes there)."""
+    return ranges(tiles, _range_tiles())
 
 
 def _simd_columns(columns: int, ctype: np.dtype) -> bool:
