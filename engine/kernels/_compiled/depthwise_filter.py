@@ -39,11 +39,8 @@ MAX_BAND = 64
 def band(g: ConvGeometry, ctype: np.dtype) -> int:
     """Output rows per band of :func:`_filter_band`: as many as keep the band's input and
     output-gradient rows in half of L2 (:mod:`engine.kernels.cpu`), at most :data:`MAX_BAND`;
-    0 (no bands) where :data:`GRID` is off, for other filters than 3x3 and 5x5, and at column
-    strides above 1 (a tap grid there reads each input column once per tap, as the row passes
-    do, and measured no faster)."""
-    if (not GRID or g.filter_rows != g.filter_cols or g.filter_rows not in (3, 5)
-            or g.stride_cols != 1):
+    0 (no bands) where :data:`GRID` is off and for other filters than 3x3 and 5x5."""
+    if not GRID or g.filter_rows != g.filter_cols or g.filter_rows not in (3, 5):
         return 0
     from engine.kernels import cpu
 
