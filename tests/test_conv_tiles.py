@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -603,12 +604,14 @@ def test_a_cancelled_run_stops_between_compiled_calls(monkeypatch, case):
 
     def counting():
         calls.append(1)
-        if len(calls) == 3:
-            reached.set()
-            assert cancelled.wait(10)  # the other thread cancels the run now
+        if len(calls) >= 3:  # every core's checkpoint from the third on waits for the cancel:
+            reached.set()    # without that, the other core's calls ran on until the canceller
+            assert cancelled.wait(10)  # thread got to run (8 and 11 calls, CI under load)
         real()
 
-    canceller = threading.Thread(target=lambda: (reached.wait(10), cancelled.set()))
+    # the canceller is slow on purpose (a loaded machine's thread wake-up): no core may run on
+    canceller = threading.Thread(target=lambda: (reached.wait(10), time.sleep(0.05),
+                                                 cancelled.set()))
     canceller.start()
     monkeypatch.setattr(conv_tiles, "checkpoint", counting)
     try:
