@@ -38,6 +38,8 @@ GEOMETRIES = [  # (batch, size, channels, k, stride, dilation, pad)
     (1, 14, 33, 5, 1, 1, 2),
     (1, 13, 20, 5, 1, 2, 3),
     (2, 10, 18, 3, 2, 1, 1),
+    (1, 15, 20, 5, 2, 1, 2),  # bands at stride 2: 5x5, and 3x3 dilated
+    (2, 13, 16, 3, 2, 2, 1),
     (1, 7, 64, 3, 1, 1, 0),
     (1, 4, 3, 5, 1, 1, 2),  # no row reads inside with every filter row
     (3, 8, 1, 3, 1, 1, 1),
