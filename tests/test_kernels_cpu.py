@@ -35,6 +35,16 @@ def test_sizes_fall_back_to_sysfs_then_to_the_defaults(monkeypatch, tmp_path):
         cpu.host.cache_clear()
 
 
+def test_the_model_names_the_first_processor_with_its_family_and_model():
+    block = ("processor\t: {n}\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\n"
+             "model name\t: AMD EPYC\nflags\t\t: fpu avx512f\n\n")
+    text = block.format(n=0) + block.format(n=1).replace("26", "25")
+    assert cpu.model_name(text) == "AMD EPYC (family 26, model 2)"
+    arm = "processor\t: 0\nBogoMIPS\t: 50.00\nCPU part\t: 0xd0c\n\n"
+    assert cpu.model_name(arm) == ""  # no name: host() falls back to platform's
+    assert cpu.model_name("model name\t: Intel Xeon\ncpu family\t: 6\n") == "Intel Xeon"
+
+
 def test_this_machine_has_a_model_and_positive_sizes():
     info = cpu.host()
     assert info.model and info.l1d > 0 and info.l2 >= info.l1d

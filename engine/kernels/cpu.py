@@ -45,13 +45,31 @@ def _sysfs_size(level: int) -> int:
     return 0
 
 
+def model_name(cpuinfo: str) -> str:
+    """The first processor's name in the text of ``/proc/cpuinfo``, with its x86 family and
+    model numbers where given (virtual machines often name only the vendor's line, "AMD EPYC",
+    whatever its generation: family 25 is Zen 3/4, 26 Zen 5); "" when it names none."""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            if fields:
+                break  # the first processor's block ends
+            continue
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    name = fields.get("model name", "")
+    if name and fields.get("cpu family", "").isdigit() and fields.get("model", "").isdigit():
+        return f"{name} (family {fields['cpu family']}, model {fields['model']})"
+    return name
+
+
 def _model() -> str:
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        name = model_name(Path("/proc/cpuinfo").read_text())
     except OSError:
-        pass
+        name = ""
+    if name:
+        return name
     import platform
 
     return platform.processor() or platform.machine() or "unknown CPU"
