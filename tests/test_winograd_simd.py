@@ -12,15 +12,29 @@ numba = pytest.importorskip("numba")
 
 from engine import kernels
 from engine.kernels._compiled import winograd, winograd_jit
-from engine.kernels._compiled.winograd_simd import grad_transform, input_transform, output_transform
+from engine.kernels._compiled.winograd_simd import (
+    grad_transform,
+    input_transform,
+    output_transform,
+    phase_input_transform,
+    phase_output_transform,
+)
 
 # F(2x2, 3x3) (Lavin and Gray), written out here independently of the module's constants
 B_T = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))
 A_T = ((1, 1, 1, 0), (0, 1, -1, -1))
 A = tuple(zip(*A_T, strict=True))
 
+# the stride-2 polyphase transforms: F(3, 2) (points 0, 1, -1, infinity) for the two-tap phase,
+# then the one-tap phase's values d[1..3]; results in pixel order, the phases alternating
+B3_T = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, -1, 0, 1))
+PHASE_IN = (*B3_T, (0, 1, 0, 0), (0, 0, 1, 0), (0, 0, 0, 1))
+PHASE_OUT = ((1, 1, 1, 0, 0, 0, 0), (0, 0, 0, 0, 1, 0, 0), (0, 1, -1, 0, 0, 0, 0),
+             (0, 0, 0, 0, 0, 1, 0), (0, 1, 1, 1, 0, 0, 0), (0, 0, 0, 0, 0, 0, 1))
+
 TRANSFORMS = {"input": (input_transform, B_T), "grad": (grad_transform, A),
-              "output": (output_transform, A_T)}
+              "output": (output_transform, A_T), "phase input": (phase_input_transform, PHASE_IN),
+              "phase output": (phase_output_transform, PHASE_OUT)}
 
 
 @numba.njit
@@ -38,7 +52,18 @@ def _output(out, src, o0, s0, n, srow, scol, orow, ocol):
     output_transform(out, src, o0, s0, n, srow, scol, orow, ocol)
 
 
-CALLS = {"input": _input, "grad": _grad, "output": _output}
+@numba.njit
+def _phase_input(out, src, o0, s0, n, srow, scol, orow, ocol):
+    phase_input_transform(out, src, o0, s0, n, srow, scol, orow, ocol)
+
+
+@numba.njit
+def _phase_output(out, src, o0, s0, n, srow, scol, orow, ocol):
+    phase_output_transform(out, src, o0, s0, n, srow, scol, orow, ocol)
+
+
+CALLS = {"input": _input, "grad": _grad, "output": _output, "phase input": _phase_input,
+         "phase output": _phase_output}
 
 
 @settings(max_examples=80, deadline=None)
@@ -65,7 +90,7 @@ def test_each_transform_is_its_matrix_formula(kind, channels, dtype, gap, seed):
         for v in range(rows):
             at = o0 + u * orow + v * ocol
             got = out[at:at + channels].astype(np.float64)
-            # at most 4 terms of d, 3 roundings each relative to the terms' sizes
+            # at most 9 terms of d, separably: 4 roundings each relative to the terms' sizes
             bound = np.einsum("ui,ijk,vj->uvk", abs(m), abs(d), abs(m))[u, v]
             assert np.all(np.abs(got - want[u, v]) <= 4 * np.finfo(dtype).eps * bound)
             written[at:at + channels] = True

@@ -123,13 +123,14 @@ def may_run_compiled() -> bool:
 def warm_up(dtypes: tuple[str, ...] = COMPUTE_DTYPES) -> None:
     """Compile (or load from the disk cache) the compiled kernels for ``dtypes`` by running
     each on a tiny problem; a dtype is marked ready when its three depthwise kernels,
-    Winograd's loops and the per-tap tiles (:mod:`engine.kernels._compiled.conv_tiles`) are."""
+    both Winograds' loops and the per-tap tiles (:mod:`engine.kernels._compiled.conv_tiles`) are."""
     from engine.kernels._compiled import (
         conv3d_jit,
         conv_tiles,
         depthwise_planes,
         transpose,
         winograd,
+        winograd_phases,
     )
     from engine.shapes.conv import conv2d_geometry
 
@@ -149,7 +150,8 @@ def warm_up(dtypes: tuple[str, ...] = COMPUTE_DTYPES) -> None:
         for gi in (g, g2):
             module.depthwise_conv2d_backprop_input(gi, np.ones(gi.output_shape, ct), w, ct,
                                                    np.zeros(x.shape, ct), CHUNK_BYTES)
-        for part in (module, winograd, conv_tiles, depthwise_planes, transpose, conv3d_jit):
+        for part in (module, winograd, winograd_phases, conv_tiles, depthwise_planes, transpose,
+                     conv3d_jit):
             if _stopping.is_set():  # the interpreter is exiting: each step may compile
                 return
             part.warm((ct.type,))

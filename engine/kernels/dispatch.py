@@ -14,6 +14,8 @@ extreme geometry        ``numpy tap-spans``                        ``numpy tap-s
 depthwise               ``numba``                                  ``numpy tiles``
 3x3 stride-1 conv,      ``winograd`` (a non-finite result, or the  the rows below
 many channels           NaN/Inf path: the next row)
+3x3 stride-2 input      ``winograd phases`` (as ``winograd``)      the rows below
+gradient, many channels
 conv forward            ``numba im2col`` (< 16 channels per group)  ``numpy im2col`` /
                         / ``numba tiles``                          ``numpy per-tap``
 conv filter gradient    ``numba im2col`` (< 16 channels per        ``numpy im2col`` /
@@ -39,7 +41,7 @@ from types import ModuleType
 import numpy as np
 
 from engine.kernels import accel, compute, depthwise_tiles, path_record, sparse, workspace
-from engine.kernels._compiled import winograd
+from engine.kernels._compiled import winograd, winograd_phases
 from engine.kernels.layout import PhaseLayout
 from engine.kernels.nonfinite import exact_required
 from engine.shapes.conv import ConvGeometry
@@ -60,6 +62,7 @@ TAP_SPANS = Path("numpy tap-spans", False, workspace.tap_spans)
 NUMBA = Path("numba", True, workspace.compiled_depthwise)
 NUMPY_TILES = Path("numpy tiles", False, workspace.depthwise_tiles)
 WINOGRAD = Path("winograd", True, workspace.winograd_tiles)
+WINOGRAD_PHASES = Path("winograd phases", True, workspace.winograd_phase_tiles)
 NUMBA_TILES = Path("numba tiles", True, workspace.phase_layout)
 NUMBA_IM2COL = Path("numba im2col", True, workspace.im2col)
 NUMBA_COL2IM = Path("numba col2im", True, workspace.phase_layout)
@@ -68,8 +71,8 @@ NUMPY_PER_TAP = Path("numpy per-tap", False, workspace.phase_layout)
 NUMPY_COL2IM = Path("numpy col2im", False, workspace.phase_layout)
 NUMPY_GATHER = Path("numpy gather", False, workspace.phase_layout)
 #: Every path, by name.
-PATHS = {p.name: p for p in (EMPTY, TAP_SPANS, NUMBA, NUMPY_TILES, WINOGRAD, NUMBA_TILES,
-                             NUMBA_IM2COL, NUMBA_COL2IM, NUMPY_IM2COL, NUMPY_PER_TAP,
+PATHS = {p.name: p for p in (EMPTY, TAP_SPANS, NUMBA, NUMPY_TILES, WINOGRAD, WINOGRAD_PHASES,
+                             NUMBA_TILES, NUMBA_IM2COL, NUMBA_COL2IM, NUMPY_IM2COL, NUMPY_PER_TAP,
                              NUMPY_COL2IM, NUMPY_GATHER)}
 KINDS = ("forward", "filter", "input")
 #: Products per second of the NumPy paths at the fast end of the benchmark cases (float32, 2
@@ -118,8 +121,8 @@ def _conv_path(g: ConvGeometry, kind: str, compiled_: bool, col2im: bool,
 def route(g: ConvGeometry, kind: str, compiled_: bool, exact: bool = False, col2im: bool = True,
           lay: PhaseLayout | None = None) -> tuple[Path, ...]:
     """The path of a ``kind`` call of ``g`` when it runs compiled (``compiled_``) or not, then
-    the one it falls back to (Winograd on a non-finite result). ``exact``: the NaN/Inf path's
-    call (no Winograd); ``col2im``: the few-channel input gradient's result can be written in
+    the one it falls back to (either Winograd on a non-finite result). ``exact``: the NaN/Inf
+    path's call (no Winograd); ``col2im``: the few-channel input gradient's result can be written in
     place (:func:`engine.kernels.tiled.col2im_in_place`)."""
     if empty(g):
         return (EMPTY,)
@@ -130,6 +133,8 @@ def route(g: ConvGeometry, kind: str, compiled_: bool, exact: bool = False, col2
     rest = _conv_path(g, kind, compiled_, col2im, lay)
     if compiled_ and not exact and winograd.applies(g):
         return WINOGRAD, rest
+    if compiled_ and not exact and kind == "input" and winograd_phases.applies(g):
+        return WINOGRAD_PHASES, rest
     return (rest,)
 
 
@@ -170,12 +175,12 @@ def _group_slices(g: ConvGeometry):
         yield slice(k * q, (k + 1) * q), slice(k * o, (k + 1) * o)
 
 
-def _winograd_ran() -> None:
-    """Record the Winograd path (its result was found finite already: no second scan when
+def _winograd_ran(path: Path) -> None:
+    """Record a Winograd path (its result was found finite already: no second scan when
     BLAS propagates NaN/Inf, see :func:`engine.kernels.gemm.propagates_nonfinite`)."""
     from engine.kernels import gemm
 
-    _record(WINOGRAD)
+    _record(path)
     if gemm.propagates_nonfinite():
         path_record.vouch_finite()
 
@@ -216,7 +221,11 @@ def _conv(kind: str, g: ConvGeometry, a: np.ndarray, b: np.ndarray, ctype: np.dt
     try_ = {"forward": winograd.try_conv2d, "filter": winograd.try_backprop_filter,
             "input": winograd.try_backprop_input}[kind]
     if (y := try_(g, a, b, ctype, first is WINOGRAD)) is not None:  # records winograd.used()
-        _winograd_ran()
+        _winograd_ran(WINOGRAD)
+        return y, False
+    if kind == "input" and (y := winograd_phases.try_backprop_input(
+            g, a, b, ctype, first is WINOGRAD_PHASES)) is not None:  # records its used()
+        _winograd_ran(WINOGRAD_PHASES)
         return y, False
     lay = PhaseLayout.of(g)
     if kind == "input":

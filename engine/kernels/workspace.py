@@ -10,7 +10,8 @@ table. :func:`engine.kernels.memory.conv_workspace` adds the finite check and th
   than the whole batch's), few-channel convolutions adding their im2col matrix per image,
   cache-sized blocks a few per core (the stride-1 input gradient's gathered blocks among them);
 - the depthwise tiles (NumPy) and the compiled depthwise loops (their operand chunks);
-- Winograd: :func:`engine.kernels._compiled.winograd.workspace_bytes`;
+- Winograd: :func:`engine.kernels._compiled.winograd.workspace_bytes` (and its stride-2
+  polyphase input gradient's, :func:`engine.kernels._compiled.winograd_phases.workspace_bytes`);
 - results are accumulated in the compute dtype, per core for filter gradients, and cast or
   re-laid out at the end; the filter is cast once or twice.
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 import math
 
 from engine.kernels import accel, compute, conv_nd, im2col_nd, sparse
-from engine.kernels._compiled import winograd
+from engine.kernels._compiled import winograd, winograd_phases
 from engine.kernels.layout import PhaseLayout
 from engine.kernels.parallel import workers
 from engine.shapes.conv import ConvGeometry, ConvGeometryNd
@@ -119,6 +120,12 @@ def im2col(g: ConvGeometry, kind: str, ct: int) -> int:
 def winograd_tiles(g: ConvGeometry, kind: str, ct: int) -> int:
     """Winograd F(2x2, 3x3) (:func:`engine.kernels._compiled.winograd.workspace_bytes`)."""
     return winograd.workspace_bytes(g, kind, ct)
+
+
+def winograd_phase_tiles(g: ConvGeometry, kind: str, ct: int) -> int:
+    """The stride-2 polyphase Winograd input gradient
+    (:func:`engine.kernels._compiled.winograd_phases.workspace_bytes`)."""
+    return winograd_phases.workspace_bytes(g, kind, ct)
 
 
 def nothing(g: ConvGeometry, kind: str, ct: int) -> int:

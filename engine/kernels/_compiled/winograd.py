@@ -83,9 +83,10 @@ _last = threading.local()
 LINE_BYTES = 64
 
 
-def _points_buffer(tiles: int, channels: int, ctype: np.dtype) -> tuple[np.ndarray, int]:
-    """A flat, line-aligned buffer for the 16 points of ``tiles`` tiles and its plane stride
-    (elements from one point's ``(tiles, channels)`` matrix to the next).
+def _points_buffer(tiles: int, channels: int, ctype: np.dtype,
+                   points: int = 16) -> tuple[np.ndarray, int]:
+    """A flat, line-aligned buffer for the ``points`` points of ``tiles`` tiles and its plane
+    stride (elements from one point's ``(tiles, channels)`` matrix to the next).
 
     The stride is an odd number of cache lines: a transform stores one vector to each of the
     16 planes in turn, and with planes a multiple of 4 KiB apart (128 tiles of 64 float32
@@ -93,9 +94,9 @@ def _points_buffer(tiles: int, channels: int, ctype: np.dtype) -> tuple[np.ndarr
     per_line = LINE_BYTES // ctype.itemsize
     lines = -(-tiles * channels // per_line)
     plane = (lines | 1) * per_line
-    raw = np.empty(16 * plane + per_line, ctype)
+    raw = np.empty(points * plane + per_line, ctype)
     skip = (-raw.ctypes.data % LINE_BYTES) // ctype.itemsize
-    return raw[skip:skip + 16 * plane], plane
+    return raw[skip:skip + points * plane], plane
 
 
 def _points(flat: np.ndarray, plane: int, tiles: int, channels: int) -> np.ndarray:
@@ -177,15 +178,16 @@ def _chunk_tiles(channels: int, itemsize: int) -> int:
     return max(MIN_CHUNK_TILES, CHUNK_BYTES // max(1, 16 * channels * itemsize))
 
 
-def _chunked(tiles: int, channels: int, itemsize: int, work, state=lambda k: None) -> list:
+def _chunked(tiles: int, chunk: int, work, state=lambda k: None, least: int = 0) -> list:
     """Run ``work(t0, t1, st)`` on ranges of the tiles ``[0, tiles)`` of at most
-    :data:`CALL_CHUNKS` chunks (:func:`_chunk_tiles`): each core walks its own contiguous
-    range (a cancel checkpoint before each call, BLAS on one thread) with its own
-    ``st = state(k)`` (``k``: the range's index in :func:`_spans`); ``work`` takes its range
+    :data:`CALL_CHUNKS` chunks of ``chunk`` tiles: each core walks its own contiguous
+    range of at least ``least`` tiles (:func:`_range_tiles` when 0; a cancel checkpoint before
+    each call, BLAS on one thread) with its own ``st = state(k)`` (``k``: the range's index in
+    :func:`_spans`); ``work`` takes its range
     chunk by chunk, so a chunk's transformed tiles are multiplied while they are still in
     cache. Returns each core's ``st``."""
-    step = _chunk_tiles(channels, itemsize) * CALL_CHUNKS
-    starts = [lo for lo, _ in _spans(tiles)]
+    step, least = chunk * CALL_CHUNKS, least or _range_tiles()
+    starts = [lo for lo, _ in ranges(tiles, least)]
 
     def walk(lo: int, hi: int):
         st = state(starts.index(lo))
@@ -194,7 +196,7 @@ def _chunked(tiles: int, channels: int, itemsize: int, work, state=lambda k: Non
             work(t0, min(hi, t0 + step), st)
         return st
 
-    return map_ranges(walk, tiles, _range_tiles())
+    return map_ranges(walk, tiles, least)
 
 
 def _range_tiles() -> int:
@@ -256,7 +258,7 @@ def _forward(src: np.ndarray, u: np.ndarray, row0: int, col0: int, out_rows: int
         return (_points_buffer(step, ci, ctype),
                 _points_buffer(step, co, ctype) if simd else None)
 
-    _chunked(n * th * tw, ci + co, ctype.itemsize, work, state)
+    _chunked(n * th * tw, step, work, state)
     return y
 
 
@@ -310,7 +312,7 @@ def backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndarray,
                             _points_buffer(step, co, ctype),
                             None if simd else np.empty((16, ci, co), ctype))
 
-    _chunked(n * th * tw, ci + co, ctype.itemsize, work, state)
+    _chunked(n * th * tw, step, work, state)
     flat, dw = parts.reshape(len(parts), 16, -1), np.empty((9, ci * co), ctype)
     map_ranges(lambda lo, hi: jit.filter_inverse(flat, dw, lo, hi), ci * co,
                winograd_filters.SANDWICH_MIN_COLUMNS)

@@ -1,5 +1,6 @@
 """Winograd F(2x2, 3x3)'s filter transform ``U = G w G^T`` of the forward and input-gradient
-filters (:func:`filter_transform`), as BLAS products over the channels, with
+filters (:func:`filter_transform`) and the stride-2 polyphase one (:func:`phase_filter_transform`),
+as BLAS products over the channels, with
 ``G = [[1,0,0],[.5,.5,.5],[.5,-.5,.5],[0,0,1]]`` (the filter gradient's inverse ``G^T M G`` is
 :func:`~engine.kernels._compiled.winograd_jit.filter_inverse`)."""
 
@@ -42,11 +43,32 @@ def filter_transform(w: np.ndarray, ctype: np.dtype, flipped: bool = False) -> n
     matrix transposed first (the compiled layout copy: 9 planes, not the 16 of ``U``), then
     ``G``'s columns reversed (the transform is linear, so transposing before is transposing
     after)."""
-    wc = np.ascontiguousarray(w, dtype=ctype)
     if not flipped:
+        wc = np.ascontiguousarray(w, dtype=ctype)
         return sandwich(G, wc).reshape(16, *wc.shape[2:])
+    wt = _transposed_taps(w, ctype)
+    return sandwich(G[:, ::-1], wt).reshape(16, *wt.shape[2:])
+
+
+#: The stride-2 polyphase input gradient's filter transform (7 points of 3 taps, see
+#: :mod:`engine.kernels._compiled.winograd_phases`): F(3, 2)'s ``G = [[1,0],[.5,.5],[.5,-.5],
+#: [0,1]]`` on the two-tap phase's taps ``(w[2], w[0])``, then ``w[1]`` for each of the one-tap
+#: phase's three points.
+PHASE_G = np.array([[0.0, 0.0, 1.0], [0.5, 0.0, 0.5], [-0.5, 0.0, 0.5], [1.0, 0.0, 0.0],
+                    [0.0, 1.0, 0.0], [0.0, 1.0, 0.0], [0.0, 1.0, 0.0]])
+
+
+def phase_filter_transform(w: np.ndarray, ctype: np.dtype) -> np.ndarray:
+    """``U[7*u + v] = (PHASE_G w^T PHASE_G^T)[u, v]``: ``(49, K, C)`` of a ``(3, 3, C, K)``
+    filter, each tap's matrix transposed first."""
+    wt = _transposed_taps(w, ctype)
+    return sandwich(PHASE_G, wt).reshape(49, *wt.shape[2:])
+
+
+def _transposed_taps(w: np.ndarray, ctype: np.dtype) -> np.ndarray:
+    """``wt[i, j] = w[i, j].T``: ``(KH, KW, K, C)`` in ``ctype``, by the compiled layout copy."""
     from engine.kernels._compiled import transpose
 
+    wc = np.ascontiguousarray(w, dtype=ctype)
     kh, kw, c, k = wc.shape
-    wt = transpose.transposed_planes(wc.reshape(kh * kw, c, k)).reshape(kh, kw, k, c)
-    return sandwich(G[:, ::-1], wt).reshape(16, k, c)
+    return transpose.transposed_planes(wc.reshape(kh * kw, c, k)).reshape(kh, kw, k, c)

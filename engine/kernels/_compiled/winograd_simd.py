@@ -7,7 +7,11 @@ Each intrinsic computes, for every channel ``k < n``, the transform ``P = L d R^
 
 - :func:`input_transform`:  ``L = R = B^T`` (4x4 input tile to 16 points);
 - :func:`grad_transform`:   ``L = R = A`` (2x2 output-gradient tile to 16 points);
-- :func:`output_transform`: ``L = R = A^T`` (16 points to a 2x2 output tile).
+- :func:`output_transform`: ``L = R = A^T`` (16 points to a 2x2 output tile);
+- :func:`phase_input_transform`, :func:`phase_output_transform`: the stride-2 polyphase
+  transforms of :mod:`engine.kernels._compiled.winograd_phases` (``L = R =`` :data:`PHASE_IN`,
+  a 4x4 output-gradient tile to 49 points; ``L = R =`` :data:`PHASE_OUT`, 49 points to a 6x6
+  input-gradient tile).
 
 Written as plain numba loops, the 16 loads and 16 stores of a tile are 32 arrays or offsets
 that LLVM cannot prove apart, so it does not vectorize them, and the table-driven loop it does vectorize reads each element once per point
@@ -35,6 +39,16 @@ from engine.kernels._compiled.numba_simd import intrinsic_operands
 B_T = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))
 A = ((1, 0), (1, 1), (1, -1), (0, -1))
 A_T = ((1, 1, 1, 0), (0, 1, -1, -1))
+#: ``B^T`` and ``A^T`` of F(3, 2) (points 0, 1, -1 and infinity), for the correlation
+#: ``y[t] = d[t] f[0] + d[t + 1] f[1]``, ``t < 3``, of 4 values ``d`` with 2 taps ``f``.
+B3_T = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, -1, 0, 1))
+A3_T = ((1, 1, 1, 0), (0, 1, -1, 0), (0, 1, 1, 1))
+#: Along one axis of a stride-2 3-tap input gradient: 7 points of 4 output-gradient values,
+#: F(3, 2)'s 4 for the two-tap phase, then ``d[1..3]`` for the one-tap phase...
+PHASE_IN = B3_T + ((0, 1, 0, 0), (0, 0, 1, 0), (0, 0, 0, 1))
+#: ... and 6 results of the 7 points in pixel order, two-tap and one-tap phase alternating.
+PHASE_OUT = tuple(row for t in range(3) for row in (
+    A3_T[t] + (0, 0, 0), tuple(int(p == 4 + t) for p in range(7))))
 
 
 def _combine(builder: ir.IRBuilder, coefs: tuple[int, ...], values: list):
@@ -119,3 +133,7 @@ grad_transform = _transform(A, A, "``A e A^T`` of the 2x2 tile ``e`` at ``s0`` i
                             "points at ``o0``.")
 output_transform = _transform(A_T, A_T, "``A^T m A`` of the 16 points ``m`` at ``s0`` into the "
                               "2x2 tile at ``o0``.")
+phase_input_transform = _transform(PHASE_IN, PHASE_IN, "``L d L^T`` (``L`` :data:`PHASE_IN`) of "
+                                   "the 4x4 tile ``d`` at ``s0`` into the 49 points at ``o0``.")
+phase_output_transform = _transform(PHASE_OUT, PHASE_OUT, "``L m L^T`` (``L`` :data:`PHASE_OUT`) "
+                                    "of the 49 points ``m`` at ``s0`` into the 6x6 tile at ``o0``.")
