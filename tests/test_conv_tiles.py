@@ -38,7 +38,13 @@ from engine import kernels
 from engine.base import cancel
 from engine.base.dtypes import DTYPES, RTOL
 from engine.kernels import accel, compute, dispatch, im2col_nd, parallel
-from engine.kernels._compiled import conv3d_jit, conv_tiles, conv_tiles_input, conv_tiles_jit
+from engine.kernels._compiled import (
+    conv3d_jit,
+    conv_tiles,
+    conv_tiles_input,
+    conv_tiles_jit,
+    winograd_phases,
+)
 from engine.kernels._compiled.numba_simd import lanes, tile_columns
 from engine.kernels.layout import PhaseLayout, Tap
 from engine.kernels.memory import conv_workspace
@@ -55,6 +61,13 @@ KINDS = ("forward", "filter", "input")
 TILES = "numba tiles"
 #: Paths that take precedence over the tiles (or run no kernel at all).
 OTHERS = ("numpy tap-spans", "winograd", "empty")
+
+
+@pytest.fixture(autouse=True)
+def _tiles_not_winograd_phases(monkeypatch):
+    """These are tests of the per-tap tiles: the stride-2 input gradients the polyphase
+    Winograd would take run on the tiles here (that path is tests/test_winograd_phases.py's)."""
+    monkeypatch.setattr(winograd_phases, "applies", lambda g: False)
 
 
 def _op(kind, x, w, dy, wshape=None, xshape=None):

@@ -203,18 +203,24 @@ def test_read_only_operands_run_the_loops_warm_up_compiled():
 @pytest.mark.parametrize("channels,filter_shape,strides", [
     (3, (7, 7, 3, 16), [1, 2, 2, 1]),  # few channels: im2col forward and filter, col2im
     (32, (3, 3, 32, 32), [1, 1, 1, 1]),  # Winograd
+    (32, (3, 3, 32, 32), [1, 2, 2, 1]),  # the polyphase Winograd (input gradient)
 ])
 def test_read_only_operands_of_the_other_compiled_loops_compile_nothing_new(
         channels, filter_shape, strides):
     """The same for the few-channel loops and Winograd's."""
     from engine.kernels import accel
-    from engine.kernels._compiled import conv3d_jit, conv_tiles_jit, winograd_jit
+    from engine.kernels._compiled import (
+        conv3d_jit,
+        conv_tiles_jit,
+        winograd_jit,
+        winograd_phases_jit,
+    )
 
     accel.warm_up(("float32",))
     loops = (conv3d_jit.im2col_rows_3d, conv3d_jit.filter_rows_3d, conv_tiles_jit.col2im_rows,
              winograd_jit.patch_tiles,
              winograd_jit.output_tiles, winograd_jit.point_products,
-             winograd_jit.point_products_t)
+             winograd_jit.point_products_t, winograd_phases_jit.input_chunks)
     before = [list(f.signatures) for f in loops]
     rng = np.random.default_rng(6)
     x = rng.standard_normal((2, 24, 24, channels)).astype(np.float32)
@@ -230,7 +236,8 @@ def test_read_only_operands_of_the_other_compiled_loops_compile_nothing_new(
                     lambda: kernels.conv2d_backprop_input(x.shape, w, dy, **attrs)):
             run()
             paths.add(kernels.last_path())
-    assert paths >= ({"numba im2col", "numba col2im"} if channels == 3 else {"winograd"})
+    assert paths >= ({"numba im2col", "numba col2im"} if channels == 3
+                     else {"winograd"} if strides[1] == 1 else {"winograd phases"})
     assert [list(f.signatures) for f in loops] == before
 
 

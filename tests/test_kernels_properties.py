@@ -191,7 +191,7 @@ class _PoisonedNumpy(types.ModuleType):
 #: modules keep NumPy itself: numba reads ``np.empty`` when it compiles).
 _KERNEL_MODULES = ("engine.kernels", "engine.kernels.compute", "engine.kernels.layout",
                    "engine.kernels.buffers", "engine.kernels._compiled.conv_tiles",
-                   "engine.kernels._compiled.winograd")
+                   "engine.kernels._compiled.winograd", "engine.kernels._compiled.winograd_phases")
 
 
 @contextmanager

@@ -66,13 +66,19 @@ def test_nchw_conv_gradients_on_the_compiled_path_match_the_definition(monkeypat
         assert np.all(np.abs(ours - ref) <= RTOL["float32"] * bound + 1e-30)
 
 
-@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("stride,input_path", [(1, "winograd"), (2, "winograd phases"),
+                                               (2, "numba tiles")])
 def test_nchw_results_of_compiled_calls_are_the_nhwc_results_moved_by_the_compiled_copy(
-        monkeypatch, stride):
-    """Forward and input gradient (Winograd at stride 1, the tiles at stride 2) on NCHW: the
-    operands and the result go through the compiled layout copies (NumPy's strided copy ran
-    on one core; the tiles' input gradient moves blocks of rows from a core's cache instead
-    of a whole NHWC result), and the numbers are the NHWC call's, bit for bit."""
+        monkeypatch, stride, input_path):
+    """Forward and input gradient (Winograd at stride 1, the tiles and the polyphase Winograd
+    at stride 2) on NCHW: the operands and the result go through the compiled layout copies
+    (NumPy's strided copy ran on one core; the tiles' input gradient moves blocks of rows from
+    a core's cache instead of a whole NHWC result), and the numbers are the NHWC call's, bit
+    for bit."""
+    from engine.kernels._compiled import winograd_phases
+
+    if input_path == "numba tiles":
+        monkeypatch.setattr(winograd_phases, "applies", lambda g: False)
     rng = np.random.default_rng(stride)
     x = rng.standard_normal((4, 16, 16, 16)).astype(np.float32)
     w = rng.standard_normal((3, 3, 16, 64)).astype(np.float32)
@@ -90,8 +96,8 @@ def test_nchw_results_of_compiled_calls_are_the_nhwc_results_moved_by_the_compil
     np.testing.assert_array_equal(y, y_nhwc.transpose(to_nchw))
     moved.clear()
     dx = kernels.conv2d_backprop_input(x.shape, w, y, **nchw)
-    assert moved == ([x.shape] if stride == 1 else [])
-    assert kernels.last_path() == ("winograd" if stride == 1 else "numba tiles")
+    assert moved == ([] if input_path == "numba tiles" else [x.shape])
+    assert kernels.last_path() == input_path
     dx_nhwc = kernels.conv2d_backprop_input(y_nhwc.shape[:1] + x.shape[2:] + x.shape[1:2], w,
                                             y_nhwc, **nhwc)
     np.testing.assert_array_equal(dx, dx_nhwc.transpose(to_nchw))

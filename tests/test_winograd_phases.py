@@ -18,7 +18,7 @@ from engine.kernels._compiled import winograd, winograd_phases
 from engine.kernels.memory import conv_workspace
 from engine.shapes.conv import conv2d_geometry
 from tests import reference
-from tests.test_kernels_properties import _check, conv_attrs, valid_geometry
+from tests.test_kernels_properties import _check, _poisoned_empty, conv_attrs, valid_geometry
 from tests.test_winograd import FLOAT32_RTOL, reference_rtol, tiny
 
 pytestmark = pytest.mark.skipif(not winograd.enabled(), reason="numba is not installed")
@@ -73,7 +73,7 @@ def test_the_phases_path_matches_the_reference_and_the_numpy_path(case):
     assume(eg.batch * eg.out_rows * eg.out_cols > 0)
     rng = np.random.default_rng(seed)
     w, dy = (rng.standard_normal(s).astype(DTYPES[dtype]) for s in (g.filter_shape, g.output_shape))
-    with everywhere():
+    with everywhere(), _poisoned_empty():  # its result is np.empty: every pixel is written
         assert winograd_phases.applies(eg)
         out = kernels.conv2d_backprop_input(g.input_shape, w, dy, **attrs)
     assert winograd_phases.used() == "winograd phases"

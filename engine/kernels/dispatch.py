@@ -15,7 +15,8 @@ depthwise               ``numba``                                  ``numpy tiles
 3x3 stride-1 conv,      ``winograd`` (a non-finite result, or the  the rows below
 many channels           NaN/Inf path: the next row)
 3x3 stride-2 input      ``winograd phases`` (as ``winograd``)      the rows below
-gradient, many channels
+gradient, many
+channels
 conv forward            ``numba im2col`` (< 16 channels per group)  ``numpy im2col`` /
                         / ``numba tiles``                          ``numpy per-tap``
 conv filter gradient    ``numba im2col`` (< 16 channels per        ``numpy im2col`` /
