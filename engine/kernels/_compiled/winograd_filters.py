@@ -50,19 +50,19 @@ def filter_transform(w: np.ndarray, ctype: np.dtype, flipped: bool = False) -> n
     return sandwich(G[:, ::-1], wt).reshape(16, *wt.shape[2:])
 
 
-#: The stride-2 polyphase input gradient's filter transform (7 points of 3 taps, see
+#: The stride-2 polyphase input gradient's filter transform (see
 #: :mod:`engine.kernels._compiled.winograd_phases`): F(3, 2)'s ``G = [[1,0],[.5,.5],[.5,-.5],
-#: [0,1]]`` on the two-tap phase's taps ``(w[2], w[0])``, then ``w[1]`` for each of the one-tap
-#: phase's three points.
+#: [0,1]]`` on the two-tap phase's taps ``(w[2], w[0])``, then ``w[1]``, the one filter of the
+#: one-tap phase's three points.
 PHASE_G = np.array([[0.0, 0.0, 1.0], [0.5, 0.0, 0.5], [-0.5, 0.0, 0.5], [1.0, 0.0, 0.0],
-                    [0.0, 1.0, 0.0], [0.0, 1.0, 0.0], [0.0, 1.0, 0.0]])
+                    [0.0, 1.0, 0.0]])
 
 
 def phase_filter_transform(w: np.ndarray, ctype: np.dtype) -> np.ndarray:
-    """``U[7*u + v] = (PHASE_G w^T PHASE_G^T)[u, v]``: ``(49, K, C)`` of a ``(3, 3, C, K)``
-    filter, each tap's matrix transposed first."""
+    """``U[5*u + v] = (PHASE_G w^T PHASE_G^T)[u, v]``: the 25 distinct ``(K, C)`` matrices of a
+    ``(3, 3, C, K)`` filter, each tap's matrix transposed first."""
     wt = _transposed_taps(w, ctype)
-    return sandwich(PHASE_G, wt).reshape(49, *wt.shape[2:])
+    return sandwich(PHASE_G, wt).reshape(25, *wt.shape[2:])
 
 
 def _transposed_taps(w: np.ndarray, ctype: np.dtype) -> np.ndarray:

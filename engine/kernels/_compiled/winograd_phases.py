@@ -9,10 +9,11 @@ take tap 1 alone. So 3 rows of each phase (6 pixels from row ``6a - s``) come fr
 (:data:`~engine.kernels._compiled.winograd_simd.PHASE_IN`). Over both axes, a 6x6 pixel tile
 is
 
-    ``dx_tile = L_out [ sum_k (PHASE_G w^T PHASE_G^T) * (L_in d L_in^T) ] L_out^T``
+    ``dx_tile = L_out [ sum_k (G w^T G^T) * (L_in d L_in^T) ] L_out^T``
 
-(:data:`~engine.kernels._compiled.winograd_simd.PHASE_OUT`,
-:data:`~engine.kernels._compiled.winograd_filters.PHASE_G`): 49 products of a ``(tiles, K)`` by
+(:data:`~engine.kernels._compiled.winograd_simd.PHASE_OUT`; ``G``
+:data:`~engine.kernels._compiled.winograd_filters.PHASE_G` with its last row for each of the
+one-tap phase's three points, so 25 distinct filter matrices): 49 products of a ``(tiles, K)`` by
 a ``(K, C)`` matrix per tile where the direct sum has 81 (9 taps per 2x2 block of pixels), in
 register tiles, chunk by chunk as :mod:`engine.kernels._compiled.winograd` does (its chunk
 walker, buffers and operand copies).
@@ -32,7 +33,6 @@ import numpy as np
 
 from engine.kernels._compiled import winograd, winograd_filters
 from engine.kernels.buffers import readonly
-from engine.kernels.nonfinite import all_finite
 from engine.kernels.parallel import workers
 from engine.shapes.conv import ConvGeometry
 
@@ -98,8 +98,10 @@ def _chunk_tiles(channels: int, itemsize: int) -> int:
     return max(MIN_CHUNK_TILES, winograd.CHUNK_BYTES // max(1, POINTS * channels * itemsize))
 
 
-def backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarray, ctype: np.dtype) -> np.ndarray:
-    """Input gradient ``(N, H, W, C)`` in ``ctype`` of NHWC ``dy`` (:func:`applies` holds)."""
+def backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarray,
+                   ctype: np.dtype) -> tuple[np.ndarray, bool]:
+    """Input gradient ``(N, H, W, C)`` in ``ctype`` of NHWC ``dy`` (:func:`applies` holds), and
+    whether it came out finite (each tile checked as it is written)."""
     from engine.kernels._compiled import winograd_phases_jit as jit
 
     src = readonly(winograd._nhwc_operand(dy, ctype))
@@ -112,17 +114,17 @@ def backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarray, ctype: np.dty
     dx = np.empty((g.batch, g.in_rows, g.in_cols, c), ctype)
 
     def work(t0: int, t1: int, st) -> None:
-        (v, pv), (m, pm) = st
-        jit.input_chunks(src, row0, col0, row_shift, col_shift, th, tw, t0, t1, step, v, pv, u,
-                         m, pm, dx)
+        (v, pv), (m, pm), finite = st
+        finite.append(jit.input_chunks(src, row0, col0, row_shift, col_shift, th, tw, t0, t1,
+                                       step, v, pv, u, m, pm, dx))
 
     def state(_: int):
-        """Per core: its chunk buffers, reused chunk after chunk."""
+        """Per core: its chunk buffers, reused chunk after chunk, and its calls' finiteness."""
         return (winograd._points_buffer(step, k, ctype, POINTS),
-                winograd._points_buffer(step, c, ctype, POINTS))
+                winograd._points_buffer(step, c, ctype, POINTS), [])
 
-    winograd._chunked(total, step, work, state, MIN_TILES)
-    return dx
+    done = winograd._chunked(total, step, work, state, MIN_TILES)
+    return dx, all(all(st[2]) for st in done)
 
 
 def used() -> str:
@@ -137,8 +139,8 @@ def try_backprop_input(g, dy, w, ctype, take: bool) -> np.ndarray | None:
     _last.path = "winograd phases" if take else "numpy"
     if not take:
         return None
-    dx = backprop_input(g, dy, w, ctype)
-    if all_finite(dx):
+    dx, finite = backprop_input(g, dy, w, ctype)
+    if finite:
         return dx
     _last.path = "numpy"
     return None
@@ -151,7 +153,7 @@ def warm(dtypes: tuple[type[np.floating], ...] = (np.float32, np.float64)) -> No
     for dt in dtypes:
         src = readonly(np.zeros((1, 2, 2, 1), dt))
         v, pv = winograd._points_buffer(1, 1, np.dtype(dt), POINTS)
-        jit.input_chunks(src, -1, -1, 0, 0, 1, 1, 0, 1, 1, v, pv, np.zeros((POINTS, 1, 1), dt),
+        jit.input_chunks(src, -1, -1, 0, 0, 1, 1, 0, 1, 1, v, pv, np.zeros((25, 1, 1), dt),
                          v.copy(), pv, np.zeros((1, 3, 3, 1), dt))
 
 
@@ -165,6 +167,6 @@ def workspace_bytes(g: ConvGeometry, kind: str, ct: int) -> int:
     padding = 2 * (POINTS * 2 + 1) * winograd.LINE_BYTES  # per buffer: planes' lines, alignment
     per_core = POINTS * chunk * (ci + co) * ct + padding
     dy = g.batch * g.out_rows * g.out_cols * co
-    filters = (9 + 9 + 21 + POINTS) * ci * co  # w, w^T, PHASE_G w^T, the 49 points
+    filters = (9 + 9 + 15 + 25) * ci * co  # w, w^T, PHASE_G w^T, the 25 distinct points
     result = g.batch * g.in_rows * g.in_cols * ci
     return (dy + filters + 2 * result) * ct + workers() * per_core
