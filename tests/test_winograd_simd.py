@@ -37,33 +37,16 @@ TRANSFORMS = {"input": (input_transform, B_T), "grad": (grad_transform, A),
               "phase output": (phase_output_transform, PHASE_OUT)}
 
 
-@numba.njit
-def _input(out, src, o0, s0, n, srow, scol, orow, ocol):
-    input_transform(out, src, o0, s0, n, srow, scol, orow, ocol)
+def _compiled_call(transform):
+    """A compiled caller of the intrinsic ``transform`` (intrinsics run inside compiled code)."""
+    @numba.njit
+    def call(out, src, o0, s0, n, srow, scol, orow, ocol):
+        transform(out, src, o0, s0, n, srow, scol, orow, ocol)
+
+    return call
 
 
-@numba.njit
-def _grad(out, src, o0, s0, n, srow, scol, orow, ocol):
-    grad_transform(out, src, o0, s0, n, srow, scol, orow, ocol)
-
-
-@numba.njit
-def _output(out, src, o0, s0, n, srow, scol, orow, ocol):
-    output_transform(out, src, o0, s0, n, srow, scol, orow, ocol)
-
-
-@numba.njit
-def _phase_input(out, src, o0, s0, n, srow, scol, orow, ocol):
-    phase_input_transform(out, src, o0, s0, n, srow, scol, orow, ocol)
-
-
-@numba.njit
-def _phase_output(out, src, o0, s0, n, srow, scol, orow, ocol):
-    phase_output_transform(out, src, o0, s0, n, srow, scol, orow, ocol)
-
-
-CALLS = {"input": _input, "grad": _grad, "output": _output, "phase input": _phase_input,
-         "phase output": _phase_output}
+CALLS = {kind: _compiled_call(transform) for kind, (transform, _) in TRANSFORMS.items()}
 
 
 @settings(max_examples=80, deadline=None)
