@@ -109,14 +109,14 @@ def test_tile_loops_match_the_formulas_on_interior_and_border_tiles(dtype, shape
     t0, t1 = 1, n * th * tw - 1
     tol = 8 * np.finfo(dtype).eps * np.abs(src).max()
     for kind, size, origin in (("input", 4, (row0, col0)), ("grad", 2, (0, 0))):
-        buf, plane = winograd._points_buffer(t1 - t0, c, np.dtype(dtype))
+        buf, plane = winograd.points_buffer(t1 - t0, c, np.dtype(dtype))
         winograd_jit.patch_tiles(src, size, *origin, th, tw, t0, t1, buf, plane)
         want = _tiles_reference(src.astype(np.float64), size, *origin, th, tw,
                                 np.array(TRANSFORMS[kind][1], float))[:, t0:t1]
         got = winograd._points(buf, plane, t1 - t0, c)
         assert np.abs(got - want).max() <= 4 * tol, kind
     m = rng.standard_normal((16, t1 - t0, c)).astype(dtype)
-    buf, plane = winograd._points_buffer(t1 - t0, c, np.dtype(dtype))
+    buf, plane = winograd.points_buffer(t1 - t0, c, np.dtype(dtype))
     winograd._points(buf, plane, t1 - t0, c)[...] = m
     dst = np.full(shape, 7.0, dtype)
     winograd_jit.output_tiles(buf, plane, th, tw, t0, t1, dst)
@@ -134,7 +134,7 @@ def test_tile_loops_match_the_formulas_on_interior_and_border_tiles(dtype, shape
                                                   (1, 1, "float32"), (64, 16, "float32")])
 def test_points_buffers_are_line_aligned_with_planes_an_odd_number_of_lines_apart(
         tiles, channels, dtype):
-    buf, plane = winograd._points_buffer(tiles, channels, np.dtype(dtype))
+    buf, plane = winograd.points_buffer(tiles, channels, np.dtype(dtype))
     itemsize = np.dtype(dtype).itemsize
     assert buf.ctypes.data % winograd.LINE_BYTES == 0 and buf.size == 16 * plane
     lines, rest = divmod(plane * itemsize, winograd.LINE_BYTES)

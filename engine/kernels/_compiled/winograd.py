@@ -79,11 +79,11 @@ _last = threading.local()
 
 
 #: Cache line bytes (the points' planes are padded to an odd number of them, see
-#: :func:`_points_buffer`).
+#: :func:`points_buffer`).
 LINE_BYTES = 64
 
 
-def _points_buffer(tiles: int, channels: int, ctype: np.dtype,
+def points_buffer(tiles: int, channels: int, ctype: np.dtype,
                    points: int = 16) -> tuple[np.ndarray, int]:
     """A flat, line-aligned buffer for the ``points`` points of ``tiles`` tiles and its plane
     stride (elements from one point's ``(tiles, channels)`` matrix to the next).
@@ -100,7 +100,7 @@ def _points_buffer(tiles: int, channels: int, ctype: np.dtype,
 
 
 def _points(flat: np.ndarray, plane: int, tiles: int, channels: int) -> np.ndarray:
-    """The ``(16, tiles, channels)`` view of a :func:`_points_buffer` (for BLAS)."""
+    """The ``(16, tiles, channels)`` view of a :func:`points_buffer` (for BLAS)."""
     return flat.reshape(16, plane)[:, :tiles * channels].reshape(16, tiles, channels)
 
 
@@ -178,7 +178,7 @@ def _chunk_tiles(channels: int, itemsize: int) -> int:
     return max(MIN_CHUNK_TILES, CHUNK_BYTES // max(1, 16 * channels * itemsize))
 
 
-def _chunked(tiles: int, chunk: int, work, state=lambda k: None, least: int = 0) -> list:
+def chunked(tiles: int, chunk: int, work, state=lambda k: None, least: int = 0) -> list:
     """Run ``work(t0, t1, st)`` on ranges of the tiles ``[0, tiles)`` of at most
     :data:`CALL_CHUNKS` chunks of ``chunk`` tiles: each core walks its own contiguous
     range of at least ``least`` tiles (:func:`_range_tiles` when 0; a cancel checkpoint before
@@ -200,13 +200,13 @@ def _chunked(tiles: int, chunk: int, work, state=lambda k: None, least: int = 0)
 
 
 def _range_tiles() -> int:
-    """Tiles per core's range of :func:`_chunked` at least (:data:`MIN_TILES`, read at call
+    """Tiles per core's range of :func:`chunked` at least (:data:`MIN_TILES`, read at call
     time)."""
     return max(1, MIN_TILES)
 
 
 def _spans(tiles: int) -> list[tuple[int, int]]:
-    """The cores' ranges of the tiles ``[0, tiles)`` in :func:`_chunked`, in order (those
+    """The cores' ranges of the tiles ``[0, tiles)`` in :func:`chunked`, in order (those
     :func:`~engine.kernels.parallel.map_ranges` makes there)."""
     return ranges(tiles, _range_tiles())
 
@@ -219,7 +219,7 @@ def _simd_columns(columns: int, ctype: np.dtype) -> bool:
     return columns % lanes(np.dtype(ctype).itemsize) == 0
 
 
-def _nhwc_operand(a: np.ndarray, ctype: np.dtype) -> np.ndarray:
+def nhwc_operand(a: np.ndarray, ctype: np.dtype) -> np.ndarray:
     """``a`` C-contiguous in ``ctype``: a copy only for NCHW views (by the compiled layout
     copy) or half types (:func:`~engine.kernels._compiled.transpose.contiguous_nhwc`)."""
     from engine.kernels._compiled import transpose
@@ -255,29 +255,29 @@ def _forward(src: np.ndarray, u: np.ndarray, row0: int, col0: int, out_rows: int
     def state(k: int):
         """Per core: its chunk buffers, reused chunk after chunk (BLAS allocates its own
         products)."""
-        return (_points_buffer(step, ci, ctype),
-                _points_buffer(step, co, ctype) if simd else None)
+        return (points_buffer(step, ci, ctype),
+                points_buffer(step, co, ctype) if simd else None)
 
-    _chunked(n * th * tw, step, work, state)
+    chunked(n * th * tw, step, work, state)
     return y
 
 
 def conv2d(g: ConvGeometry, x: np.ndarray, w: np.ndarray, ctype: np.dtype) -> np.ndarray:
     """Forward conv of NHWC ``x`` ``(N, OH, OW, K)`` in ``ctype`` (:func:`applies` holds)."""
-    return _forward(_nhwc_operand(x, ctype), winograd_filters.filter_transform(w, ctype), g.pad_top,
+    return _forward(nhwc_operand(x, ctype), winograd_filters.filter_transform(w, ctype), g.pad_top,
                     g.pad_left, g.out_rows, g.out_cols, ctype)
 
 
 def backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarray, ctype: np.dtype) -> np.ndarray:
     """Input gradient ``(N, H, W, C)`` in ``ctype`` of NHWC ``dy`` (:func:`applies` holds)."""
-    return _forward(_nhwc_operand(dy, ctype), winograd_filters.filter_transform(w, ctype, True), 2 - g.pad_top,
+    return _forward(nhwc_operand(dy, ctype), winograd_filters.filter_transform(w, ctype, True), 2 - g.pad_top,
                     2 - g.pad_left, g.in_rows, g.in_cols, ctype)
 
 
 def backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndarray,
                     ctype: np.dtype) -> np.ndarray:
     """Filter gradient ``(3, 3, C, K)`` in ``ctype`` of NHWC ``x`` and ``dy``."""
-    xs, es = _nhwc_operand(x, ctype), _nhwc_operand(dy, ctype)
+    xs, es = nhwc_operand(x, ctype), nhwc_operand(dy, ctype)
     n, ci, co = xs.shape[0], xs.shape[3], es.shape[3]
     th, tw = _tiles(g.out_rows, g.out_cols)
 
@@ -308,11 +308,11 @@ def backprop_filter(g: ConvGeometry, x: np.ndarray, dy: np.ndarray,
     def state(k: int) -> _FilterState:
         """Core ``k``'s: its partial sum, its chunk buffers (reused chunk after chunk) and a
         buffer for BLAS's product (the tiles add in place)."""
-        return _FilterState(parts[k], _points_buffer(step, ci, ctype),
-                            _points_buffer(step, co, ctype),
+        return _FilterState(parts[k], points_buffer(step, ci, ctype),
+                            points_buffer(step, co, ctype),
                             None if simd else np.empty((16, ci, co), ctype))
 
-    _chunked(n * th * tw, step, work, state)
+    chunked(n * th * tw, step, work, state)
     flat, dw = parts.reshape(len(parts), 16, -1), np.empty((9, ci * co), ctype)
     map_ranges(lambda lo, hi: jit.filter_inverse(flat, dw, lo, hi), ci * co,
                winograd_filters.SANDWICH_MIN_COLUMNS)
@@ -362,7 +362,7 @@ def warm(dtypes: tuple[type[np.floating], ...] = (np.float32, np.float64)) -> No
     jit = _jit()
     for dt in dtypes:
         src = np.zeros((1, 2, 2, 1), dt)
-        out, plane = _points_buffer(1, 1, np.dtype(dt))
+        out, plane = points_buffer(1, 1, np.dtype(dt))
         _input_tiles(src, 0, 0, 1, 1, 0, 1, out, plane)
         _grad_tiles(src, 1, 1, 0, 1, out, plane)
         jit.output_tiles(out, plane, 1, 1, 0, 1, np.zeros((1, 2, 2, 1), dt))

@@ -36,7 +36,7 @@ def _origin(tile, tiles_h, tiles_w):  # pragma: no cover
 
 
 @njit(nogil=True, cache=True)
-def _patch(src, n, r, c, size, out):  # pragma: no cover
+def patch(src, n, r, c, size, out):  # pragma: no cover
     """``out[(i*size + j)*C + k] = src[n, r + i, c + j, k]``, zero outside ``src``."""
     h, w, ch = src.shape[1], src.shape[2], src.shape[3]
     for i in range(size):
@@ -67,7 +67,7 @@ def patch_tiles(src, size, row0, col0, tiles_h, tiles_w, t0, t1, out, plane):  #
         o0 = (tile - t0) * ch
         inside = 0 <= r and r + size <= h and 0 <= c and c + size <= w
         if not inside:
-            _patch(src, n, r, c, size, pad)
+            patch(src, n, r, c, size, pad)
         d, s0, srow = (sf, ((n * h + r) * w + c) * ch, w * ch) if inside else (pad, 0, size * ch)
         if size == 4:
             input_transform(out, d, o0, s0, ch, srow, ch, 4 * plane, plane)

@@ -104,7 +104,7 @@ def backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarray,
     whether it came out finite (each tile checked as it is written)."""
     from engine.kernels._compiled import winograd_phases_jit as jit
 
-    src = readonly(winograd._nhwc_operand(dy, ctype))
+    src = readonly(winograd.nhwc_operand(dy, ctype))
     u = winograd_filters.phase_filter_transform(w, ctype)
     k, c = u.shape[1], u.shape[2]
     (row0, row_shift), (col0, col_shift) = _axis(g.pad_top), _axis(g.pad_left)
@@ -120,10 +120,10 @@ def backprop_input(g: ConvGeometry, dy: np.ndarray, w: np.ndarray,
 
     def state(_: int):
         """Per core: its chunk buffers, reused chunk after chunk, and its calls' finiteness."""
-        return (winograd._points_buffer(step, k, ctype, POINTS),
-                winograd._points_buffer(step, c, ctype, POINTS), [])
+        return (winograd.points_buffer(step, k, ctype, POINTS),
+                winograd.points_buffer(step, c, ctype, POINTS), [])
 
-    done = winograd._chunked(total, step, work, state, MIN_TILES)
+    done = winograd.chunked(total, step, work, state, MIN_TILES)
     return dx, all(all(st[2]) for st in done)
 
 
@@ -152,7 +152,7 @@ def warm(dtypes: tuple[type[np.floating], ...] = (np.float32, np.float64)) -> No
 
     for dt in dtypes:
         src = readonly(np.zeros((1, 2, 2, 1), dt))
-        v, pv = winograd._points_buffer(1, 1, np.dtype(dt), POINTS)
+        v, pv = winograd.points_buffer(1, 1, np.dtype(dt), POINTS)
         jit.input_chunks(src, -1, -1, 0, 0, 1, 1, 0, 1, 1, v, pv, np.zeros((25, 1, 1), dt),
                          v.copy(), pv, np.zeros((1, 3, 3, 1), dt))
 

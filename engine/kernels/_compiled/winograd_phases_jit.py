@@ -17,7 +17,7 @@ from numba import njit
 from engine.kernels._compiled import cache_key  # noqa: F401 - before any cache=True
 from engine.kernels._compiled.numba_simd import gemm_set
 from engine.kernels._compiled.simd_runs import finite_run
-from engine.kernels._compiled.winograd_jit import _patch
+from engine.kernels._compiled.winograd_jit import patch
 from engine.kernels._compiled.winograd_simd import phase_input_transform, phase_output_transform
 
 #: Output-gradient values per tile side, result pixels per tile side, points per tile side.
@@ -50,7 +50,7 @@ def input_tiles(src, row0, col0, tiles_h, tiles_w, t0, t1, out, plane):  # pragm
             phase_input_transform(out, sf, o0, ((n * h + r) * w + c) * ch, ch, w * ch, ch,
                                   POINTS * plane, plane)
         else:
-            _patch(src, n, r, c, PATCH, pad)
+            patch(src, n, r, c, PATCH, pad)
             phase_input_transform(out, pad, o0, 0, ch, PATCH * ch, ch, POINTS * plane, plane)
 
 
