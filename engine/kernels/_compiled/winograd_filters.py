@@ -62,7 +62,7 @@ def phase_filter_transform(w: np.ndarray, ctype: np.dtype) -> np.ndarray:
     """``U[5*u + v] = (PHASE_G w^T PHASE_G^T)[u, v]``: the 25 distinct ``(K, C)`` matrices of a
     ``(3, 3, C, K)`` filter, each tap's matrix transposed first."""
     wt = _transposed_taps(w, ctype)
-    return sandwich(PHASE_G, wt).reshape(25, *wt.shape[2:])
+    return sandwich(PHASE_G, wt).reshape(len(PHASE_G) ** 2, *wt.shape[2:])
 
 
 def _transposed_taps(w: np.ndarray, ctype: np.dtype) -> np.ndarray:

@@ -38,6 +38,8 @@ from engine.shapes.conv import ConvGeometry
 
 #: Pixels per tile side and points per tile (7 x 7).
 TILE, POINTS = 6, 49
+#: Distinct filter matrices (the one-tap phase's three points share ``w[1]``: 5 x 5).
+FILTERS = len(winograd_filters.PHASE_G) ** 2
 #: At least this many tiles per call (below, fixed costs dominate), and per core's range.
 MIN_TILES = 16
 #: ... and computes at most 1/this of the direct sum's products (:func:`saving`: at 14x14
@@ -84,7 +86,8 @@ def saving(g: ConvGeometry) -> float:
 
 def tiles(g: ConvGeometry) -> int:
     """Tiles of a call: 6x6 pixels each, from ``s`` pixels before row and column 0."""
-    return g.batch * _tile_counts(g)[0] * _tile_counts(g)[1]
+    rows, cols = _tile_counts(g)
+    return g.batch * rows * cols
 
 
 def _tile_counts(g: ConvGeometry) -> tuple[int, int]:
@@ -153,7 +156,7 @@ def warm(dtypes: tuple[type[np.floating], ...] = (np.float32, np.float64)) -> No
     for dt in dtypes:
         src = readonly(np.zeros((1, 2, 2, 1), dt))
         v, pv = winograd.points_buffer(1, 1, np.dtype(dt), POINTS)
-        jit.input_chunks(src, -1, -1, 0, 0, 1, 1, 0, 1, 1, v, pv, np.zeros((25, 1, 1), dt),
+        jit.input_chunks(src, -1, -1, 0, 0, 1, 1, 0, 1, 1, v, pv, np.zeros((FILTERS, 1, 1), dt),
                          v.copy(), pv, np.zeros((1, 3, 3, 1), dt))
 
 
@@ -167,6 +170,7 @@ def workspace_bytes(g: ConvGeometry, kind: str, ct: int) -> int:
     padding = 2 * (POINTS * 2 + 1) * winograd.LINE_BYTES  # per buffer: planes' lines, alignment
     per_core = POINTS * chunk * (ci + co) * ct + padding
     dy = g.batch * g.out_rows * g.out_cols * co
-    filters = (9 + 9 + 15 + 25) * ci * co  # w, w^T, PHASE_G w^T, the 25 distinct points
+    # w, w^T, PHASE_G w^T, the distinct points
+    filters = (9 + 9 + 3 * len(winograd_filters.PHASE_G) + FILTERS) * ci * co
     result = g.batch * g.in_rows * g.in_cols * ci
     return (dy + filters + 2 * result) * ct + workers() * per_core
