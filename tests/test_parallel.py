@@ -1,5 +1,8 @@
 
 
+import pytest
+
+
 def test_ranges_run_in_the_callers_context():
     """NumPy's errstate (a context variable) and our own context variables reach the worker
     threads: a kernel's quiet floats stay quiet on every core."""
@@ -49,3 +52,105 @@ def test_the_first_range_runs_in_the_calling_thread_and_the_call_waits_for_every
     with pytest.raises(ValueError, match="first range"):
         parallel.map_ranges(fn, total)
     assert len(ended) == len(parallel.ranges(total)) - 1
+
+
+def _spinning(request):
+    """The kernel team with its spinning waits installed (as accel installs them with numba)."""
+    import pytest
+
+    from engine.kernels import parallel
+
+    pytest.importorskip("numba")
+    from engine.kernels._compiled import spin
+
+    if parallel.workers() < 2:
+        pytest.skip("one core: a single range")
+    saved = parallel._spin, parallel._spin_polls
+    parallel.use_spin(spin.wait_change, spin.polls_for(parallel.SPIN_SECONDS))
+    request.addfinalizer(lambda: parallel.use_spin(*saved))
+    return parallel
+
+
+def test_the_spinning_wait_sees_another_threads_store_and_gives_up_after_its_polls():
+    import threading
+    import time
+
+    import numpy as np
+    import pytest
+
+    pytest.importorskip("numba")
+    from engine.kernels._compiled import spin
+
+    flags = np.zeros(4, np.int64)
+    assert spin.wait_change(flags, 2, 0, 1000) is False
+    flags[2] = 7
+    assert spin.wait_change(flags, 2, 0, 1) is True and spin.wait_change(flags, 2, 7, 10) is False
+    polls = spin.polls_for(0.5)
+    timer = threading.Timer(0.05, lambda: flags.__setitem__(1, 1))
+    t0 = time.perf_counter()
+    timer.start()
+    assert spin.wait_change(flags, 1, 0, polls)  # seen long before the half second is over
+    assert time.perf_counter() - t0 < 0.4
+    timer.join()
+
+
+@pytest.mark.parametrize("spin", [False, True])
+def test_the_team_returns_every_range_in_order_and_raises_a_workers_error(request, spin):
+    """With or without spinning waits: results in range order, the other thread's range run
+    off the calling thread, its error raised in the caller after every range ended, and the
+    team usable again afterwards."""
+    import threading
+
+    from engine.kernels import parallel
+
+    if spin:
+        _spinning(request)
+    elif parallel.workers() < 2:
+        pytest.skip("one core: a single range")
+    total = 4 * parallel.MIN_POSITIONS_PER_RANGE
+    me = threading.current_thread()
+    for _ in range(50):  # back to back, as a kernel's chunks go
+        seen = parallel.map_ranges(lambda lo, hi: (lo, hi, threading.current_thread() is me),
+                                   total)
+        assert [s[:2] for s in seen] == parallel.ranges(total)
+        assert seen[0][2] and not any(s[2] for s in seen[1:])
+
+    def fails_off_the_caller(lo, hi):
+        if lo:
+            raise ArithmeticError(f"range {lo}")
+        return lo
+
+    with pytest.raises(ArithmeticError, match="range"):
+        parallel.map_ranges(fails_off_the_caller, total)
+    assert parallel.map_ranges(lambda lo, hi: hi - lo, total) == [
+        hi - lo for lo, hi in parallel.ranges(total)]
+
+
+def test_nested_and_concurrent_calls_neither_deadlock_nor_mix_their_ranges(request):
+    """A range that itself calls map_ranges, and two threads calling at once, get the thread
+    pool while the team is taken: every call still gets its own ranges' results."""
+    import threading
+
+    from engine.kernels import parallel
+
+    _spinning(request)
+    total = 4 * parallel.MIN_POSITIONS_PER_RANGE
+    expect = [hi - lo for lo, hi in parallel.ranges(total)]
+    nested = parallel.map_ranges(lambda lo, hi: parallel.map_ranges(
+        lambda a, b: (lo, b - a), total), total)
+    assert [[n for _, n in inner] for inner in nested] == [expect] * len(expect)
+    assert [inner[0][0] for inner in nested] == [lo for lo, _ in parallel.ranges(total)]
+    results: dict[int, list] = {}
+
+    def caller(k):
+        results[k] = [parallel.map_ranges(lambda lo, hi: (k, hi - lo), total)
+                      for _ in range(100)]
+
+    threads = [threading.Thread(target=caller, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(results) == [0, 1, 2]
+    for k, calls in results.items():
+        assert all(call == [(k, n) for n in expect] for call in calls)

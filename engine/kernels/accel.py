@@ -83,7 +83,17 @@ def compiled() -> ModuleType | None:
             else:  # announce_compiles came first: listen now that numba is imported
                 if _note_wanted:
                     _install_note_listener()
+                _install_spin()
         return _module
+
+
+def _install_spin() -> None:
+    """The kernel threads' waits keep their cores awake a while (:func:`engine.kernels.parallel.use_spin`)."""
+    from engine.kernels import parallel
+    from engine.kernels._compiled import spin
+
+    if parallel.workers() > 1:
+        parallel.use_spin(spin.wait_change, spin.polls_for(parallel.SPIN_SECONDS))
 
 
 def use_compiled(ctype: np.dtype, numpy_seconds: float) -> bool:

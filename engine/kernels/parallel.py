@@ -11,12 +11,14 @@ set the thread count of the BLAS libraries NumPy and SciPy load.
 from __future__ import annotations
 
 import contextvars
+import functools
 import itertools
 import os
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
+import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from engine.base import cancel
@@ -74,6 +76,98 @@ def copy_ranges(fn: Callable[[int, int], object], images: int, bytes_per_image: 
     map_ranges(fn, images, max(1, MIN_COPY_BYTES // max(1, bytes_per_image)))
 
 
+#: How long a kernel thread keeps its core awake after its range (and the caller after its
+#: own) before it blocks, when a spinning wait is installed (:func:`use_spin`).
+SPIN_SECONDS = 2e-3
+
+_spin: Callable[[np.ndarray, int, int, int], bool] | None = None
+_spin_polls = 0
+
+
+def use_spin(wait: Callable[[np.ndarray, int, int, int], bool], polls: int) -> None:
+    """Install a GIL-free wait ``wait(flags, index, old, polls)``: True once ``flags[index]``
+    differs from ``old``, False after ``polls`` polls (:mod:`engine.kernels._compiled.spin`,
+    installed by :mod:`engine.kernels.accel` with numba). Without it the threads block at
+    once."""
+    global _spin, _spin_polls
+    _spin, _spin_polls = wait, polls
+
+
+class _Team:
+    """``size`` kernel threads, each given one range at a time through its slot: generation
+    ``flags[32*i]`` given, ``flags[32*i + 16]`` done (a cache line and more apart). A thread
+    waits for its next range with :func:`use_spin`'s wait for up to :data:`SPIN_SECONDS`, then
+    on the condition; the caller waits for the ranges' ends the same way."""
+
+    def __init__(self, size: int) -> None:
+        self.flags = np.zeros(32 * size, np.int64)
+        self.tasks: list[Callable[[], object] | None] = [None] * size
+        self.outcomes: list[tuple[bool, object]] = [(True, None)] * size
+        self.cond = threading.Condition()
+        self.busy = threading.Lock()  # one map_ranges at a time uses the team
+        for i in range(size):
+            threading.Thread(target=self._serve, args=(i,), daemon=True,
+                             name=f"gradblocks-kernel-team-{i}").start()
+
+    def _wait(self, index: int, old: int) -> None:
+        """Until ``flags[index] != old``: polling, then blocked."""
+        if _spin is not None and _spin(self.flags, index, old, _spin_polls):
+            return
+        with self.cond:
+            while self.flags[index] == old:
+                self.cond.wait()
+
+    def _serve(self, i: int) -> None:
+        seen = 0
+        while True:
+            self._wait(32 * i, seen)
+            seen = int(self.flags[32 * i])
+            task = self.tasks[i]
+            self.tasks[i] = None
+            try:
+                outcome: tuple[bool, object] = (True, task() if task is not None else None)
+            except BaseException as err:  # noqa: BLE001 - handed to the caller, raised there
+                outcome = (False, err)
+            self.outcomes[i] = outcome
+            self.flags[32 * i + 16] = seen
+            with self.cond:
+                self.cond.notify_all()
+
+    def give(self, i: int, task: Callable[[], object]) -> None:
+        self.tasks[i] = task
+        self.flags[32 * i] += 1
+        with self.cond:
+            self.cond.notify_all()
+
+    def collect(self, count: int) -> list[tuple[bool, object]]:
+        """The outcomes of threads ``0 .. count-1``' current ranges, once they have all ended."""
+        for i in range(count):
+            given = int(self.flags[32 * i])
+            if self.flags[32 * i + 16] != given:
+                self._wait(32 * i + 16, given - 1)
+        return self.outcomes[:count]
+
+
+_team: _Team | None = None
+
+
+def _the_team() -> _Team:
+    global _team
+    with _lock:
+        if _team is None:
+            _team = _Team(workers() - 1)
+        return _team
+
+
+def _forget_team() -> None:  # a forked child has none of the parent's threads
+    global _team, _pool
+    _team, _pool = None, None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_team)
+
+
 def map_ranges(
     fn: Callable[[int, int], T], total: int, min_size: int | None = None
 ) -> list[T]:
@@ -81,10 +175,34 @@ def map_ranges(
     copy of the caller's context (so NumPy's ``errstate`` and other context variables hold
     there too). The first range runs in the calling thread (its caches hold the operands, and
     a worker's wake-up costs tens of microseconds); the call returns once every range has
-    ended, whichever raised."""
+    ended, whichever raised. The ranges go to the kernel team (:class:`_Team`); while another
+    call (or an enclosing one) has it, to a thread pool."""
     spans = ranges(total, min_size)
     if len(spans) <= 1:
         return [fn(lo, hi) for lo, hi in spans]
+    team = _the_team() if len(spans) <= workers() else None
+    if team is None or not team.busy.acquire(blocking=False):
+        return _map_on_pool(fn, spans)
+    try:
+        _, controller = _resources()
+        fn = cancel.bound(fn)  # a cancelled run stops in every worker thread too
+        with controller.limit(limits=1, user_api="blas"):
+            for i, (lo, hi) in enumerate(spans[1:]):
+                team.give(i, functools.partial(contextvars.copy_context().run, fn, lo, hi))
+            try:
+                first = contextvars.copy_context().run(fn, *spans[0])
+            finally:
+                outcomes = team.collect(len(spans) - 1)  # no range still writes after return
+        for ok, value in outcomes:
+            if not ok:
+                raise cast(BaseException, value)
+        return [first] + [cast(T, value) for _, value in outcomes]
+    finally:
+        team.busy.release()
+
+
+def _map_on_pool(fn: Callable[[int, int], T], spans: list[tuple[int, int]]) -> list[T]:
+    """:func:`map_ranges`' ranges on the thread pool."""
     pool, controller = _resources()
     fn = cancel.bound(fn)  # a cancelled run stops in every worker thread too
     with controller.limit(limits=1, user_api="blas"):
