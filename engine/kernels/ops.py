@@ -33,6 +33,7 @@ from engine.base.errors import InvalidArgumentError
 from engine.kernels import path_record
 from engine.kernels.nonfinite import all_finite, nonfinite_safe
 from engine.shapes.conv import RULES, ConvGeometry
+from engine.shapes.memo import memoized
 from engine.shapes.ops import op_named
 
 IntSeq = Sequence[int] | np.ndarray
@@ -220,7 +221,7 @@ def _conv_op(name: str, shape: type, doc: str) -> Any:
     a_name, b_name = op.operands
     #: the 2-D rule of the row's kind (its arguments: the op's tensor arguments in order, an
     #: array operand by its shape, a size argument as given; then the attributes)
-    geometry = cast(Callable[..., ConvGeometry], RULES[2][op.kind])
+    geometry = cast(Callable[..., ConvGeometry], memoized(RULES[2][op.kind]))
 
     def kernel(*args: object, **kwargs: object) -> np.ndarray:
         try:
