@@ -6,11 +6,13 @@ A thread blocked on a lock or condition lets its core go idle, and waking an idl
 tens to hundreds of microseconds on a virtual machine (the host must schedule the core again):
 as much as a whole depthwise call. The kernel threads therefore poll for their next range a
 short while before they block, as OpenMP's and Eigen's thread pools do. Each poll is an
-acquire load (the compiler cannot hoist it out of the loop) followed by x86's ``pause`` hint.
+acquire load (the compiler cannot hoist it out of the loop) followed by x86's ``pause`` hint;
+every :data:`POLLS_PER_YIELD`-th gives the core to any other thread ready to run on it.
 """
 
 from __future__ import annotations
 
+import os
 import platform
 import time
 
@@ -24,6 +26,8 @@ from engine.kernels._compiled import cache_key  # noqa: F401 - before any cache=
 
 #: Whether this CPU has x86's ``pause`` (a hint to the core that it is spinning).
 X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+#: Whether the C library has ``sched_yield`` (POSIX); elsewhere every poll pauses.
+POSIX = os.name == "posix"
 
 
 @intrinsic
@@ -54,13 +58,35 @@ def _pause(typingctx):
     return types.void(), codegen
 
 
+@intrinsic
+def _yield_core(typingctx):
+    """``sched_yield()`` (POSIX): another thread ready to run on this core runs first."""
+
+    def codegen(context, builder, signature, args):
+        if POSIX:
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.IntType(32), []), "sched_yield")
+            builder.call(fn, [])
+        return context.get_dummy_value()
+
+    return types.void(), codegen
+
+
+#: Polls between two :func:`_yield_core` calls (a spinning thread never keeps a core from
+#: another thread that has work: OpenBLAS's, another process's).
+POLLS_PER_YIELD = 32
+
+
 @numba.jit(nopython=True, nogil=True, cache=True)
 def wait_change(flags, index, old, polls):  # pragma: no cover - compiled
     """True as soon as ``flags[index] != old``; False after ``polls`` polls without a change."""
-    for _ in range(polls):
+    for n in range(polls):
         if _load_acquire(flags, index) != old:
             return True
-        _pause()
+        if n % POLLS_PER_YIELD == POLLS_PER_YIELD - 1:
+            _yield_core()
+        else:
+            _pause()
     return False
 
 
