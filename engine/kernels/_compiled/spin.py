@@ -74,7 +74,7 @@ def _yield_core(typingctx):
 
 #: Polls between two :func:`_yield_core` calls (a spinning thread never keeps a core from
 #: another thread that has work: OpenBLAS's, another process's).
-POLLS_PER_YIELD = 32
+POLLS_PER_YIELD = 128
 
 
 @numba.jit(nopython=True, nogil=True, cache=True)
