@@ -73,7 +73,6 @@ def _spinning(request):
 
 def test_the_spinning_wait_sees_another_threads_store_and_gives_up_after_its_polls():
     import threading
-    import time
 
     import numpy as np
     import pytest
@@ -85,13 +84,14 @@ def test_the_spinning_wait_sees_another_threads_store_and_gives_up_after_its_pol
     assert spin.wait_change(flags, 2, 0, 1000) is False
     flags[2] = 7
     assert spin.wait_change(flags, 2, 0, 1) is True and spin.wait_change(flags, 2, 7, 10) is False
-    polls = spin.polls_for(0.5)
-    timer = threading.Timer(0.05, lambda: flags.__setitem__(1, 1))
-    t0 = time.perf_counter()
-    timer.start()
-    assert spin.wait_change(flags, 1, 0, polls)  # seen long before the half second is over
-    assert time.perf_counter() - t0 < 0.4
-    timer.join()
+    assert spin.polls_for(0.01) >= 1
+    seen = []
+    waiter = threading.Thread(target=lambda: seen.append(spin.wait_change(flags, 1, 0, 10**9)),
+                              daemon=True)  # 10**9 polls: half a minute or more unseen
+    waiter.start()
+    flags[1] = 1  # another thread's store, while (or before) it polls
+    waiter.join(30)
+    assert seen == [True]
 
 
 @pytest.mark.parametrize("spin", [False, True])
@@ -154,3 +154,42 @@ def test_nested_and_concurrent_calls_neither_deadlock_nor_mix_their_ranges(reque
     assert sorted(results) == [0, 1, 2]
     for k, calls in results.items():
         assert all(call == [(k, n) for n in expect] for call in calls)
+
+
+def test_the_team_keeps_no_result_and_more_ranges_than_threads_go_to_the_pool(request,
+                                                                             monkeypatch):
+    """A range's result and its function (which may hold a chunk's operands) are the caller's
+    alone once the call returns (the team keeps no reference), and when the cores this process may use grow after the team was made, the
+    extra ranges still all run."""
+    import gc
+    import weakref
+
+    from engine.kernels import parallel
+
+    _spinning(request)
+    total = 4 * parallel.MIN_POSITIONS_PER_RANGE
+
+    class Result:
+        pass
+
+    refs = []
+
+    def run_once():
+        operand = Result()
+        refs.append(weakref.ref(operand))
+
+        def fn(lo, hi):
+            r = Result()
+            refs.append(weakref.ref(r))
+            return (r, operand)
+
+        parallel.map_ranges(fn, total)
+
+    run_once()
+    gc.collect()
+    assert len(refs) == 1 + len(parallel.ranges(total)) and all(r() is None for r in refs)
+    team_size = len(parallel._the_team().tasks)
+    monkeypatch.setattr(parallel, "workers", lambda: team_size + 3)
+    total = (team_size + 3) * parallel.MIN_POSITIONS_PER_RANGE
+    assert parallel.map_ranges(lambda lo, hi: hi - lo, total) == [
+        hi - lo for lo, hi in parallel.ranges(total)]

@@ -129,6 +129,7 @@ class _Team:
             except BaseException as err:  # noqa: BLE001 - handed to the caller, raised there
                 outcome = (False, err)
             self.outcomes[i] = outcome
+            del task, outcome  # nothing of the range stays alive in this thread
             self.flags[32 * i + 16] = seen
             with self.cond:
                 self.cond.notify_all()
@@ -145,7 +146,9 @@ class _Team:
             given = int(self.flags[32 * i])
             if self.flags[32 * i + 16] != given:
                 self._wait(32 * i + 16, given - 1)
-        return self.outcomes[:count]
+        done = self.outcomes[:count]
+        self.outcomes[:count] = [(True, None)] * count  # the team holds no result after
+        return done
 
 
 _team: _Team | None = None
@@ -180,8 +183,8 @@ def map_ranges(
     spans = ranges(total, min_size)
     if len(spans) <= 1:
         return [fn(lo, hi) for lo, hi in spans]
-    team = _the_team() if len(spans) <= workers() else None
-    if team is None or not team.busy.acquire(blocking=False):
+    team = _the_team()
+    if len(spans) - 1 > len(team.tasks) or not team.busy.acquire(blocking=False):
         return _map_on_pool(fn, spans)
     try:
         _, controller = _resources()
