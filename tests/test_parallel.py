@@ -140,6 +140,15 @@ def test_nested_and_concurrent_calls_neither_deadlock_nor_mix_their_ranges(reque
         lambda a, b: (lo, b - a), total), total)
     assert [[n for _, n in inner] for inner in nested] == [expect] * len(expect)
     assert [inner[0][0] for inner in nested] == [lo for lo, _ in parallel.ranges(total)]
+
+    def fails_off_the_caller(lo, hi):
+        if lo:
+            raise ArithmeticError(f"range {lo}")
+        return lo
+
+    with pytest.raises(ArithmeticError, match="range"):  # raised through the pool too
+        parallel.map_ranges(lambda lo, hi: parallel.map_ranges(fails_off_the_caller, total),
+                            total)
     results: dict[int, list] = {}
 
     def caller(k):

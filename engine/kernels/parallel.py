@@ -134,14 +134,17 @@ class _Team:
             with self.cond:
                 self.cond.notify_all()
 
-    def give(self, i: int, task: Callable[[], object]) -> None:
-        self.tasks[i] = task
-        self.flags[32 * i] += 1
+    def start(self, tasks: list[Callable[[], object]]) -> Callable[[], list[tuple[bool, object]]]:
+        """Give task ``i`` to thread ``i``; the returned call waits until they have all ended
+        and gives their outcomes ``(ok, result or error)`` in order."""
+        for i, task in enumerate(tasks):
+            self.tasks[i] = task
+            self.flags[32 * i] += 1
         with self.cond:
             self.cond.notify_all()
+        return lambda: self._collect(len(tasks))
 
-    def collect(self, count: int) -> list[tuple[bool, object]]:
-        """The outcomes of threads ``0 .. count-1``' current ranges, once they have all ended."""
+    def _collect(self, count: int) -> list[tuple[bool, object]]:
         for i in range(count):
             given = int(self.flags[32 * i])
             if self.flags[32 * i + 16] != given:
@@ -156,6 +159,8 @@ _team: _Team | None = None
 
 def _the_team() -> _Team:
     global _team
+    if _team is not None:  # made once: no lock on every call
+        return _team
     with _lock:
         if _team is None:
             _team = _Team(workers() - 1)
@@ -183,38 +188,38 @@ def map_ranges(
     spans = ranges(total, min_size)
     if len(spans) <= 1:
         return [fn(lo, hi) for lo, hi in spans]
+    pool, controller = _resources()
+    fn = cancel.bound(fn)  # a cancelled run stops in every worker thread too
+    rest: list[Callable[[], object]] = [
+        functools.partial(contextvars.copy_context().run, fn, lo, hi) for lo, hi in spans[1:]]
     team = _the_team()
-    if len(spans) - 1 > len(team.tasks) or not team.busy.acquire(blocking=False):
-        return _map_on_pool(fn, spans)
+    on_team = len(rest) <= len(team.tasks) and team.busy.acquire(blocking=False)
     try:
-        _, controller = _resources()
-        fn = cancel.bound(fn)  # a cancelled run stops in every worker thread too
         with controller.limit(limits=1, user_api="blas"):
-            for i, (lo, hi) in enumerate(spans[1:]):
-                team.give(i, functools.partial(contextvars.copy_context().run, fn, lo, hi))
+            ended = team.start(rest) if on_team else _start_on_pool(pool, rest)
             try:
                 first = contextvars.copy_context().run(fn, *spans[0])
             finally:
-                outcomes = team.collect(len(spans) - 1)  # no range still writes after return
-        for ok, value in outcomes:
-            if not ok:
-                raise cast(BaseException, value)
-        return [first] + [cast(T, value) for _, value in outcomes]
+                outcomes = ended()  # no range still writes once the call returns
     finally:
-        team.busy.release()
+        if on_team:
+            team.busy.release()
+    for ok, value in outcomes:
+        if not ok:
+            raise cast(BaseException, value)
+    return [first] + [cast(T, value) for _, value in outcomes]
 
 
-def _map_on_pool(fn: Callable[[int, int], T], spans: list[tuple[int, int]]) -> list[T]:
-    """:func:`map_ranges`' ranges on the thread pool."""
-    pool, controller = _resources()
-    fn = cancel.bound(fn)  # a cancelled run stops in every worker thread too
-    with controller.limit(limits=1, user_api="blas"):
-        futures = [pool.submit(contextvars.copy_context().run, fn, lo, hi)
-                   for lo, hi in spans[1:]]
-        try:
-            first = contextvars.copy_context().run(fn, *spans[0])
-        finally:
-            from concurrent.futures import wait
+def _start_on_pool(pool: ThreadPoolExecutor, tasks: list[Callable[[], object]]
+                   ) -> Callable[[], list[tuple[bool, object]]]:
+    """:meth:`_Team.start` on the thread pool."""
+    from concurrent.futures import wait
 
-            wait(futures)  # no range still writes once the call returns
-        return [first] + [f.result() for f in futures]
+    futures = [pool.submit(task) for task in tasks]
+
+    def ended() -> list[tuple[bool, object]]:
+        wait(futures)
+        return [(True, f.result()) if f.exception() is None else (False, f.exception())
+                for f in futures]
+
+    return ended

@@ -17,6 +17,7 @@ import platform
 import time
 
 import numba
+import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
@@ -92,8 +93,6 @@ def wait_change(flags, index, old, polls):  # pragma: no cover - compiled
 
 def polls_for(seconds: float) -> int:
     """About how many polls of :func:`wait_change` take ``seconds`` on this core (measured)."""
-    import numpy as np
-
     flags = np.zeros(1, np.int64)
     wait_change(flags, 0, 0, 1)  # compile (or load) first
     count = 20_000
